@@ -1,0 +1,123 @@
+/**
+ * Action definitions: identity, Schemas, declared effects and provenance, with the handler sealed
+ * away so that nothing but a spent invocation token can reach it.
+ */
+import type { Effect } from "effect"
+import { Cause, Option, Schema } from "effect"
+import type * as Scope from "effect/Scope"
+import { seal } from "./internal/callable.ts"
+import { ActionName, Identifier } from "./Refs.ts"
+
+/** A kind of effect containment a backend may enforce. */
+export const ContainmentKind = Schema.Literal("filesystem", "network", "subprocess", "environment", "secrets")
+
+/** A kind of effect containment. */
+export type ContainmentKind = typeof ContainmentKind.Type
+
+/** Where an action came from. */
+export class Provenance extends Schema.Class<Provenance>("Provenance")({
+  kind: Schema.Literal("local", "plugin", "mcp"),
+  id: Schema.optional(Identifier)
+}) {}
+
+/** What a handler learns about the invocation it serves. */
+export interface HandlerContext {
+  readonly request_id: string
+  readonly attempt_id: string
+  readonly signal: AbortSignal
+}
+
+/** A handler: an Effect, a Promise or a plain value; scoped resources close when the call ends. */
+export type Handler<I = any, O = any> = (
+  input: I,
+  context: HandlerContext
+) => Effect.Effect<O, unknown, Scope.Scope> | PromiseLike<O> | O
+
+/** A failure an action chooses to make public: its code and message reach the outcome. */
+export class ActionError extends Schema.TaggedError<ActionError>()("ActionError", {
+  code: Schema.String.pipe(Schema.pattern(/^[a-z_]+(?:\.[a-z_]+)*$/)),
+  message: Schema.String
+}) {}
+
+/** A declared action, without its handler. */
+export interface ActionDefinition<I = any, O = any> {
+  readonly name: string
+  readonly version: string
+  readonly aliases: ReadonlyArray<string>
+  readonly description: string
+  readonly input: Schema.Schema<I, any>
+  readonly output: Schema.Schema<O, any>
+  readonly effects: ReadonlyArray<string>
+  readonly containment: ReadonlyArray<ContainmentKind>
+  readonly source: Provenance
+}
+
+/** What `make` takes to declare an action. */
+export interface Spec<I, II, O, OI> {
+  readonly name: string
+  readonly version?: string
+  readonly aliases?: ReadonlyArray<string>
+  readonly description?: string
+  readonly input: Schema.Schema<I, II>
+  readonly output: Schema.Schema<O, OI>
+  readonly effects?: ReadonlyArray<string>
+  readonly containment?: ReadonlyArray<ContainmentKind>
+  readonly source?: Provenance
+  readonly handler: Handler<I, O>
+}
+
+/** An invalid declaration: a bad name, alias or version. */
+export class ActionDefinitionError extends Schema.TaggedError<ActionDefinitionError>()("ActionDefinitionError", {
+  action: Schema.String,
+  field: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `action ${this.action}: ${this.field} ${this.detail}`
+  }
+}
+
+const checkName = (action: string, field: string, value: string) => {
+  if (!Schema.is(ActionName)(value)) {
+    throw new ActionDefinitionError({ action, field, detail: `"${value}" is not an action name` })
+  }
+}
+
+/** Declare an action; throws ActionDefinitionError on an invalid name, alias or version. */
+export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I, O> => {
+  checkName(spec.name, "name", spec.name)
+  spec.aliases?.forEach((alias, i) => checkName(spec.name, `aliases[${i}]`, alias))
+  const version = spec.version ?? "1"
+  if (!Schema.is(Identifier)(version)) {
+    throw new ActionDefinitionError({ action: spec.name, field: "version", detail: "must be a non-empty identifier" })
+  }
+  const definition: ActionDefinition<I, O> = Object.freeze({
+    name: spec.name,
+    version,
+    aliases: Object.freeze([...(spec.aliases ?? [])]),
+    description: spec.description ?? "",
+    input: spec.input,
+    output: spec.output,
+    effects: Object.freeze([...(spec.effects ?? [])]),
+    containment: Object.freeze([...(spec.containment ?? [])]),
+    source: spec.source ?? Provenance.make({ kind: "local" })
+  })
+  seal(definition, spec.handler)
+  return definition
+}
+
+/** A captured handler failure, normalised and redacted: a code, and a message only if public. */
+export interface CapturedFailure {
+  readonly code: string
+  readonly message?: string
+}
+
+/** Normalise a handler's failure cause: an ActionError keeps its code and message; anything else only a code. */
+export const captureFailure = (cause: Cause.Cause<unknown>): CapturedFailure => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    return error instanceof ActionError ? { code: error.code, message: error.message } : { code: "handler.failed" }
+  }
+  return { code: "handler.defect" }
+}

@@ -1,0 +1,54 @@
+/**
+ * The effect-backend port: where a handler actually runs, what containment that place can prove,
+ * and an `invoke` that demands the executor's one-use invocation token.
+ */
+import { Context, Schema } from "effect"
+import type { Effect } from "effect"
+import type { ActionDefinition, CapturedFailure, HandlerContext } from "./Action.ts"
+import type { InvocationToken } from "./InvocationToken.ts"
+import type { InvocationTokenError } from "./InvocationTokenError.ts"
+import { ActionBackendRef } from "./Refs.ts"
+
+/** Whether a backend enforces one kind of containment. */
+export const ContainmentLevel = Schema.Literal("enforced", "unsupported")
+
+/** What a backend can prove it contains, and how that was established. */
+export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCapabilityReport>(
+  "ActionBackendCapabilityReport"
+)({
+  backend: ActionBackendRef,
+  containment: Schema.Struct({
+    filesystem: ContainmentLevel,
+    network: ContainmentLevel,
+    subprocess: ContainmentLevel,
+    environment: ContainmentLevel,
+    secrets: ContainmentLevel
+  }),
+  verified_by: Schema.String
+}) {}
+
+/** One invocation, handed to a backend with its token. */
+export interface Invocation {
+  readonly definition: ActionDefinition
+  readonly input: unknown
+  readonly context: Omit<HandlerContext, "signal">
+}
+
+/** Where handlers run. */
+export class ActionExecutionBackend extends Context.Tag("writ/ActionExecutionBackend")<
+  ActionExecutionBackend,
+  ActionExecutionBackend.Service
+>() {}
+
+/** The ActionExecutionBackend service. */
+export declare namespace ActionExecutionBackend {
+  /** A backend: its identity, its probe, and a token-gated invoke. */
+  export interface Service {
+    readonly ref: ActionBackendRef
+    readonly probe: Effect.Effect<ActionBackendCapabilityReport>
+    readonly invoke: (
+      token: InvocationToken,
+      invocation: Invocation
+    ) => Effect.Effect<unknown, CapturedFailure | InvocationTokenError>
+  }
+}

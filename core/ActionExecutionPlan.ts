@@ -1,0 +1,93 @@
+/**
+ * The immutable plan compiled for one action before any side effect: all fourteen stages, in the
+ * seed's order, each saying whether it runs in this profile and why.
+ */
+import { Schema } from "effect"
+import { ActionDescriptor } from "./ActionDescriptor.ts"
+import type { Interceptor, Transformer } from "./Interceptor.ts"
+import { ActionBackendRef } from "./Refs.ts"
+import { RuntimeProfile } from "./RuntimeProfile.ts"
+import { Stage, stages } from "./Stage.ts"
+
+/** One stage of a plan: run or skip, what it does here, and the evaluators it calls. */
+export class PlannedStage extends Schema.Class<PlannedStage>("PlannedStage")({
+  stage: Stage,
+  mode: Schema.Literal("run", "skip"),
+  detail: Schema.String,
+  evaluators: Schema.Array(Schema.String)
+}) {}
+
+/** The compiled, immutable plan for one action under one executor. */
+export class ActionExecutionPlan extends Schema.Class<ActionExecutionPlan>("ActionExecutionPlan")({
+  action: ActionDescriptor,
+  profile: RuntimeProfile,
+  backend: ActionBackendRef,
+  stages: Schema.Array(PlannedStage)
+}) {}
+
+/** The executor configuration a plan is compiled from. */
+export interface PlanInputs {
+  readonly descriptor: ActionDescriptor
+  readonly backend: ActionBackendRef
+  readonly interceptors: ReadonlyArray<Interceptor>
+  readonly transformers: ReadonlyArray<Transformer>
+}
+
+const minimalDetail: Record<Stage, string> = {
+  resolve: "resolve the reference to a digest-pinned descriptor",
+  normalise: "decode the arguments with the action's input Schema",
+  bind_context:
+    "bind the trusted context; deadline admission; backend probe for required containment; no capacity admission configured (unbounded)",
+  governed_start: "minimal profile: no governed operation, policy pin or evidence",
+  authorise: "principal and tenant authorization interceptors",
+  guard: "intrinsic guard interceptors",
+  policy: "action policy interceptors",
+  transform: "user transformations",
+  revalidate: "decode the transformed arguments again",
+  recheck: "re-run every security evaluator whose input digest changed",
+  evidence_checkpoint: "minimal profile: no pre-call evidence to commit",
+  invoke: "release the one-use invocation token and invoke exactly once",
+  outcome: "normalise the result or the captured failure into an outcome",
+  persist: "minimal profile: no Run, StateStore or outbox projection"
+}
+
+const alwaysSkipped = new Set<Stage>(["governed_start", "evidence_checkpoint", "persist"])
+
+/** Compile the minimal-profile plan for one action: security stages in fixed order, transforms after. */
+export const compileMinimal = (inputs: PlanInputs): ActionExecutionPlan => {
+  const evaluatorsOf = (stage: Stage): ReadonlyArray<string> => {
+    switch (stage) {
+      case "authorise":
+      case "guard":
+      case "policy":
+        return inputs.interceptors.filter((interceptor) => interceptor.stage === stage).map((i) => i.id)
+      case "transform":
+        return inputs.transformers.map((transformer) => transformer.id)
+      case "recheck":
+        return inputs.transformers.length === 0 ? [] : inputs.interceptors.map((interceptor) => interceptor.id)
+      default:
+        return []
+    }
+  }
+  const runs = (stage: Stage, evaluators: ReadonlyArray<string>) => {
+    if (alwaysSkipped.has(stage)) return false
+    if (stage === "revalidate") return inputs.transformers.length > 0
+    if (stage === "recheck" || stage === "transform") return inputs.transformers.length > 0
+    if (stage === "authorise" || stage === "guard" || stage === "policy") return evaluators.length > 0
+    return true
+  }
+  return ActionExecutionPlan.make({
+    action: inputs.descriptor,
+    profile: "minimal",
+    backend: inputs.backend,
+    stages: stages.map((stage) => {
+      const evaluators = evaluatorsOf(stage)
+      return PlannedStage.make({
+        stage,
+        mode: runs(stage, evaluators) ? "run" : "skip",
+        detail: minimalDetail[stage],
+        evaluators
+      })
+    })
+  })
+}

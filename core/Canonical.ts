@@ -1,0 +1,146 @@
+/**
+ * Canonical JSON (`sha256-v1` bytes): keys sorted by code point, no whitespace, UTF-8, and the
+ * bytes Python's `json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)` gives.
+ */
+import { Either, Schema } from "effect"
+import { isUnset } from "./Absence.ts"
+
+/** A value of the approved canonical domain. */
+export type JsonValue = null | boolean | number | string | ReadonlyArray<JsonValue> | {
+  readonly [key: string]: JsonValue
+}
+
+/** Why a value falls outside the approved domain. */
+export type CanonicalViolation =
+  | "float"
+  | "non_finite"
+  | "unsafe_integer"
+  | "bytes"
+  | "undefined_in_array"
+  | "unsupported_type"
+  | "lone_surrogate"
+  | "cycle"
+
+/** A value that cannot be canonicalised, with the path of the offending part. */
+export class CanonicalJsonError extends Schema.TaggedError<CanonicalJsonError>()("CanonicalJsonError", {
+  reason: Schema.Literal(
+    "float",
+    "non_finite",
+    "unsafe_integer",
+    "bytes",
+    "undefined_in_array",
+    "unsupported_type",
+    "lone_surrogate",
+    "cycle"
+  ),
+  path: Schema.String
+}) {
+  override get message() {
+    return `value at ${this.path} is not canonical JSON: ${this.reason}`
+  }
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+const compareCodePoints = (a: string, b: string): number => {
+  const length = Math.min(a.length, b.length)
+  for (let i = 0; i < length; i++) {
+    const x = a.charCodeAt(i)
+    const y = b.charCodeAt(i)
+    if (x !== y) {
+      // Surrogates (D800-DFFF) encode code points above every BMP unit in E000-FFFF.
+      const surrogateX = x >= 0xd800 && x <= 0xdfff
+      const surrogateY = y >= 0xd800 && y <= 0xdfff
+      if (surrogateX !== surrogateY) return surrogateX ? 1 : -1
+      return x - y
+    }
+  }
+  return a.length - b.length
+}
+
+const pathOf = (parent: string, key: string | number) =>
+  typeof key === "number"
+    ? `${parent}[${key}]`
+    : /^[A-Za-z_][A-Za-z0-9_]*$/.test(key)
+    ? `${parent}.${key}`
+    : `${parent}[${JSON.stringify(key)}]`
+
+class Violation {
+  constructor(readonly reason: CanonicalViolation, readonly path: string) {}
+}
+
+const encodeString = (value: string, path: string): string => {
+  if (LONE_SURROGATE.test(value)) throw new Violation("lone_surrogate", path)
+  return JSON.stringify(value)
+}
+
+const encode = (value: unknown, path: string, seen: Set<object>): string | undefined => {
+  switch (typeof value) {
+    case "string":
+      return encodeString(value, path)
+    case "boolean":
+      return value ? "true" : "false"
+    case "number":
+      if (!Number.isFinite(value)) throw new Violation("non_finite", path)
+      if (!Number.isInteger(value)) throw new Violation("float", path)
+      if (!Number.isSafeInteger(value)) throw new Violation("unsafe_integer", path)
+      return value === 0 ? "0" : String(value)
+    case "undefined":
+      return undefined
+    case "object": {
+      if (value === null) return "null"
+      if (isUnset(value)) return undefined
+      if (seen.has(value)) throw new Violation("cycle", path)
+      if (Array.isArray(value)) {
+        seen.add(value)
+        let out = "["
+        for (let i = 0; i < value.length; i++) {
+          const item = encode(value[i], pathOf(path, i), seen)
+          if (item === undefined) throw new Violation("undefined_in_array", pathOf(path, i))
+          out += i === 0 ? item : "," + item
+        }
+        seen.delete(value)
+        return out + "]"
+      }
+      if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) throw new Violation("bytes", path)
+      const proto = Object.getPrototypeOf(value)
+      if (proto !== Object.prototype && proto !== null) throw new Violation("unsupported_type", path)
+      seen.add(value)
+      const keys = Object.keys(value).sort(compareCodePoints)
+      let out = "{"
+      let first = true
+      for (const key of keys) {
+        const child = pathOf(path, key)
+        const item = encode((value as Record<string, unknown>)[key], child, seen)
+        if (item === undefined) continue
+        out += (first ? "" : ",") + encodeString(key, child) + ":" + item
+        first = false
+      }
+      seen.delete(value)
+      return out + "}"
+    }
+    default:
+      throw new Violation(typeof value === "bigint" ? "unsafe_integer" : "unsupported_type", path)
+  }
+}
+
+/** Canonical JSON text of a value; Undefined and Unset object members are omitted. */
+export const stringify = (value: unknown): Either.Either<string, CanonicalJsonError> => {
+  try {
+    const text = encode(value, "$", new Set())
+    return text === undefined
+      ? Either.left(new CanonicalJsonError({ reason: "unsupported_type", path: "$" }))
+      : Either.right(text)
+  } catch (error) {
+    if (error instanceof Violation) {
+      return Either.left(new CanonicalJsonError({ reason: error.reason, path: error.path }))
+    }
+    throw error
+  }
+}
+
+const encoder = new TextEncoder()
+
+/** Canonical UTF-8 bytes of a value. */
+export const bytes = (value: unknown): Either.Either<Uint8Array, CanonicalJsonError> =>
+  Either.map(stringify(value), (text) => encoder.encode(text))

@@ -1,0 +1,40 @@
+/**
+ * The Digest port: SHA-256 behind a service so each runtime brings its fastest implementation,
+ * and `sha256-v1` canonical digests built on it.
+ */
+import { Context, Effect, Schema } from "effect"
+import * as Canonical from "./Canonical.ts"
+
+/** Lowercase hex SHA-256. */
+export const Sha256Hex = Schema.String.pipe(Schema.pattern(/^[0-9a-f]{64}$/), Schema.brand("Sha256Hex"))
+
+/** Lowercase hex SHA-256. */
+export type Sha256Hex = typeof Sha256Hex.Type
+
+/** SHA-256 over bytes; implemented by node:crypto and WebCrypto layers in adapters/. */
+export class Digest extends Context.Tag("writ/Digest")<Digest, Digest.Service>() {}
+
+/** The Digest service. */
+export declare namespace Digest {
+  /** What a Digest layer provides. */
+  export interface Service {
+    readonly sha256: (bytes: Uint8Array) => Effect.Effect<Sha256Hex>
+  }
+}
+
+const encoder = new TextEncoder()
+
+/** SHA-256 of a string's UTF-8 bytes. */
+export const sha256Text = (text: string): Effect.Effect<Sha256Hex, never, Digest> =>
+  Effect.flatMap(Digest, (digest) => digest.sha256(encoder.encode(text)))
+
+/** The `sha256-v1` digest of a value: SHA-256 of its canonical JSON bytes. */
+export const canonical = (value: unknown): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError, Digest> =>
+  Effect.flatMap(Canonical.stringify(value), sha256Text)
+
+/** Lowercase hex of bytes (for Digest layers). */
+export const toHex = (bytes: Uint8Array): Sha256Hex => {
+  let out = ""
+  for (let i = 0; i < bytes.length; i++) out += (bytes[i]! < 16 ? "0" : "") + bytes[i]!.toString(16)
+  return Sha256Hex.make(out)
+}

@@ -1,0 +1,31 @@
+/**
+ * Time as UTC strings with exactly six fractional digits, read from Effect's Clock so TestClock
+ * replays it.
+ */
+import { Clock, Effect, Schema } from "effect"
+
+/** A UTC timestamp with microseconds: `2026-11-29T18:33:51.123456Z`. */
+export const Timestamp = Schema.String.pipe(
+  Schema.pattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/),
+  Schema.brand("Timestamp")
+)
+
+/** A UTC timestamp with microseconds. */
+export type Timestamp = typeof Timestamp.Type
+
+/** The timestamp of a count of microseconds since the epoch. */
+export const fromMicros = (micros: number): Timestamp => {
+  const whole = Math.floor(micros / 1000)
+  const fraction = String(micros - whole * 1000).padStart(3, "0")
+  return Timestamp.make(new Date(whole).toISOString().slice(0, 23) + fraction + "Z")
+}
+
+/** Microseconds since the epoch of a timestamp. */
+export const toMicros = (timestamp: Timestamp): number =>
+  Date.parse(timestamp.slice(0, 23) + "Z") * 1000 + Number(timestamp.slice(23, 26))
+
+/** Microseconds since the epoch, from the Clock. */
+export const nowMicros: Effect.Effect<number> = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos / 1000n))
+
+/** The current timestamp, from the Clock. */
+export const now: Effect.Effect<Timestamp> = Effect.map(nowMicros, fromMicros)

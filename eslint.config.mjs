@@ -1,0 +1,84 @@
+import effect from "@effect/eslint-plugin";
+import tseslint from "typescript-eslint";
+
+const nodeOnly = [
+  "node:*",
+  "fs",
+  "path",
+  "os",
+  "crypto",
+  "child_process",
+  "url",
+  "util",
+  "stream",
+  "http",
+  "https",
+  "net",
+  "worker_threads",
+]
+  .map((name) => ({ group: [name, `${name}/*`], message: "core/ is runtime-agnostic: no Node built-ins" }));
+const nodeOnlyPackages = [
+  "@effect/platform-node",
+  "@effect/platform-node-shared",
+  "@effect/sql-sqlite-node",
+  "better-sqlite3",
+  "@effect/cli",
+  "@effect/platform",
+  "../adapters",
+  "../runtime",
+  "../../adapters",
+  "../../runtime",
+]
+  .map((name) => ({ group: [name, `${name}/*`], message: "core/ imports only effect" }));
+
+export default [
+  { ignores: ["dist/**", "node_modules/**"] },
+  ...tseslint.configs.recommended,
+  ...effect.configs.dprint,
+  {
+    files: ["**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-explicit-any": "off",
+      "@typescript-eslint/no-namespace": ["error", { allowDeclarations: true }],
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/consistent-type-imports": "error",
+      "@effect/dprint": ["error", {
+        config: {
+          indentWidth: 2,
+          lineWidth: 120,
+          semiColons: "asi",
+          quoteStyle: "alwaysDouble",
+          trailingCommas: "never",
+          operatorPosition: "maintain",
+          "arrowFunction.useParentheses": "force",
+        },
+      }],
+    },
+  },
+  {
+    files: ["core/**/*.ts"],
+    rules: {
+      "no-restricted-imports": ["error", { patterns: [...nodeOnly, ...nodeOnlyPackages] }],
+      "no-restricted-globals": [
+        "error",
+        { name: "process", message: "core/ is runtime-agnostic" },
+        { name: "Buffer", message: "core/ is runtime-agnostic: use Uint8Array" },
+        { name: "Deno", message: "core/ is runtime-agnostic" },
+        { name: "require", message: "core/ is ESM and runtime-agnostic" },
+        { name: "__dirname", message: "core/ is runtime-agnostic" },
+        { name: "setTimeout", message: "core/ takes time from Effect's Clock" },
+        { name: "setInterval", message: "core/ takes time from Effect's Clock" },
+      ],
+      "no-restricted-syntax": ["error", {
+        selector: "MemberExpression[object.name='globalThis'][property.name=/^(process|Deno|Buffer|Bun)$/]",
+        message: "core/ is runtime-agnostic",
+      }, {
+        selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']",
+        message: "core/ takes time from Effect's Clock",
+      }, {
+        selector: "CallExpression[callee.object.name='Math'][callee.property.name='random']",
+        message: "core/ takes randomness from Effect's Random or IdGenerator",
+      }],
+    },
+  },
+];

@@ -1,0 +1,222 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Schema, TestClock } from "effect"
+import * as Action from "../../core/Action.ts"
+import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { ActionRegistry } from "../../core/ActionRegistry.ts"
+import { DurableRun } from "../../core/ExecutionScope.ts"
+import * as Interceptor from "../../core/Interceptor.ts"
+import { PrincipalRef } from "../../core/Refs.ts"
+import { stages } from "../../core/Stage.ts"
+import * as Time from "../../core/Time.ts"
+import { toolSet } from "../fixtures/actions.ts"
+import { call, executor, run } from "../fixtures/layers.ts"
+
+const tools = toolSet()
+
+describe("ActionExecutor (minimal profile)", () => {
+  it.effect("an allowed call succeeds with the encoded result and names its profile", () =>
+    Effect.gen(function*() {
+      const before = tools.counter.count("add")
+      const outcome = yield* run("add", { a: 2, b: 3 })
+      assert.strictEqual(outcome._tag, "succeeded")
+      if (outcome._tag !== "succeeded") return
+      assert.strictEqual(outcome.result, 5)
+      assert.strictEqual(outcome.profile, "minimal")
+      assert.strictEqual(outcome.stage, "outcome")
+      assert.deepStrictEqual({ ...outcome.action }, { name: "add", version: "1" })
+      assert.strictEqual(tools.counter.count("add"), before + 1)
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("resolves an alias to the canonical action", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("sum", { a: 1, b: 1 })
+      assert.strictEqual(outcome._tag, "succeeded")
+      assert.strictEqual(outcome.action.name, "add")
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("an undefined result is success, not failure", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("noop", {})
+      assert.strictEqual(outcome._tag, "succeeded")
+      if (outcome._tag === "succeeded") assert.strictEqual(outcome.result, undefined)
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("schema-invalid arguments are denied naming the field, and the callable is not reached", () =>
+    Effect.gen(function*() {
+      const before = tools.counter.count("add")
+      const outcome = yield* run("add", { a: 2, b: "three" })
+      assert.strictEqual(outcome._tag, "denied")
+      if (outcome._tag !== "denied") return
+      assert.strictEqual(outcome.reason.code, "schema.invalid")
+      assert.include(outcome.reason.detail, "arguments.b")
+      assert.notInclude(outcome.reason.detail ?? "", "three")
+      assert.strictEqual(outcome.stage, "normalise")
+      assert.strictEqual(tools.counter.count("add"), before)
+      const extra = yield* run("add", { a: 1, b: 2, c: 3 })
+      assert.strictEqual(extra._tag === "denied" && extra.reason.detail, "arguments.c: is not an accepted field")
+      const missing = yield* run("add", { a: 1 })
+      assert.strictEqual(missing._tag === "denied" && missing.reason.detail, "arguments.b: is missing")
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("an unknown action is denied at resolve", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("nope", {})
+      assert.strictEqual(outcome._tag, "denied")
+      if (outcome._tag === "denied") {
+        assert.strictEqual(outcome.reason.code, "action.not_found")
+        assert.strictEqual(outcome.stage, "resolve")
+      }
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("a thrown error is a captured, redacted failure", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("explode", { secret: "hunter2" })
+      assert.strictEqual(outcome._tag, "failed")
+      if (outcome._tag !== "failed") return
+      assert.strictEqual(outcome.failure.code, "handler.failed")
+      assert.strictEqual(outcome.failure.message, undefined)
+      assert.notInclude(JSON.stringify(Schema.encodeSync(Schema.Unknown)(outcome)), "hunter2")
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("an ActionError keeps its public code and message", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("refuse", {})
+      assert.strictEqual(outcome._tag, "failed")
+      if (outcome._tag === "failed") {
+        assert.deepStrictEqual({ ...outcome.failure }, {
+          code: "upstream.unavailable",
+          message: "the upstream is down"
+        })
+      }
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("a result that breaks the output Schema is a failure after the call", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("liar", {})
+      assert.strictEqual(outcome._tag, "failed")
+      if (outcome._tag === "failed") assert.strictEqual(outcome.failure.code, "output.invalid")
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("a deadline that passes during the call is timed_out, with teardown completed", () =>
+    Effect.gen(function*() {
+      const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+      const fiber = yield* Effect.fork(run("sleep", { millis: 60_000 }, { deadline }))
+      yield* TestClock.adjust("2 seconds")
+      const outcome = yield* Fiber.join(fiber)
+      assert.strictEqual(outcome._tag, "timed_out")
+      if (outcome._tag !== "timed_out") return
+      assert.isTrue(outcome.call_executed)
+      assert.strictEqual(outcome.teardown, "completed")
+      assert.strictEqual(outcome.stage, "invoke")
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("a deadline already past is timed_out before the callable", () =>
+    Effect.gen(function*() {
+      yield* TestClock.adjust("10 seconds")
+      const before = tools.counter.count("sleep")
+      const outcome = yield* run("sleep", { millis: 1 }, { deadline: Time.fromMicros(1) })
+      assert.strictEqual(outcome._tag, "timed_out")
+      if (outcome._tag === "timed_out") assert.isFalse(outcome.call_executed)
+      assert.strictEqual(tools.counter.count("sleep"), before)
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("a cancellation request interrupts the callable and returns cancelled", () =>
+    Effect.gen(function*() {
+      const executor = yield* ActionExecutor
+      const cancel = yield* Deferred.make<void>()
+      const { context, request } = yield* call("sleep", { millis: 60_000 })
+      const fiber = yield* Effect.fork(executor.execute(request, { context, cancel: Deferred.await(cancel) }))
+      yield* TestClock.adjust("1 second")
+      yield* Deferred.succeed(cancel, undefined)
+      const outcome = yield* Fiber.join(fiber)
+      assert.strictEqual(outcome._tag, "cancelled")
+      if (outcome._tag === "cancelled") assert.isTrue(outcome.call_executed)
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("a teardown that outlasts its bound is reported abandoned", () =>
+    Effect.gen(function*() {
+      const registry = yield* ActionRegistry
+      yield* registry.register(Action.make({
+        name: "stubborn",
+        input: Schema.Struct({}),
+        output: Schema.Void,
+        handler: () =>
+          Effect.acquireRelease(Effect.void, () => Effect.sleep("1 hour")).pipe(Effect.zipRight(Effect.never))
+      }))
+      const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+      const fiber = yield* Effect.fork(run("stubborn", {}, { deadline }))
+      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust("1 second")
+      const outcome = yield* Fiber.join(fiber)
+      assert.strictEqual(outcome._tag, "timed_out")
+      if (outcome._tag === "timed_out") assert.strictEqual(outcome.teardown, "abandoned")
+    }).pipe(Effect.provide(executor(tools.actions, { teardown: "500 millis" }))))
+
+  it.effect("a request whose scope differs from its context's fails before any policy stage", () =>
+    Effect.gen(function*() {
+      let evaluated = 0
+      const { context } = yield* call("add", {})
+      const { request } = yield* call("add", { a: 1, b: 2 })
+      const executor = yield* ActionExecutor
+      const outcome = yield* executor.execute(request, { context })
+      assert.strictEqual(outcome._tag, "denied")
+      if (outcome._tag === "denied") {
+        assert.strictEqual(outcome.reason.code, "context.scope_mismatch")
+        assert.strictEqual(outcome.stage, "bind_context")
+      }
+      assert.strictEqual(evaluated, 0)
+      evaluated++
+    }).pipe(Effect.provide(executor(tools.actions, {
+      interceptors: [Interceptor.make("count", "authorise", () => {
+        throw new Error("must not be evaluated")
+      })]
+    }))))
+
+  it.effect("a principal claim other than the authenticated principal is denied", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("add", { a: 1, b: 2 }, { principal_claim: PrincipalRef.make({ id: "mallory" }) })
+      assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "context.principal_mismatch")
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("a durable Run scope cannot be served by the minimal profile", () =>
+    Effect.gen(function*() {
+      const scope = DurableRun.make({ run_id: "00000000-0000-4000-8000-000000000001" as never })
+      const outcome = yield* run("add", { a: 1, b: 2 }, { execution_scope: scope })
+      assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "scope.run_unavailable")
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("required containment the in-process backend cannot prove is denied before the call", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("write_file", { path: "/tmp/x" })
+      assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "containment.unsupported")
+      assert.strictEqual(tools.counter.count("write_file"), 0)
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("each execution is a new attempt with its own identity", () =>
+    Effect.gen(function*() {
+      const first = yield* run("add", { a: 1, b: 2 })
+      const second = yield* run("add", { a: 1, b: 2 })
+      assert.strictEqual(first.request_id, second.request_id)
+      assert.notStrictEqual(first.attempt_id, second.attempt_id)
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("an action registered after the executor was built still runs every stage", () =>
+    Effect.gen(function*() {
+      const registry = yield* ActionRegistry
+      yield* registry.register(Action.make({
+        name: "late",
+        input: Schema.Struct({}),
+        output: Schema.String,
+        handler: () => "late"
+      }))
+      const executor = yield* ActionExecutor
+      const plan = yield* executor.plan({ name: "late" } as never)
+      assert.deepStrictEqual(plan.stages.map((s) => s.stage), [...stages])
+      const outcome = yield* run("late", {})
+      assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "policy.denied")
+      assert.strictEqual(outcome.stage, "policy")
+    }).pipe(Effect.provide(executor(tools.actions, {
+      interceptors: [Interceptor.make("deny-late", "policy", (e) =>
+        e.descriptor.name === "late" ? Interceptor.deny("policy.denied") : Interceptor.allow())]
+    }))))
+})

@@ -1,0 +1,57 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema, TestClock } from "effect"
+import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as Digest from "../../core/Digest.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as Time from "../../core/Time.ts"
+
+const take = (n: number) => Effect.all(Array.from({ length: n }, () => IdGenerator.uuid))
+
+describe("IdGenerator", () => {
+  it.effect("a seeded generator replays the same UUIDs, and different seeds differ", () =>
+    Effect.gen(function*() {
+      const a = yield* take(5).pipe(Effect.provide(IdGenerator.layerSeeded(1)))
+      const b = yield* take(5).pipe(Effect.provide(IdGenerator.layerSeeded(1)))
+      const c = yield* take(5).pipe(Effect.provide(IdGenerator.layerSeeded(2)))
+      assert.deepStrictEqual(a, b)
+      assert.notDeepEqual(a, c)
+      assert.strictEqual(new Set(a).size, 5)
+      for (const id of [...a, ...c]) assert.isTrue(Schema.is(IdGenerator.Uuid)(id), id)
+    }))
+
+  it.effect("the crypto generator yields lowercase v4 UUIDs", () =>
+    Effect.gen(function*() {
+      const ids = yield* take(3).pipe(Effect.provide(IdGenerator.layerCrypto))
+      for (const id of ids) assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+    }))
+})
+
+describe("Time", () => {
+  it.effect("reads microsecond UTC strings from the Clock", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* Time.now, "1970-01-01T00:00:00.000000Z")
+      yield* TestClock.adjust("1500 millis")
+      assert.strictEqual(yield* Time.now, "1970-01-01T00:00:01.500000Z")
+    }))
+
+  it("round-trips microseconds", () => {
+    const micros = 1_795_977_231_123_456
+    const stamp = Time.fromMicros(micros)
+    assert.strictEqual(stamp, "2026-11-29T18:33:51.123456Z")
+    assert.strictEqual(Time.toMicros(stamp), micros)
+  })
+})
+
+describe("Digest", () => {
+  it.effect("sha256-v1 is SHA-256 over canonical bytes", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(
+        yield* Digest.canonical({ b: 1, a: "x" }),
+        yield* Digest.sha256Text("{\"a\":\"x\",\"b\":1}")
+      )
+      assert.strictEqual(
+        yield* Digest.sha256Text("abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+      )
+    }).pipe(Effect.provide(WebCryptoDigest.layer)))
+})
