@@ -2,7 +2,7 @@
  * The ActionExecutor: the only route to an action's callable. Each execution runs the compiled
  * plan's fourteen stages in the seed's order and concludes in exactly one typed outcome.
  */
-import { Context, Duration, Effect, Either, Exit, Fiber, Layer, ParseResult, Schema } from "effect"
+import { Context, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, ParseResult, Schema } from "effect"
 import type { ActionDefinition, CapturedFailure } from "./Action.ts"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import { ActionExecutionBackend } from "./ActionExecutionBackend.ts"
@@ -18,7 +18,7 @@ import type { Sha256Hex } from "./Digest.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import {
   Cancelled,
-  Deferred,
+  Deferred as DeferredOutcome,
   Denied,
   Escalated,
   type ExecutionOutcome,
@@ -40,10 +40,10 @@ import type { RuntimeProfile } from "./RuntimeProfile.ts"
 import type { Stage } from "./Stage.ts"
 import * as Time from "./Time.ts"
 
-/** One execution's options: the trusted context, and an effect that completes to cancel it. */
+/** One execution's options: the trusted context, and a Deferred whose completion cancels it. */
 export interface ExecuteOptions {
   readonly context: ExecutionContext
-  readonly cancel?: Effect.Effect<void>
+  readonly cancel?: Deferred.Deferred<void>
 }
 
 /** Executes actions; the only route to their callables. */
@@ -128,7 +128,7 @@ const outcomeOf = (attempt: Attempt, disposition: Exclude<Disposition, "allow">,
     case "deny":
       return new Denied({ ...common(attempt), reason: decision.reason }, trusted)
     case "defer":
-      return new Deferred({
+      return new DeferredOutcome({
         ...common(attempt),
         reason: decision.reason,
         ...(decision.retry_at === undefined ? {} : { retry_at: decision.retry_at })
@@ -309,8 +309,11 @@ export const makeMinimal = (config: Config = {}) =>
       yield* authorise(attempt, "recheck")
     })
 
-    const invoke = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled, cancel?: Effect.Effect<void>) {
+    const invoke = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled, cancel?: Deferred.Deferred<void>) {
       attempt.stage = "invoke"
+      if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
+        return yield* conclude(new Cancelled({ ...common(attempt), call_executed: false }, trusted))
+      }
       const call = backend.invoke(mint(compiled.definition), {
         definition: compiled.definition,
         input: attempt.input,
@@ -329,7 +332,7 @@ export const makeMinimal = (config: Config = {}) =>
         const remaining = Time.toMicros(deadline) - (yield* Time.nowMicros)
         racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(Math.max(0, remaining)))), timedOutMarker))
       }
-      if (cancel !== undefined) racers.push(Effect.as(cancel, cancelledMarker))
+      if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), cancelledMarker))
       const first = yield* Effect.raceAll(racers).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
       if (first._tag === "exit") return first
       const stopped = yield* Effect.timeout(Fiber.interrupt(fiber), teardown).pipe(Effect.either)
@@ -384,7 +387,7 @@ export const makeMinimal = (config: Config = {}) =>
       return Effect.forEach(observers, (observer) => Effect.exit(observer.observe(event)), { discard: true })
     }
 
-    const run = Effect.fnUntraced(function*(attempt: Attempt, cancel?: Effect.Effect<void>) {
+    const run = Effect.fnUntraced(function*(attempt: Attempt, cancel?: Deferred.Deferred<void>) {
       const compiled = yield* resolve(attempt)
       attempt.stage = "normalise"
       yield* normalise(attempt, compiled, attempt.request.arguments)

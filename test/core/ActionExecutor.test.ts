@@ -125,7 +125,7 @@ describe("ActionExecutor (minimal profile)", () => {
       const executor = yield* ActionExecutor
       const cancel = yield* Deferred.make<void>()
       const { context, request } = yield* call("sleep", { millis: 60_000 })
-      const fiber = yield* Effect.fork(executor.execute(request, { context, cancel: Deferred.await(cancel) }))
+      const fiber = yield* Effect.fork(executor.execute(request, { context, cancel }))
       yield* TestClock.adjust("1 second")
       yield* Deferred.succeed(cancel, undefined)
       const outcome = yield* Fiber.join(fiber)
@@ -210,7 +210,7 @@ describe("ActionExecutor (minimal profile)", () => {
         handler: () => "late"
       }))
       const executor = yield* ActionExecutor
-      const plan = yield* executor.plan({ name: "late" } as never)
+      const plan = yield* executor.plan({ name: "late" })
       assert.deepStrictEqual(plan.stages.map((s) => s.stage), [...stages])
       const outcome = yield* run("late", {})
       assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "policy.denied")
