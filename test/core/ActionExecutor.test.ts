@@ -3,9 +3,7 @@ import { Deferred, Effect, Fiber, Schema, TestClock } from "effect"
 import * as Action from "../../core/Action.ts"
 import { ActionExecutor } from "../../core/ActionExecutor.ts"
 import { ActionRegistry } from "../../core/ActionRegistry.ts"
-import { DurableRun } from "../../core/ExecutionScope.ts"
 import * as Interceptor from "../../core/Interceptor.ts"
-import { PrincipalRef } from "../../core/Refs.ts"
 import { stages } from "../../core/Stage.ts"
 import * as Time from "../../core/Time.ts"
 import { toolSet } from "../fixtures/actions.ts"
@@ -151,46 +149,6 @@ describe("ActionExecutor (minimal profile)", () => {
       assert.strictEqual(outcome._tag, "timed_out")
       if (outcome._tag === "timed_out") assert.strictEqual(outcome.teardown, "abandoned")
     }).pipe(Effect.provide(executor(tools.actions, { teardown: "500 millis" }))))
-
-  it.effect("a request whose scope differs from its context's fails before any policy stage", () =>
-    Effect.gen(function*() {
-      let evaluated = 0
-      const { context } = yield* call("add", {})
-      const { request } = yield* call("add", { a: 1, b: 2 })
-      const executor = yield* ActionExecutor
-      const outcome = yield* executor.execute(request, { context })
-      assert.strictEqual(outcome._tag, "denied")
-      if (outcome._tag === "denied") {
-        assert.strictEqual(outcome.reason.code, "context.scope_mismatch")
-        assert.strictEqual(outcome.stage, "bind_context")
-      }
-      assert.strictEqual(evaluated, 0)
-      evaluated++
-    }).pipe(Effect.provide(executor(tools.actions, {
-      interceptors: [Interceptor.make("count", "authorise", () => {
-        throw new Error("must not be evaluated")
-      })]
-    }))))
-
-  it.effect("a principal claim other than the authenticated principal is denied", () =>
-    Effect.gen(function*() {
-      const outcome = yield* run("add", { a: 1, b: 2 }, { principal_claim: PrincipalRef.make({ id: "mallory" }) })
-      assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "context.principal_mismatch")
-    }).pipe(Effect.provide(executor(tools.actions))))
-
-  it.effect("a durable Run scope cannot be served by the minimal profile", () =>
-    Effect.gen(function*() {
-      const scope = DurableRun.make({ run_id: "00000000-0000-4000-8000-000000000001" as never })
-      const outcome = yield* run("add", { a: 1, b: 2 }, { execution_scope: scope })
-      assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "scope.run_unavailable")
-    }).pipe(Effect.provide(executor(tools.actions))))
-
-  it.effect("required containment the in-process backend cannot prove is denied before the call", () =>
-    Effect.gen(function*() {
-      const outcome = yield* run("write_file", { path: "/tmp/x" })
-      assert.strictEqual(outcome._tag === "denied" && outcome.reason.code, "containment.unsupported")
-      assert.strictEqual(tools.counter.count("write_file"), 0)
-    }).pipe(Effect.provide(executor(tools.actions))))
 
   it.effect("each execution is a new attempt with its own identity", () =>
     Effect.gen(function*() {

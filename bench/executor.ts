@@ -1,0 +1,126 @@
+/**
+ * The `executor` benchmark: minimal-profile ActionExecutor.execute against the bare Effect floor
+ * of the same fourteen stages, then the heap after 100k and after 1M executions.
+ */
+import { Effect, Layer, ManagedRuntime, Schema } from "effect"
+import * as InProcessBackend from "../adapters/InProcessBackend.ts"
+import * as NodeDigest from "../adapters/NodeDigest.ts"
+import * as Action from "../core/Action.ts"
+import * as ActionExecutor from "../core/ActionExecutor.ts"
+import * as ActionRegistry from "../core/ActionRegistry.ts"
+import * as ExecutionContext from "../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../core/ExecutionScope.ts"
+import * as IdGenerator from "../core/IdGenerator.ts"
+import { ActionRef, PrincipalRef } from "../core/Refs.ts"
+import type { Benchmark } from "./internal/measure.ts"
+import { collect, compare, loop, mb } from "./internal/measure.ts"
+
+const STAGES = 14
+const ITERATIONS = 10_000
+const ROUNDS = 7
+const WARMUP = 2
+const HEAP_FIRST = 100_000
+const HEAP_TOTAL = 1_000_000
+const HEAP_CHUNK = 100_000
+
+interface Sum {
+  readonly a: number
+  readonly b: number
+}
+
+/** The one handler both sides end in. */
+const add = (input: Sum): number => input.a + input.b
+
+const addAction = Action.make({
+  name: "add",
+  input: Schema.Struct({ a: Schema.Int, b: Schema.Int }),
+  output: Schema.Int,
+  handler: add
+})
+
+const layer = ActionExecutor.layerMinimal().pipe(
+  Layer.provideMerge(
+    ActionRegistry.layerWith([addAction]).pipe(
+      Layer.provideMerge(Layer.mergeAll(NodeDigest.layer, IdGenerator.layerCrypto)),
+      Layer.merge(InProcessBackend.layer)
+    )
+  )
+)
+
+const stage = (state: Sum): Effect.Effect<Sum> => Effect.succeed(state)
+
+/** The bare Effect floor: fourteen no-op stages chained with flatMap, then the plain handler. */
+const floor = (input: Sum): Effect.Effect<number> => {
+  let pipeline = Effect.succeed(input)
+  for (let i = 0; i < STAGES; i++) pipeline = Effect.flatMap(pipeline, stage)
+  return Effect.map(pipeline, add)
+}
+
+/** The request and trusted context, built once and reused by every call. */
+const call = Effect.gen(function*() {
+  const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+  const request = ExecutionRequest.make({
+    request_id: "req-bench-add",
+    action: ActionRef.make({ name: "add" }),
+    arguments: { a: 1, b: 2 },
+    execution_scope: scope
+  })
+  const context = yield* ExecutionContext.bind({
+    execution_scope: scope,
+    authenticated_principal: PrincipalRef.make({ id: "bench" }),
+    effect_backend: InProcessBackend.make.ref
+  })
+  return { request, options: { context } }
+})
+
+const run = async (): Promise<void> => {
+  const runtime = ManagedRuntime.make(layer)
+  try {
+    const executor = await runtime.runPromise(ActionExecutor.ActionExecutor)
+    const { options, request } = await runtime.runPromise(call)
+    const outcome = await runtime.runPromise(executor.execute(request, options))
+    if (outcome._tag !== "succeeded" || outcome.result !== 3) {
+      throw new Error(`executor bench: expected a succeeded outcome with result 3, got ${outcome._tag}`)
+    }
+    const input: Sum = { a: 1, b: 2 }
+    const execute = () => executor.execute(request, options)
+    const bare = () => floor(input)
+
+    const result = await compare(
+      (n) => runtime.runPromise(loop(bare, n)),
+      (n) => runtime.runPromise(loop(execute, n)),
+      { iterations: ITERATIONS, rounds: ROUNDS, warmup: WARMUP }
+    )
+    console.log(`executor: ${ROUNDS} alternating rounds of ${ITERATIONS} ops per side, median per op`)
+    console.log(`  bare Effect floor (${STAGES} flatMap stages + handler): ${result.baseline.toFixed(3)} µs/op`)
+    console.log(`  ActionExecutor.execute (minimal profile):          ${result.subject.toFixed(3)} µs/op`)
+    console.log(
+      `  per round (floor / execute µs): ${
+        result.perRound.map((r) => `${r.baseline.toFixed(2)}/${r.subject.toFixed(2)}`).join(" ")
+      }`
+    )
+
+    if (globalThis.gc === undefined) throw new Error("executor bench: run node with --expose-gc")
+    const started = performance.now()
+    await runtime.runPromise(loop(execute, HEAP_FIRST))
+    collect()
+    const first = process.memoryUsage().heapUsed
+    for (let done = HEAP_FIRST; done < HEAP_TOTAL; done += HEAP_CHUNK) {
+      await runtime.runPromise(loop(execute, Math.min(HEAP_CHUNK, HEAP_TOTAL - done)))
+    }
+    collect()
+    const last = process.memoryUsage().heapUsed
+    const seconds = (performance.now() - started) / 1000
+    const growth = ((last - first) / first) * 100
+    console.log(`  heap after ${HEAP_FIRST} executions: ${mb(first)} MB (after GC)`)
+    console.log(`  heap after ${HEAP_TOTAL} executions: ${mb(last)} MB (after GC; ${seconds.toFixed(1)} s for all)`)
+    console.log(`executor: ${result.ratio.toFixed(1)}x (target <= 3x)`)
+    console.log(`executor-heap-growth: ${growth.toFixed(1)}% (target <= 10%)`)
+  } finally {
+    await runtime.dispose()
+  }
+}
+
+/** Minimal-profile execute vs the bare Effect floor, and heap growth over 1M executions. */
+export const benchmark: Benchmark = { name: "executor", run }
