@@ -2,10 +2,9 @@
  * The in-process effect backend: runs handlers in the host's own process, so it contains nothing
  * and says so. Runtimes: every one (Node, Deno, edge).
  */
-import { Cause, Effect, Layer, Predicate } from "effect"
+import { Effect, Layer, Predicate } from "effect"
 import type * as Scope from "effect/Scope"
-import { captureFailure } from "../core/Action.ts"
-import type { Handler } from "../core/Action.ts"
+import type { Handler, HandlerContext } from "../core/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../core/ActionExecutionBackend.ts"
 import type { Invocation } from "../core/ActionExecutionBackend.ts"
 import * as InvocationToken from "../core/InvocationToken.ts"
@@ -25,19 +24,33 @@ const report = ActionBackendCapabilityReport.make({
   verified_by: "static: a handler shares the host process, its filesystem, network and environment"
 })
 
-const run = (handler: Handler, invocation: Invocation): Effect.Effect<unknown, unknown> =>
+class InProcessContext implements HandlerContext {
+  #controller: AbortController | undefined
+  constructor(readonly request_id: string, readonly attempt_id: string) {}
+  get signal() {
+    return (this.#controller ??= new AbortController()).signal
+  }
+  abort() {
+    this.#controller?.abort()
+  }
+}
+
+const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Effect.Effect<unknown, unknown> =>
   Effect.suspend(() => {
-    const controller = new AbortController()
+    const redeemed = InvocationToken.redeem(token, invocation.definition)
+    if (redeemed._tag === "Left") return redeemed
+    const handler = redeemed.right
+    const context = new InProcessContext(invocation.context.request_id, invocation.context.attempt_id)
     let result: ReturnType<Handler>
     try {
-      result = handler(invocation.input, { ...invocation.context, signal: controller.signal })
+      result = handler(invocation.input, context)
     } catch (error) {
       return Effect.fail(error)
     }
     if (Effect.isEffect(result)) return Effect.scoped(result as Effect.Effect<unknown, unknown, Scope.Scope>)
     if (Predicate.isPromiseLike(result)) {
       return Effect.tryPromise({ try: () => result, catch: (error) => error }).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => controller.abort()))
+        Effect.onInterrupt(() => Effect.sync(() => context.abort()))
       )
     }
     return Effect.succeed(result)
@@ -47,15 +60,7 @@ const run = (handler: Handler, invocation: Invocation): Effect.Effect<unknown, u
 export const make: ActionExecutionBackend.Service = {
   ref,
   probe: Effect.succeed(report),
-  invoke: (token, invocation) =>
-    Effect.flatMap(InvocationToken.redeem(token, invocation.definition), (handler) =>
-      Effect.catchAllCause(
-        run(handler, invocation),
-        (cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.failCause(cause as Cause.Cause<never>)
-            : Effect.fail(captureFailure(cause))
-      ))
+  invoke: run
 }
 
 /** The in-process backend: effect containment unsupported on every axis. */

@@ -4,9 +4,8 @@
  */
 import { Context, Schema } from "effect"
 import type { Effect } from "effect"
-import type { ActionDefinition, CapturedFailure, HandlerContext } from "./Action.ts"
+import type { ActionDefinition, HandlerContext } from "./Action.ts"
 import type { InvocationToken } from "./InvocationToken.ts"
-import type { InvocationTokenError } from "./InvocationTokenError.ts"
 import { ActionBackendRef } from "./Refs.ts"
 
 /** Whether a backend enforces one kind of containment. */
@@ -46,9 +45,7 @@ export declare namespace ActionExecutionBackend {
   export interface Service {
     readonly ref: ActionBackendRef
     readonly probe: Effect.Effect<ActionBackendCapabilityReport>
-    readonly invoke: (
-      token: InvocationToken,
-      invocation: Invocation
-    ) => Effect.Effect<unknown, CapturedFailure | InvocationTokenError>
+    /** Run the handler once; fails with InvocationTokenError on a refused token, else with the handler's own failure. */
+    readonly invoke: (token: InvocationToken, invocation: Invocation) => Effect.Effect<unknown, unknown>
   }
 }

@@ -2,25 +2,20 @@
  * The ActionExecutor: the only route to an action's callable. Each execution runs the compiled
  * plan's fourteen stages in the seed's order and concludes in exactly one typed outcome.
  */
-import { Context, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, ParseResult, Schema } from "effect"
-import type { ActionDefinition, CapturedFailure } from "./Action.ts"
+import { Cause, Context, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, Schema } from "effect"
+import { captureFailure } from "./Action.ts"
+import type { ActionDefinition } from "./Action.ts"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import { ActionExecutionBackend } from "./ActionExecutionBackend.ts"
-import type { ActionExecutionPlan } from "./ActionExecutionPlan.ts"
-import { compileMinimal } from "./ActionExecutionPlan.ts"
-import type { ActionNotFoundError } from "./ActionRegistry.ts"
+import { type ActionExecutionPlan, compileMinimal } from "./ActionExecutionPlan.ts"
 import { ActionRegistry } from "./ActionRegistry.ts"
-import type { Disposition } from "./AdmissionDecision.ts"
-import { ActionAdmissionDecision, DecisionReason } from "./AdmissionDecision.ts"
+import type { ActionNotFoundError } from "./ActionRegistry.ts"
+import { ActionAdmissionDecision } from "./AdmissionDecision.ts"
 import * as Canonical from "./Canonical.ts"
 import { Digest } from "./Digest.ts"
-import type { Sha256Hex } from "./Digest.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import {
   Cancelled,
-  Deferred as DeferredOutcome,
-  Denied,
-  Escalated,
   type ExecutionOutcome,
   Failed,
   FailureSummary,
@@ -31,13 +26,14 @@ import {
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
 import * as ExecutionScope from "./ExecutionScope.ts"
 import { IdGenerator } from "./IdGenerator.ts"
-import type { Uuid } from "./IdGenerator.ts"
 import type { Concluded, Evaluation, Interceptor, Observer, Transformer, Verdict } from "./Interceptor.ts"
+import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
+import { common, denied, describeParseError, outcomeOf, reason, trusted } from "./internal/attempt.ts"
 import { mint } from "./internal/token.ts"
-import type { InvocationTokenError } from "./InvocationTokenError.ts"
+import { InvocationTokenError } from "./InvocationTokenError.ts"
 import { ActionRef } from "./Refs.ts"
 import type { RuntimeProfile } from "./RuntimeProfile.ts"
-import type { Stage } from "./Stage.ts"
+import type { SecurityStage } from "./Stage.ts"
 import * as Time from "./Time.ts"
 
 /** One execution's options: the trusted context, and a Deferred whose completion cancels it. */
@@ -68,87 +64,12 @@ export interface Config {
   readonly teardown?: Duration.DurationInput
 }
 
-interface Compiled {
-  readonly definition: ActionDefinition
-  readonly descriptor: ActionDescriptor
-  readonly plan: ActionExecutionPlan
-  readonly ref: ActionRef
-  readonly decode: (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
-  readonly encode: (a: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
-  readonly encodeOutput: (a: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
-}
-
-interface Attempt {
-  readonly request: ExecutionRequest
-  readonly context: ExecutionContext
-  readonly attempt_id: Uuid
-  action: ActionRef
-  stage: Stage
-  compiled?: Compiled
-  input?: unknown
-  args?: Arguments
-  digest?: Sha256Hex
-  decisions: Array<ActionAdmissionDecision>
-  recheck?: Recheck
-  invoked: boolean
-}
-
-class Conclusion {
-  constructor(readonly outcome: ExecutionOutcome) {}
-}
-
 type Invoked =
-  | { readonly _tag: "exit"; readonly exit: Exit.Exit<unknown, CapturedFailure | InvocationTokenError> }
+  | { readonly _tag: "exit"; readonly exit: Exit.Exit<unknown, unknown> }
   | { readonly _tag: "stopped"; readonly by: "deadline" | "cancel"; readonly teardown: "completed" | "abandoned" }
 
-const noDecisions: ReadonlyArray<ActionAdmissionDecision> = Object.freeze([])
-const trusted = { disableValidation: true } as const
-const securityStages = ["authorise", "guard", "policy"] as const
-
-const common = (attempt: Attempt) => ({
-  request_id: attempt.request.request_id,
-  attempt_id: attempt.attempt_id,
-  action: attempt.action,
-  profile: "minimal" as const,
-  stage: attempt.stage,
-  decisions: attempt.decisions.length === 0 ? noDecisions : attempt.decisions,
-  ...(attempt.recheck === undefined ? {} : { recheck: attempt.recheck })
-})
-
-const reason = (code: string, detail?: string) =>
-  new DecisionReason(detail === undefined ? { code } : { code, detail }, trusted)
-
-const conclude = (outcome: ExecutionOutcome) => Effect.fail(new Conclusion(outcome))
-
-const deny = (attempt: Attempt, code: string, detail?: string) =>
-  conclude(new Denied({ ...common(attempt), reason: reason(code, detail) }, trusted))
-
-const outcomeOf = (attempt: Attempt, disposition: Exclude<Disposition, "allow">, decision: ActionAdmissionDecision) => {
-  switch (disposition) {
-    case "deny":
-      return new Denied({ ...common(attempt), reason: decision.reason }, trusted)
-    case "defer":
-      return new DeferredOutcome({
-        ...common(attempt),
-        reason: decision.reason,
-        ...(decision.retry_at === undefined ? {} : { retry_at: decision.retry_at })
-      }, trusted)
-    case "escalate":
-      return new Escalated({ ...common(attempt), reason: decision.reason }, trusted)
-  }
-}
-
-const describeParseError = (error: ParseResult.ParseError, root: string): string => {
-  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  if (issue === undefined) return root
-  const path = issue.path.length === 0 ? root : `${root}.${issue.path.join(".")}`
-  const what = issue._tag === "Missing"
-    ? "is missing"
-    : issue._tag === "Unexpected"
-    ? "is not an accepted field"
-    : issue.message.replace(/, actual .*$/s, "")
-  return `${path}: ${what}`
-}
+const securityOrder: ReadonlyArray<SecurityStage> = ["authorise", "guard", "policy"]
+const encoder = new TextEncoder()
 
 /** Build a minimal-profile executor over the registry, backend, digest and id generator in context. */
 export const makeMinimal = (config: Config = {}) =>
@@ -158,7 +79,7 @@ export const makeMinimal = (config: Config = {}) =>
     const digest = yield* Digest
     const ids = yield* IdGenerator
     const interceptors = [...(config.interceptors ?? [])].sort(
-      (a, b) => securityStages.indexOf(a.stage) - securityStages.indexOf(b.stage)
+      (a, b) => securityOrder.indexOf(a.stage) - securityOrder.indexOf(b.stage)
     )
     const transformers = [...(config.transformers ?? [])]
     const observers = [...(config.observers ?? [])]
@@ -174,73 +95,77 @@ export const makeMinimal = (config: Config = {}) =>
         descriptor,
         plan: compileMinimal({ descriptor, backend: backend.ref, interceptors, transformers }),
         ref: new ActionRef({ name: definition.name, version: definition.version }, trusted),
-        decode: Schema.decodeUnknown(definition.input, { onExcessProperty: "error" }),
-        encode: Schema.encodeUnknown(definition.input),
-        encodeOutput: Schema.encodeUnknown(definition.output)
+        decode: Schema.decodeUnknownEither(definition.input, { onExcessProperty: "error" }),
+        encode: Schema.encodeUnknownEither(definition.input),
+        encodeOutput: Schema.encodeUnknownEither(definition.output)
       })
       compiledPlans.set(definition, compiled)
       return compiled
     }
 
-    const resolve = Effect.fnUntraced(function*(attempt: Attempt) {
-      const resolved = yield* Effect.either(registry.resolve(attempt.request.action))
-      if (Either.isLeft(resolved)) return yield* deny(attempt, "action.not_found", resolved.left.message)
+    /** Stage 1: resolve the reference to a digest-pinned descriptor and its compiled plan. */
+    const resolve = (attempt: Attempt): StageResult => {
+      const resolved = registry.resolve(attempt.request.action)
+      if (Either.isLeft(resolved)) return denied(attempt, "action.not_found", resolved.left.message)
       attempt.compiled = compile(resolved.right.definition, resolved.right.descriptor)
       attempt.action = attempt.compiled.ref
-      return attempt.compiled
-    })
+    }
 
-    const normalise = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled, args: unknown) {
-      const decoded = yield* Effect.either(compiled.decode(args))
+    /** Stages 2 and 9: decode arguments by Schema (no handler code runs). */
+    const normalise = (attempt: Attempt, compiled: Compiled, args: unknown): StageResult => {
+      const decoded = compiled.decode(args)
       if (Either.isLeft(decoded)) {
-        return yield* deny(attempt, "schema.invalid", describeParseError(decoded.left, "arguments"))
+        return denied(attempt, "schema.invalid", describeParseError(decoded.left, "arguments"))
       }
       attempt.input = decoded.right
-      if (!needsDigest) return
-      const encoded = yield* Effect.either(compiled.encode(decoded.right))
+    }
+
+    /** The canonical arguments and their digest, which every security decision is bound to. */
+    const bindDigest = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
+      const encoded = compiled.encode(attempt.input)
       if (Either.isLeft(encoded)) {
-        return yield* deny(attempt, "schema.invalid", describeParseError(encoded.left, "arguments"))
+        return denied(attempt, "schema.invalid", describeParseError(encoded.left, "arguments"))
       }
       const text = Canonical.stringify(encoded.right)
       if (Either.isLeft(text)) {
-        return yield* deny(attempt, "arguments.not_canonical", `${text.left.path}: ${text.left.reason}`)
+        return denied(attempt, "arguments.not_canonical", `arguments${text.left.path.slice(1)}: ${text.left.reason}`)
       }
       attempt.args = encoded.right as Arguments
-      attempt.digest = yield* digest.sha256(new TextEncoder().encode(text.right))
+      attempt.digest = yield* digest.sha256(encoder.encode(text.right))
+      return undefined
     })
 
-    const bindContext = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
+    /** Stage 3: bind the trusted context to the request; scope, principal and backend must agree. */
+    const bindContext = (attempt: Attempt): StageResult => {
       const { context, request } = attempt
       if (!ExecutionScope.equals(request.execution_scope, context.execution_scope)) {
-        return yield* deny(attempt, "context.scope_mismatch", "the request's scope is not the context's scope")
+        return denied(attempt, "context.scope_mismatch", "the request's scope is not the context's scope")
       }
       if (request.principal_claim !== undefined && request.principal_claim.id !== context.authenticated_principal.id) {
-        return yield* deny(
-          attempt,
-          "context.principal_mismatch",
-          "the principal claim is not the authenticated principal"
-        )
+        return denied(attempt, "context.principal_mismatch", "the principal claim is not the authenticated principal")
       }
       if (request.execution_scope._tag === "durable_run") {
-        return yield* deny(attempt, "scope.run_unavailable", "the minimal profile has no Run repository")
+        return denied(attempt, "scope.run_unavailable", "the minimal profile has no Run repository")
       }
       if (context.effect_backend.id !== backend.ref.id || context.effect_backend.version !== backend.ref.version) {
-        return yield* deny(attempt, "context.backend_mismatch", `the executor's backend is ${backend.ref.id}`)
+        return denied(attempt, "context.backend_mismatch", `the executor's backend is ${backend.ref.id}`)
       }
-      if (compiled.definition.containment.length > 0) {
-        const report = yield* backend.probe
-        const missing = compiled.definition.containment.filter((kind) => report.containment[kind] !== "enforced")
-        if (missing.length > 0) {
-          return yield* deny(
-            attempt,
-            "containment.unsupported",
-            `${report.backend.id} cannot contain ${missing.join(", ")}`
-          )
-        }
-      }
-      if (request.deadline !== undefined && (yield* Time.nowMicros) >= Time.toMicros(request.deadline)) {
-        return yield* conclude(new TimedOut({ ...common(attempt), call_executed: false }, trusted))
-      }
+    }
+
+    /** Stage 3: the backend must prove every kind of containment the action requires. */
+    const admitContainment = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
+      const report = yield* backend.probe
+      const missing = compiled.definition.containment.filter((kind) => report.containment[kind] !== "enforced")
+      return missing.length === 0
+        ? undefined
+        : denied(attempt, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
+    })
+
+    /** Stage 3: deadline admission; a deadline already past concludes before the callable. */
+    const admitDeadline = Effect.fnUntraced(function*(attempt: Attempt, deadline: Time.Timestamp) {
+      return (yield* Time.nowMicros) >= Time.toMicros(deadline)
+        ? new TimedOut({ ...common(attempt), call_executed: false }, trusted)
+        : undefined
     })
 
     const evaluation = (attempt: Attempt): Evaluation => ({
@@ -251,107 +176,106 @@ export const makeMinimal = (config: Config = {}) =>
       arguments_digest: attempt.digest!
     })
 
-    const decide = Effect.fnUntraced(function*(attempt: Attempt, interceptor: Interceptor, stage: Stage) {
-      const exit = yield* Effect.exit(interceptor.evaluate(evaluation(attempt)))
-      const verdict: Verdict = Exit.isSuccess(exit)
-        ? exit.value
-        : { disposition: "deny", code: "control.evaluator_error" }
-      const decision = new ActionAdmissionDecision({
-        disposition: verdict.disposition,
-        reason: reason(verdict.code, verdict.detail),
-        evaluator: interceptor.id,
-        stage,
-        arguments_digest: attempt.digest!,
-        ...(verdict.retry_at === undefined ? {} : { retry_at: verdict.retry_at })
-      }, trusted)
-      attempt.decisions.push(decision)
-      if (verdict.disposition !== "allow") return yield* conclude(outcomeOf(attempt, verdict.disposition, decision))
-    })
-
-    const authorise = Effect.fnUntraced(function*(attempt: Attempt, stage: Stage) {
+    /** Stages 5-7 (and 10): run each security interceptor in fixed order, bound to the current digest. */
+    const authorise = Effect.fnUntraced(function*(attempt: Attempt, recheck: boolean) {
       for (const interceptor of interceptors) {
-        if (stage !== "recheck") attempt.stage = interceptor.stage
-        yield* decide(attempt, interceptor, stage === "recheck" ? stage : interceptor.stage)
+        const stage = recheck ? "recheck" : interceptor.stage
+        attempt.stage = stage
+        const exit = yield* Effect.exit(interceptor.evaluate(evaluation(attempt)))
+        const verdict: Verdict = Exit.isSuccess(exit)
+          ? exit.value
+          : { disposition: "deny", code: "control.evaluator_error" }
+        const decision = new ActionAdmissionDecision({
+          disposition: verdict.disposition,
+          reason: reason(verdict.code, verdict.detail),
+          evaluator: interceptor.id,
+          stage,
+          arguments_digest: attempt.digest!,
+          evidence: [],
+          ...(verdict.retry_at === undefined ? {} : { retry_at: verdict.retry_at })
+        }, trusted)
+        ;(attempt.decisions ??= []).push(decision)
+        if (verdict.disposition !== "allow") return outcomeOf(attempt, verdict.disposition, decision)
       }
+      return undefined
     })
 
+    /** Stages 8-10: transform, revalidate, and recheck every evaluator when the digest changed. */
     const transform = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
       attempt.stage = "transform"
       const before = attempt.digest!
       let args = attempt.args!
       for (const transformer of transformers) {
         const exit = yield* Effect.exit(transformer.transform({ ...evaluation(attempt), arguments: args }))
-        if (Exit.isFailure(exit)) {
-          return yield* deny(attempt, "transform.failed", `transformer ${transformer.id} failed`)
-        }
+        if (Exit.isFailure(exit)) return denied(attempt, "transform.failed", `transformer ${transformer.id} failed`)
         args = exit.value
       }
       attempt.stage = "revalidate"
-      yield* normalise(attempt, compiled, args)
+      const invalid = normalise(attempt, compiled, args) ?? (yield* bindDigest(attempt, compiled))
+      if (invalid !== undefined) return invalid
       attempt.stage = "recheck"
-      if (attempt.digest === before) {
-        attempt.recheck = new Recheck({
-          ran: false,
-          reason: "arguments_unchanged",
-          evaluators: [],
-          digest_before: before,
-          digest_after: before
-        }, trusted)
-        return
-      }
+      const changed = attempt.digest !== before
       attempt.recheck = new Recheck({
-        ran: true,
-        reason: "arguments_changed",
-        evaluators: interceptors.map((interceptor) => interceptor.id),
+        ran: changed,
+        reason: changed ? "arguments_changed" : "arguments_unchanged",
+        evaluators: changed ? interceptors.map((interceptor) => interceptor.id) : [],
         digest_before: before,
         digest_after: attempt.digest!
       }, trusted)
-      yield* authorise(attempt, "recheck")
+      return changed ? yield* authorise(attempt, true) : undefined
     })
 
-    const invoke = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled, cancel?: Deferred.Deferred<void>) {
+    /** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
+    const invoke = (attempt: Attempt, compiled: Compiled, cancel?: Deferred.Deferred<void>) => {
       attempt.stage = "invoke"
-      if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
-        return yield* conclude(new Cancelled({ ...common(attempt), call_executed: false }, trusted))
-      }
-      const call = backend.invoke(mint(compiled.definition), {
+      const deadline = attempt.request.deadline
+      if (deadline !== undefined || cancel !== undefined) return invokeGuarded(attempt, compiled, deadline, cancel)
+      attempt.invoked = true
+      return Effect.map(Effect.exit(call(attempt, compiled)), (exit) => settle(attempt, compiled, exit))
+    }
+
+    const call = (attempt: Attempt, compiled: Compiled) =>
+      backend.invoke(mint(compiled.definition), {
         definition: compiled.definition,
         input: attempt.input,
         context: { request_id: attempt.request.request_id, attempt_id: attempt.attempt_id }
       })
-      const deadline = attempt.request.deadline
-      attempt.invoked = true
-      if (deadline === undefined && cancel === undefined) {
-        return { _tag: "exit", exit: yield* Effect.exit(call) } satisfies Invoked as Invoked
+
+    const invokeGuarded = Effect.fnUntraced(function*(
+      attempt: Attempt,
+      compiled: Compiled,
+      deadline: Time.Timestamp | undefined,
+      cancel: Deferred.Deferred<void> | undefined
+    ) {
+      if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
+        return new Cancelled({ ...common(attempt), call_executed: false }, trusted)
       }
-      const fiber = yield* Effect.forkDaemon(call)
+      attempt.invoked = true
+      const fiber = yield* Effect.forkDaemon(call(attempt, compiled))
       const racers: Array<Effect.Effect<Invoked>> = [
         Effect.map(Fiber.await(fiber), (exit): Invoked => ({ _tag: "exit", exit }))
       ]
       if (deadline !== undefined) {
         const remaining = Time.toMicros(deadline) - (yield* Time.nowMicros)
-        racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(Math.max(0, remaining)))), timedOutMarker))
+        racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(Math.max(0, remaining)))), byDeadline))
       }
-      if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), cancelledMarker))
+      if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
       const first = yield* Effect.raceAll(racers).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
-      if (first._tag === "exit") return first
-      const stopped = yield* Effect.timeout(Fiber.interrupt(fiber), teardown).pipe(Effect.either)
-      return {
-        _tag: "stopped",
-        by: first.by,
-        teardown: Either.isRight(stopped) ? "completed" : "abandoned"
-      } satisfies Invoked as Invoked
+      if (first._tag === "exit") return settle(attempt, compiled, first.exit)
+      const stopped = yield* Effect.either(Effect.timeout(Fiber.interrupt(fiber), teardown))
+      const fields = {
+        ...common(attempt),
+        call_executed: true,
+        teardown: Either.isRight(stopped) ? "completed" as const : "abandoned" as const
+      }
+      return first.by === "deadline" ? new TimedOut(fields, trusted) : new Cancelled(fields, trusted)
     })
 
-    const outcome = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled, invoked: Invoked) {
-      if (invoked._tag === "stopped") {
-        const fields = { ...common(attempt), call_executed: true, teardown: invoked.teardown }
-        return invoked.by === "deadline" ? new TimedOut(fields, trusted) : new Cancelled(fields, trusted)
-      }
+    /** Stage 13: normalise the callable's exit into an outcome; failures are captured and redacted. */
+    const settle = (attempt: Attempt, compiled: Compiled, exit: Exit.Exit<unknown, unknown>): ExecutionOutcome => {
       attempt.stage = "outcome"
-      const exit = invoked.exit
       if (Exit.isSuccess(exit)) {
-        const encoded = yield* Effect.either(compiled.encodeOutput(exit.value))
+        const encoded = compiled.encodeOutput(exit.value)
         return Either.isRight(encoded)
           ? new Succeeded({ ...common(attempt), result: encoded.right }, trusted)
           : new Failed({
@@ -362,63 +286,71 @@ export const makeMinimal = (config: Config = {}) =>
             )
           }, trusted)
       }
-      return failureOutcome(attempt, exit)
-    })
-
-    const failureOutcome = (attempt: Attempt, exit: Exit.Failure<unknown, CapturedFailure | InvocationTokenError>) => {
-      const cause = exit.cause
-      if (cause._tag === "Fail") {
-        const error = cause.error
-        if ("_tag" in error && error._tag === "InvocationTokenError") {
-          attempt.invoked = false
-          return new Denied({ ...common(attempt), reason: reason("invoke.token_refused", error.reason) }, trusted)
-        }
-        return new Failed(
-          { ...common(attempt), failure: new FailureSummary(error as CapturedFailure, trusted) },
-          trusted
-        )
+      const refused = Cause.failureOption(exit.cause).pipe(Option.filter((e) => e instanceof InvocationTokenError))
+      if (Option.isSome(refused)) {
+        attempt.invoked = false
+        attempt.stage = "invoke"
+        return denied(attempt, "invoke.token_refused", (refused.value as InvocationTokenError).reason)
       }
-      return new Cancelled({ ...common(attempt), call_executed: true }, trusted)
+      if (Cause.isInterruptedOnly(exit.cause)) {
+        return new Cancelled({ ...common(attempt), call_executed: true }, trusted)
+      }
+      return new Failed(
+        { ...common(attempt), failure: new FailureSummary(captureFailure(exit.cause), trusted) },
+        trusted
+      )
     }
 
     const notify = (outcome: ExecutionOutcome) => {
-      if (observers.length === 0) return Effect.void
       const event: Concluded = { _tag: "concluded", outcome }
       return Effect.forEach(observers, (observer) => Effect.exit(observer.observe(event)), { discard: true })
     }
 
+    /** Stages 1-14 in order; governed_start, evidence_checkpoint and persist have no work in this profile. */
     const run = Effect.fnUntraced(function*(attempt: Attempt, cancel?: Deferred.Deferred<void>) {
-      const compiled = yield* resolve(attempt)
+      const unresolved = resolve(attempt)
+      if (unresolved !== undefined) return unresolved
+      const compiled = attempt.compiled!
       attempt.stage = "normalise"
-      yield* normalise(attempt, compiled, attempt.request.arguments)
+      const stop = normalise(attempt, compiled, attempt.request.arguments) ??
+        (needsDigest ? yield* bindDigest(attempt, compiled) : undefined)
+      if (stop !== undefined) return stop
       attempt.stage = "bind_context"
-      yield* bindContext(attempt, compiled)
-      if (interceptors.length > 0) yield* authorise(attempt, "authorise")
-      if (transformers.length > 0) yield* transform(attempt, compiled)
-      else if (needsDigest) {
+      const unbound = bindContext(attempt) ??
+        (compiled.definition.containment.length > 0 ? yield* admitContainment(attempt, compiled) : undefined) ??
+        (attempt.request.deadline !== undefined ? yield* admitDeadline(attempt, attempt.request.deadline) : undefined)
+      if (unbound !== undefined) return unbound
+      if (interceptors.length > 0) {
+        const refused = yield* authorise(attempt, false)
+        if (refused !== undefined) return refused
+      }
+      if (transformers.length > 0) {
+        const refused = yield* transform(attempt, compiled)
+        if (refused !== undefined) return refused
+      } else if (needsDigest) {
         attempt.recheck = new Recheck({ ran: false, reason: "no_transformation", evaluators: [] }, trusted)
       }
-      const invoked = yield* invoke(attempt, compiled, cancel)
-      return yield* outcome(attempt, compiled, invoked)
+      return yield* invoke(attempt, compiled, cancel)
     })
 
-    const execute = Effect.fn("ActionExecutor.execute")(function*(request: ExecutionRequest, options: ExecuteOptions) {
-      const attempt: Attempt = {
-        request,
-        context: options.context,
-        attempt_id: yield* ids.uuid,
-        action: request.action,
-        stage: "resolve",
-        decisions: [],
-        invoked: false
-      }
-      const result = yield* run(attempt, options.cancel).pipe(
-        Effect.catchAll((conclusion: Conclusion) => Effect.succeed(conclusion.outcome)),
-        Effect.onInterrupt(() => notify(new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)))
-      )
-      yield* notify(result)
-      return result
-    })
+    const execute = (request: ExecutionRequest, options: ExecuteOptions) =>
+      Effect.flatMap(ids.uuid, (attempt_id) => {
+        const attempt: Attempt = {
+          request,
+          context: options.context,
+          attempt_id,
+          action: request.action,
+          stage: "resolve",
+          invoked: false
+        }
+        if (observers.length === 0) return run(attempt, options.cancel)
+        return run(attempt, options.cancel).pipe(
+          Effect.tap(notify),
+          Effect.onInterrupt(() =>
+            notify(new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted))
+          )
+        )
+      })
 
     const plan = (ref: ActionRef) =>
       Effect.map(registry.resolve(ref), (resolved) => compile(resolved.definition, resolved.descriptor).plan)
@@ -426,8 +358,8 @@ export const makeMinimal = (config: Config = {}) =>
     return ActionExecutor.of({ profile: "minimal", execute, plan })
   })
 
-const timedOutMarker: Invoked = { _tag: "stopped", by: "deadline", teardown: "completed" }
-const cancelledMarker: Invoked = { _tag: "stopped", by: "cancel", teardown: "completed" }
+const byDeadline: Invoked = { _tag: "stopped", by: "deadline", teardown: "completed" }
+const byCancel: Invoked = { _tag: "stopped", by: "cancel", teardown: "completed" }
 
 /** The minimal-profile executor: no Run, no durable evidence, no certificate claim, and it says so. */
 export const layerMinimal = (config: Config = {}) => Layer.effect(ActionExecutor, makeMinimal(config))

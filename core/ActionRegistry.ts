@@ -2,7 +2,7 @@
  * The action registry (the seed's ActionManager): identity, aliases, versions, provenance and
  * collision rules, resolving a reference to an immutable descriptor. It never invokes.
  */
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Either, Layer, Schema } from "effect"
 import type { ActionDefinition } from "./Action.ts"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import { describe } from "./ActionDescriptor.ts"
@@ -56,7 +56,8 @@ export declare namespace ActionRegistry {
     readonly discover: (
       plugin: Plugin
     ) => Effect.Effect<ReadonlyArray<ActionDescriptor>, ActionCollisionError | CanonicalJsonError>
-    readonly resolve: (ref: ActionRef) => Effect.Effect<ResolvedAction, ActionNotFoundError>
+    /** Resolve a reference; the result is an Either, itself an Effect, so hot paths can read it synchronously. */
+    readonly resolve: (ref: ActionRef) => Either.Either<ResolvedAction, ActionNotFoundError>
     readonly list: Effect.Effect<ReadonlyArray<ActionDescriptor>>
   }
 }
@@ -93,7 +94,7 @@ export const make: Effect.Effect<ActionRegistry.Service, never, Digest> = Effect
     return descriptor
   })
 
-  const resolve = Effect.fn("ActionRegistry.resolve")(function*(ref: ActionRef) {
+  const resolve = (ref: ActionRef): Either.Either<ResolvedAction, ActionNotFoundError> => {
     const name = owners.get(ref.name)
     const candidates = name === undefined ? undefined : versions.get(name)
     const found = candidates === undefined
@@ -101,9 +102,10 @@ export const make: Effect.Effect<ActionRegistry.Service, never, Digest> = Effect
       : ref.version === undefined
       ? candidates[candidates.length - 1]
       : candidates.find((entry) => entry.definition.version === ref.version)
-    if (found === undefined) return yield* new ActionNotFoundError({ name: ref.name, version: ref.version })
-    return found
-  })
+    return found === undefined
+      ? Either.left(new ActionNotFoundError({ name: ref.name, version: ref.version }))
+      : Either.right(found)
+  }
 
   const discover = Effect.fn("ActionRegistry.discover")(function*(plugin: Plugin) {
     const found = yield* plugin.discover

@@ -29,7 +29,7 @@ export const uuid: Effect.Effect<Uuid, never, IdGenerator> = Effect.flatMap(IdGe
 
 /** Random v4 UUIDs from the platform's WebCrypto (Node, Deno, edge). */
 export const layerCrypto: Layer.Layer<IdGenerator> = Layer.succeed(IdGenerator, {
-  uuid: Effect.sync(() => Uuid.make(globalThis.crypto.randomUUID()))
+  uuid: Effect.sync(() => Uuid.make(globalThis.crypto.randomUUID(), { disableValidation: true }))
 })
 
 const hex4 = (n: number) => n.toString(16).padStart(4, "0")

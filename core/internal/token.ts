@@ -3,34 +3,38 @@ import type { ActionDefinition, Handler } from "../Action.ts"
 import { InvocationTokenError } from "../InvocationTokenError.ts"
 import { unseal } from "./callable.ts"
 
-/** An opaque, one-use capability to invoke one action's handler once. */
-export interface InvocationToken {
-  readonly _InvocationToken: unique symbol
-}
+/** An opaque, one-use capability to invoke one action's handler once; its state is private to this module. */
+export class InvocationToken {
+  readonly #definition: ActionDefinition
+  #spent = false
 
-const live = new WeakMap<InvocationToken, ActionDefinition>()
-
-/** Mint a fresh token for one invocation of one definition (the executor's stage 12 only). */
-export const mint = (definition: ActionDefinition): InvocationToken => {
-  const token = Object.freeze(Object.create(null)) as InvocationToken
-  live.set(token, definition)
-  return token
-}
-
-/** Spend a token: the handler when the token is fresh and bound to this definition. */
-export const redeem = (
-  token: InvocationToken | undefined,
-  definition: ActionDefinition
-): Either.Either<Handler, InvocationTokenError> => {
-  if (token === undefined) return Either.left(new InvocationTokenError({ reason: "missing", action: definition.name }))
-  const bound = live.get(token)
-  live.delete(token)
-  if (bound === undefined) return Either.left(new InvocationTokenError({ reason: "spent", action: definition.name }))
-  if (bound !== definition) {
-    return Either.left(new InvocationTokenError({ reason: "mismatched", action: definition.name }))
+  private constructor(definition: ActionDefinition) {
+    this.#definition = definition
   }
-  const handler = unseal(definition)
-  return handler === undefined
-    ? Either.left(new InvocationTokenError({ reason: "unsealed", action: definition.name }))
-    : Either.right(handler)
+
+  /** Mint a fresh token for one invocation of one definition (the executor's stage 12 only). */
+  static mint(definition: ActionDefinition): InvocationToken {
+    return new InvocationToken(definition)
+  }
+
+  /** Spend a token: the handler when the token is fresh and bound to this definition. */
+  static redeem(
+    token: InvocationToken | undefined,
+    definition: ActionDefinition
+  ): Either.Either<Handler, InvocationTokenError> {
+    const refuse = (reason: InvocationTokenError["reason"]) =>
+      Either.left(new InvocationTokenError({ reason, action: definition.name }))
+    if (token === undefined) return refuse("missing")
+    if (!(token instanceof InvocationToken) || token.#spent) return refuse("spent")
+    token.#spent = true
+    if (token.#definition !== definition) return refuse("mismatched")
+    const handler = unseal(definition)
+    return handler === undefined ? refuse("unsealed") : Either.right(handler)
+  }
 }
+
+/** Mint a fresh token (the executor's stage 12 only). */
+export const mint = (definition: ActionDefinition): InvocationToken => InvocationToken.mint(definition)
+
+/** Spend a token (backends only). */
+export const redeem = InvocationToken.redeem

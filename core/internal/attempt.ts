@@ -1,0 +1,102 @@
+import { type Either, ParseResult } from "effect"
+import type { ActionDefinition } from "../Action.ts"
+import type { ActionDescriptor } from "../ActionDescriptor.ts"
+import type { ActionExecutionPlan } from "../ActionExecutionPlan.ts"
+import type { Disposition } from "../AdmissionDecision.ts"
+import { type ActionAdmissionDecision, DecisionReason } from "../AdmissionDecision.ts"
+import type { Sha256Hex } from "../Digest.ts"
+import type { ExecutionContext } from "../ExecutionContext.ts"
+import { Deferred, Denied, Escalated, type ExecutionOutcome, type Recheck } from "../ExecutionOutcome.ts"
+import type { Arguments, ExecutionRequest } from "../ExecutionRequest.ts"
+import type { Uuid } from "../IdGenerator.ts"
+import type { ActionRef } from "../Refs.ts"
+import type { Stage } from "../Stage.ts"
+
+/** An action compiled once per executor: its plan, identity and Schema codecs. */
+export interface Compiled {
+  readonly definition: ActionDefinition
+  readonly descriptor: ActionDescriptor
+  readonly plan: ActionExecutionPlan
+  readonly ref: ActionRef
+  readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly encode: (a: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly encodeOutput: (a: unknown) => Either.Either<unknown, ParseResult.ParseError>
+}
+
+/** The mutable working state of one attempt; it never leaves the executor. */
+export interface Attempt {
+  readonly request: ExecutionRequest
+  readonly context: ExecutionContext
+  readonly attempt_id: Uuid
+  action: ActionRef
+  stage: Stage
+  compiled?: Compiled
+  input?: unknown
+  args?: Arguments
+  digest?: Sha256Hex
+  decisions?: Array<ActionAdmissionDecision>
+  recheck?: Recheck
+  invoked: boolean
+}
+
+/** What a stage returns: an outcome concludes the attempt; undefined goes on to the next stage. */
+export type StageResult = ExecutionOutcome | undefined
+
+/** Construction options for values the executor built itself from validated parts. */
+export const trusted = { disableValidation: true } as const
+
+const noDecisions: ReadonlyArray<ActionAdmissionDecision> = Object.freeze([])
+
+/** The fields every outcome of this attempt shares. */
+export const common = (attempt: Attempt) => {
+  const fields = {
+    request_id: attempt.request.request_id,
+    attempt_id: attempt.attempt_id,
+    action: attempt.action,
+    profile: "minimal" as const,
+    stage: attempt.stage,
+    decisions: attempt.decisions ?? noDecisions
+  }
+  return attempt.recheck === undefined ? fields : { ...fields, recheck: attempt.recheck }
+}
+
+/** A decision reason. */
+export const reason = (code: string, detail?: string) =>
+  new DecisionReason(detail === undefined ? { code } : { code, detail }, trusted)
+
+/** A denial of this attempt at its current stage. */
+export const denied = (attempt: Attempt, code: string, detail?: string): ExecutionOutcome =>
+  new Denied({ ...common(attempt), reason: reason(code, detail) }, trusted)
+
+/** The outcome a non-allow decision concludes the attempt with. */
+export const outcomeOf = (
+  attempt: Attempt,
+  disposition: Exclude<Disposition, "allow">,
+  decision: ActionAdmissionDecision
+): ExecutionOutcome => {
+  switch (disposition) {
+    case "deny":
+      return new Denied({ ...common(attempt), reason: decision.reason }, trusted)
+    case "defer":
+      return new Deferred({
+        ...common(attempt),
+        reason: decision.reason,
+        ...(decision.retry_at === undefined ? {} : { retry_at: decision.retry_at })
+      }, trusted)
+    case "escalate":
+      return new Escalated({ ...common(attempt), reason: decision.reason }, trusted)
+  }
+}
+
+/** The first issue of a parse error as `path: what`, without the offending value. */
+export const describeParseError = (error: ParseResult.ParseError, root: string): string => {
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  if (issue === undefined) return root
+  const path = issue.path.length === 0 ? root : `${root}.${issue.path.join(".")}`
+  const what = issue._tag === "Missing"
+    ? "is missing"
+    : issue._tag === "Unexpected"
+    ? "is not an accepted field"
+    : issue.message.replace(/, actual .*$/s, "")
+  return `${path}: ${what}`
+}
