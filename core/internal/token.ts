@@ -3,18 +3,16 @@ import type { ActionDefinition, Handler } from "../Action.ts"
 import { InvocationTokenError } from "../InvocationTokenError.ts"
 import { unseal } from "./callable.ts"
 
+const minting: unique symbol = Symbol("writ/InvocationToken.mint")
+
 /** An opaque, one-use capability to invoke one action's handler once; its state is private to this module. */
 export class InvocationToken {
   readonly #definition: ActionDefinition
   #spent = false
 
-  private constructor(definition: ActionDefinition) {
+  constructor(key: typeof minting, definition: ActionDefinition) {
+    if (key !== minting) throw new TypeError("invocation tokens are minted by the executor only")
     this.#definition = definition
-  }
-
-  /** Mint a fresh token for one invocation of one definition (the executor's stage 12 only). */
-  static mint(definition: ActionDefinition): InvocationToken {
-    return new InvocationToken(definition)
   }
 
   /** Spend a token: the handler when the token is fresh and bound to this definition. */
@@ -34,7 +32,7 @@ export class InvocationToken {
 }
 
 /** Mint a fresh token (the executor's stage 12 only). */
-export const mint = (definition: ActionDefinition): InvocationToken => InvocationToken.mint(definition)
+export const mint = (definition: ActionDefinition): InvocationToken => new InvocationToken(minting, definition)
 
 /** Spend a token (backends only). */
 export const redeem = InvocationToken.redeem

@@ -152,5 +152,7 @@ describe("gate 1: the invocation token", () => {
       assert.isTrue(Either.isLeft(again) && (again.left as { reason: string }).reason === "spent")
       const other = yield* Effect.either(InProcessBackend.make.invoke(mint(Demo.actions[0]!), invocation))
       assert.isTrue(Either.isLeft(other) && (other.left as { reason: string }).reason === "mismatched")
+      const Token = mint(definition).constructor as new(key: symbol, definition: unknown) => unknown
+      assert.throws(() => new Token(Symbol("writ/InvocationToken.mint"), definition), /minted by the executor only/)
     }))
 })
