@@ -31,7 +31,7 @@ import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
 import { common, denied, describeParseError, outcomeOf, reason, trusted } from "./internal/attempt.ts"
 import { mint } from "./internal/token.ts"
 import { InvocationTokenError } from "./InvocationTokenError.ts"
-import { ActionRef } from "./Refs.ts"
+import type { ActionRef } from "./Refs.ts"
 import type { RuntimeProfile } from "./RuntimeProfile.ts"
 import type { SecurityStage } from "./Stage.ts"
 import * as Time from "./Time.ts"
@@ -94,7 +94,7 @@ export const makeMinimal = (config: Config = {}) =>
         definition,
         descriptor,
         plan: compileMinimal({ descriptor, backend: backend.ref, interceptors, transformers }),
-        ref: new ActionRef({ name: definition.name, version: definition.version }, trusted),
+        ref: { name: definition.name, version: definition.version },
         decode: Schema.decodeUnknownEither(definition.input, { onExcessProperty: "error" }),
         encode: Schema.encodeUnknownEither(definition.input),
         encodeOutput: Schema.encodeUnknownEither(definition.output)

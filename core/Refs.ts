@@ -16,26 +16,41 @@ export const ActionName = Schema.String.pipe(
 )
 
 /** A reference to an action by name or alias, optionally pinned to a version. */
-export class ActionRef extends Schema.Class<ActionRef>("ActionRef")({
+export const ActionRef = Schema.Struct({
   name: ActionName,
   version: Schema.optional(Identifier)
-}) {}
+})
+
+/** The type of ActionRef. */
+export type ActionRef = typeof ActionRef.Type
 
 /** A principal: the authenticated identity an operation runs for. */
-export class PrincipalRef extends Schema.Class<PrincipalRef>("PrincipalRef")({ id: Identifier }) {}
+export const PrincipalRef = Schema.Struct({ id: Identifier })
+
+/** The type of PrincipalRef. */
+export type PrincipalRef = typeof PrincipalRef.Type
 
 /** A tenant: the isolation boundary a principal belongs to. */
-export class TenantRef extends Schema.Class<TenantRef>("TenantRef")({ id: Identifier }) {}
+export const TenantRef = Schema.Struct({ id: Identifier })
+
+/** The type of TenantRef. */
+export type TenantRef = typeof TenantRef.Type
 
 /** The exact policy snapshot a context is bound to. */
-export class PolicySnapshotRef extends Schema.Class<PolicySnapshotRef>("PolicySnapshotRef")({
+export const PolicySnapshotRef = Schema.Struct({
   policy_id: Identifier,
   version: Identifier,
   digest: Sha256Hex
-}) {}
+})
+
+/** The type of PolicySnapshotRef. */
+export type PolicySnapshotRef = typeof PolicySnapshotRef.Type
 
 /** An effect backend by identity and version. */
-export class ActionBackendRef extends Schema.Class<ActionBackendRef>("ActionBackendRef")({
+export const ActionBackendRef = Schema.Struct({
   id: Identifier,
   version: Identifier
-}) {}
+})
+
+/** The type of ActionBackendRef. */
+export type ActionBackendRef = typeof ActionBackendRef.Type
