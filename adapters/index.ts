@@ -1,4 +1,5 @@
 /** writ's public adapters modules, one namespace per module. */
 export * as InProcessBackend from "./InProcessBackend.ts"
 export * as NodeDigest from "./NodeDigest.ts"
+export * as PolicyFormat from "./PolicyFormat.ts"
 export * as WebCryptoDigest from "./WebCryptoDigest.ts"

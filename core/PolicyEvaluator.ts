@@ -1,0 +1,264 @@
+/**
+ * Compiled evaluation of a policy snapshot: an index built once per snapshot and gate, so a
+ * decision looks only at the rules that can match its action, whatever the rule count.
+ */
+import type { Glob } from "./internal/glob.ts"
+import { commandMatches, glob } from "./internal/glob.ts"
+import { normalise, within } from "./PolicyPath.ts"
+import type { ExecutionCaller } from "./PolicyRule.ts"
+import type { CompiledRule, GateBinding } from "./PolicyRule.ts"
+import type { PolicySnapshot } from "./PolicySnapshot.ts"
+import * as Time from "./Time.ts"
+
+/** What a decision is asked about: the action, its normalised arguments, who asks, and when. */
+export interface PolicyInput {
+  readonly action: string
+  readonly effects: ReadonlyArray<string>
+  readonly arguments: Readonly<Record<string, unknown>>
+  readonly principal: string
+  readonly tenant?: string
+  /** The origin categories the caller's invocation context requires; undefined when no origin context exists. */
+  readonly origins?: ReadonlySet<typeof ExecutionCaller.Type>
+  readonly now: number
+}
+
+/** One gate's decision with its stable reason code and the rules that produced it. */
+export interface PolicyDecision {
+  readonly disposition: "allow" | "deny" | "escalate"
+  readonly code: string
+  readonly detail?: string
+  readonly matched_rules: ReadonlyArray<string>
+  readonly approver_class?: string
+  readonly approval_expires_after_microseconds?: number
+}
+
+/** Which part of a gate to evaluate: intrinsic guards (stage 6) or the action policy (stage 7). */
+export type Part = "guard" | "policy"
+
+interface Matcher<R> {
+  readonly rule: R
+  readonly actions: ReadonlyArray<Glob>
+  readonly operations: ReadonlyArray<Glob>
+}
+
+/** A matcher as seen from one action: specific when a pattern other than `*` names it. */
+interface Candidate<R> extends Matcher<R> {
+  readonly specific: boolean
+}
+
+type RuleOf<K extends CompiledRule["kind"]> = Extract<CompiledRule, { kind: K }>
+
+interface ActionView {
+  readonly deny: ReadonlyArray<Candidate<RuleOf<"action">>>
+  readonly allow: ReadonlyArray<Candidate<RuleOf<"action">>>
+  readonly escalate: ReadonlyArray<Candidate<RuleOf<"approval">>>
+  readonly origins: ReadonlyArray<RuleOf<"origin">>
+}
+
+/** A gate compiled for evaluation. */
+export interface CompiledGate {
+  readonly gate: GateBinding
+  readonly scope: { readonly principals: ReadonlyArray<Glob>; readonly tenants: ReadonlyArray<Glob> }
+  readonly expiry: ReadonlyArray<RuleOf<"expiry">>
+  readonly filesystem: ReadonlyArray<{ readonly rule: RuleOf<"filesystem">; readonly roots: ReadonlyArray<string> }>
+  readonly subprocess: ReadonlyArray<{ readonly rule: RuleOf<"subprocess">; readonly executables: ReadonlyArray<Glob> }>
+  readonly network: ReadonlyArray<{ readonly rule: RuleOf<"network">; readonly destinations: ReadonlyArray<Glob> }>
+  readonly view: (action: string) => ActionView
+}
+
+const CONTROL_OPERATORS = /[;&|`<>\n\r]|\$\(/
+
+const matcher = <R extends { readonly action_patterns: ReadonlyArray<string> }>(
+  rule: R,
+  operations: ReadonlyArray<string>
+): Matcher<R> => {
+  return { rule, actions: rule.action_patterns.map(glob), operations: operations.map(glob) }
+}
+
+/** Compile one gate of a snapshot: rules bucketed by kind, action rules indexed by exact name. */
+export const compileGate = (snapshot: PolicySnapshot, gate: GateBinding): CompiledGate => {
+  const bound = new Set(gate.rule_ids)
+  const rules = snapshot.compiled_rules.filter((rule) => bound.has(rule.rule_id))
+  const of = <K extends CompiledRule["kind"]>(kind: K) => rules.filter((rule): rule is RuleOf<K> => rule.kind === kind)
+  const actionMatchers = of("action").map((rule) => matcher(rule, rule.operations))
+  const approvalMatchers = of("approval").map((rule) => matcher(rule, rule.operations))
+  const origins = of("origin").map((rule) => ({ rule, actions: rule.action_patterns.map(glob) }))
+  const exact = new Map<string, Array<Matcher<RuleOf<"action">> | Matcher<RuleOf<"approval">>>>()
+  const wildcard: Array<Matcher<RuleOf<"action">> | Matcher<RuleOf<"approval">>> = []
+  for (const m of [...actionMatchers, ...approvalMatchers]) {
+    if (m.actions.some((a) => a.wildcard)) wildcard.push(m)
+    for (const a of m.actions) if (!a.wildcard) exact.set(a.source, [...(exact.get(a.source) ?? []), m])
+  }
+  const views = new Map<string, ActionView>()
+  const view = (action: string): ActionView => {
+    const cached = views.get(action)
+    if (cached !== undefined) return cached
+    const candidates = [
+      ...new Set([...(exact.get(action) ?? []), ...wildcard.filter((m) => m.actions.some((a) => a.test(action)))])
+    ]
+      .map((m) => ({ ...m, specific: m.actions.some((a) => a.source !== "*" && a.test(action)) }))
+      .sort((a, b) => Number(b.specific) - Number(a.specific) || a.rule.order - b.rule.order)
+    const actionRules = candidates.filter((m): m is Candidate<RuleOf<"action">> => m.rule.kind === "action")
+    const created: ActionView = {
+      deny: actionRules.filter((m) => m.rule.effect === "deny"),
+      allow: actionRules.filter((m) => m.rule.effect === "allow"),
+      escalate: candidates.filter((m): m is Candidate<RuleOf<"approval">> => m.rule.kind === "approval"),
+      origins: origins.filter((o) => o.actions.some((a) => a.test(action))).map((o) => o.rule)
+    }
+    views.set(action, created)
+    return created
+  }
+  return {
+    gate,
+    scope: { principals: snapshot.principal_scope.map(glob), tenants: snapshot.tenant_scope.map(glob) },
+    expiry: of("expiry"),
+    filesystem: of("filesystem").map((rule) => ({
+      rule,
+      roots: rule.roots.map((root) => normalise(root) ?? root)
+    })),
+    subprocess: of("subprocess").map((rule) => ({ rule, executables: rule.executable_patterns.map(glob) })),
+    network: of("network").map((rule) => ({ rule, destinations: rule.destinations.map(glob) })),
+    view
+  }
+}
+
+/** Compile every gate of a snapshot, in gate order. */
+export const compile = (snapshot: PolicySnapshot): ReadonlyArray<CompiledGate> =>
+  snapshot.gate_bindings.map((gate) => compileGate(snapshot, gate))
+
+const decision = (
+  disposition: PolicyDecision["disposition"],
+  code: string,
+  matched: ReadonlyArray<{ readonly rule_id: string }>,
+  detail?: string
+): PolicyDecision => ({
+  disposition,
+  code,
+  matched_rules: matched.map((rule) => rule.rule_id),
+  ...(detail === undefined ? {} : { detail })
+})
+
+const stringArgument = (input: PolicyInput, name: string) => {
+  const value = input.arguments[name]
+  return typeof value === "string" ? value : undefined
+}
+
+/** The argument a rule's operations match: the shell command, else the path, else the action name. */
+const salient = (input: PolicyInput): { readonly kind: "command" | "path" | "none"; readonly value: string } => {
+  const command = stringArgument(input, "command")
+  if (command !== undefined) return { kind: "command", value: command.trim() }
+  const path = stringArgument(input, "path")
+  if (path !== undefined) return { kind: "path", value: normalise(path) ?? path }
+  return { kind: "none", value: input.action }
+}
+
+const operationMatches = (operations: ReadonlyArray<Glob>, target: ReturnType<typeof salient>) =>
+  operations.some((op) => {
+    if (target.kind !== "command") return op.test(target.value)
+    const [head = "", ...rest] = target.value.split(/\s+/)
+    const base = [head.slice(head.lastIndexOf("/") + 1), ...rest].join(" ")
+    return commandMatches(op, target.value) || commandMatches(op, base)
+  })
+
+const fsMode = (effects: ReadonlyArray<string>): "read" | "write" | "execute" | undefined =>
+  effects.includes("filesystem.write")
+    ? "write"
+    : effects.includes("filesystem.execute")
+    ? "execute"
+    : effects.includes("filesystem.read")
+    ? "read"
+    : undefined
+
+const guard = (gate: CompiledGate, input: PolicyInput, resolvedPath?: string): PolicyDecision => {
+  const target = salient(input)
+  if (target.kind === "command" && CONTROL_OPERATORS.test(target.value)) {
+    return decision("deny", "shell.control_operator", [], "a shell control operator would run a second command")
+  }
+  const mode = fsMode(input.effects)
+  if (mode !== undefined && target.kind === "path" && gate.filesystem.length > 0) {
+    const path = resolvedPath ?? normalise(stringArgument(input, "path") ?? "")
+    if (path === undefined) return decision("deny", "filesystem.invalid_path", [], "the path is relative or escapes /")
+    const applicable = gate.filesystem.filter((f) =>
+      f.rule.modes.includes(mode) && f.roots.some((r) => within(path, r))
+    )
+    const denied = applicable.filter((f) => f.rule.effect === "deny")
+    if (denied.length > 0) return decision("deny", "filesystem.denied", denied.map((f) => f.rule))
+    const allowed = applicable.filter((f) => f.rule.effect === "allow")
+    if (allowed.length === 0) return decision("deny", "filesystem.outside_roots", [], `no root allows ${mode} here`)
+  }
+  if (target.kind === "command" && gate.subprocess.length > 0) {
+    const executable = target.value.split(/\s+/, 1)[0]!
+    const base = executable.slice(executable.lastIndexOf("/") + 1)
+    const hits = gate.subprocess.filter((s) => s.executables.some((e) => e.test(executable) || e.test(base)))
+    const denied = hits.filter((s) => s.rule.effect === "deny")
+    if (denied.length > 0) return decision("deny", "subprocess.denied", denied.map((s) => s.rule))
+    if (!hits.some((s) => s.rule.effect === "allow")) {
+      return decision("deny", "subprocess.not_allowed", [], `no rule allows ${base}`)
+    }
+  }
+  const url = stringArgument(input, "url")
+  if (url !== undefined && gate.network.length > 0) {
+    const parsed = URL.canParse(url) ? new URL(url) : undefined
+    if (parsed === undefined) return decision("deny", "network.invalid_destination", [])
+    const port = parsed.port || (parsed.protocol === "https:" ? "443" : parsed.protocol === "http:" ? "80" : "")
+    const destination = `${parsed.hostname}:${port}`
+    const hits = gate.network.filter((n) =>
+      n.rule.modes.includes("connect") && n.destinations.some((d) => d.test(destination))
+    )
+    const denied = hits.filter((n) => n.rule.effect === "deny")
+    if (denied.length > 0) return decision("deny", "network.denied", denied.map((n) => n.rule))
+    if (!hits.some((n) => n.rule.effect === "allow")) return decision("deny", "network.not_allowed", [], destination)
+  }
+  return decision("allow", "guard.passed", [])
+}
+
+const inWindow = (rule: RuleOf<"expiry">, now: number) =>
+  (rule.not_before === undefined || now >= Time.toMicros(rule.not_before)) &&
+  (rule.expires_at === undefined || now < Time.toMicros(rule.expires_at))
+
+const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
+  for (const rule of gate.expiry) {
+    const inside = inWindow(rule, input.now)
+    if (rule.effect === "allow" ? !inside : inside) return decision("deny", "policy.expired", [rule])
+  }
+  if (!gate.scope.principals.some((p) => p.test(input.principal))) {
+    return decision("deny", "policy.out_of_scope", [], "the principal is outside the policy's scope")
+  }
+  if (input.tenant !== undefined && !gate.scope.tenants.some((t) => t.test(input.tenant!))) {
+    return decision("deny", "policy.out_of_scope", [], "the tenant is outside the policy's scope")
+  }
+  const view = gate.view(input.action)
+  if (view.origins.length > 0) {
+    const required = input.origins
+    const refusing = view.origins.filter((rule) =>
+      required === undefined || [...required].some((c) => !rule.callers.includes(c))
+    )
+    if (required === undefined || required.size === 0 || refusing.length > 0) {
+      return decision("deny", "origin.not_allowed", refusing.length > 0 ? refusing : view.origins)
+    }
+  }
+  const target = salient(input)
+  const denied = view.deny.find((m) => operationMatches(m.operations, target))
+  if (denied !== undefined) return decision("deny", "policy.denied", [denied.rule])
+  const specificAllow = view.allow.find((m) => m.specific && operationMatches(m.operations, target))
+  if (specificAllow !== undefined) return decision("allow", "policy.allowed", [specificAllow.rule])
+  const escalation = view.escalate.find((m) => operationMatches(m.operations, target))
+  const allowed = view.allow.find((m) => operationMatches(m.operations, target))
+  if (escalation !== undefined && (allowed === undefined || escalation.specific)) {
+    const rule = escalation.rule
+    if (rule.approver_class === null) {
+      return decision("deny", "approval.no_authority", [rule], "approval is required but no approver is configured")
+    }
+    return {
+      ...decision("escalate", "approval.required", [rule]),
+      approver_class: rule.approver_class,
+      approval_expires_after_microseconds: rule.expires_after_microseconds
+    }
+  }
+  if (allowed !== undefined) return decision("allow", "policy.allowed", [allowed.rule])
+  return decision("deny", "policy.no_match", [], "no rule allows this action (default deny)")
+}
+
+/** Evaluate one part of one compiled gate; `resolvedPath` is the path after symlink resolution, when known. */
+export const evaluate = (gate: CompiledGate, part: Part, input: PolicyInput, resolvedPath?: string): PolicyDecision =>
+  part === "guard" ? guard(gate, input, resolvedPath) : policy(gate, input)

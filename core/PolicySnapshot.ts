@@ -1,0 +1,132 @@
+/**
+ * The one runtime form of a policy: the immutable, digest-pinned snapshot compiled from a
+ * declaration. There is no second resolved-policy object.
+ */
+import { Effect, Either, Schema } from "effect"
+import type { CanonicalJsonError } from "./Canonical.ts"
+import * as Digest from "./Digest.ts"
+import type { DeclaredRule, PermissionPolicy } from "./PermissionPolicy.ts"
+import { mapRules, PolicyProvenance, PolicyValidationError, presetRules } from "./PermissionPolicy.ts"
+import { CompiledRule, GateBinding, Pattern } from "./PolicyRule.ts"
+import { Identifier } from "./Refs.ts"
+import { Timestamp } from "./Time.ts"
+
+/** A compiled, digest-pinned policy snapshot, staged or active. */
+export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot")({
+  policy_id: Identifier,
+  version: Identifier,
+  digest: Digest.Sha256Hex,
+  principal_scope: Schema.NonEmptyArray(Pattern),
+  tenant_scope: Schema.NonEmptyArray(Pattern),
+  compiled_rules: Schema.Array(CompiledRule),
+  gate_bindings: Schema.Array(GateBinding),
+  provenance: PolicyProvenance,
+  release_state: Schema.Literal("staged", "active"),
+  activated_at: Schema.optional(Timestamp),
+  activated_by: Schema.optional(Identifier)
+}) {}
+
+/** Exactly the fields the digest covers: id, version, scopes, ordered rules, ordered gates. */
+export const digestInput = (
+  snapshot: Pick<
+    PolicySnapshot,
+    "policy_id" | "version" | "principal_scope" | "tenant_scope" | "compiled_rules" | "gate_bindings"
+  >
+) => ({
+  policy_id: snapshot.policy_id,
+  version: snapshot.version,
+  principal_scope: snapshot.principal_scope,
+  tenant_scope: snapshot.tenant_scope,
+  compiled_rules: snapshot.compiled_rules,
+  gate_bindings: snapshot.gate_bindings
+})
+
+const fail = (path: string, detail: string) => Either.left(new PolicyValidationError({ path, detail }))
+
+const compileRules = (
+  policy: PermissionPolicy
+): Either.Either<ReadonlyArray<CompiledRule>, PolicyValidationError> => {
+  const approver = policy.approver_class ?? null
+  const sources: Array<[DeclaredRule, string, string]> = [
+    ...presetRules(policy.mode, approver).map((
+      rule
+    ): [DeclaredRule, string, string] => [rule, `preset:${policy.mode}`, "$.mode"]),
+    ...mapRules(policy).map((rule): [DeclaredRule, string, string] => [rule, "rules-mode", "$"]),
+    ...policy.rules.map((rule, i): [DeclaredRule, string, string] => [rule, "declared", `$.rules.${i}`])
+  ]
+  const seen = new Map<string, string>()
+  const compiled: Array<CompiledRule> = []
+  for (const [rule, provenance, path] of sources) {
+    const order = compiled.length
+    const rule_id = rule.rule_id ?? `rule-${order}`
+    const earlier = seen.get(rule_id)
+    if (earlier !== undefined) return fail(`${path}.rule_id`, `duplicate rule id "${rule_id}" (first at ${earlier})`)
+    seen.set(rule_id, path)
+    const filled = rule.kind === "approval" ? { ...rule, approver_class: rule.approver_class ?? approver } : rule
+    compiled.push(
+      { ...filled, rule_id, order: rule.order ?? order, provenance: rule.provenance ?? provenance } as CompiledRule
+    )
+  }
+  const orders = new Set(compiled.map((rule) => rule.order))
+  if (orders.size !== compiled.length) return fail("$.rules", "rule orders must be unique")
+  return Either.right(compiled.sort((a, b) => a.order - b.order))
+}
+
+const compileGates = (
+  policy: PermissionPolicy,
+  rules: ReadonlyArray<CompiledRule>
+): Either.Either<ReadonlyArray<GateBinding>, PolicyValidationError> => {
+  const all = rules.map((rule) => rule.rule_id)
+  if (policy.gates === undefined) {
+    return Either.right([{
+      gate_id: "policy",
+      adapter_id: "writ.policy",
+      level: "hard",
+      order: 0,
+      tool_ids: ["*"],
+      rule_ids: all
+    }])
+  }
+  const known = new Set(all)
+  const bound = new Set<string>()
+  const ids = new Set<string>()
+  const orders = new Set<number>()
+  const gates: Array<GateBinding> = []
+  for (const [i, gate] of policy.gates.entries()) {
+    if (ids.has(gate.gate_id)) return fail(`$.gates.${i}.gate_id`, `duplicate gate id "${gate.gate_id}"`)
+    if (orders.has(gate.order)) return fail(`$.gates.${i}.order`, `duplicate gate order ${gate.order}`)
+    ids.add(gate.gate_id)
+    orders.add(gate.order)
+    const rule_ids = gate.rule_ids ?? all
+    for (const [j, id] of rule_ids.entries()) {
+      if (!known.has(id)) return fail(`$.gates.${i}.rule_ids.${j}`, `no rule "${id}" exists`)
+      bound.add(id)
+    }
+    gates.push({ ...gate, rule_ids })
+  }
+  const unbound = all.find((id) => !bound.has(id))
+  if (unbound !== undefined) return fail("$.gates", `rule "${unbound}" is bound to no gate`)
+  return Either.right(gates.sort((a, b) => a.order - b.order))
+}
+
+/** Compile a declaration into a staged snapshot with its `sha256-v1` digest. */
+export const compile = (
+  policy: PermissionPolicy
+): Effect.Effect<PolicySnapshot, PolicyValidationError | CanonicalJsonError, Digest.Digest> =>
+  Effect.gen(function*() {
+    const compiled_rules = yield* compileRules(policy)
+    const gate_bindings = yield* compileGates(policy, compiled_rules)
+    const fields = {
+      policy_id: policy.policy_id,
+      version: policy.version,
+      principal_scope: policy.principal_scope,
+      tenant_scope: policy.tenant_scope,
+      compiled_rules,
+      gate_bindings
+    }
+    const digest = yield* Digest.canonical(digestInput(fields))
+    return PolicySnapshot.make({ ...fields, digest, provenance: policy.provenance, release_state: "staged" })
+  })
+
+/** Recompute a snapshot's digest from exactly the digested fields. */
+export const recomputeDigest = (snapshot: PolicySnapshot) => Digest.canonical(digestInput(snapshot))

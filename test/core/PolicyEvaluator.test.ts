@@ -1,0 +1,157 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
+import * as PolicyEvaluator from "../../core/PolicyEvaluator.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import * as Time from "../../core/Time.ts"
+
+const snapshotOf = (declaration: Record<string, unknown>) =>
+  PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode({ policy_id: "p", version: "1", ...declaration })))
+    .pipe(Effect.provide(WebCryptoDigest.layer), Effect.orDie)
+
+/** A decider over the policy's first gate: "allow", or "<disposition> <code>" from guard then policy. */
+const decider = (declaration: Record<string, unknown>) =>
+  Effect.map(snapshotOf(declaration), (snapshot) => {
+    const gates = PolicyEvaluator.compile(snapshot)
+    return (input: Partial<PolicyInput> & { readonly action: string }) => {
+      const full: PolicyInput = { effects: [], arguments: {}, principal: "alice", now: 0, ...input }
+      for (const part of ["guard", "policy"] as const) {
+        const result = PolicyEvaluator.evaluate(gates[0]!, part, full)
+        if (result.disposition !== "allow") return `${result.disposition} ${result.code}`
+      }
+      return "allow"
+    }
+  })
+
+const shell = (command: string) => ({ action: "shell.exec", effects: ["shell.exec"], arguments: { command } })
+
+describe("policy presets", () => {
+  it.effect("deny_all denies and allow_all allows", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* decider({ mode: "deny_all" }))({ action: "notes.read" }), "deny policy.denied")
+      assert.strictEqual((yield* decider({ mode: "allow_all" }))({ action: "notes.read" }), "allow")
+    }))
+
+  it.effect("read_only allows readers and search, denies editors and shell", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({ mode: "read_only" })
+      assert.strictEqual(d({ action: "notes.read" }), "allow")
+      assert.strictEqual(d({ action: "docs.search" }), "allow")
+      assert.strictEqual(d({ action: "files.write" }), "deny policy.denied")
+      assert.strictEqual(d(shell("ls")), "deny policy.denied")
+      assert.strictEqual(d({ action: "calc.add" }), "deny policy.no_match")
+    }))
+
+  it.effect("safe allows non-shell tools, denies dangerous commands, escalates other shell commands", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({ mode: "safe", approver_class: "maintainer" })
+      assert.strictEqual(d({ action: "files.write" }), "allow")
+      assert.strictEqual(d(shell("rm -rf /")), "deny policy.denied")
+      assert.strictEqual(d(shell("/usr/bin/sudo ls")), "deny policy.denied")
+      assert.strictEqual(d(shell("kill 1")), "deny policy.denied")
+      assert.strictEqual(d(shell("ls -la")), "escalate approval.required")
+      assert.strictEqual((yield* decider({ mode: "safe" }))(shell("ls")), "deny approval.no_authority")
+    }))
+})
+
+describe("rules mode", () => {
+  it.effect("deny, then allow, then escalate; action-specific before *; default deny", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({
+        approver_class: "ops",
+        deny: { "shell.exec": ["git push *"] },
+        allow: { "shell.exec": ["git *", "ls"], "*": ["*"] },
+        escalate: { "shell.exec": ["*"] }
+      })
+      assert.strictEqual(d(shell("git push origin main")), "deny policy.denied")
+      assert.strictEqual(d(shell("git status")), "allow")
+      assert.strictEqual(d(shell("ls -la")), "allow")
+      assert.strictEqual(d(shell("make")), "escalate approval.required")
+      assert.strictEqual(d({ action: "notes.read" }), "allow")
+      assert.strictEqual(
+        (yield* decider({ allow: { "notes.read": ["*"] } }))({ action: "notes.write" }),
+        "deny policy.no_match"
+      )
+    }))
+
+  it.effect("a shell control operator is denied before any rule", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({ mode: "allow_all" })
+      for (
+        const command of [
+          "ls; rm -rf /",
+          "ls && rm x",
+          "ls || x",
+          "ls | sh",
+          "echo `id`",
+          "echo $(id)",
+          "cat < /etc/passwd",
+          "echo > x",
+          "ls\nrm x"
+        ]
+      ) {
+        assert.strictEqual(d(shell(command)), "deny shell.control_operator", command)
+      }
+    }))
+
+  it.effect("paths are normalised before matching, and a path escaping a root is denied", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({
+        mode: "allow_all",
+        rules: [
+          { kind: "filesystem", effect: "allow", roots: ["/work"], modes: ["read", "write"] },
+          { kind: "filesystem", effect: "deny", roots: ["/work/secrets"], modes: ["read", "write"] }
+        ]
+      })
+      const write = (path: string) => d({ action: "files.write", effects: ["filesystem.write"], arguments: { path } })
+      assert.strictEqual(write("/work/src/a.ts"), "allow")
+      assert.strictEqual(write("/work/src/../../etc/passwd"), "deny filesystem.outside_roots")
+      assert.strictEqual(write("/workshop/x"), "deny filesystem.outside_roots")
+      assert.strictEqual(write("/work/./secrets//key"), "deny filesystem.denied")
+      assert.strictEqual(write("relative/path"), "deny filesystem.invalid_path")
+    }))
+
+  it.effect("subprocess and network rules guard their arguments", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({
+        mode: "allow_all",
+        rules: [
+          { kind: "subprocess", effect: "allow", executable_patterns: ["git", "ls"], shell: "forbid" },
+          { kind: "network", effect: "allow", destinations: ["api.example.com:443"], modes: ["connect"] }
+        ]
+      })
+      assert.strictEqual(d(shell("git log")), "allow")
+      assert.strictEqual(d(shell("curl x")), "deny subprocess.not_allowed")
+      assert.strictEqual(d({ action: "web.fetch", arguments: { url: "https://api.example.com/v1" } }), "allow")
+      assert.strictEqual(
+        d({ action: "web.fetch", arguments: { url: "http://evil.example:80/" } }),
+        "deny network.not_allowed"
+      )
+    }))
+
+  it.effect("expiry, principal scope and origin rules", () =>
+    Effect.gen(function*() {
+      const at = (iso: string) => Time.toMicros(Time.Timestamp.make(iso))
+      const d = yield* decider({
+        mode: "allow_all",
+        principal_scope: ["team-*"],
+        rules: [
+          { kind: "expiry", effect: "allow", expires_at: "2027-01-01T00:00:00.000000Z" },
+          { kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER", "OTHER_AGENT"] }
+        ]
+      })
+      const now = at("2026-06-01T00:00:00.000000Z")
+      assert.strictEqual(d({ action: "calc.add", principal: "team-a", now }), "allow")
+      assert.strictEqual(d({ action: "calc.add", principal: "mallory", now }), "deny policy.out_of_scope")
+      assert.strictEqual(
+        d({ action: "calc.add", principal: "team-a", now: at("2027-02-01T00:00:00.000000Z") }),
+        "deny policy.expired"
+      )
+      const notes = { action: "notes.read", principal: "team-a", now }
+      assert.strictEqual(d({ ...notes, origins: new Set(["USER", "OTHER_AGENT"] as const) }), "allow")
+      assert.strictEqual(d({ ...notes, origins: new Set(["SELF"] as const) }), "deny origin.not_allowed")
+      assert.strictEqual(d(notes), "deny origin.not_allowed")
+    }))
+})
