@@ -2,7 +2,20 @@
  * The ActionExecutor: the only route to an action's callable. Each execution runs the compiled
  * plan's fourteen stages in the seed's order and concludes in exactly one typed outcome.
  */
-import { Cause, Context, Deferred, Duration, Effect, Either, Exit, Fiber, Layer, Option, Schema } from "effect"
+import {
+  Cause,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Schema,
+  SchemaAST
+} from "effect"
 import { captureFailure } from "./Action.ts"
 import type { ActionDefinition } from "./Action.ts"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
@@ -69,6 +82,16 @@ type Invoked =
   | { readonly _tag: "stopped"; readonly by: "deadline" | "cancel"; readonly teardown: "completed" | "abandoned" }
 
 const securityOrder: ReadonlyArray<SecurityStage> = ["authorise", "guard", "policy"]
+
+/** A decoder that refuses unknown fields, including for `Schema.Struct({})`, which Effect reads as "any object". */
+const strictDecoder = (schema: Schema.Schema<any, any>) => {
+  const decode = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
+  const ast = SchemaAST.encodedAST(schema.ast)
+  const empty = SchemaAST.isTypeLiteral(ast) && ast.propertySignatures.length === 0 && ast.indexSignatures.length === 0
+  if (!empty) return decode
+  const nothing = Schema.decodeUnknownEither(Schema.Record({ key: Schema.String, value: Schema.Never }))
+  return (input: unknown) => Either.flatMap(nothing(input), () => decode(input))
+}
 const encoder = new TextEncoder()
 
 /** Build a minimal-profile executor over the registry, backend, digest and id generator in context. */
@@ -95,7 +118,7 @@ export const makeMinimal = (config: Config = {}) =>
         descriptor,
         plan: compileMinimal({ descriptor, backend: backend.ref, interceptors, transformers }),
         ref: { name: definition.name, version: definition.version },
-        decode: Schema.decodeUnknownEither(definition.input, { onExcessProperty: "error" }),
+        decode: strictDecoder(definition.input),
         encode: Schema.encodeUnknownEither(definition.input),
         encodeOutput: Schema.encodeUnknownEither(definition.output)
       })
@@ -169,6 +192,7 @@ export const makeMinimal = (config: Config = {}) =>
     })
 
     const evaluation = (attempt: Attempt): Evaluation => ({
+      attempt_id: attempt.attempt_id,
       request: attempt.request,
       context: attempt.context,
       descriptor: attempt.compiled!.descriptor,

@@ -14,6 +14,7 @@ import type { Timestamp } from "./Time.ts"
 
 /** What a security evaluator sees: the normalised arguments and the digest its decision binds to. */
 export interface Evaluation {
+  readonly attempt_id: string
   readonly request: ExecutionRequest
   readonly context: ExecutionContext
   readonly descriptor: ActionDescriptor

@@ -4,8 +4,9 @@
  */
 import type { Glob } from "./internal/glob.ts"
 import { commandMatches, glob } from "./internal/glob.ts"
+import type { AgentSubject, InvocationContext } from "./InvocationContext.ts"
+import { checkOrigin, intersectRestrictions } from "./Origin.ts"
 import { normalise, within } from "./PolicyPath.ts"
-import type { ExecutionCaller } from "./PolicyRule.ts"
 import type { CompiledRule, GateBinding } from "./PolicyRule.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import * as Time from "./Time.ts"
@@ -17,8 +18,10 @@ export interface PolicyInput {
   readonly arguments: Readonly<Record<string, unknown>>
   readonly principal: string
   readonly tenant?: string
-  /** The origin categories the caller's invocation context requires; undefined when no origin context exists. */
-  readonly origins?: ReadonlySet<typeof ExecutionCaller.Type>
+  /** The invocation context the host established for this call, if any. */
+  readonly invocation?: InvocationContext
+  /** The executing agent the executor is bound to. */
+  readonly bound_agent?: AgentSubject
   readonly now: number
 }
 
@@ -229,13 +232,15 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
   }
   const view = gate.view(input.action)
   if (view.origins.length > 0) {
-    const required = input.origins
-    const refusing = view.origins.filter((rule) =>
-      required === undefined || [...required].some((c) => !rule.callers.includes(c))
-    )
-    if (required === undefined || required.size === 0 || refusing.length > 0) {
-      return decision("deny", "origin.not_allowed", refusing.length > 0 ? refusing : view.origins)
-    }
+    const restriction = intersectRestrictions(...view.origins.map((rule) => rule.callers))
+    const origin = checkOrigin(input.invocation, {
+      restriction,
+      boundAgent: input.bound_agent,
+      principal: { id: input.principal },
+      now: Time.fromMicros(input.now),
+      action_type: input.action
+    })
+    if (origin._tag === "origin_denied") return decision("deny", origin.code, view.origins, origin.detail)
   }
   const target = salient(input)
   const denied = view.deny.find((m) => operationMatches(m.operations, target))

@@ -3,6 +3,7 @@
  * them: every executable rule of a snapshot lives here, and all of it is digested.
  */
 import { Schema } from "effect"
+import { ExecutionCaller } from "./InvocationContext.ts"
 import { Identifier } from "./Refs.ts"
 import { Timestamp } from "./Time.ts"
 
@@ -81,9 +82,6 @@ export const EnvironmentRule = Schema.Struct({
   variable_patterns: Patterns,
   exposure: Schema.Literal("forbid", "read", "inject")
 })
-
-/** The execution origin of a call. */
-export const ExecutionCaller = Schema.Literal("USER", "SELF", "OTHER_AGENT")
 
 /** The origins allowed to run matching actions; an empty list allows none. */
 export const OriginRule = Schema.Struct({

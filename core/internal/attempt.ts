@@ -95,7 +95,7 @@ export const describeParseError = (error: ParseResult.ParseError, root: string):
   const path = issue.path.length === 0 ? root : `${root}.${issue.path.join(".")}`
   const what = issue._tag === "Missing"
     ? "is missing"
-    : issue._tag === "Unexpected"
+    : issue._tag === "Unexpected" || issue.message.startsWith("Expected never")
     ? "is not an accepted field"
     : issue.message.replace(/, actual .*$/s, "")
   return `${path}: ${what}`

@@ -56,6 +56,15 @@ describe("ActionExecutor (minimal profile)", () => {
       assert.strictEqual(missing._tag === "denied" && missing.reason.detail, "arguments.b: is missing")
     }).pipe(Effect.provide(executor(tools.actions))))
 
+  it.effect("an action without inputs refuses any argument", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("noop", { sneaky: true })
+      assert.strictEqual(
+        outcome._tag === "denied" && outcome.reason.detail,
+        "arguments.sneaky: is not an accepted field"
+      )
+    }).pipe(Effect.provide(executor(tools.actions))))
+
   it.effect("an unknown action is denied at resolve", () =>
     Effect.gen(function*() {
       const outcome = yield* run("nope", {})

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as InvocationContext from "../../core/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
 import * as PolicyEvaluator from "../../core/PolicyEvaluator.ts"
@@ -149,9 +150,20 @@ describe("rules mode", () => {
         d({ action: "calc.add", principal: "team-a", now: at("2027-02-01T00:00:00.000000Z") }),
         "deny policy.expired"
       )
-      const notes = { action: "notes.read", principal: "team-a", now }
-      assert.strictEqual(d({ ...notes, origins: new Set(["USER", "OTHER_AGENT"] as const) }), "allow")
-      assert.strictEqual(d({ ...notes, origins: new Set(["SELF"] as const) }), "deny origin.not_allowed")
-      assert.strictEqual(d(notes), "deny origin.not_allowed")
+      const bound_agent = InvocationContext.agent("agent-b")
+      const notes = { action: "notes.read", principal: "team-a", now, bound_agent }
+      const viaUser = InvocationContext.user(
+        InvocationContext.human("h"),
+        InvocationContext.agent("agent-a"),
+        "team-a",
+        {}
+      )
+      const delegated = InvocationContext.delegateTo(viaUser, bound_agent, "team-a", {})
+      assert.strictEqual(d({ ...notes, invocation: delegated }), "allow")
+      const selfStarted = InvocationContext.autonomous(bound_agent, "team-a", {})
+      assert.strictEqual(d({ ...notes, invocation: selfStarted }), "deny origin.not_allowed")
+      const stranger = InvocationContext.autonomous(InvocationContext.agent("x"), "team-a", {})
+      assert.strictEqual(d({ ...notes, invocation: stranger }), "deny origin.agent_mismatch")
+      assert.strictEqual(d(notes), "deny origin.unknown")
     }))
 })

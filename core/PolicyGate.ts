@@ -1,0 +1,183 @@
+/**
+ * The policy as executor interceptors: pin the exact snapshot the context names (stage 5), run
+ * each gate's intrinsic guards (stage 6) and action policy with budgets (stage 7), and reduce
+ * hard, soft and advisory gate results the seed's way.
+ */
+import { Effect, Either, Layer } from "effect"
+import * as ActionExecutor from "./ActionExecutor.ts"
+import { Digest } from "./Digest.ts"
+import type { Evaluation, Interceptor, Verdict } from "./Interceptor.ts"
+import { glob } from "./internal/glob.ts"
+import type { AgentSubject } from "./InvocationContext.ts"
+import { currentInvocation } from "./InvocationContext.ts"
+import type { CompiledGate, Part, PolicyDecision, PolicyInput } from "./PolicyEvaluator.ts"
+import * as PolicyEvaluator from "./PolicyEvaluator.ts"
+import type { PolicySnapshot } from "./PolicySnapshot.ts"
+import { recomputeDigest } from "./PolicySnapshot.ts"
+import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
+import * as Time from "./Time.ts"
+
+/** How the gate is bound to its host. */
+export interface Options {
+  /** The real executing agent this executor acts as; origin rules require the invocation's agent to be it. */
+  readonly boundAgent?: AgentSubject
+}
+
+interface Pinned {
+  readonly snapshot: PolicySnapshot
+  readonly gates: ReadonlyArray<CompiledGate>
+  readonly approver: string | undefined
+}
+
+const verdict = (disposition: Verdict["disposition"], code: string, detail?: string): Verdict =>
+  detail === undefined ? { disposition, code } : { disposition, code, detail }
+
+const describe = (gate: CompiledGate, decision: PolicyDecision) =>
+  [
+    `gate ${gate.gate.gate_id} (${gate.gate.level})`,
+    decision.matched_rules.length > 0 ? `rules ${decision.matched_rules.join(",")}` : undefined,
+    decision.detail
+  ]
+    .filter((part) => part !== undefined)
+    .join("; ")
+
+/** Reduce gate results in gate order: hard deny denies; soft deny escalates when an approver is named; advisory deny is recorded. */
+const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Verdict => {
+  const advisories: Array<string> = []
+  for (const gate of pinned.gates) {
+    const decision = PolicyEvaluator.evaluate(gate, part, input)
+    if (decision.disposition === "allow") continue
+    if (gate.gate.level === "advisory") {
+      advisories.push(`${decision.code} (${describe(gate, decision)})`)
+      continue
+    }
+    if (decision.disposition === "escalate") return verdict("escalate", decision.code, describe(gate, decision))
+    if (gate.gate.level === "soft") {
+      return pinned.approver === undefined
+        ? verdict("deny", decision.code, describe(gate, decision))
+        : verdict("escalate", "approval.required", `${decision.code}: ${describe(gate, decision)}`)
+    }
+    return verdict("deny", decision.code, describe(gate, decision))
+  }
+  return verdict(
+    "allow",
+    part === "guard" ? "guard.passed" : "policy.allowed",
+    advisories.length > 0 ? `advisory: ${advisories.join(", ")}` : undefined
+  )
+}
+
+/** The policy interceptors, reading snapshots from the PolicySnapshotStore in context. */
+export const make = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const store = yield* PolicySnapshotStore
+    const digest = yield* Digest
+    const compiled = new Map<string, Pinned>()
+    const budgets = new Map<string, { window: number; attempts: Set<string> }>()
+
+    const pin = (evaluation: Evaluation): Effect.Effect<Either.Either<Pinned, Verdict>> =>
+      Effect.gen(function*() {
+        const ref = evaluation.context.policy_snapshot
+        if (ref === undefined) {
+          return Either.left(verdict("deny", "policy.unbound", "the context names no policy snapshot"))
+        }
+        const cached = compiled.get(ref.digest)
+        const stored = yield* Effect.either(store.get(ref.policy_id, ref.version))
+        if (Either.isLeft(stored)) return Either.left(verdict("deny", "policy.not_found", stored.left.message))
+        const snapshot = stored.right
+        if (snapshot.digest !== ref.digest) {
+          return Either.left(
+            verdict("deny", "policy.digest_mismatch", `${ref.policy_id}@${ref.version} is not the pinned snapshot`)
+          )
+        }
+        if (snapshot.release_state !== "active") {
+          return Either.left(verdict("deny", "policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
+        }
+        if (cached !== undefined && cached.snapshot === snapshot) return Either.right(cached)
+        const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(snapshot), Digest, digest))
+        if (Either.isLeft(recomputed) || recomputed.right !== ref.digest) {
+          return Either.left(
+            verdict("deny", "policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
+          )
+        }
+        const approver = snapshot.compiled_rules.flatMap((rule) =>
+          rule.kind === "approval" && rule.approver_class !== null ? [rule.approver_class] : []
+        )[0]
+        const pinned: Pinned = { snapshot, gates: PolicyEvaluator.compile(snapshot), approver }
+        compiled.set(ref.digest, pinned)
+        return Either.right(pinned)
+      })
+
+    const inputOf = (evaluation: Evaluation) =>
+      Effect.gen(function*() {
+        const invocation = yield* currentInvocation
+        const input: PolicyInput = {
+          action: evaluation.descriptor.name,
+          effects: evaluation.descriptor.effects,
+          arguments: evaluation.arguments,
+          principal: evaluation.context.authenticated_principal.id,
+          now: yield* Time.nowMicros,
+          ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
+          ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
+          ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent })
+        }
+        return input
+      })
+
+    const charge = (pinned: Pinned, input: PolicyInput, attempt_id: string): Verdict | undefined => {
+      for (const rule of pinned.snapshot.compiled_rules) {
+        if (rule.kind !== "budget" || rule.budget_kind !== "calls") continue
+        if (!rule.action_patterns.some((pattern) => glob(pattern).test(input.action))) continue
+        const key = `${pinned.snapshot.digest}:${rule.rule_id}:${input.principal}`
+        const window = Math.floor(input.now / rule.window_microseconds)
+        const entry = budgets.get(key)
+        const current = entry !== undefined && entry.window === window ? entry : { window, attempts: new Set<string>() }
+        budgets.set(key, current)
+        if (current.attempts.has(attempt_id)) continue
+        if (current.attempts.size >= rule.limit) {
+          return verdict(
+            "deny",
+            "budget.exhausted",
+            `rule ${rule.rule_id}: ${rule.limit} calls per ${rule.window_microseconds} µs`
+          )
+        }
+        current.attempts.add(attempt_id)
+      }
+      return undefined
+    }
+
+    const run = (part: Part) => (evaluation: Evaluation) =>
+      Effect.gen(function*() {
+        const pinned = yield* pin(evaluation)
+        if (Either.isLeft(pinned)) return pinned.left
+        const input = yield* inputOf(evaluation)
+        const result = reduce(pinned.right, part, input)
+        if (part === "guard" || result.disposition !== "allow") return result
+        return charge(pinned.right, input, evaluation.attempt_id) ?? result
+      })
+
+    const interceptors: ReadonlyArray<Interceptor> = [
+      {
+        id: "policy.pin",
+        stage: "authorise",
+        evaluate: (evaluation) =>
+          Effect.map(
+            pin(evaluation),
+            Either.match({
+              onLeft: (refused) => refused,
+              onRight: ({ snapshot }) => verdict("allow", "policy.pinned", `${snapshot.policy_id}@${snapshot.version}`)
+            })
+          )
+      },
+      { id: "policy.guards", stage: "guard", evaluate: run("guard") },
+      { id: "policy.rules", stage: "policy", evaluate: run("policy") }
+    ]
+    return interceptors
+  })
+
+/** A minimal-profile executor whose stages 5-7 enforce the policy pinned by each call's context. */
+export const layerExecutor = (config: ActionExecutor.Config = {}, options: Options = {}) =>
+  Layer.effect(
+    ActionExecutor.ActionExecutor,
+    Effect.flatMap(make(options), (policy) =>
+      ActionExecutor.makeMinimal({ ...config, interceptors: [...policy, ...(config.interceptors ?? [])] }))
+  )

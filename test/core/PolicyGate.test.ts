@@ -1,0 +1,187 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer, Schema, TestClock } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as Action from "../../core/Action.ts"
+import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { Sha256Hex } from "../../core/Digest.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../../core/ExecutionScope.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as InvocationContext from "../../core/InvocationContext.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicyGate from "../../core/PolicyGate.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import type { PolicySnapshotRef } from "../../core/Refs.ts"
+import * as Time from "../../core/Time.ts"
+import { base } from "../fixtures/layers.ts"
+
+let shellCalls = 0
+const actions = [
+  Action.make({
+    name: "shell.exec",
+    input: Schema.Struct({ command: Schema.String }),
+    output: Schema.String,
+    effects: ["shell.exec"],
+    handler: ({ command }) => {
+      shellCalls++
+      return `ran ${command}`
+    }
+  }),
+  Action.make({ name: "notes.read", input: Schema.Struct({}), output: Schema.String, handler: () => "note" })
+]
+
+const layer = PolicyGate.layerExecutor().pipe(
+  Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+)
+
+const install = (declaration: Record<string, unknown>, activate = true) =>
+  Effect.gen(function*() {
+    const store = yield* PolicySnapshotStore
+    const policy = Either.getOrThrow(PermissionPolicy.decode({ policy_id: "p", version: "1", ...declaration }))
+    const snapshot = yield* Effect.orDie(PolicySnapshot.compile(policy))
+    yield* store.put(snapshot)
+    if (activate) yield* store.activate("p", "1", "ops", Time.fromMicros(0))
+    return { policy_id: "p", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
+  })
+
+const exec = (action: string, args: Record<string, unknown>, policy_snapshot?: PolicySnapshotRef) =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor
+    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: "alice" },
+      effect_backend: InProcessBackend.make.ref,
+      ...(policy_snapshot === undefined ? {} : { policy_snapshot })
+    })
+    const request = ExecutionRequest.make({
+      request_id: "r",
+      action: { name: action },
+      arguments: args,
+      execution_scope: scope
+    })
+    return yield* executor.execute(request, { context })
+  })
+
+const summary = (outcome: { readonly _tag: string; readonly stage: string } & object) =>
+  `${outcome._tag} ${"reason" in outcome ? (outcome.reason as { code: string }).code : ""} @${outcome.stage}`.replace(
+    "  ",
+    " "
+  )
+
+describe("PolicyGate in the executor", () => {
+  it.effect("allows, denies and escalates by the pinned snapshot, and the callable runs only when allowed", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ mode: "safe", approver_class: "maintainer" })
+      const before = shellCalls
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "succeeded @outcome")
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "rm -rf /" }, ref)),
+        "denied policy.denied @policy"
+      )
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls" }, ref)),
+        "escalated approval.required @policy"
+      )
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls; rm x" }, ref)),
+        "denied shell.control_operator @guard"
+      )
+      assert.strictEqual(shellCalls, before)
+      const outcome = yield* exec("notes.read", {}, ref)
+      assert.deepStrictEqual(outcome.decisions.map((d) => [d.evaluator, d.disposition, d.reason.code]), [
+        ["policy.pin", "allow", "policy.pinned"],
+        ["policy.guards", "allow", "guard.passed"],
+        ["policy.rules", "allow", "policy.allowed"]
+      ])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a context without a snapshot, a staged snapshot, or a digest mismatch is denied before any gate", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(summary(yield* exec("notes.read", {})), "denied policy.unbound @authorise")
+      const ref = yield* install({ mode: "allow_all" }, false)
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied policy.not_active @authorise")
+      const forged = { ...ref, digest: Sha256Hex.make("0".repeat(64)) }
+      const outcome = yield* exec("notes.read", {}, forged)
+      assert.strictEqual(summary(outcome), "denied policy.digest_mismatch @authorise")
+      assert.strictEqual(outcome.decisions.length, 1)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("soft gates escalate to a named approver; advisory gates record and allow", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({
+        approver_class: "lead",
+        rules: [
+          { rule_id: "allow-all", kind: "action", effect: "allow", action_patterns: ["*"] },
+          { rule_id: "no-notes", kind: "action", effect: "deny", action_patterns: ["notes.read"] },
+          { rule_id: "no-shell", kind: "action", effect: "deny", action_patterns: ["shell.exec"] },
+          { rule_id: "ask", kind: "approval", effect: "require_approval", action_patterns: ["nothing"] }
+        ],
+        gates: [
+          { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-all", "ask"] },
+          { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow-all", "no-shell"] },
+          { gate_id: "lint", level: "advisory", order: 2, rule_ids: ["allow-all", "no-notes"] }
+        ]
+      })
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls" }, ref)),
+        "escalated approval.required @policy"
+      )
+      const notes = yield* exec("notes.read", {}, ref)
+      assert.strictEqual(summary(notes), "succeeded @outcome")
+      assert.include(notes.decisions.at(-1)!.reason.detail, "advisory: policy.denied (gate lint")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a calls budget per window denies with budget.exhausted, then refills", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({
+        mode: "allow_all",
+        rules: [{ kind: "budget", effect: "limit", budget_kind: "calls", limit: 2, window_microseconds: 60_000_000 }]
+      })
+      const codes = []
+      for (let i = 0; i < 3; i++) codes.push(summary(yield* exec("notes.read", {}, ref)))
+      assert.deepStrictEqual(codes, ["succeeded @outcome", "succeeded @outcome", "denied budget.exhausted @policy"])
+      yield* TestClock.adjust("61 seconds")
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "succeeded @outcome")
+    }).pipe(Effect.provide(layer)))
+})
+
+describe("PolicyGate and the invocation's origin", () => {
+  const agentB = InvocationContext.agent("agent-b")
+  const originLayer = PolicyGate.layerExecutor({}, { boundAgent: agentB }).pipe(
+    Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+  )
+
+  it.effect("origin comes from the host's invocation context, carried through the fiber, never from the request", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({
+        mode: "allow_all",
+        rules: [{ kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER", "OTHER_AGENT"] }]
+      })
+      const viaUser = InvocationContext.user(
+        InvocationContext.human("h"),
+        InvocationContext.agent("agent-a"),
+        "alice",
+        {}
+      )
+      const delegated = InvocationContext.delegateTo(viaUser, agentB, "alice", {})
+      assert.strictEqual(
+        summary(yield* InvocationContext.withInvocation(exec("notes.read", {}, ref), delegated)),
+        "succeeded @outcome"
+      )
+      const own = InvocationContext.autonomous(agentB, "alice", {})
+      assert.strictEqual(
+        summary(yield* InvocationContext.withInvocation(exec("notes.read", {}, ref), own)),
+        "denied origin.not_allowed @policy"
+      )
+      assert.strictEqual(
+        summary(yield* exec("notes.read", { origin: "USER" }, ref)),
+        "denied schema.invalid @normalise"
+      )
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied origin.unknown @policy")
+      assert.strictEqual(summary(yield* exec("shell.exec", { command: "ls" }, ref)), "succeeded @outcome")
+    }).pipe(Effect.provide(originLayer)))
+})
