@@ -23,11 +23,22 @@ export interface Options {
   readonly boundAgent?: AgentSubject
 }
 
-interface Pinned {
+/** A snapshot compiled for evaluation, with the approver its soft gates escalate to. */
+export interface Pinned {
   readonly snapshot: PolicySnapshot
   readonly gates: ReadonlyArray<CompiledGate>
   readonly approver: string | undefined
 }
+
+/** Compile a snapshot for evaluation. */
+export const pinned = (snapshot: PolicySnapshot): Pinned => ({
+  snapshot,
+  gates: PolicyEvaluator.compile(snapshot),
+  approver:
+    snapshot.compiled_rules.flatMap((rule) =>
+      rule.kind === "approval" && rule.approver_class !== null ? [rule.approver_class] : []
+    )[0]
+})
 
 const verdict = (disposition: Verdict["disposition"], code: string, detail?: string): Verdict =>
   detail === undefined ? { disposition, code } : { disposition, code, detail }
@@ -42,7 +53,7 @@ const describe = (gate: CompiledGate, decision: PolicyDecision) =>
     .join("; ")
 
 /** Reduce gate results in gate order: hard deny denies; soft deny escalates when an approver is named; advisory deny is recorded. */
-const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Verdict => {
+export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Verdict => {
   const advisories: Array<string> = []
   for (const gate of pinned.gates) {
     const decision = PolicyEvaluator.evaluate(gate, part, input)
@@ -64,6 +75,14 @@ const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Verdict => {
     part === "guard" ? "guard.passed" : "policy.allowed",
     advisories.length > 0 ? `advisory: ${advisories.join(", ")}` : undefined
   )
+}
+
+/** Stage by stage: the guards, then the action policy; the first refusal stands. */
+export const explain = (snapshot: Pinned, input: PolicyInput): Verdict & { readonly stage: Part } => {
+  const guards = reduce(snapshot, "guard", input)
+  return guards.disposition !== "allow"
+    ? { ...guards, stage: "guard" }
+    : { ...reduce(snapshot, "policy", input), stage: "policy" }
 }
 
 /** The policy interceptors, reading snapshots from the PolicySnapshotStore in context. */
@@ -99,12 +118,9 @@ export const make = (options: Options = {}) =>
             verdict("deny", "policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
           )
         }
-        const approver = snapshot.compiled_rules.flatMap((rule) =>
-          rule.kind === "approval" && rule.approver_class !== null ? [rule.approver_class] : []
-        )[0]
-        const pinned: Pinned = { snapshot, gates: PolicyEvaluator.compile(snapshot), approver }
-        compiled.set(ref.digest, pinned)
-        return Either.right(pinned)
+        const compiledSnapshot = pinned(snapshot)
+        compiled.set(ref.digest, compiledSnapshot)
+        return Either.right(compiledSnapshot)
       })
 
     const inputOf = (evaluation: Evaluation) =>

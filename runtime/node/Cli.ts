@@ -3,12 +3,14 @@
  * command takes `--json`. Exit codes: 0 ok, 1 a negative verdict, 2 bad input.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Either, Layer, Schema } from "effect"
+import { Console, Effect, Layer, Schema } from "effect"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
 import { ActionExecutor } from "../../core/ActionExecutor.ts"
 import { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import * as Demo from "../Demo.ts"
+import { parseJsonObject, setExitCode } from "./CliInput.ts"
+import * as PolicyCli from "./PolicyCli.ts"
 import { outcomeCells, table } from "./Render.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON instead of a table"))
@@ -17,11 +19,6 @@ const encodeOutcome = Schema.encodeSync(ExecutionOutcome)
 
 /** The layers every command runs on: the demo tool set, node:crypto digests, random ids. */
 export const layer = Demo.layer.pipe(Layer.provideMerge(Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)))
-
-const setExitCode = (code: number) =>
-  Effect.sync(() => {
-    process.exitCode = code
-  })
 
 const demo = Command.make("demo", { json }, ({ json }) =>
   Effect.gen(function*() {
@@ -64,25 +61,12 @@ const argsOption = Options.text("args").pipe(
   Options.withDescription("the action's arguments as a JSON object")
 )
 
-/** Bad input on the command line: exit code 2. */
-export class CliInputError extends Schema.TaggedError<CliInputError>()("CliInputError", { message: Schema.String }) {}
-
-const parseArguments = (text: string) =>
-  Either.try({ try: () => JSON.parse(text) as unknown, catch: () => "is not JSON" }).pipe(
-    Either.flatMap((value) =>
-      typeof value === "object" && value !== null && !Array.isArray(value)
-        ? Either.right(value as Record<string, unknown>)
-        : Either.left("is not a JSON object")
-    ),
-    Either.mapLeft((why) => new CliInputError({ message: `--args ${why}` }))
-  )
-
 const exec = Command.make(
   "exec",
   { action: actionArg, args: argsOption, json },
   ({ action, args, json }) =>
     Effect.gen(function*() {
-      const parsed = yield* parseArguments(args)
+      const parsed = yield* parseJsonObject(args, "--args")
       const outcome = yield* Demo.runStep({ action, arguments: parsed, note: "" }, 0)
       yield* Console.log(
         json
@@ -94,7 +78,7 @@ const exec = Command.make(
 ).pipe(Command.withDescription("Run one of the demo's actions through the executor"))
 
 /** The `writ` command and its subcommands. */
-export const command = Command.make("writ").pipe(Command.withSubcommands([demo, exec]))
+export const command = Command.make("writ").pipe(Command.withSubcommands([demo, exec, PolicyCli.command]))
 
 /** Parse argv and run the matching command. */
 export const run = Command.run(command, { name: "writ", version: "0.1.0" })

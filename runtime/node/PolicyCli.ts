@@ -1,0 +1,169 @@
+/**
+ * `writ policy check|fmt|schema|explain`: validate, format, describe and explain declared
+ * policies. Exit codes: 0 ok (or allow), 1 deny or escalate, 2 bad input.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { Console, Effect, Either, JSONSchema, Option } from "effect"
+import * as PolicyFormat from "../../adapters/PolicyFormat.ts"
+import * as InvocationContext from "../../core/InvocationContext.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
+import * as PolicyGate from "../../core/PolicyGate.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import * as Time from "../../core/Time.ts"
+import { CliInputError, parseJsonObject, setExitCode } from "./CliInput.ts"
+
+const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
+const file = Args.file({ name: "FILE", exists: "yes" }).pipe(
+  Args.withDescription("a policy declaration (.yaml, .yml or .json)")
+)
+
+/** Read, validate and compile a declaration file; bad input is a CliInputError naming the field. */
+const load = (path: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* Effect.orDie(fs.readFileString(path))
+    const format = PolicyFormat.formatOf(path)
+    const policy = yield* Either.mapLeft(
+      PolicyFormat.parse(text, format),
+      (error) => new CliInputError({ message: `${path}: ${error.message}` })
+    )
+    const snapshot = yield* PolicySnapshot.compile(policy).pipe(
+      Effect.mapError((error) => new CliInputError({ message: `${path}: ${error.message}` }))
+    )
+    return { policy, snapshot, format }
+  })
+
+const check = Command.make("check", { file, json }, ({ file, json }) =>
+  Effect.gen(function*() {
+    const { snapshot } = yield* load(file)
+    const summary = {
+      policy_id: snapshot.policy_id,
+      version: snapshot.version,
+      digest: snapshot.digest,
+      rules: snapshot.compiled_rules.length,
+      gates: snapshot.gate_bindings.length
+    }
+    yield* Console.log(
+      json
+        ? JSON.stringify(summary, null, 2)
+        : `${summary.policy_id}@${summary.version}  digest ${summary.digest}  ${summary.rules} rules, ${summary.gates} gates`
+    )
+  })).pipe(Command.withDescription("Validate and compile a policy; print its id, version, digest and rule count"))
+
+const fmt = Command.make("fmt", { file, json }, ({ file, json }) =>
+  Effect.gen(function*() {
+    const { policy } = yield* load(file)
+    yield* Console.log(PolicyFormat.write(policy, json ? "json" : "yaml").trimEnd())
+  })).pipe(Command.withDescription("Print the declaration in canonical form (YAML, or JSON with --json); same digest"))
+
+const schema = Command.make(
+  "schema",
+  { json },
+  () => Console.log(JSON.stringify(JSONSchema.make(PermissionPolicy.PermissionPolicy), null, 2))
+).pipe(
+  Command.withDescription("Print the JSON Schema of a policy declaration, for editors")
+)
+
+const origin = Options.choice("origin", ["USER", "SELF", "OTHER_AGENT"]).pipe(
+  Options.optional,
+  Options.withDescription("the origin of the call (none: no invocation context)")
+)
+
+const explainOptions = {
+  file,
+  json,
+  action: Options.text("action").pipe(Options.withDescription("the action name")),
+  args: Options.text("args").pipe(Options.withDefault("{}"), Options.withDescription("the arguments as a JSON object")),
+  effects: Options.text("effects").pipe(
+    Options.withDefault(""),
+    Options.withDescription("the action's declared effects, comma-separated (e.g. filesystem.write)")
+  ),
+  principal: Options.text("principal").pipe(Options.withDefault("cli-user")),
+  tenant: Options.text("tenant").pipe(Options.optional),
+  origin,
+  viaAgent: Options.text("via-agent").pipe(
+    Options.optional,
+    Options.withDescription("the agent the request came through (delegation to the executing agent)")
+  )
+}
+
+/** The executing agent `explain` evaluates as. */
+const executingAgent = InvocationContext.agent("writ-agent")
+
+const invocationOf = (
+  origin: Option.Option<string>,
+  viaAgent: Option.Option<string>,
+  principal: string
+): InvocationContext.InvocationContext | undefined => {
+  if (Option.isNone(origin)) return undefined
+  const via = Option.map(viaAgent, (id) => InvocationContext.agent(id))
+  switch (origin.value) {
+    case "USER": {
+      const human = InvocationContext.human("cli-user")
+      return Option.match(via, {
+        onNone: () => InvocationContext.user(human, executingAgent, principal, {}),
+        onSome: (agent) =>
+          InvocationContext.delegateTo(
+            InvocationContext.user(human, agent, principal, {}),
+            executingAgent,
+            principal,
+            {}
+          )
+      })
+    }
+    case "SELF":
+      return InvocationContext.autonomous(executingAgent, principal, {})
+    default:
+      return InvocationContext.otherAgent(
+        Option.getOrElse(via, () => InvocationContext.agent("other-agent")),
+        executingAgent,
+        principal,
+        {}
+      )
+  }
+}
+
+const explain = Command.make("explain", explainOptions, (options) =>
+  Effect.gen(function*() {
+    const { snapshot } = yield* load(options.file)
+    const args = yield* parseJsonObject(options.args, "--args")
+    const invocation = invocationOf(options.origin, options.viaAgent, options.principal)
+    const input: PolicyInput = {
+      action: options.action,
+      effects: options.effects.split(",").map((effect) => effect.trim()).filter((effect) => effect !== ""),
+      arguments: args,
+      principal: options.principal,
+      now: yield* Time.nowMicros,
+      bound_agent: executingAgent,
+      ...(Option.isSome(options.tenant) ? { tenant: options.tenant.value } : {}),
+      ...(invocation === undefined ? {} : { invocation })
+    }
+    const verdict = PolicyGate.explain(PolicyGate.pinned(snapshot), input)
+    const result = {
+      policy: `${snapshot.policy_id}@${snapshot.version}`,
+      digest: snapshot.digest,
+      action: options.action,
+      disposition: verdict.disposition,
+      reason: verdict.code,
+      stage: verdict.stage,
+      ...(verdict.detail === undefined ? {} : { detail: verdict.detail })
+    }
+    yield* Console.log(
+      options.json
+        ? JSON.stringify(result, null, 2)
+        : `${result.disposition}  ${result.reason}  (${result.stage})${
+          result.detail === undefined ? "" : `\n  ${result.detail}`
+        }`
+    )
+    if (verdict.disposition !== "allow") yield* setExitCode(1)
+  })).pipe(
+    Command.withDescription("Explain the decision a policy gives one call: disposition, reason code, matched rules")
+  )
+
+/** `writ policy` and its subcommands. */
+export const command = Command.make("policy").pipe(
+  Command.withDescription("Validate, format, describe and explain permission policies"),
+  Command.withSubcommands([check, fmt, schema, explain])
+)

@@ -1,0 +1,67 @@
+import { assert, describe, it } from "@effect/vitest"
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { root } from "../fixtures/sources.ts"
+
+const bin = join(root, "dist/runtime/node/bin.js")
+const policy = join(root, "test/fixtures/policies/agent.yaml")
+const writ = (...args: Array<string>) => spawnSync("node", [bin, ...args], { encoding: "utf-8" })
+
+describe("writ policy", () => {
+  const built = spawnSync("node_modules/.bin/tsc", ["-p", "tsconfig.build.json"], { cwd: root }).status === 0
+
+  it("check prints id, version, digest and rule count; fmt keeps the digest in YAML and JSON", () => {
+    assert.isTrue(built)
+    const check = JSON.parse(writ("policy", "check", policy, "--json").stdout)
+    assert.deepStrictEqual([check.policy_id, check.version, check.rules], ["repo-agent", "1", 6])
+    const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
+    for (const [flag, name] of [[[], "fmt.yaml"], [["--json"], "fmt.json"]] as const) {
+      const formatted = writ("policy", "fmt", policy, ...flag)
+      assert.strictEqual(formatted.status, 0)
+      writeFileSync(join(dir, name), formatted.stdout)
+      assert.strictEqual(JSON.parse(writ("policy", "check", join(dir, name), "--json").stdout).digest, check.digest)
+    }
+  }, 60_000)
+
+  it("invalid input exits 2 and names the field", () => {
+    const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
+    const bad = join(dir, "bad.json")
+    writeFileSync(bad, JSON.stringify({ policy_id: "x", version: "1", rules: [{ kind: "action", effect: "allow" }] }))
+    const result = writ("policy", "check", bad)
+    assert.strictEqual(result.status, 2)
+    assert.include(result.stderr, "$.rules.0.action_patterns: is missing")
+  }, 60_000)
+
+  it("explain gives disposition, reason and matched rules; exit 0 allow, 1 deny or escalate", () => {
+    const explain = (...args: Array<string>) => {
+      const result = writ("policy", "explain", policy, "--json", ...args)
+      return [result.status, JSON.parse(result.stdout).reason] as const
+    }
+    assert.deepStrictEqual(explain("--action", "calc.add"), [0, "policy.allowed"])
+    assert.deepStrictEqual(explain("--action", "shell.exec", "--args", "{\"command\":\"rm -rf /\"}"), [
+      1,
+      "policy.denied"
+    ])
+    assert.deepStrictEqual(explain("--action", "shell.exec", "--args", "{\"command\":\"ls\"}"), [
+      1,
+      "approval.required"
+    ])
+    assert.deepStrictEqual(explain("--action", "notes.read", "--origin", "USER", "--via-agent", "helper"), [
+      0,
+      "policy.allowed"
+    ])
+    assert.deepStrictEqual(explain("--action", "notes.read", "--origin", "SELF"), [1, "origin.not_allowed"])
+    assert.deepStrictEqual(explain("--action", "notes.read"), [1, "origin.unknown"])
+    const detail = JSON.parse(
+      writ("policy", "explain", policy, "--json", "--action", "shell.exec", "--args", "{\"command\":\"ls\"}").stdout
+    ).detail
+    assert.include(detail, "rules rule-1")
+  }, 120_000)
+
+  it("schema prints the declaration's JSON Schema", () => {
+    const schema = JSON.parse(writ("policy", "schema").stdout)
+    assert.includeMembers(schema.required, ["policy_id", "version"])
+  }, 60_000)
+})
