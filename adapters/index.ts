@@ -1,5 +1,6 @@
 /** writ's public adapters modules, one namespace per module. */
 export * as InProcessBackend from "./InProcessBackend.ts"
+export * as MemoryApprovalQueue from "./MemoryApprovalQueue.ts"
 export * as MemoryPolicySnapshotStore from "./MemoryPolicySnapshotStore.ts"
 export * as NodeDigest from "./NodeDigest.ts"
 export * as PolicyFormat from "./PolicyFormat.ts"

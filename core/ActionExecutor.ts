@@ -216,7 +216,8 @@ export const makeMinimal = (config: Config = {}) =>
           stage,
           arguments_digest: attempt.digest!,
           evidence: [],
-          ...(verdict.retry_at === undefined ? {} : { retry_at: verdict.retry_at })
+          ...(verdict.retry_at === undefined ? {} : { retry_at: verdict.retry_at }),
+          ...(verdict.approval === undefined ? {} : { approval: verdict.approval })
         }, trusted)
         ;(attempt.decisions ??= []).push(decision)
         if (verdict.disposition !== "allow") return outcomeOf(attempt, verdict.disposition, decision)

@@ -3,6 +3,7 @@
  * digest of the arguments it evaluated.
  */
 import { Schema } from "effect"
+import { ApprovalRequest } from "./Approval.ts"
 import { Sha256Hex } from "./Digest.ts"
 import { Stage } from "./Stage.ts"
 import { Timestamp } from "./Time.ts"
@@ -27,5 +28,6 @@ export class ActionAdmissionDecision extends Schema.Class<ActionAdmissionDecisio
   stage: Stage,
   arguments_digest: Schema.optional(Sha256Hex),
   evidence: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
-  retry_at: Schema.optional(Timestamp)
+  retry_at: Schema.optional(Timestamp),
+  approval: Schema.optional(ApprovalRequest)
 }) {}

@@ -5,6 +5,7 @@
  */
 import { Match, Schema } from "effect"
 import { ActionAdmissionDecision, DecisionReason } from "./AdmissionDecision.ts"
+import { ApprovalRequest } from "./Approval.ts"
 import { Sha256Hex } from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
 import { ActionRef, Identifier } from "./Refs.ts"
@@ -53,8 +54,12 @@ export class Deferred extends Schema.TaggedClass<Deferred>()("deferred", {
   retry_at: Schema.optional(Timestamp)
 }) {}
 
-/** Awaiting a named authority; no worker waits. An approval starts a new attempt. */
-export class Escalated extends Schema.TaggedClass<Escalated>()("escalated", { ...common, reason: DecisionReason }) {}
+/** Awaiting a named authority; no worker waits. Resubmitting with the approval is a new attempt. */
+export class Escalated extends Schema.TaggedClass<Escalated>()("escalated", {
+  ...common,
+  reason: DecisionReason,
+  approval: Schema.optional(ApprovalRequest)
+}) {}
 
 /** The callable ran and failed; the failure was captured and redacted. */
 export class Failed extends Schema.TaggedClass<Failed>()("failed", { ...common, failure: FailureSummary }) {}

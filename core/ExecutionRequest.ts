@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { ExecutionScopeRef } from "./ExecutionScope.ts"
+import { Uuid } from "./IdGenerator.ts"
 import { ActionRef, Identifier, PrincipalRef } from "./Refs.ts"
 import { Timestamp } from "./Time.ts"
 
@@ -23,5 +24,6 @@ export class ExecutionRequest extends Schema.Class<ExecutionRequest>("ExecutionR
   session_id: Schema.optional(Identifier),
   deadline: Schema.optional(Timestamp),
   idempotency_key: Schema.optional(Identifier),
+  approval_id: Schema.optional(Uuid),
   metadata: Schema.optionalWith(Arguments, { default: () => ({}) })
 }) {}

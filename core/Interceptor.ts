@@ -5,6 +5,7 @@
 import { Effect } from "effect"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import type { Disposition } from "./AdmissionDecision.ts"
+import type { ApprovalRequest } from "./Approval.ts"
 import type { Sha256Hex } from "./Digest.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
@@ -28,6 +29,7 @@ export interface Verdict {
   readonly code: string
   readonly detail?: string
   readonly retry_at?: Timestamp
+  readonly approval?: ApprovalRequest
 }
 
 /** A security evaluator at one of stages 5-7; it decides, and may be re-run at stage 10. */

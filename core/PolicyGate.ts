@@ -3,9 +3,11 @@
  * each gate's intrinsic guards (stage 6) and action policy with budgets (stage 7), and reduce
  * hard, soft and advisory gate results the seed's way.
  */
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
+import * as Approval from "./Approval.ts"
 import { Digest } from "./Digest.ts"
+import { IdGenerator } from "./IdGenerator.ts"
 import type { Evaluation, Interceptor, Verdict } from "./Interceptor.ts"
 import { glob } from "./internal/glob.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
@@ -52,8 +54,13 @@ const describe = (gate: CompiledGate, decision: PolicyDecision) =>
     .filter((part) => part !== undefined)
     .join("; ")
 
+/** A reduced verdict; an escalation names the approver class and how long its approval may live. */
+export type Reduced = Verdict & { readonly approver_class?: string; readonly expires_after?: number }
+
+const defaultApprovalLifetime = 3_600_000_000
+
 /** Reduce gate results in gate order: hard deny denies; soft deny escalates when an approver is named; advisory deny is recorded. */
-export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Verdict => {
+export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced => {
   const advisories: Array<string> = []
   for (const gate of pinned.gates) {
     const decision = PolicyEvaluator.evaluate(gate, part, input)
@@ -62,11 +69,21 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Verdict 
       advisories.push(`${decision.code} (${describe(gate, decision)})`)
       continue
     }
-    if (decision.disposition === "escalate") return verdict("escalate", decision.code, describe(gate, decision))
+    if (decision.disposition === "escalate") {
+      return {
+        ...verdict("escalate", decision.code, describe(gate, decision)),
+        approver_class: decision.approver_class!,
+        expires_after: decision.approval_expires_after_microseconds ?? defaultApprovalLifetime
+      }
+    }
     if (gate.gate.level === "soft") {
       return pinned.approver === undefined
         ? verdict("deny", decision.code, describe(gate, decision))
-        : verdict("escalate", "approval.required", `${decision.code}: ${describe(gate, decision)}`)
+        : {
+          ...verdict("escalate", "approval.required", `${decision.code}: ${describe(gate, decision)}`),
+          approver_class: pinned.approver,
+          expires_after: defaultApprovalLifetime
+        }
     }
     return verdict("deny", decision.code, describe(gate, decision))
   }
@@ -90,6 +107,8 @@ export const make = (options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* PolicySnapshotStore
     const digest = yield* Digest
+    const ids = yield* IdGenerator
+    const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const compiled = new Map<string, Pinned>()
     const budgets = new Map<string, { window: number; attempts: Set<string> }>()
 
@@ -161,13 +180,65 @@ export const make = (options: Options = {}) =>
       return undefined
     }
 
+    const bindingOf = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput) =>
+      Approval.bindingDigest({
+        action: input.action,
+        arguments_digest: evaluation.arguments_digest,
+        principal: input.principal,
+        origin: input.invocation === undefined || input.invocation._tag === "unknown"
+          ? null
+          : { executing_agent: input.invocation.executing_agent.id, origins: input.invocation.origins },
+        policy: {
+          policy_id: pinned.snapshot.policy_id,
+          version: pinned.snapshot.version,
+          digest: pinned.snapshot.digest
+        }
+      }).pipe(Effect.provideService(Digest, digest), Effect.orDie)
+
+    /** Escalate without blocking: use a presented approval once, or file a new request and return at once. */
+    const escalate = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced) =>
+      Effect.gen(function*() {
+        if (Option.isNone(queue)) {
+          return verdict("deny", "approval.no_authority", "approval is required but no approval queue is configured")
+        }
+        const binding = yield* bindingOf(pinned, evaluation, input)
+        const presented = evaluation.request.approval_id
+        if (presented !== undefined) {
+          const used = yield* Effect.either(queue.value.consume(presented, binding, Time.fromMicros(input.now)))
+          return Either.isRight(used)
+            ? verdict("allow", "approval.granted", `approval ${presented} by ${used.right.approver_class}`)
+            : verdict("deny", `approval.${used.left.reason}`, used.left.message)
+        }
+        const request = Approval.ApprovalRequest.make({
+          approval_id: yield* ids.uuid,
+          binding_digest: binding,
+          action: input.action,
+          principal: input.principal,
+          approver_class: result.approver_class!,
+          policy: {
+            policy_id: pinned.snapshot.policy_id,
+            version: pinned.snapshot.version,
+            digest: pinned.snapshot.digest
+          },
+          requested_at: Time.fromMicros(input.now),
+          expires_at: Time.fromMicros(input.now + result.expires_after!)
+        })
+        yield* queue.value.submit(request)
+        return { ...verdict("escalate", result.code, result.detail), approval: request }
+      })
+
     const run = (part: Part) => (evaluation: Evaluation) =>
       Effect.gen(function*() {
         const pinned = yield* pin(evaluation)
         if (Either.isLeft(pinned)) return pinned.left
         const input = yield* inputOf(evaluation)
         const result = reduce(pinned.right, part, input)
-        if (part === "guard" || result.disposition !== "allow") return result
+        if (part === "guard" || result.disposition === "deny") return result
+        if (result.disposition === "escalate") {
+          const escalated = yield* escalate(pinned.right, evaluation, input, result)
+          if (escalated.disposition !== "allow") return escalated
+          return charge(pinned.right, input, evaluation.attempt_id) ?? escalated
+        }
         return charge(pinned.right, input, evaluation.attempt_id) ?? result
       })
 

@@ -84,7 +84,11 @@ export const outcomeOf = (
         ...(decision.retry_at === undefined ? {} : { retry_at: decision.retry_at })
       }, trusted)
     case "escalate":
-      return new Escalated({ ...common(attempt), reason: decision.reason }, trusted)
+      return new Escalated({
+        ...common(attempt),
+        reason: decision.reason,
+        ...(decision.approval === undefined ? {} : { approval: decision.approval })
+      }, trusted)
   }
 }
 

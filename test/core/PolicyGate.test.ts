@@ -1,14 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Schema, TestClock } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/Action.ts"
 import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { ApprovalQueue } from "../../core/Approval.ts"
 import { Sha256Hex } from "../../core/Digest.ts"
 import * as ExecutionContext from "../../core/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/ExecutionScope.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
+import { Uuid } from "../../core/IdGenerator.ts"
 import * as InvocationContext from "../../core/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
@@ -34,7 +37,7 @@ const actions = [
 ]
 
 const layer = PolicyGate.layerExecutor().pipe(
-  Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+  Layer.provideMerge(Layer.mergeAll(base(actions), MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer))
 )
 
 const install = (declaration: Record<string, unknown>, activate = true) =>
@@ -47,7 +50,12 @@ const install = (declaration: Record<string, unknown>, activate = true) =>
     return { policy_id: "p", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
   })
 
-const exec = (action: string, args: Record<string, unknown>, policy_snapshot?: PolicySnapshotRef) =>
+const exec = (
+  action: string,
+  args: Record<string, unknown>,
+  policy_snapshot?: PolicySnapshotRef,
+  approval_id?: string
+) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
@@ -58,10 +66,11 @@ const exec = (action: string, args: Record<string, unknown>, policy_snapshot?: P
       ...(policy_snapshot === undefined ? {} : { policy_snapshot })
     })
     const request = ExecutionRequest.make({
-      request_id: "r",
+      request_id: yield* IdGenerator.uuid,
       action: { name: action },
       arguments: args,
-      execution_scope: scope
+      execution_scope: scope,
+      ...(approval_id === undefined ? {} : { approval_id: Uuid.make(approval_id) })
     })
     return yield* executor.execute(request, { context })
   })
@@ -184,4 +193,82 @@ describe("PolicyGate and the invocation's origin", () => {
       assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied origin.unknown @policy")
       assert.strictEqual(summary(yield* exec("shell.exec", { command: "ls" }, ref)), "succeeded @outcome")
     }).pipe(Effect.provide(originLayer)))
+})
+
+describe("approval escalation", () => {
+  const approver = { id: "maya", approver_class: "maintainer" }
+  const escalate = (ref: PolicySnapshotRef, command = "ls") =>
+    Effect.gen(function*() {
+      const outcome = yield* exec("shell.exec", { command }, ref)
+      assert.strictEqual(outcome._tag, "escalated")
+      return outcome._tag === "escalated" ? outcome.approval! : undefined!
+    })
+
+  it.effect("escalation returns at once with an ApprovalRequest; the approval is a new attempt, usable once", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ mode: "safe", approver_class: "maintainer" })
+      const queue = yield* ApprovalQueue
+      const before = shellCalls
+      const approval = yield* escalate(ref)
+      assert.strictEqual(approval.approver_class, "maintainer")
+      assert.deepStrictEqual((yield* queue.list({ state: "pending" })).map((r) => r.request.approval_id), [
+        approval.approval_id
+      ])
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls" }, ref, approval.approval_id)),
+        "denied approval.pending @policy"
+      )
+      const wrong = yield* Effect.flip(queue.approve(approval.approval_id, { id: "eve", approver_class: "intern" }))
+      assert.strictEqual(wrong.reason, "wrong_approver")
+      yield* queue.approve(approval.approval_id, approver)
+      const granted = yield* exec("shell.exec", { command: "ls" }, ref, approval.approval_id)
+      assert.strictEqual(summary(granted), "succeeded @outcome")
+      assert.strictEqual(granted.decisions.at(-1)!.reason.code, "approval.granted")
+      assert.strictEqual(shellCalls, before + 1)
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls" }, ref, approval.approval_id)),
+        "denied approval.reused @policy"
+      )
+      assert.strictEqual(shellCalls, before + 1)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a forged, mismatched, rejected or expired approval is denied with its own reason", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ mode: "safe", approver_class: "maintainer" })
+      const queue = yield* ApprovalQueue
+      const forged = yield* exec("shell.exec", { command: "ls" }, ref, "00000000-0000-4000-8000-000000000000")
+      assert.strictEqual(summary(forged), "denied approval.forged @policy")
+      const forLs = yield* escalate(ref)
+      yield* queue.approve(forLs.approval_id, approver)
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "make" }, ref, forLs.approval_id)),
+        "denied approval.mismatched @policy"
+      )
+      const rejected = yield* escalate(ref)
+      yield* queue.reject(rejected.approval_id, approver)
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls" }, ref, rejected.approval_id)),
+        "denied approval.rejected @policy"
+      )
+      const late = yield* escalate(ref)
+      yield* queue.approve(late.approval_id, approver)
+      yield* TestClock.adjust("2 hours")
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls" }, ref, late.approval_id)),
+        "denied approval.expired @policy"
+      )
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("without an approval queue, escalation is a denial with its own reason", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ mode: "safe", approver_class: "maintainer" })
+      assert.strictEqual(
+        summary(yield* exec("shell.exec", { command: "ls" }, ref)),
+        "denied approval.no_authority @policy"
+      )
+    }).pipe(Effect.provide(
+      PolicyGate.layerExecutor().pipe(
+        Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+      )
+    )))
 })
