@@ -4,15 +4,26 @@
  */
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import * as InProcessBackend from "../adapters/InProcessBackend.ts"
+import * as MemoryApprovalQueue from "../adapters/MemoryApprovalQueue.ts"
+import * as MemoryPolicySnapshotStore from "../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../core/Action.ts"
+import type { ActionExecutionBackend } from "../core/ActionExecutionBackend.ts"
 import * as ActionExecutor from "../core/ActionExecutor.ts"
 import * as ActionRegistry from "../core/ActionRegistry.ts"
+import { ApprovalQueue } from "../core/Approval.ts"
 import * as ExecutionContext from "../core/ExecutionContext.ts"
 import type { ExecutionOutcome } from "../core/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../core/ExecutionRequest.ts"
 import { EphemeralOperation } from "../core/ExecutionScope.ts"
 import * as IdGenerator from "../core/IdGenerator.ts"
+import type { Uuid } from "../core/IdGenerator.ts"
+import * as InvocationContext from "../core/InvocationContext.ts"
+import * as PermissionPolicy from "../core/PermissionPolicy.ts"
+import * as PolicyGate from "../core/PolicyGate.ts"
+import * as PolicySnapshot from "../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../core/PolicySnapshotStore.ts"
 import { ActionRef, PrincipalRef } from "../core/Refs.ts"
+import type { PolicySnapshotRef } from "../core/Refs.ts"
 import * as Time from "../core/Time.ts"
 
 const notes: Record<string, string> = { todo: "ship the executor", ideas: "policy snapshots" }
@@ -60,6 +71,14 @@ export const actions: ReadonlyArray<Action.ActionDefinition> = [
     handler: () => Effect.sleep("10 seconds")
   }),
   Action.make({
+    name: "shell.exec",
+    description: "Run a shell command (simulated: the demo runs nothing)",
+    input: Schema.Struct({ command: Schema.String }),
+    output: Schema.String,
+    effects: ["shell.exec"],
+    handler: ({ command }) => `(simulated) ${command}: README.md core adapters runtime`
+  }),
+  Action.make({
     name: "files.write",
     description: "Write a file; requires filesystem containment",
     input: Schema.Struct({ path: Schema.String, text: Schema.String }),
@@ -70,25 +89,73 @@ export const actions: ReadonlyArray<Action.ActionDefinition> = [
   })
 ]
 
+/** The demo's policy: reads and arithmetic allowed (three sums a minute), shell escalated to a maintainer
+ * (dangerous commands denied), notes touched only on a user's behalf. */
+export const policy: PermissionPolicy.PermissionPolicyEncoded = {
+  policy_id: "demo-agent",
+  version: "1",
+  mode: "safe",
+  approver_class: "maintainer",
+  rules: [
+    { kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER", "OTHER_AGENT"] },
+    {
+      kind: "budget",
+      effect: "limit",
+      action_patterns: ["calc.*"],
+      budget_kind: "calls",
+      limit: 3,
+      window_microseconds: 60_000_000
+    }
+  ]
+}
+
+/** The agent the demo's executor acts as. */
+export const agent = InvocationContext.agent("demo-agent")
+
+const principal = PrincipalRef.make({ id: "demo-user" })
+
+/** The maintainer who approves escalations in the demo. */
+export const maintainer = { id: "demo-maintainer", approver_class: "maintainer" }
+
 /** One scripted step: what the agent asked for, and how. */
 export interface Step {
   readonly action: string
   readonly arguments: Record<string, unknown>
   readonly note: string
+  /** Who the call is for: a user's request (default) or the agent's own initiative. */
+  readonly origin?: "USER" | "SELF"
   readonly deadlineMillis?: number
   readonly cancelAfterMillis?: number
+  /** The maintainer approves the last escalation, and the step resubmits with that approval. */
+  readonly withApproval?: boolean
 }
 
 /** The scripted session. */
 export const script: ReadonlyArray<Step> = [
-  { action: "notes.read", arguments: { id: "todo" }, note: "an allowed call" },
+  { action: "notes.read", arguments: { id: "todo" }, note: "allowed: a user asked" },
   { action: "add", arguments: { a: 2, b: 40 }, note: "an alias resolves to calc.add" },
   { action: "calc.add", arguments: { a: "two", b: 40 }, note: "schema-invalid arguments" },
+  { action: "shell.exec", arguments: { command: "rm -rf /" }, note: "denied by the policy" },
+  { action: "shell.exec", arguments: { command: "ls" }, note: "escalated to a maintainer; no one waits" },
+  {
+    action: "shell.exec",
+    arguments: { command: "ls" },
+    note: "approved: a new attempt uses it once",
+    withApproval: true
+  },
+  { action: "notes.read", arguments: { id: "ideas" }, note: "the agent's own initiative", origin: "SELF" },
+  { action: "calc.add", arguments: { a: 1, b: 1 }, note: "second sum this minute" },
+  { action: "calc.add", arguments: { a: 1, b: 2 }, note: "third sum this minute" },
+  { action: "calc.add", arguments: { a: 2, b: 2 }, note: "fourth sum: over the budget of 3" },
   { action: "weather.fetch", arguments: { city: "Oslo" }, note: "a handler failure, redacted" },
   { action: "report.compile", arguments: { pages: 50 }, note: "a deadline of 200 ms", deadlineMillis: 200 },
   { action: "index.rebuild", arguments: {}, note: "cancelled by the agent after 100 ms", cancelAfterMillis: 100 },
-  { action: "files.write", arguments: { path: "/etc/motd", text: "hi" }, note: "containment the backend cannot prove" },
-  { action: "shell.exec", arguments: { command: "ls" }, note: "an action nobody registered" }
+  {
+    action: "files.write",
+    arguments: { path: "/work/out.txt", text: "hi" },
+    note: "containment the backend cannot prove"
+  },
+  { action: "net.scan", arguments: {}, note: "an action nobody registered" }
 ]
 
 /** A step and the outcome the executor gave it. */
@@ -97,23 +164,51 @@ export interface Row {
   readonly outcome: ExecutionOutcome
 }
 
-/** The demo's layers: registry with the demo actions, the in-process backend, a minimal executor. */
-export const layer = Layer.provideMerge(
-  ActionExecutor.layerMinimal(),
-  Layer.merge(ActionRegistry.layerWith(actions), InProcessBackend.layer)
-)
+/** The demo's layers: the demo actions, the in-process backend, in-memory policy and approval stores, and an
+ * executor whose stages 5-7 enforce the policy pinned in each call's context. */
+export const layerWith = (
+  config: ActionExecutor.Config = {},
+  backend: Layer.Layer<ActionExecutionBackend> = InProcessBackend.layer
+) =>
+  PolicyGate.layerExecutor(config, { boundAgent: agent }).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        ActionRegistry.layerWith(actions),
+        backend,
+        MemoryPolicySnapshotStore.layer,
+        MemoryApprovalQueue.layer
+      )
+    )
+  )
 
-const principal = PrincipalRef.make({ id: "demo-user" })
+/** The demo's layers with the in-process backend. */
+export const layer = layerWith()
 
-/** Run one step as the demo agent, through the executor. */
-export const runStep = (step: Step, index: number) =>
+/** Compile, store and activate the demo policy; the reference a context pins. */
+export const installPolicy = Effect.gen(function*() {
+  const store = yield* PolicySnapshotStore
+  const declaration = yield* Effect.orDie(PermissionPolicy.decode(policy))
+  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(declaration))
+  yield* Effect.orDie(store.put(snapshot))
+  yield* Effect.orDie(store.activate(snapshot.policy_id, snapshot.version, "demo", yield* Time.now))
+  return { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
+})
+
+const invocationFor = (origin: "USER" | "SELF") =>
+  origin === "SELF"
+    ? InvocationContext.autonomous(agent, principal.id, {})
+    : InvocationContext.user(InvocationContext.human("demo-user"), agent, principal.id, {})
+
+/** Run one step as the demo agent, through the executor, under the policy when one is given. */
+export const runStep = (step: Step, index: number, policy_snapshot?: PolicySnapshotRef, approval_id?: Uuid) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
     const context = yield* ExecutionContext.bind({
       execution_scope: scope,
       authenticated_principal: principal,
-      effect_backend: InProcessBackend.make.ref
+      effect_backend: InProcessBackend.make.ref,
+      ...(policy_snapshot === undefined ? {} : { policy_snapshot })
     })
     const now = yield* Time.nowMicros
     const request = ExecutionRequest.make({
@@ -122,19 +217,31 @@ export const runStep = (step: Step, index: number) =>
       arguments: step.arguments,
       execution_scope: scope,
       principal_claim: principal,
-      ...(step.deadlineMillis === undefined ? {} : { deadline: Time.fromMicros(now + step.deadlineMillis * 1000) })
+      ...(step.deadlineMillis === undefined ? {} : { deadline: Time.fromMicros(now + step.deadlineMillis * 1000) }),
+      ...(approval_id === undefined ? {} : { approval_id })
     })
-    if (step.cancelAfterMillis === undefined) return yield* executor.execute(request, { context })
-    const cancel = yield* Deferred.make<void>()
-    const fiber = yield* Effect.fork(executor.execute(request, { context, cancel }))
-    yield* Effect.sleep(step.cancelAfterMillis)
-    yield* Deferred.succeed(cancel, undefined)
-    return yield* Fiber.join(fiber)
+    const run = step.cancelAfterMillis === undefined
+      ? executor.execute(request, { context })
+      : Effect.gen(function*() {
+        const cancel = yield* Deferred.make<void>()
+        const fiber = yield* Effect.fork(executor.execute(request, { context, cancel }))
+        yield* Effect.sleep(step.cancelAfterMillis!)
+        yield* Deferred.succeed(cancel, undefined)
+        return yield* Fiber.join(fiber)
+      })
+    return yield* InvocationContext.withInvocation(run, invocationFor(step.origin ?? "USER"))
   })
 
-/** Run the whole scripted session. */
-export const session: Effect.Effect<
-  ReadonlyArray<Row>,
-  never,
-  ActionExecutor.ActionExecutor | IdGenerator.IdGenerator
-> = Effect.forEach(script, (step, index) => Effect.map(runStep(step, index), (outcome) => ({ step, outcome })))
+/** Run the whole scripted session under the demo policy; the maintainer approves where a step asks. */
+export const session = Effect.gen(function*() {
+  const ref = yield* installPolicy
+  const queue = yield* ApprovalQueue
+  const rows: Array<Row> = []
+  for (const [index, step] of script.entries()) {
+    const last = rows.findLast((row) => row.outcome._tag === "escalated")?.outcome
+    const approval = step.withApproval === true && last?._tag === "escalated" ? last.approval : undefined
+    if (approval !== undefined) yield* Effect.orDie(queue.approve(approval.approval_id, maintainer))
+    rows.push({ step, outcome: yield* runStep(step, index, ref, approval?.approval_id) })
+  }
+  return rows
+})

@@ -38,6 +38,9 @@ const demo = Command.make("demo", { json }, ({ json }) =>
     const plan = yield* Effect.orDie(executor.plan(Demo.actions[0]!))
     yield* Console.log(`writ demo: a scripted agent session, profile ${executor.profile}`)
     yield* Console.log(
+      `policy: ${Demo.policy.policy_id}@${Demo.policy.version} (mode ${Demo.policy.mode}), pinned by digest in every call's context`
+    )
+    yield* Console.log(
       `plan: ${plan.stages.map((stage) => stage.mode === "run" ? stage.stage : `(${stage.stage})`).join(" > ")}\n`
     )
     yield* Console.log(table(
@@ -67,7 +70,7 @@ const exec = Command.make(
   ({ action, args, json }) =>
     Effect.gen(function*() {
       const parsed = yield* parseJsonObject(args, "--args")
-      const outcome = yield* Demo.runStep({ action, arguments: parsed, note: "" }, 0)
+      const outcome = yield* Demo.runStep({ action, arguments: parsed, note: "" }, 0, yield* Demo.installPolicy)
       yield* Console.log(
         json
           ? JSON.stringify(encodeOutcome(outcome), null, 2)

@@ -71,8 +71,7 @@ describe("gate 1: runtime routes", () => {
   it.live("the CLI: `writ exec` enters the executor once per call", () =>
     Effect.gen(function*() {
       const { backend, counts, observers } = counting()
-      const layer = ActionExecutor.layerMinimal({ observers }).pipe(
-        Layer.provideMerge(Layer.mergeAll(ActionRegistryModule.layerWith(Demo.actions), backend)),
+      const layer = Demo.layerWith({ observers }, backend).pipe(
         Layer.provideMerge(Layer.mergeAll(NodeDigest.layer, IdGenerator.layerCrypto, NodeContext.layer))
       )
       yield* Cli.run(["node", "writ", "exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--json"]).pipe(
