@@ -38,6 +38,7 @@ import {
 } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
 import * as ExecutionScope from "./ExecutionScope.ts"
+import { IdempotencyStore, keyOf } from "./IdempotencyStore.ts"
 import { IdGenerator } from "./IdGenerator.ts"
 import type { Concluded, Evaluation, Interceptor, Observer, Transformer, Verdict } from "./Interceptor.ts"
 import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
@@ -101,6 +102,7 @@ export const makeMinimal = (config: Config = {}) =>
     const backend = yield* ActionExecutionBackend
     const digest = yield* Digest
     const ids = yield* IdGenerator
+    const idempotency = yield* Effect.serviceOption(IdempotencyStore)
     const interceptors = [...(config.interceptors ?? [])].sort(
       (a, b) => securityOrder.indexOf(a.stage) - securityOrder.indexOf(b.stage)
     )
@@ -355,7 +357,34 @@ export const makeMinimal = (config: Config = {}) =>
       } else if (needsDigest) {
         attempt.recheck = new Recheck({ ran: false, reason: "no_transformation", evaluators: [] }, trusted)
       }
-      return yield* invoke(attempt, compiled, cancel)
+      const key = attempt.request.idempotency_key
+      if (key === undefined || Option.isNone(idempotency)) return yield* invoke(attempt, compiled, cancel)
+      return yield* invokeOnce(idempotency.value, key, attempt, compiled, cancel)
+    })
+
+    /** After every security stage allowed the call: replay a stored success for this caller and key, or invoke and store. */
+    const invokeOnce = Effect.fnUntraced(function*(
+      store: IdempotencyStore.Service,
+      idempotency_key: string,
+      attempt: Attempt,
+      compiled: Compiled,
+      cancel?: Deferred.Deferred<void>
+    ) {
+      const key = yield* Effect.orDie(
+        Effect.provideService(keyOf(attempt.context, compiled.ref, idempotency_key), Digest, digest)
+      )
+      const stored = yield* store.get(key)
+      if (Option.isSome(stored)) {
+        attempt.stage = "invoke"
+        return new Succeeded({
+          ...common(attempt),
+          result: stored.value.result,
+          replay_of: stored.value.attempt_id
+        }, trusted)
+      }
+      const outcome = yield* invoke(attempt, compiled, cancel)
+      if (outcome._tag === "succeeded") yield* store.put(key, outcome)
+      return outcome
     })
 
     const execute = (request: ExecutionRequest, options: ExecuteOptions) =>

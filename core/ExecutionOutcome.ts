@@ -38,10 +38,12 @@ const common = {
   recheck: Schema.optional(Recheck)
 }
 
-/** The callable returned; `result` is the output as encoded by the action's output Schema (may be undefined). */
+/** The callable returned; `result` is the output as encoded by the action's output Schema (may be undefined).
+ * `replay_of` names the attempt whose stored result an idempotent retry by the same caller got instead. */
 export class Succeeded extends Schema.TaggedClass<Succeeded>()("succeeded", {
   ...common,
-  result: Schema.Unknown
+  result: Schema.Unknown,
+  replay_of: Schema.optional(Uuid)
 }) {}
 
 /** A terminal refusal of this attempt; the callable was not reached. */

@@ -1,0 +1,103 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as Action from "../../core/Action.ts"
+import * as ActionExecutor from "../../core/ActionExecutor.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../../core/ExecutionScope.ts"
+import * as IdempotencyStore from "../../core/IdempotencyStore.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as Interceptor from "../../core/Interceptor.ts"
+import * as InvocationContext from "../../core/InvocationContext.ts"
+import { base } from "../fixtures/layers.ts"
+
+let charges = 0
+let open = true
+const charge = Action.make({
+  name: "card.charge",
+  input: Schema.Struct({ cents: Schema.Int }),
+  output: Schema.Int,
+  handler: () => ++charges
+})
+
+const layer = ActionExecutor.layerMinimal({
+  interceptors: [
+    Interceptor.make("switch", "policy", () => (open ? Interceptor.allow() : Interceptor.deny("policy.denied")))
+  ]
+}).pipe(Layer.provideMerge(Layer.merge(base([charge]), IdempotencyStore.layerMemory)))
+
+const call = (principal: string, key = "order-1") =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor.ActionExecutor
+    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: principal },
+      effect_backend: InProcessBackend.make.ref
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* IdGenerator.uuid,
+      action: { name: "card.charge" },
+      arguments: { cents: 500 },
+      execution_scope: scope,
+      idempotency_key: key
+    })
+    return yield* executor.execute(request, { context })
+  })
+
+const agent = InvocationContext.agent("shop-agent")
+const asUser = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  InvocationContext.withInvocation(effect, InvocationContext.user(InvocationContext.human("h"), agent, "alice", {}))
+const asSelf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  InvocationContext.withInvocation(effect, InvocationContext.autonomous(agent, "alice", {}))
+
+describe("idempotency partitioned by caller", () => {
+  it.effect("the same caller retrying under a fresh context gets the stored result; the handler ran once", () =>
+    Effect.gen(function*() {
+      const before = charges
+      const first = yield* call("alice")
+      const retry = yield* call("alice")
+      assert.isTrue(first._tag === "succeeded" && retry._tag === "succeeded")
+      if (first._tag !== "succeeded" || retry._tag !== "succeeded") return
+      assert.strictEqual(retry.result, first.result)
+      assert.strictEqual(retry.replay_of, first.attempt_id)
+      assert.notStrictEqual(retry.attempt_id, first.attempt_id)
+      assert.strictEqual(charges, before + 1)
+      yield* call("alice", "order-2")
+      assert.strictEqual(charges, before + 2)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("another principal, or the same principal under another origin, never reads the entry", () =>
+    Effect.gen(function*() {
+      const before = charges
+      yield* call("alice")
+      yield* call("bob")
+      assert.strictEqual(charges, before + 2)
+      yield* asUser(call("alice"))
+      yield* asUser(call("alice"))
+      assert.strictEqual(charges, before + 3)
+      yield* asSelf(call("alice"))
+      assert.strictEqual(charges, before + 4)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("unknown contexts get a random partition each", () =>
+    Effect.gen(function*() {
+      const before = charges
+      for (let i = 0; i < 2; i++) {
+        const unknown = yield* InvocationContext.unknown("alice")
+        yield* InvocationContext.withInvocation(call("alice"), unknown)
+      }
+      assert.strictEqual(charges, before + 2)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("every hit is re-authorised against current policy", () =>
+    Effect.gen(function*() {
+      const first = yield* call("carol")
+      assert.strictEqual(first._tag, "succeeded")
+      open = false
+      const retry = yield* call("carol")
+      open = true
+      assert.strictEqual(retry._tag === "denied" && retry.reason.code, "policy.denied")
+    }).pipe(Effect.provide(layer)))
+})
