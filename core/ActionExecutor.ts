@@ -43,8 +43,8 @@ import { IdGenerator } from "./IdGenerator.ts"
 import type { Concluded, Evaluation, Interceptor, Observer, Transformer, Verdict } from "./Interceptor.ts"
 import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
 import { common, denied, describeParseError, outcomeOf, reason, trusted } from "./internal/attempt.ts"
-import { mint } from "./internal/token.ts"
-import { InvocationTokenError } from "./InvocationTokenError.ts"
+import { isRefusal, mint } from "./internal/token.ts"
+import type { InvocationTokenError } from "./InvocationTokenError.ts"
 import type { ActionRef } from "./Refs.ts"
 import type { RuntimeProfile } from "./RuntimeProfile.ts"
 import type { SecurityStage } from "./Stage.ts"
@@ -313,7 +313,7 @@ export const makeMinimal = (config: Config = {}) =>
             )
           }, trusted)
       }
-      const refused = Cause.failureOption(exit.cause).pipe(Option.filter((e) => e instanceof InvocationTokenError))
+      const refused = Cause.failureOption(exit.cause).pipe(Option.filter(isRefusal))
       if (Option.isSome(refused)) {
         attempt.invoked = false
         attempt.stage = "invoke"

@@ -70,6 +70,58 @@ export interface CompiledGate {
 }
 
 const CONTROL_OPERATORS = /[;&|`<>\n\r]|\$\(/
+const SHELL_SYNTAX = /[\\'"$*?~{}()[\]#!]/
+const WRAPPERS = new Set([
+  "env",
+  "command",
+  "builtin",
+  "exec",
+  "eval",
+  "source",
+  ".",
+  "sh",
+  "bash",
+  "zsh",
+  "dash",
+  "ksh",
+  "fish",
+  "xargs",
+  "nice",
+  "nohup",
+  "timeout",
+  "time",
+  "busybox",
+  "stdbuf",
+  "setsid"
+])
+
+/** Arguments no rule may allow, whatever the gates: a path that is relative or climbs above `/`, and a shell
+ * command policy cannot reason about (a control operator, shell syntax, an assignment prefix, a wrapper). */
+export const intrinsicRefusal = (input: PolicyInput): PolicyDecision | undefined => {
+  const path = stringArgument(input, "path")
+  if (path !== undefined && normalise(path) === undefined) {
+    return decision("deny", "path.invalid", [], "the path is relative or escapes /")
+  }
+  const command = stringArgument(input, "command")
+  if (command === undefined) return undefined
+  if (CONTROL_OPERATORS.test(command)) {
+    return decision("deny", "shell.control_operator", [], "a shell control operator would run a second command")
+  }
+  if (SHELL_SYNTAX.test(command)) {
+    return decision(
+      "deny",
+      "shell.unsafe_syntax",
+      [],
+      "quoting, escapes, expansion or globbing hide the program that runs"
+    )
+  }
+  const [head = ""] = command.trim().split(/\s+/, 1)
+  if (head.includes("=")) return decision("deny", "shell.unsafe_syntax", [], "an assignment prefix changes what runs")
+  if (WRAPPERS.has(head.slice(head.lastIndexOf("/") + 1))) {
+    return decision("deny", "shell.indirect_execution", [], `${head} runs another program`)
+  }
+  return undefined
+}
 
 const matcher = <R extends { readonly action_patterns: ReadonlyArray<string> }>(
   rule: R,
@@ -173,14 +225,12 @@ const fsMode = (effects: ReadonlyArray<string>): "read" | "write" | "execute" | 
     : undefined
 
 const guard = (gate: CompiledGate, input: PolicyInput, resolvedPath?: string): PolicyDecision => {
+  const refused = intrinsicRefusal(input)
+  if (refused !== undefined) return refused
   const target = salient(input)
-  if (target.kind === "command" && CONTROL_OPERATORS.test(target.value)) {
-    return decision("deny", "shell.control_operator", [], "a shell control operator would run a second command")
-  }
   const mode = fsMode(input.effects)
   if (mode !== undefined && target.kind === "path" && gate.filesystem.length > 0) {
-    const path = resolvedPath ?? normalise(stringArgument(input, "path") ?? "")
-    if (path === undefined) return decision("deny", "filesystem.invalid_path", [], "the path is relative or escapes /")
+    const path = resolvedPath ?? normalise(stringArgument(input, "path")!)!
     const applicable = gate.filesystem.filter((f) =>
       f.rule.modes.includes(mode) && f.roots.some((r) => within(path, r))
     )
@@ -219,6 +269,10 @@ const inWindow = (rule: RuleOf<"expiry">, now: number) =>
   (rule.not_before === undefined || now >= Time.toMicros(rule.not_before)) &&
   (rule.expires_at === undefined || now < Time.toMicros(rule.expires_at))
 
+/** Without an origin rule, an established invocation still has its authority scope checked, against its own agent. */
+const invocationAgent = (invocation: InvocationContext | undefined) =>
+  invocation !== undefined && invocation._tag === "established" ? invocation.executing_agent : undefined
+
 const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
   for (const rule of gate.expiry) {
     const inside = inWindow(rule, input.now)
@@ -231,11 +285,14 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
     return decision("deny", "policy.out_of_scope", [], "the tenant is outside the policy's scope")
   }
   const view = gate.view(input.action)
-  if (view.origins.length > 0) {
-    const restriction = intersectRestrictions(...view.origins.map((rule) => rule.callers))
-    const origin = checkOrigin(input.invocation, {
-      restriction,
-      boundAgent: input.bound_agent,
+  const restriction = view.origins.length > 0
+    ? intersectRestrictions(...view.origins.map((rule) => rule.callers))
+    : undefined
+  const invocation = input.invocation
+  if (restriction !== undefined || (invocation !== undefined && invocation._tag === "established")) {
+    const origin = checkOrigin(invocation, {
+      restriction: restriction ?? ["USER", "SELF", "OTHER_AGENT"],
+      boundAgent: restriction === undefined ? invocationAgent(invocation) : input.bound_agent,
       principal: { id: input.principal },
       now: Time.fromMicros(input.now),
       action_type: input.action

@@ -61,33 +61,36 @@ const defaultApprovalLifetime = 3_600_000_000
 
 /** Reduce gate results in gate order: hard deny denies; soft deny escalates when an approver is named; advisory deny is recorded. */
 export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced => {
+  const refused = part === "guard" ? PolicyEvaluator.intrinsicRefusal(input) : undefined
+  if (refused !== undefined) return verdict("deny", refused.code, refused.detail)
   const advisories: Array<string> = []
+  let escalation: Reduced | undefined
   for (const gate of pinned.gates) {
     const decision = PolicyEvaluator.evaluate(gate, part, input)
     if (decision.disposition === "allow") continue
+    const why = describe(gate, decision)
     if (gate.gate.level === "advisory") {
-      advisories.push(`${decision.code} (${describe(gate, decision)})`)
+      advisories.push(`${decision.code} (${why})`)
       continue
     }
-    if (decision.disposition === "escalate") {
-      return {
-        ...verdict("escalate", decision.code, describe(gate, decision)),
+    // Intrinsic guards and hard gates deny outright; a hard deny in any gate outranks an escalation from another.
+    const soft = gate.gate.level === "soft" && part === "policy"
+    if (decision.disposition === "deny" && !(soft && pinned.approver !== undefined)) {
+      return verdict("deny", decision.code, why)
+    }
+    escalation ??= decision.disposition === "escalate"
+      ? {
+        ...verdict("escalate", decision.code, why),
         approver_class: decision.approver_class!,
         expires_after: decision.approval_expires_after_microseconds ?? defaultApprovalLifetime
       }
-    }
-    if (gate.gate.level === "soft") {
-      return pinned.approver === undefined
-        ? verdict("deny", decision.code, describe(gate, decision))
-        : {
-          ...verdict("escalate", "approval.required", `${decision.code}: ${describe(gate, decision)}`),
-          approver_class: pinned.approver,
-          expires_after: defaultApprovalLifetime
-        }
-    }
-    return verdict("deny", decision.code, describe(gate, decision))
+      : {
+        ...verdict("escalate", "approval.required", `${decision.code}: ${why}`),
+        approver_class: pinned.approver!,
+        expires_after: defaultApprovalLifetime
+      }
   }
-  return verdict(
+  return escalation ?? verdict(
     "allow",
     part === "guard" ? "guard.passed" : "policy.allowed",
     advisories.length > 0 ? `advisory: ${advisories.join(", ")}` : undefined

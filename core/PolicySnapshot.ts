@@ -87,6 +87,9 @@ const compileGates = (
       rule_ids: all
     }])
   }
+  if (policy.gates.length === 0) {
+    return fail("$.gates", "at least one gate must bind the rules (no gate would allow everything)")
+  }
   const known = new Set(all)
   const bound = new Set<string>()
   const ids = new Set<string>()

@@ -4,6 +4,10 @@ import { InvocationTokenError } from "../InvocationTokenError.ts"
 import { unseal } from "./callable.ts"
 
 const minting: unique symbol = Symbol("writ/InvocationToken.mint")
+const refusals = new WeakSet<InvocationTokenError>()
+
+/** Whether an error is a refusal this module issued (a handler cannot forge one by failing with the same class). */
+export const isRefusal = (error: unknown): boolean => error instanceof InvocationTokenError && refusals.has(error)
 
 /** An opaque, one-use capability to invoke one action's handler once; its state is private to this module. */
 export class InvocationToken {
@@ -20,8 +24,11 @@ export class InvocationToken {
     token: InvocationToken | undefined,
     definition: ActionDefinition
   ): Either.Either<Handler, InvocationTokenError> {
-    const refuse = (reason: InvocationTokenError["reason"]) =>
-      Either.left(new InvocationTokenError({ reason, action: definition.name }))
+    const refuse = (reason: InvocationTokenError["reason"]) => {
+      const refusal = new InvocationTokenError({ reason, action: definition.name })
+      refusals.add(refusal)
+      return Either.left(refusal)
+    }
     if (token === undefined) return refuse("missing")
     if (!(token instanceof InvocationToken) || token.#spent) return refuse("spent")
     token.#spent = true

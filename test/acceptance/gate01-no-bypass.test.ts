@@ -14,6 +14,7 @@ import { ActionRegistry } from "../../core/ActionRegistry.ts"
 import * as ActionRegistryModule from "../../core/ActionRegistry.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { mint } from "../../core/internal/token.ts"
+import { InvocationTokenError } from "../../core/InvocationTokenError.ts"
 import * as Demo from "../../runtime/Demo.ts"
 import * as Cli from "../../runtime/node/Cli.ts"
 import { createExecutor } from "../../runtime/Promise.ts"
@@ -141,6 +142,22 @@ describe("gate 1: the invocation token", () => {
       assert.isTrue(Either.isLeft(forged) && (forged.left as { reason: string }).reason === "spent")
       const missing = yield* Effect.either(InProcessBackend.make.invoke(undefined as never, invocation))
       assert.isTrue(Either.isLeft(missing) && (missing.left as { reason: string }).reason === "missing")
+    }))
+
+  it.effect("a handler failing with an InvocationTokenError of its own is a failure, not a refusal", () =>
+    Effect.gen(function*() {
+      const sly = Action.make({
+        name: "sly",
+        input: Schema.Struct({}),
+        output: Schema.Void,
+        handler: () => Effect.fail(new InvocationTokenError({ reason: "spent", action: "sly" }))
+      })
+      const layer = ActionExecutor.layerMinimal().pipe(
+        Layer.provideMerge(Layer.merge(ActionRegistryModule.layerWith([sly]), InProcessBackend.layer)),
+        Layer.provideMerge(Layer.merge(NodeDigest.layer, IdGenerator.layerSeeded(3)))
+      )
+      const outcome = yield* Effect.provide(Demo.runStep({ action: "sly", arguments: {}, note: "" }, 0), layer)
+      assert.strictEqual(outcome._tag, "failed")
     }))
 
   it.effect("a token works once, and only for the action it was minted for", () =>

@@ -97,6 +97,36 @@ describe("rules mode", () => {
       }
     }))
 
+  it.effect("commands that hide what runs are denied before any rule, whatever the allow list", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({ deny: { "shell.exec": ["rm", "sudo"] }, allow: { "shell.exec": ["*"] } })
+      const refusals = {
+        "\\rm -rf /": "shell.unsafe_syntax",
+        "FOO=1 rm -rf /": "shell.unsafe_syntax",
+        "rm${IFS}-rf${IFS}/": "shell.unsafe_syntax",
+        "s\"\"udo id": "shell.unsafe_syntax",
+        "ls *.ts": "shell.unsafe_syntax",
+        "command rm -rf /": "shell.indirect_execution",
+        "/usr/bin/env rm x": "shell.indirect_execution",
+        "sh -c id": "shell.indirect_execution",
+        "xargs rm": "shell.indirect_execution"
+      }
+      for (const [command, code] of Object.entries(refusals)) {
+        assert.strictEqual(d(shell(command)), `deny ${code}`, command)
+      }
+      assert.strictEqual(d(shell("/bin/rm -rf /")), "deny policy.denied")
+      assert.strictEqual(d(shell("git status")), "allow")
+    }))
+
+  it.effect("a relative or escaping path is denied even where no filesystem rule applies", () =>
+    Effect.gen(function*() {
+      const d = yield* decider({ deny: { "fs.read": ["/etc/*"] }, allow: { "fs.read": ["*"] } })
+      const read = (path: string) => d({ action: "fs.read", arguments: { path } })
+      assert.strictEqual(read("../../../../etc/shadow"), "deny path.invalid")
+      assert.strictEqual(read("/tmp/../etc/shadow"), "deny policy.denied")
+      assert.strictEqual(read("/tmp/notes"), "allow")
+    }))
+
   it.effect("paths are normalised before matching, and a path escaping a root is denied", () =>
     Effect.gen(function*() {
       const d = yield* decider({
@@ -111,7 +141,7 @@ describe("rules mode", () => {
       assert.strictEqual(write("/work/src/../../etc/passwd"), "deny filesystem.outside_roots")
       assert.strictEqual(write("/workshop/x"), "deny filesystem.outside_roots")
       assert.strictEqual(write("/work/./secrets//key"), "deny filesystem.denied")
-      assert.strictEqual(write("relative/path"), "deny filesystem.invalid_path")
+      assert.strictEqual(write("relative/path"), "deny path.invalid")
     }))
 
   it.effect("subprocess and network rules guard their arguments", () =>
@@ -165,5 +195,10 @@ describe("rules mode", () => {
       const stranger = InvocationContext.autonomous(InvocationContext.agent("x"), "team-a", {})
       assert.strictEqual(d({ ...notes, invocation: stranger }), "deny origin.agent_mismatch")
       assert.strictEqual(d(notes), "deny origin.unknown")
+      const expired = InvocationContext.autonomous(bound_agent, "team-a", { expires_at: Time.fromMicros(1) })
+      assert.strictEqual(
+        d({ action: "calc.add", principal: "team-a", now, invocation: expired }),
+        "deny authority.expired"
+      )
     }))
 })

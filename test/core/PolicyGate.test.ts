@@ -144,6 +144,23 @@ describe("PolicyGate in the executor", () => {
       assert.include(notes.decisions.at(-1)!.reason.detail, "advisory: policy.denied (gate lint")
     }).pipe(Effect.provide(layer)))
 
+  it.effect("a hard deny in a later gate outranks an escalation from an earlier soft gate", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({
+        approver_class: "lead",
+        rules: [
+          { rule_id: "allow-all", kind: "action", effect: "allow", action_patterns: ["*"] },
+          { rule_id: "ask", kind: "approval", effect: "require_approval", action_patterns: ["notes.read"] },
+          { rule_id: "never", kind: "action", effect: "deny", action_patterns: ["notes.read"] }
+        ],
+        gates: [
+          { gate_id: "review", level: "soft", order: 0, rule_ids: ["allow-all", "ask"] },
+          { gate_id: "base", level: "hard", order: 1, rule_ids: ["allow-all", "never"] }
+        ]
+      })
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied policy.denied @policy")
+    }).pipe(Effect.provide(layer)))
+
   it.effect("a calls budget per window denies with budget.exhausted, then refills", () =>
     Effect.gen(function*() {
       const ref = yield* install({

@@ -85,6 +85,10 @@ describe("PermissionPolicy declarations", () => {
         "$.gates.0.rule_ids.1: no rule \"b\" exists"
       )
       assert.strictEqual(
+        yield* error({ ...base, gates: [] }),
+        "$.gates: at least one gate must bind the rules (no gate would allow everything)"
+      )
+      assert.strictEqual(
         yield* error({ ...base, rules: [rule("a"), rule("b")], gates: [gate("g", 0, ["a"])] }),
         "$.gates: rule \"b\" is bound to no gate"
       )
