@@ -79,11 +79,14 @@ export declare namespace ApprovalQueue {
   }
 }
 
-/** What an approval is bound to: the exact action and arguments, the principal, the origin and the policy snapshot. */
+/** What an approval is bound to: the exact action (its descriptor digest pins the version) and arguments, the
+ * principal and tenant, the origin and the policy snapshot. */
 export interface Binding {
   readonly action: string
+  readonly action_digest: string
   readonly arguments_digest: string
   readonly principal: string
+  readonly tenant: string | null
   readonly origin: { readonly executing_agent: string; readonly origins: ReadonlyArray<string> } | null
   readonly policy: PolicySnapshotRef
 }

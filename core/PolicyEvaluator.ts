@@ -14,6 +14,8 @@ import * as Time from "./Time.ts"
 /** What a decision is asked about: the action, its normalised arguments, who asks, and when. */
 export interface PolicyInput {
   readonly action: string
+  /** The action's aliases: a deny written against an alias holds for the action whatever name the call used. */
+  readonly aliases?: ReadonlyArray<string>
   readonly effects: ReadonlyArray<string>
   readonly arguments: Readonly<Record<string, unknown>>
   readonly principal: string
@@ -61,6 +63,7 @@ interface ActionView {
 /** A gate compiled for evaluation. */
 export interface CompiledGate {
   readonly gate: GateBinding
+  readonly tools: ReadonlyArray<Glob>
   readonly scope: { readonly principals: ReadonlyArray<Glob>; readonly tenants: ReadonlyArray<Glob> }
   readonly expiry: ReadonlyArray<RuleOf<"expiry">>
   readonly filesystem: ReadonlyArray<{ readonly rule: RuleOf<"filesystem">; readonly roots: ReadonlyArray<string> }>
@@ -165,6 +168,7 @@ export const compileGate = (snapshot: PolicySnapshot, gate: GateBinding): Compil
   }
   return {
     gate,
+    tools: gate.tool_ids.map(glob),
     scope: { principals: snapshot.principal_scope.map(glob), tenants: snapshot.tenant_scope.map(glob) },
     expiry: of("expiry"),
     filesystem: of("filesystem").map((rule) => ({
@@ -300,7 +304,8 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
     if (origin._tag === "origin_denied") return decision("deny", origin.code, view.origins, origin.detail)
   }
   const target = salient(input)
-  const denied = view.deny.find((m) => operationMatches(m.operations, target))
+  const denied = [view, ...(input.aliases ?? []).map(gate.view)].flatMap((v) => v.deny)
+    .find((m) => operationMatches(m.operations, target))
   if (denied !== undefined) return decision("deny", "policy.denied", [denied.rule])
   const specificAllow = view.allow.find((m) => m.specific && operationMatches(m.operations, target))
   if (specificAllow !== undefined) return decision("allow", "policy.allowed", [specificAllow.rule])

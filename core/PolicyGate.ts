@@ -32,6 +32,25 @@ export interface Pinned {
   readonly approver: string | undefined
 }
 
+/** Rules this version of writ compiles and digests but cannot yet enforce for in-process actions. */
+const unenforced = (snapshot: PolicySnapshot): ReadonlyArray<string> =>
+  snapshot.compiled_rules.flatMap((rule) => {
+    switch (rule.kind) {
+      case "mcp":
+      case "secret_exposure":
+      case "environment":
+        return [`${rule.rule_id} (${rule.kind})`]
+      case "budget":
+        return rule.budget_kind === "calls" ? [] : [`${rule.rule_id} (budget ${rule.budget_kind})`]
+      case "network":
+        return rule.modes.some((mode) => mode !== "connect")
+          ? [`${rule.rule_id} (network ${rule.modes.join("/")})`]
+          : []
+      default:
+        return []
+    }
+  })
+
 /** Compile a snapshot for evaluation. */
 export const pinned = (snapshot: PolicySnapshot): Pinned => ({
   snapshot,
@@ -66,6 +85,7 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
   const advisories: Array<string> = []
   let escalation: Reduced | undefined
   for (const gate of pinned.gates) {
+    if (!gate.tools.some((tool) => tool.test(input.action))) continue
     const decision = PolicyEvaluator.evaluate(gate, part, input)
     if (decision.disposition === "allow") continue
     const why = describe(gate, decision)
@@ -134,6 +154,12 @@ export const make = (options: Options = {}) =>
           return Either.left(verdict("deny", "policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
         }
         if (cached !== undefined && cached.snapshot === snapshot) return Either.right(cached)
+        const unknowable = unenforced(snapshot)
+        if (unknowable.length > 0) {
+          return Either.left(
+            verdict("deny", "policy.unenforced_rule", `not enforceable here, so nothing runs: ${unknowable.join(", ")}`)
+          )
+        }
         const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(snapshot), Digest, digest))
         if (Either.isLeft(recomputed) || recomputed.right !== ref.digest) {
           return Either.left(
@@ -150,6 +176,7 @@ export const make = (options: Options = {}) =>
         const invocation = yield* currentInvocation
         const input: PolicyInput = {
           action: evaluation.descriptor.name,
+          aliases: evaluation.descriptor.aliases,
           effects: evaluation.descriptor.effects,
           arguments: evaluation.arguments,
           principal: evaluation.context.authenticated_principal.id,
@@ -186,8 +213,10 @@ export const make = (options: Options = {}) =>
     const bindingOf = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput) =>
       Approval.bindingDigest({
         action: input.action,
+        action_digest: evaluation.descriptor.digest,
         arguments_digest: evaluation.arguments_digest,
         principal: input.principal,
+        tenant: input.tenant ?? null,
         origin: input.invocation === undefined || input.invocation._tag === "unknown"
           ? null
           : { executing_agent: input.invocation.executing_agent.id, origins: input.invocation.origins },

@@ -25,6 +25,7 @@ let shellCalls = 0
 const actions = [
   Action.make({
     name: "shell.exec",
+    aliases: ["run"],
     input: Schema.Struct({ command: Schema.String }),
     output: Schema.String,
     effects: ["shell.exec"],
@@ -159,6 +160,47 @@ describe("PolicyGate in the executor", () => {
         ]
       })
       assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied policy.denied @policy")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a deny written against an alias holds whatever name the call uses", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ deny: { run: ["*"] }, allow: { "*": ["*"] } })
+      assert.strictEqual(summary(yield* exec("shell.exec", { command: "ls" }, ref)), "denied policy.denied @policy")
+      assert.strictEqual(summary(yield* exec("run", { command: "ls" }, ref)), "denied policy.denied @policy")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a rule writ cannot enforce yet denies everything under that snapshot, naming the rule", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({
+        mode: "allow_all",
+        rules: [{
+          rule_id: "gh",
+          kind: "mcp",
+          effect: "allow",
+          server_patterns: ["github"],
+          tool_patterns: [],
+          resource_patterns: []
+        }]
+      })
+      const outcome = yield* exec("notes.read", {}, ref)
+      assert.strictEqual(summary(outcome), "denied policy.unenforced_rule @authorise")
+      assert.include(outcome._tag === "denied" ? outcome.reason.detail : "", "gh (mcp)")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a gate applies only to the tools it names", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({
+        rules: [
+          { rule_id: "all", kind: "action", effect: "allow", action_patterns: ["*"] },
+          { rule_id: "no", kind: "action", effect: "deny", action_patterns: ["*"] }
+        ],
+        gates: [
+          { gate_id: "base", level: "hard", order: 0, rule_ids: ["all"] },
+          { gate_id: "notes-off", level: "hard", order: 1, tool_ids: ["notes.*"], rule_ids: ["no"] }
+        ]
+      })
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied policy.denied @policy")
+      assert.strictEqual(summary(yield* exec("shell.exec", { command: "ls" }, ref)), "succeeded @outcome")
     }).pipe(Effect.provide(layer)))
 
   it.effect("a calls budget per window denies with budget.exhausted, then refills", () =>
