@@ -258,7 +258,7 @@ const guard = (gate: CompiledGate, input: PolicyInput, resolvedPath?: string): P
     const parsed = URL.canParse(url) ? new URL(url) : undefined
     if (parsed === undefined) return decision("deny", "network.invalid_destination", [])
     const port = parsed.port || (parsed.protocol === "https:" ? "443" : parsed.protocol === "http:" ? "80" : "")
-    const destination = `${parsed.hostname}:${port}`
+    const destination = `${parsed.hostname.replace(/\.+$/, "")}:${port}`
     const hits = gate.network.filter((n) =>
       n.rule.modes.includes("connect") && n.destinations.some((d) => d.test(destination))
     )
