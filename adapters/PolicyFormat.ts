@@ -14,7 +14,8 @@ export const formatOf = (fileName: string): Format => (fileName.endsWith(".json"
 
 const parseText = (text: string, format: Format): Either.Either<unknown, PermissionPolicy.PolicyValidationError> =>
   Either.try({
-    try: () => (format === "json" ? JSON.parse(text) : YAML.parse(text, { uniqueKeys: true, prettyErrors: true })),
+    // JSON is parsed as YAML 1.2 (a superset) too, so duplicate keys fail there as well instead of the last one winning.
+    try: () => YAML.parse(text, { uniqueKeys: true, prettyErrors: true }),
     catch: (error) =>
       new PermissionPolicy.PolicyValidationError({
         path: "$",

@@ -65,7 +65,10 @@ export type DeclaredRule = typeof DeclaredRule.Type
 export const Mode = Schema.Literal("rules", "deny_all", "allow_all", "read_only", "safe")
 
 /** Rules-mode shorthand: action name (or `*`) to salient-argument patterns. */
-export const PatternMap = Schema.Record({ key: Pattern, value: Schema.NonEmptyArray(Pattern) })
+export const PatternMap = Schema.Record({
+  key: Pattern.pipe(Schema.filter((key) => key !== "__proto__" || "__proto__ is not an action name")),
+  value: Schema.NonEmptyArray(Pattern)
+})
 
 /** A gate as declared; `rule_ids` omitted binds every rule. */
 export const DeclaredGate = Schema.Struct({

@@ -84,8 +84,9 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
   if (refused !== undefined) return verdict("deny", refused.code, refused.detail)
   const advisories: Array<string> = []
   let escalation: Reduced | undefined
-  for (const gate of pinned.gates) {
-    if (!gate.tools.some((tool) => tool.test(input.action))) continue
+  const applicable = pinned.gates.filter((gate) => gate.tools.some((tool) => tool.test(input.action)))
+  if (applicable.length === 0) return verdict("deny", "policy.no_gate_binding", `no gate binds ${input.action}`)
+  for (const gate of applicable) {
     const decision = PolicyEvaluator.evaluate(gate, part, input)
     if (decision.disposition === "allow") continue
     const why = describe(gate, decision)

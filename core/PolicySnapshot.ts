@@ -45,7 +45,7 @@ const fail = (path: string, detail: string) => Either.left(new PolicyValidationE
 
 const compileRules = (
   policy: PermissionPolicy
-): Either.Either<ReadonlyArray<CompiledRule>, PolicyValidationError> => {
+): Either.Either<ReadonlyArray<CompiledRule> & { readonly generated: ReadonlySet<string> }, PolicyValidationError> => {
   const approver = policy.approver_class ?? null
   const sources: Array<[DeclaredRule, string, string]> = [
     ...presetRules(policy.mode, approver).map((
@@ -56,9 +56,11 @@ const compileRules = (
   ]
   const seen = new Map<string, string>()
   const compiled: Array<CompiledRule> = []
+  const generated = new Set<string>()
   for (const [rule, provenance, path] of sources) {
     const order = compiled.length
     const rule_id = rule.rule_id ?? `rule-${order}`
+    if (rule.rule_id === undefined) generated.add(rule_id)
     const earlier = seen.get(rule_id)
     if (earlier !== undefined) return fail(`${path}.rule_id`, `duplicate rule id "${rule_id}" (first at ${earlier})`)
     seen.set(rule_id, path)
@@ -69,12 +71,12 @@ const compileRules = (
   }
   const orders = new Set(compiled.map((rule) => rule.order))
   if (orders.size !== compiled.length) return fail("$.rules", "rule orders must be unique")
-  return Either.right(compiled.sort((a, b) => a.order - b.order))
+  return Either.right(Object.assign(compiled.sort((a, b) => a.order - b.order), { generated }))
 }
 
 const compileGates = (
   policy: PermissionPolicy,
-  rules: ReadonlyArray<CompiledRule>
+  rules: ReadonlyArray<CompiledRule> & { readonly generated: ReadonlySet<string> }
 ): Either.Either<ReadonlyArray<GateBinding>, PolicyValidationError> => {
   const all = rules.map((rule) => rule.rule_id)
   if (policy.gates === undefined) {
@@ -103,6 +105,12 @@ const compileGates = (
     const rule_ids = gate.rule_ids ?? all
     for (const [j, id] of rule_ids.entries()) {
       if (!known.has(id)) return fail(`$.gates.${i}.rule_ids.${j}`, `no rule "${id}" exists`)
+      if (rules.generated.has(id)) {
+        return fail(
+          `$.gates.${i}.rule_ids.${j}`,
+          `"${id}" is a generated id that moves when rules change: give the rule an explicit rule_id`
+        )
+      }
       bound.add(id)
     }
     gates.push({ ...gate, rule_ids })

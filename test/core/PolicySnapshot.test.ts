@@ -85,6 +85,10 @@ describe("PermissionPolicy declarations", () => {
         "$.gates.0.rule_ids.1: no rule \"b\" exists"
       )
       assert.strictEqual(
+        yield* error({ ...base, allow: { x: ["*"] }, gates: [gate("g", 0, ["rule-0"])] }),
+        "$.gates.0.rule_ids.0: \"rule-0\" is a generated id that moves when rules change: give the rule an explicit rule_id"
+      )
+      assert.strictEqual(
         yield* error({ ...base, gates: [] }),
         "$.gates: at least one gate must bind the rules (no gate would allow everything)"
       )
