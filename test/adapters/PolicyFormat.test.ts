@@ -1,0 +1,242 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import fc from "fast-check"
+import * as PolicyFormat from "../../adapters/PolicyFormat.ts"
+import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import type { PermissionPolicyEncoded } from "../../core/PermissionPolicy.ts"
+import * as PolicyComposition from "../../core/PolicyComposition.ts"
+import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import * as Testing from "../../runtime/Testing.ts"
+
+const RUNS = 200
+const SLOW = 120_000
+
+/** Compile a declaration: its digest, or its error message. */
+const compiled = (policy: PermissionPolicy.PermissionPolicy) =>
+  Effect.runPromise(
+    PolicySnapshot.compile(policy).pipe(
+      Effect.map((snapshot) => ({ digest: snapshot.digest, snapshot })),
+      Effect.catchAll((error) => Effect.succeed({ error: error.message })),
+      Effect.provide(WebCryptoDigest.layer)
+    )
+  )
+
+const roundTrip = (policy: PermissionPolicy.PermissionPolicy) => {
+  const yaml = PolicyFormat.write(policy, "yaml")
+  const fromYaml = Either.getOrThrow(PolicyFormat.parse(yaml, "yaml"))
+  const json = PolicyFormat.write(fromYaml, "json")
+  return { yaml, json, policy: Either.getOrThrow(PolicyFormat.parse(json, "json")) }
+}
+
+/** Declarations that validate but do not compile: a duplicate rule id, or a gate naming a rule that does not exist. */
+const uncompilable = fc.tuple(Testing.permissionPolicy(), fc.boolean()).map((
+  [wire, duplicate]
+): PermissionPolicyEncoded =>
+  duplicate
+    ? {
+      ...wire,
+      rules: [
+        ...(wire.rules ?? []),
+        { kind: "action", effect: "deny", action_patterns: ["shell.exec"], rule_id: "twice" },
+        { kind: "action", effect: "allow", action_patterns: ["notes.read"], rule_id: "twice" }
+      ]
+    }
+    : {
+      ...wire,
+      gates: [...(wire.gates ?? []), { gate_id: "dangling", level: "hard", order: 99, rule_ids: ["nowhere"] }]
+    }
+)
+
+const decode = (wire: PermissionPolicyEncoded) => Either.getOrThrow(PermissionPolicy.decode(wire))
+
+describe("PolicyFormat: lossless round trip", () => {
+  it("property: declaration -> YAML -> parse -> JSON -> parse keeps the declaration and its digest", async () => {
+    let checked = 0
+    await fc.assert(
+      fc.asyncProperty(Testing.permissionPolicy(), async (wire) => {
+        const policy = decode(wire)
+        const back = roundTrip(policy)
+        assert.deepStrictEqual(back.policy, policy, back.yaml)
+        const [before, after] = await Promise.all([compiled(policy), compiled(back.policy)])
+        assert.isTrue("digest" in before, JSON.stringify(before))
+        assert.deepStrictEqual(
+          "digest" in after ? after.digest : after,
+          "digest" in before ? before.digest : before
+        )
+        checked++
+      }),
+      { numRuns: RUNS }
+    )
+    assert.strictEqual(checked, RUNS)
+  }, SLOW)
+
+  it("property: a declaration that does not compile fails with the same error after the round trip", async () => {
+    await fc.assert(
+      fc.asyncProperty(uncompilable, async (wire) => {
+        const policy = decode(wire)
+        const [before, after] = await Promise.all([compiled(policy), compiled(roundTrip(policy).policy)])
+        assert.isTrue("error" in before)
+        assert.deepStrictEqual(after, before)
+        assert.match("error" in before ? before.error : "", /^\$\.(rules\.\d+\.rule_id|gates\.\d+\.rule_ids\.0): /)
+      }),
+      { numRuns: 100 }
+    )
+  }, SLOW)
+
+  it.effect("awkward keys and values read back unchanged", () =>
+    Effect.gen(function*() {
+      const awkward = ["null", "~", "a: b", "- x", "#x", "'q'", "&a", " lead", "a\nb", "\u2028", "__proto__"] as const
+      const declared = decode({
+        policy_id: "p",
+        version: "1",
+        deny: Object.fromEntries(awkward.slice(0, -1).map((key) => [key, awkward])),
+        rules: [{ kind: "action", effect: "deny", action_patterns: awkward, operations: awkward }]
+      })
+      const { policy } = roundTrip(declared)
+      assert.deepStrictEqual(Object.keys(policy.deny ?? {}), awkward.slice(0, -1))
+      assert.deepStrictEqual(policy, declared)
+      const [before, after] = yield* Effect.all([PolicySnapshot.compile(declared), PolicySnapshot.compile(policy)])
+      assert.strictEqual(after.compiled_rules.length, awkward.length)
+      assert.strictEqual(after.digest, before.digest)
+    }).pipe(Effect.provide(WebCryptoDigest.layer)))
+
+  // On Node, Schema.Record decoding assigns a `__proto__` key through the prototype setter, so it would vanish (Deno
+  // keeps it) and one file would compile to different digests on the two runtimes: PatternMap refuses the key.
+  it("a `__proto__` rules-mode key is refused with its path, in JSON and YAML, on every runtime", () => {
+    const cases: ReadonlyArray<[string, PolicyFormat.Format, string]> = [
+      [
+        "{\"policy_id\":\"p\",\"version\":\"1\",\"deny\":{\"__proto__\":[\"rm\"],\"shell.exec\":[\"sudo\"]}}",
+        "json",
+        "$.deny.__proto__"
+      ],
+      ["policy_id: p\nversion: \"1\"\nallow:\n  notes.read: [\"*\"]\n  __proto__: [rm]\n", "yaml", "$.allow.__proto__"]
+    ]
+    for (const [text, format, path] of cases) {
+      const result = PolicyFormat.parse(text, format)
+      assert.isTrue(Either.isLeft(result), `accepted: ${text}`)
+      if (Either.isLeft(result)) assert.strictEqual(result.left.path, path)
+    }
+    // The key is refused in every rules-mode map, not only when it comes from a file.
+    for (const map of ["deny", "allow", "escalate"] as const) {
+      const result = PermissionPolicy.decode(
+        JSON.parse(`{"policy_id":"p","version":"1","${map}":{"__proto__":["rm"]}}`)
+      )
+      assert.isTrue(Either.isLeft(result), map)
+      if (Either.isLeft(result)) assert.strictEqual(result.left.path, `$.${map}.__proto__`)
+    }
+  })
+
+  it("the writer is canonical: writing what was read gives the same text", () =>
+    fc.assert(
+      fc.property(Testing.permissionPolicy(), fc.constantFrom("yaml" as const, "json" as const), (wire, format) => {
+        const text = PolicyFormat.write(decode(wire), format)
+        assert.strictEqual(PolicyFormat.write(Either.getOrThrow(PolicyFormat.parse(text, format)), format), text)
+      }),
+      { numRuns: RUNS }
+    ))
+})
+
+describe("PolicyFormat: the seed's P3 defect cannot happen", () => {
+  const decide = (snapshot: PolicySnapshot.PolicySnapshot) => {
+    const decider = PolicyComposition.decider(snapshot)
+    return (command: string) => {
+      const input: PolicyInput = {
+        action: "shell.exec",
+        effects: ["shell.exec"],
+        arguments: { command },
+        principal: "alice",
+        now: 0
+      }
+      const verdict = decider(input)
+      return `${verdict.disposition} ${verdict.code} [${verdict.matched_rules.join(",")}]`
+    }
+  }
+
+  it.effect("{mode: rules, deny: {shell.exec: [rm]}} survives YAML and JSON as a non-empty policy that still denies", () =>
+    Effect.gen(function*() {
+      const declared = decode({ policy_id: "agent", version: "1", mode: "rules", deny: { "shell.exec": ["rm"] } })
+      const { json, policy, yaml } = roundTrip(declared)
+      assert.include(yaml, "deny:\n  shell.exec:\n    - rm\n")
+      assert.deepStrictEqual(JSON.parse(json).deny, { "shell.exec": ["rm"] })
+      assert.deepStrictEqual(policy.deny, { "shell.exec": ["rm"] })
+      const original = yield* PolicySnapshot.compile(declared)
+      const reread = yield* PolicySnapshot.compile(policy)
+      assert.strictEqual(reread.digest, original.digest)
+      assert.deepStrictEqual(
+        reread.compiled_rules.map((r) => [r.kind, r.effect, r.provenance]),
+        [["action", "deny", "rules-mode"]]
+      )
+      assert.strictEqual(decide(reread)("rm -rf /"), "deny policy.denied [rule-0]")
+    }).pipe(Effect.provide(WebCryptoDigest.layer)))
+
+  it.effect("with an allow beside it, the deny is what refuses: dropping it would turn rm into an allow", () =>
+    Effect.gen(function*() {
+      const declared = decode({
+        policy_id: "agent",
+        version: "1",
+        deny: { "shell.exec": ["rm"] },
+        allow: { "shell.exec": ["*"] }
+      })
+      const reread = yield* PolicySnapshot.compile(roundTrip(declared).policy)
+      assert.strictEqual(decide(reread)("rm -rf /"), "deny policy.denied [rule-0]")
+      assert.strictEqual(decide(reread)("ls"), "allow policy.allowed [rule-1]")
+      const withoutDeny = yield* PolicySnapshot.compile(
+        decode({ policy_id: "agent", version: "1", allow: declared.allow })
+      )
+      assert.strictEqual(decide(withoutDeny)("rm -rf /"), "allow policy.allowed [rule-0]")
+    }).pipe(Effect.provide(WebCryptoDigest.layer)))
+})
+
+describe("PolicyFormat: bad input fails loudly", () => {
+  const failure = (text: string, format: PolicyFormat.Format) => {
+    const result = PolicyFormat.parse(text, format)
+    assert.isTrue(Either.isLeft(result), `accepted: ${text}`)
+    return Either.isLeft(result) ? result.left : undefined!
+  }
+
+  it("malformed YAML names the line", () => {
+    const error = failure("policy_id: p\nversion: \"1\"\ndeny: [rm\n", "yaml")
+    assert.strictEqual(error._tag, "PolicyValidationError")
+    assert.strictEqual(error.path, "$")
+    assert.match(error.message, /^\$: is not valid YAML: .* at line \d+, column \d+/)
+  })
+
+  it("a duplicate YAML key is refused, at any depth, naming its line", () => {
+    const top = failure("policy_id: p\nversion: \"1\"\nversion: \"2\"\n", "yaml")
+    assert.match(top.message, /Map keys must be unique at line 3, column 1/)
+    const nested = failure(
+      "policy_id: p\nversion: \"1\"\ndeny:\n  shell.exec: [rm]\n  shell.exec: [sudo]\n",
+      "yaml"
+    )
+    assert.strictEqual(nested._tag, "PolicyValidationError")
+    assert.match(nested.message, /Map keys must be unique at line 5, column 3/)
+  })
+
+  it("a mapping that does not validate names the field path, in YAML and JSON", () => {
+    const yaml = failure("policy_id: p\nversion: \"1\"\nrules:\n  - kind: teleport\n    effect: allow\n", "yaml")
+    assert.strictEqual(yaml.path, "$.rules.0.kind")
+    const json = failure("{\"policy_id\":\"p\",\"version\":\"1\",\"deny\":{\"shell.exec\":[]}}", "json")
+    assert.strictEqual(json.path, "$.deny.shell.exec.0")
+    assert.strictEqual(failure("{\"policy_id\":\"p\",\"version\":\"1\",\"colour\":1}", "json").path, "$.colour")
+    assert.strictEqual(failure("{\"policy_id\":\"p\",", "json").path, "$")
+  })
+
+  // JSON.parse would keep the last of duplicate keys, so a second `deny` would silently erase the first: the P3
+  // direction (toward fewer restrictions). JSON is parsed with YAML's `uniqueKeys` instead.
+  it("a duplicate JSON key is refused like a duplicate YAML key, at any depth, naming its line", () => {
+    const top = failure(
+      "{\"policy_id\":\"p\",\"version\":\"1\",\"deny\":{\"shell.exec\":[\"rm\"]},\"deny\":{}}",
+      "json"
+    )
+    assert.strictEqual(top._tag, "PolicyValidationError")
+    assert.strictEqual(top.path, "$")
+    assert.match(top.message, /^\$: is not valid JSON: Map keys must be unique at line 1, column \d+/)
+    const nested = failure(
+      "{\"policy_id\":\"p\",\"version\":\"1\",\n\"deny\":{\"shell.exec\":[\"rm\"],\n\"shell.exec\":[]}}",
+      "json"
+    )
+    assert.match(nested.message, /Map keys must be unique at line 3, column 1/)
+  })
+})
