@@ -273,9 +273,19 @@ const inWindow = (rule: RuleOf<"expiry">, now: number) =>
   (rule.not_before === undefined || now >= Time.toMicros(rule.not_before)) &&
   (rule.expires_at === undefined || now < Time.toMicros(rule.expires_at))
 
-/** Without an origin rule, an established invocation still has its authority scope checked, against its own agent. */
-const invocationAgent = (invocation: InvocationContext | undefined) =>
-  invocation !== undefined && invocation._tag === "established" ? invocation.executing_agent : undefined
+/** Whatever the rules: an established invocation must belong to the current principal and be within its authority scope. */
+export const invocationRefusal = (input: PolicyInput): PolicyDecision | undefined => {
+  const invocation = input.invocation
+  if (invocation === undefined || invocation._tag !== "established") return undefined
+  const origin = checkOrigin(invocation, {
+    restriction: ["USER", "SELF", "OTHER_AGENT"],
+    boundAgent: invocation.executing_agent,
+    principal: { id: input.principal },
+    now: Time.fromMicros(input.now),
+    action_type: input.action
+  })
+  return origin._tag === "origin_denied" ? decision("deny", origin.code, [], origin.detail) : undefined
+}
 
 const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
   for (const rule of gate.expiry) {
@@ -292,11 +302,10 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
   const restriction = view.origins.length > 0
     ? intersectRestrictions(...view.origins.map((rule) => rule.callers))
     : undefined
-  const invocation = input.invocation
-  if (restriction !== undefined || (invocation !== undefined && invocation._tag === "established")) {
-    const origin = checkOrigin(invocation, {
-      restriction: restriction ?? ["USER", "SELF", "OTHER_AGENT"],
-      boundAgent: restriction === undefined ? invocationAgent(invocation) : input.bound_agent,
+  if (restriction !== undefined) {
+    const origin = checkOrigin(input.invocation, {
+      restriction,
+      boundAgent: input.bound_agent,
       principal: { id: input.principal },
       now: Time.fromMicros(input.now),
       action_type: input.action

@@ -18,4 +18,4 @@ export const glob = (pattern: string): Glob => {
 /** Whether a command matches a pattern as a whole or as its leading words (`git status` matches `git status -s`). */
 export const commandMatches = (pattern: Glob, command: string): boolean =>
   pattern.test(command) || (!pattern.wildcard && command.startsWith(pattern.source + " ")) ||
-  (pattern.wildcard && pattern.test(command.split(" ", 1)[0]!))
+  (pattern.wildcard && pattern.test(command.split(/\s+/, 1)[0]!))

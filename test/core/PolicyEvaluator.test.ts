@@ -4,7 +4,7 @@ import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as InvocationContext from "../../core/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
-import * as PolicyEvaluator from "../../core/PolicyEvaluator.ts"
+import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import * as Time from "../../core/Time.ts"
 
@@ -12,17 +12,13 @@ const snapshotOf = (declaration: Record<string, unknown>) =>
   PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode({ policy_id: "p", version: "1", ...declaration })))
     .pipe(Effect.provide(WebCryptoDigest.layer), Effect.orDie)
 
-/** A decider over the policy's first gate: "allow", or "<disposition> <code>" from guard then policy. */
+/** A decider over the policy: "allow", or "<disposition> <code>" from guard then policy, as the executor reduces gates. */
 const decider = (declaration: Record<string, unknown>) =>
   Effect.map(snapshotOf(declaration), (snapshot) => {
-    const gates = PolicyEvaluator.compile(snapshot)
+    const pinned = PolicyGate.pinned(snapshot)
     return (input: Partial<PolicyInput> & { readonly action: string }) => {
-      const full: PolicyInput = { effects: [], arguments: {}, principal: "alice", now: 0, ...input }
-      for (const part of ["guard", "policy"] as const) {
-        const result = PolicyEvaluator.evaluate(gates[0]!, part, full)
-        if (result.disposition !== "allow") return `${result.disposition} ${result.code}`
-      }
-      return "allow"
+      const verdict = PolicyGate.explain(pinned, { effects: [], arguments: {}, principal: "alice", now: 0, ...input })
+      return verdict.disposition === "allow" ? "allow" : `${verdict.disposition} ${verdict.code}`
     }
   })
 
