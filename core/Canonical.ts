@@ -42,7 +42,8 @@ export class CanonicalJsonError extends Schema.TaggedError<CanonicalJsonError>()
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
-const compareCodePoints = (a: string, b: string): number => {
+/** Order strings by Unicode code point (UTF-16 order differs between surrogates and U+E000..U+FFFF). */
+export const compareCodePoints = (a: string, b: string): number => {
   const length = Math.min(a.length, b.length)
   for (let i = 0; i < length; i++) {
     const x = a.charCodeAt(i)

@@ -4,6 +4,7 @@
  */
 import { Effect, FiberRef, Option, Schema } from "effect"
 import { dual } from "effect/Function"
+import { compareCodePoints } from "./Canonical.ts"
 import * as IdGenerator from "./IdGenerator.ts"
 import { Identifier } from "./Refs.ts"
 import { Timestamp } from "./Time.ts"
@@ -53,20 +54,7 @@ export type AuthorityScope = typeof AuthorityScope.Type
 /** Why an authority scope does not cover a call. */
 export type AuthorityDenial = "authority.expired" | "authority.action_type" | "authority.target_system"
 
-// Code-point order (UTF-16 order differs between surrogates and U+E000..U+FFFF), as Canonical sorts keys.
-const byCodePoint = (a: string, b: string): number => {
-  const length = Math.min(a.length, b.length)
-  for (let i = 0; i < length; i++) {
-    const x = a.charCodeAt(i)
-    const y = b.charCodeAt(i)
-    if (x !== y) {
-      const surrogateX = x >= 0xd800 && x <= 0xdfff
-      const surrogateY = y >= 0xd800 && y <= 0xdfff
-      return surrogateX !== surrogateY ? (surrogateX ? 1 : -1) : x - y
-    }
-  }
-  return a.length - b.length
-}
+const byCodePoint = compareCodePoints
 
 const sortedSet = (values: Iterable<string>): ReadonlyArray<string> =>
   Object.freeze([...new Set(values)].sort(byCodePoint))

@@ -119,20 +119,23 @@ export class PolicyValidationError extends Schema.TaggedError<PolicyValidationEr
 const strict = { onExcessProperty: "error", errors: "first" } as const
 const decodeEither = Schema.decodeUnknownEither(PermissionPolicy, strict)
 
+/** The first issue of a parse error as a PolicyValidationError naming its path. */
+export const validationError = (error: ParseResult.ParseError): PolicyValidationError => {
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const path = ["$", ...(issue?.path ?? [])].map(String).join(".")
+  const detail = issue === undefined
+    ? "invalid"
+    : issue._tag === "Unexpected"
+    ? "is not a field of this declaration (nothing is silently ignored)"
+    : issue._tag === "Missing"
+    ? "is missing"
+    : issue.message
+  return new PolicyValidationError({ path, detail })
+}
+
 /** Validate a parsed mapping into a declaration; the error names the first offending field. */
 export const decode = (input: unknown): Either.Either<PermissionPolicy, PolicyValidationError> =>
-  Either.mapLeft(decodeEither(input), (error) => {
-    const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
-    const path = ["$", ...(issue?.path ?? [])].map(String).join(".")
-    const detail = issue === undefined
-      ? "invalid"
-      : issue._tag === "Unexpected"
-      ? "is not a field of this declaration (nothing is silently ignored)"
-      : issue._tag === "Missing"
-      ? "is missing"
-      : issue.message
-    return new PolicyValidationError({ path, detail })
-  })
+  Either.mapLeft(decodeEither(input), validationError)
 
 /** The declaration's wire form, for YAML and JSON writers. */
 export const encode: (policy: PermissionPolicy) => PermissionPolicyEncoded = Schema.encodeSync(PermissionPolicy)

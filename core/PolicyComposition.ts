@@ -5,7 +5,7 @@
  * (deny dominates, the child only narrows), and it compiles to one snapshot with one digest. A child
  * that would widen its parent fails unless a named authority is given, which is then recorded.
  */
-import { Effect, Either, Option, ParseResult, Predicate, Schema } from "effect"
+import { Effect, Either, Option, Predicate, Schema } from "effect"
 import * as Absence from "./Absence.ts"
 import type { CanonicalJsonError } from "./Canonical.ts"
 import type { Digest } from "./Digest.ts"
@@ -82,18 +82,7 @@ const findInherit = (value: unknown, path: string): string | undefined => {
 const strict = { onExcessProperty: "error", errors: "first" } as const
 const decodeChildEither = Schema.decodeUnknownEither(ChildPolicy, strict)
 
-const validationError = (error: ParseResult.ParseError): PolicyValidationError => {
-  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const path = ["$", ...(issue?.path ?? [])].map(String).join(".")
-  const detail = issue === undefined
-    ? "invalid"
-    : issue._tag === "Unexpected"
-    ? "is not a field of this declaration (nothing is silently ignored)"
-    : issue._tag === "Missing"
-    ? "is missing"
-    : issue.message
-  return new PolicyValidationError({ path, detail })
-}
+const validationError = PermissionPolicy.validationError
 
 /** Validate a parsed mapping into a child declaration; a literal "inherit" anywhere is rejected with its path. */
 export const decodeChild = (input: unknown): Either.Either<ChildPolicy, PolicyValidationError> => {

@@ -74,7 +74,8 @@ export interface CompiledGate {
 
 const CONTROL_OPERATORS = /[;&|`<>\n\r]|\$\(/
 const SHELL_SYNTAX = /[\\'"$*?~{}()[\]#!]/
-const WRAPPERS = new Set([
+/** Programs that run another program: a command starting with one is refused before any rule. */
+export const shellWrappers: ReadonlySet<string> = new Set([
   "env",
   "command",
   "builtin",
@@ -120,7 +121,7 @@ export const intrinsicRefusal = (input: PolicyInput): PolicyDecision | undefined
   }
   const [head = ""] = command.trim().split(/\s+/, 1)
   if (head.includes("=")) return decision("deny", "shell.unsafe_syntax", [], "an assignment prefix changes what runs")
-  if (WRAPPERS.has(head.slice(head.lastIndexOf("/") + 1))) {
+  if (shellWrappers.has(head.slice(head.lastIndexOf("/") + 1))) {
     return decision("deny", "shell.indirect_execution", [], `${head} runs another program`)
   }
   return undefined
