@@ -22,6 +22,8 @@ export interface PolicyInput {
   readonly tenant?: string
   /** The invocation context the host established for this call, if any. */
   readonly invocation?: InvocationContext
+  /** The `path` argument after the host resolved its symbolic links (see PolicyPath.PathResolver), when it did. */
+  readonly resolved_path?: string
   /** The executing agent the executor is bound to. */
   readonly bound_agent?: AgentSubject
   readonly now: number
@@ -208,7 +210,7 @@ const salient = (input: PolicyInput): { readonly kind: "command" | "path" | "non
   const command = stringArgument(input, "command")
   if (command !== undefined) return { kind: "command", value: command.trim() }
   const path = stringArgument(input, "path")
-  if (path !== undefined) return { kind: "path", value: normalise(path) ?? path }
+  if (path !== undefined) return { kind: "path", value: input.resolved_path ?? normalise(path) ?? path }
   return { kind: "none", value: input.action }
 }
 
@@ -229,13 +231,13 @@ const fsMode = (effects: ReadonlyArray<string>): "read" | "write" | "execute" | 
     ? "read"
     : undefined
 
-const guard = (gate: CompiledGate, input: PolicyInput, resolvedPath?: string): PolicyDecision => {
+const guard = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
   const refused = intrinsicRefusal(input)
   if (refused !== undefined) return refused
   const target = salient(input)
   const mode = fsMode(input.effects)
   if (mode !== undefined && target.kind === "path" && gate.filesystem.length > 0) {
-    const path = resolvedPath ?? normalise(stringArgument(input, "path")!)!
+    const path = target.value
     const applicable = gate.filesystem.filter((f) =>
       f.rule.modes.includes(mode) && f.roots.some((r) => within(path, r))
     )
@@ -336,6 +338,6 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
   return decision("deny", "policy.no_match", [], "no rule allows this action (default deny)")
 }
 
-/** Evaluate one part of one compiled gate; `resolvedPath` is the path after symlink resolution, when known. */
-export const evaluate = (gate: CompiledGate, part: Part, input: PolicyInput, resolvedPath?: string): PolicyDecision =>
-  part === "guard" ? guard(gate, input, resolvedPath) : policy(gate, input)
+/** Evaluate one part of one compiled gate. */
+export const evaluate = (gate: CompiledGate, part: Part, input: PolicyInput): PolicyDecision =>
+  part === "guard" ? guard(gate, input) : policy(gate, input)

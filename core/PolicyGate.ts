@@ -14,6 +14,7 @@ import type { AgentSubject } from "./InvocationContext.ts"
 import { currentInvocation } from "./InvocationContext.ts"
 import type { CompiledGate, Part, PolicyDecision, PolicyInput } from "./PolicyEvaluator.ts"
 import * as PolicyEvaluator from "./PolicyEvaluator.ts"
+import { normalise, PathResolver } from "./PolicyPath.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import { recomputeDigest } from "./PolicySnapshot.ts"
 import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
@@ -133,6 +134,7 @@ export const make = (options: Options = {}) =>
     const digest = yield* Digest
     const ids = yield* IdGenerator
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
+    const paths = yield* Effect.serviceOption(PathResolver)
     const compiled = new Map<string, Pinned>()
     const budgets = new Map<string, { window: number; attempts: Set<string> }>()
 
@@ -175,6 +177,8 @@ export const make = (options: Options = {}) =>
     const inputOf = (evaluation: Evaluation) =>
       Effect.gen(function*() {
         const invocation = yield* currentInvocation
+        const path = typeof evaluation.arguments.path === "string" ? normalise(evaluation.arguments.path) : undefined
+        const resolved_path = path === undefined || Option.isNone(paths) ? undefined : yield* paths.value.resolve(path)
         const input: PolicyInput = {
           action: evaluation.descriptor.name,
           aliases: evaluation.descriptor.aliases,
@@ -184,6 +188,7 @@ export const make = (options: Options = {}) =>
           now: yield* Time.nowMicros,
           ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
           ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
+          ...(resolved_path === undefined ? {} : { resolved_path }),
           ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent })
         }
         return input

@@ -2,7 +2,8 @@
  * Paths as policy sees them: normalised (no `.`, `..` or repeated slashes) and checked against
  * roots by whole segments, so `/work` never contains `/workshop`.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context } from "effect"
+import type { Effect } from "effect"
 
 /** Normalise an absolute POSIX path; undefined when it is relative or climbs above `/`. */
 export const normalise = (path: string): string | undefined => {
@@ -22,7 +23,7 @@ export const normalise = (path: string): string | undefined => {
 export const within = (path: string, root: string): boolean =>
   root === "/" || path === root || path.startsWith(root + "/")
 
-/** Resolves symbolic links before a path is matched; a host without a filesystem resolves nothing. */
+/** Resolves symbolic links before a path is matched; without one in context (edge hosts) paths are matched as written. */
 export class PathResolver extends Context.Tag("writ/PathResolver")<PathResolver, PathResolver.Service>() {}
 
 /** The PathResolver service. */
@@ -32,8 +33,3 @@ export declare namespace PathResolver {
     readonly resolve: (path: string) => Effect.Effect<string>
   }
 }
-
-/** A resolver for hosts without a filesystem (edge): paths are taken as normalised. */
-export const layerLexical: Layer.Layer<PathResolver> = Layer.succeed(PathResolver, {
-  resolve: (path) => Effect.succeed(path)
-})

@@ -1,0 +1,92 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer, Schema } from "effect"
+import { mkdirSync, mkdtempSync, realpathSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as NodePathResolver from "../../adapters/NodePathResolver.ts"
+import * as Action from "../../core/Action.ts"
+import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../../core/ExecutionScope.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicyGate from "../../core/PolicyGate.ts"
+import { PathResolver } from "../../core/PolicyPath.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import * as Time from "../../core/Time.ts"
+import { base } from "../fixtures/layers.ts"
+
+const root = realpathSync(mkdtempSync(join(tmpdir(), "writ-paths-")))
+mkdirSync(join(root, "work"))
+mkdirSync(join(root, "secret"))
+writeFileSync(join(root, "secret", "key"), "k")
+symlinkSync(join(root, "secret"), join(root, "work", "escape"))
+
+const read = Action.make({
+  name: "files.read",
+  input: Schema.Struct({ path: Schema.String }),
+  output: Schema.String,
+  effects: ["filesystem.read"],
+  handler: () => "contents"
+})
+
+const layerWith = (resolver: Layer.Layer<never> | Layer.Layer<PathResolver>) =>
+  PolicyGate.layerExecutor().pipe(
+    Layer.provideMerge(Layer.mergeAll(base([read]), MemoryPolicySnapshotStore.layer, resolver))
+  )
+
+const readThrough = (path: string) =>
+  Effect.gen(function*() {
+    const store = yield* PolicySnapshotStore
+    const declaration = Either.getOrThrow(PermissionPolicy.decode({
+      policy_id: "fs",
+      version: "1",
+      mode: "allow_all",
+      rules: [{ kind: "filesystem", effect: "allow", roots: [join(root, "work")], modes: ["read"] }]
+    }))
+    const snapshot = yield* Effect.orDie(PolicySnapshot.compile(declaration))
+    yield* store.put(snapshot)
+    yield* Effect.orDie(store.activate("fs", "1", "ops", Time.fromMicros(0)))
+    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: "alice" },
+      effect_backend: InProcessBackend.make.ref,
+      policy_snapshot: { policy_id: "fs", version: "1", digest: snapshot.digest }
+    })
+    const request = ExecutionRequest.make({
+      request_id: "r",
+      action: { name: "files.read" },
+      arguments: { path },
+      execution_scope: scope
+    })
+    const outcome = yield* (yield* ActionExecutor).execute(request, { context })
+    return outcome._tag === "denied" ? outcome.reason.code : outcome._tag
+  })
+
+describe("symbolic links are resolved before paths are matched", () => {
+  it.effect("a link inside a root that points outside it is denied with the Node resolver", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* readThrough(join(root, "work", "notes.txt")), "succeeded")
+      assert.strictEqual(yield* readThrough(join(root, "work", "escape", "key")), "filesystem.outside_roots")
+    }).pipe(Effect.provide(layerWith(NodePathResolver.layer))))
+
+  it.effect("without a resolver (a host with no filesystem) the same path is matched as written", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* readThrough(join(root, "work", "escape", "key")), "succeeded")
+    }).pipe(Effect.provide(layerWith(Layer.empty))))
+
+  it.effect("the resolver keeps a missing tail as written", () =>
+    Effect.gen(function*() {
+      const resolver = yield* PathResolver
+      assert.strictEqual(
+        yield* resolver.resolve(join(root, "work", "escape", "new", "file")),
+        join(root, "secret", "new", "file")
+      )
+      assert.strictEqual(yield* resolver.resolve("/nonexistent-writ/a"), "/nonexistent-writ/a")
+    }).pipe(Effect.provide(NodePathResolver.layer)))
+})
