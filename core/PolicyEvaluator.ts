@@ -276,6 +276,17 @@ const inWindow = (rule: RuleOf<"expiry">, now: number) =>
   (rule.not_before === undefined || now >= Time.toMicros(rule.not_before)) &&
   (rule.expires_at === undefined || now < Time.toMicros(rule.expires_at))
 
+/** Whatever the gates: a principal or tenant outside the snapshot's scope (every gate carries the same scope). */
+export const scopeRefusal = (gate: CompiledGate, input: PolicyInput): PolicyDecision | undefined => {
+  if (!gate.scope.principals.some((p) => p.test(input.principal))) {
+    return decision("deny", "policy.out_of_scope", [], "the principal is outside the policy's scope")
+  }
+  if (input.tenant !== undefined && !gate.scope.tenants.some((t) => t.test(input.tenant!))) {
+    return decision("deny", "policy.out_of_scope", [], "the tenant is outside the policy's scope")
+  }
+  return undefined
+}
+
 /** Whatever the rules: an established invocation must belong to the current principal and be within its authority scope. */
 export const invocationRefusal = (input: PolicyInput): PolicyDecision | undefined => {
   const invocation = input.invocation
@@ -295,12 +306,8 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
     const inside = inWindow(rule, input.now)
     if (rule.effect === "allow" ? !inside : inside) return decision("deny", "policy.expired", [rule])
   }
-  if (!gate.scope.principals.some((p) => p.test(input.principal))) {
-    return decision("deny", "policy.out_of_scope", [], "the principal is outside the policy's scope")
-  }
-  if (input.tenant !== undefined && !gate.scope.tenants.some((t) => t.test(input.tenant!))) {
-    return decision("deny", "policy.out_of_scope", [], "the tenant is outside the policy's scope")
-  }
+  const outOfScope = scopeRefusal(gate, input)
+  if (outOfScope !== undefined) return outOfScope
   const view = gate.view(input.action)
   const restriction = view.origins.length > 0
     ? intersectRestrictions(...view.origins.map((rule) => rule.callers))

@@ -81,7 +81,9 @@ const defaultApprovalLifetime = 3_600_000_000
 
 /** Reduce gate results in gate order: hard deny denies; soft deny escalates when an approver is named; advisory deny is recorded. */
 export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced => {
-  const refused = part === "guard" ? PolicyEvaluator.intrinsicRefusal(input) : PolicyEvaluator.invocationRefusal(input)
+  const refused = part === "guard"
+    ? PolicyEvaluator.intrinsicRefusal(input)
+    : PolicyEvaluator.scopeRefusal(pinned.gates[0]!, input) ?? PolicyEvaluator.invocationRefusal(input)
   if (refused !== undefined) return verdict("deny", refused.code, refused.detail)
   const advisories: Array<string> = []
   let escalation: Reduced | undefined
