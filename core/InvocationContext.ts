@@ -163,14 +163,7 @@ export class EstablishedInvocation {
   /** The origin categories a destination must allow, all at once, sorted. */
   readonly origins: ReadonlyArray<ExecutionCaller>
 
-  constructor(key: typeof trusted, fields: {
-    readonly executor_id: string
-    readonly executing_agent: AgentSubject
-    readonly human: HumanSubject | undefined
-    readonly calling_agent: AgentSubject | undefined
-    readonly authority: AuthorityScope
-    readonly origins: ReadonlyArray<ExecutionCaller>
-  }) {
+  constructor(key: typeof trusted, fields: Omit<EstablishedInvocation, "_tag" | typeof Brand>) {
     if (key !== trusted) throw new TypeError("invocation contexts are built by the host factories")
     this.executor_id = fields.executor_id
     this.executing_agent = fields.executing_agent

@@ -16,6 +16,7 @@ import * as ExecutionOutcome from "../../core/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/ExecutionScope.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as Origin from "../../core/Origin.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PermissionPolicyEncoded } from "../../core/PermissionPolicy.ts"
 import * as PolicyComposition from "../../core/PolicyComposition.ts"
@@ -388,13 +389,7 @@ const EXPLICIT_DENIALS = new Set([
   "subprocess.denied",
   "network.denied",
   "shell.control_operator",
-  "origin.unknown",
-  "origin.agent_mismatch",
-  "origin.principal_mismatch",
-  "origin.not_allowed",
-  "authority.expired",
-  "authority.action_type",
-  "authority.target_system"
+  ...Origin.OriginDenial.literals
 ])
 
 describe("composition laws", () => {
