@@ -1,0 +1,39 @@
+/**
+ * The embedded SQLite database behind writ's SQL stores: one file in WAL mode with an explicit
+ * durability setting (synchronous=FULL by default: a receipt means the record is on disk), and
+ * every migration applied before any store uses it.
+ *
+ * Runtimes: Node (better-sqlite3 through @effect/sql-sqlite-node).
+ */
+import { Migrator, SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Effect, Layer } from "effect"
+import { loader } from "./internal/migrations/index.ts"
+
+/** SQLite's `synchronous` setting: FULL syncs every commit; NORMAL may lose the last commits on power loss (never corrupts). */
+export type Synchronous = "FULL" | "NORMAL" | "EXTRA"
+
+/** Where the database lives and how durable each commit is. */
+export interface Options {
+  readonly filename: string
+  readonly synchronous?: Synchronous
+}
+
+const migrate = Migrator.make({})
+
+/** Apply the connection settings and every pending migration. */
+export const prepare = (synchronous: Synchronous = "FULL") =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe(`PRAGMA synchronous = ${synchronous}`)
+    yield* sql`PRAGMA busy_timeout = 5000`
+    yield* sql`PRAGMA foreign_keys = ON`
+    yield* migrate({ loader })
+  })
+
+/** A migrated SQLite database: the SqlClient every SQL store layer needs. */
+export const layer = (options: Options) =>
+  Layer.effectDiscard(prepare(options.synchronous)).pipe(
+    Layer.provideMerge(SqliteClient.layer({ filename: options.filename })),
+    Layer.orDie
+  )

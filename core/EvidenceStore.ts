@@ -1,0 +1,118 @@
+/**
+ * The EvidenceStore port: append-only, hash-chained evidence with compare-and-append per chain,
+ * read, head and verify, and never update or delete. EvidenceProjectionSource enumerates every
+ * committed append in a durable cursor order for the projector.
+ */
+import { Context, Schema } from "effect"
+import type { Effect, Option, Stream } from "effect"
+import { Sha256Hex } from "./Digest.ts"
+import type { EvidenceRecord, StoredRecord, VerificationResult } from "./Evidence.ts"
+import { Uuid } from "./IdGenerator.ts"
+
+/** What a committed append returns; nothing returns one before its transaction commits. */
+export class AppendReceipt extends Schema.Class<AppendReceipt>("AppendReceipt")({
+  chain_id: Uuid,
+  record_id: Uuid,
+  sequence: Schema.NonNegativeInt,
+  head_hash: Sha256Hex
+}) {}
+
+/** A chain's current head. */
+export interface ChainHead {
+  readonly sequence: number
+  readonly hash: Sha256Hex
+}
+
+/** A record whose own content is wrong: not canonical, hashes that do not recompute, or an unknown algorithm. */
+export class EvidenceIntegrityError extends Schema.TaggedError<EvidenceIntegrityError>()("EvidenceIntegrityError", {
+  reason: Schema.Literal("payload_digest", "chain_hash", "not_canonical", "unsupported_algorithm", "malformed"),
+  chain_id: Schema.String,
+  record_id: Schema.String
+}) {
+  override get message() {
+    return `evidence record ${this.record_id} on chain ${this.chain_id} refused: ${this.reason}`
+  }
+}
+
+/** A record that does not extend its chain's head: wrong sequence, stale head, or a duplicate record id or hash. */
+export class EvidenceConflictError extends Schema.TaggedError<EvidenceConflictError>()("EvidenceConflictError", {
+  reason: Schema.Literal("sequence", "stale_head", "duplicate_record", "duplicate_hash"),
+  chain_id: Schema.String,
+  record_id: Schema.String
+}) {
+  override get message() {
+    return `evidence record ${this.record_id} conflicts with chain ${this.chain_id}: ${this.reason}`
+  }
+}
+
+/** The store could not be reached or could not commit. */
+export class EvidenceUnavailableError extends Schema.TaggedError<EvidenceUnavailableError>()(
+  "EvidenceUnavailableError",
+  { detail: Schema.String }
+) {
+  override get message() {
+    return `evidence store unavailable: ${this.detail}`
+  }
+}
+
+/** Any way an append can fail. */
+export type AppendError = EvidenceIntegrityError | EvidenceConflictError | EvidenceUnavailableError
+
+/** Append-only, hash-chained evidence. */
+export class EvidenceStore extends Context.Tag("writ/EvidenceStore")<EvidenceStore, EvidenceStore.Service>() {}
+
+/** The EvidenceStore service. */
+export declare namespace EvidenceStore {
+  /** Append, read, head, verify; no update, no delete. */
+  export interface Service {
+    /** Whether appends survive a restart. */
+    readonly durable: boolean
+    /** Compare-and-append: recompute both hashes, then commit only the chain's next record. */
+    readonly append: (record: EvidenceRecord) => Effect.Effect<AppendReceipt, AppendError>
+    /** A chain's records after `after_sequence` (default -1), ascending, exactly as stored. */
+    readonly read: (
+      chain_id: string,
+      after_sequence?: number
+    ) => Stream.Stream<StoredRecord, EvidenceUnavailableError>
+    /** A chain's current head, if it has any record. */
+    readonly head: (chain_id: string) => Effect.Effect<Option.Option<ChainHead>, EvidenceUnavailableError>
+    /** Verify a chain from sequence 0 against a trusted expected head. */
+    readonly verify: (
+      chain_id: string,
+      expected_head?: string
+    ) => Effect.Effect<VerificationResult, EvidenceUnavailableError>
+    /** Every chain id, in first-append order. */
+    readonly chains: Effect.Effect<ReadonlyArray<string>, EvidenceUnavailableError>
+  }
+}
+
+/** An opaque position in the projection source; it survives restart. */
+export const Cursor = Schema.String.pipe(Schema.brand("EvidenceCursor"))
+
+/** An opaque position in the projection source. */
+export type Cursor = typeof Cursor.Type
+
+/** One page of committed appends after a cursor. */
+export interface ScanPage {
+  readonly receipts: ReadonlyArray<AppendReceipt>
+  readonly next_cursor: Cursor | null
+}
+
+/** Every committed append, exactly once in cursor order, delivered at least once. */
+export class EvidenceProjectionSource extends Context.Tag("writ/EvidenceProjectionSource")<
+  EvidenceProjectionSource,
+  EvidenceProjectionSource.Service
+>() {}
+
+/** The EvidenceProjectionSource service. */
+export declare namespace EvidenceProjectionSource {
+  /** Scan committed appends after a cursor (null: from the start). */
+  export interface Service {
+    readonly scan: (after: Cursor | null, limit: number) => Effect.Effect<ScanPage, EvidenceUnavailableError>
+    /** One record by chain and id, as stored. */
+    readonly get: (
+      chain_id: string,
+      record_id: string
+    ) => Effect.Effect<Option.Option<StoredRecord>, EvidenceUnavailableError>
+  }
+}
