@@ -1,5 +1,5 @@
 /**
- * The in-memory ApprovalQueue (the durable one comes with the evidence stores). Runtimes: every one.
+ * The in-memory ApprovalQueue: reference semantics, forgotten on restart (SqlApprovalQueue is the durable one). Runtimes: every one.
  */
 import { Effect, Layer } from "effect"
 import type { Approver } from "../core/Approval.ts"
@@ -9,12 +9,14 @@ import * as Time from "../core/Time.ts"
 /** A fresh in-memory queue. */
 export const make = Effect.sync((): ApprovalQueue.Service => {
   const records = new Map<string, ApprovalRecord>()
-  const find = (approval_id: string) => {
-    const record = records.get(approval_id)
-    return record === undefined
-      ? Effect.fail(new ApprovalError({ reason: "forged", approval_id }))
-      : Effect.succeed(record)
-  }
+  // Read when the effect runs, not when it is built: a consume built before another one ran must see it.
+  const find = (approval_id: string) =>
+    Effect.suspend(() => {
+      const record = records.get(approval_id)
+      return record === undefined
+        ? Effect.fail(new ApprovalError({ reason: "forged", approval_id }))
+        : Effect.succeed(record)
+    })
   const decide = (state: "approved" | "rejected") => (approval_id: string, approver: Approver) =>
     Effect.flatMap(find(approval_id), (record) => {
       if (record.state !== "pending") return Effect.fail(new ApprovalError({ reason: "decided", approval_id }))
@@ -26,8 +28,13 @@ export const make = Effect.sync((): ApprovalQueue.Service => {
       return Effect.succeed(decided)
     })
   return {
+    // The first filing under an id stands: filing it again must not reset a decided or used approval.
     submit: (request) =>
-      Effect.sync(() => void records.set(request.approval_id, ApprovalRecord.make({ request, state: "pending" }))),
+      Effect.sync(() => {
+        if (!records.has(request.approval_id)) {
+          records.set(request.approval_id, ApprovalRecord.make({ request, state: "pending" }))
+        }
+      }),
     list: (filter = {}) =>
       Effect.sync(() =>
         [...records.values()].filter((record) =>

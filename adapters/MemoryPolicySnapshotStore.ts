@@ -21,21 +21,24 @@ export const make = Effect.sync((): PolicySnapshotStore.Service => {
   const snapshots = new Map<string, PolicySnapshot>()
   const bindings = new Map<string, string>()
 
-  const get = (policy_id: string, version: string) => {
-    const found = snapshots.get(key(policy_id, version))
-    return found === undefined
-      ? Effect.fail(new PolicyNotFoundError({ detail: `no policy ${key(policy_id, version)} is stored` }))
-      : Effect.succeed(found)
-  }
+  // Read when the effect runs, not when it is built.
+  const get = (policy_id: string, version: string) =>
+    Effect.suspend(() => {
+      const found = snapshots.get(key(policy_id, version))
+      return found === undefined
+        ? Effect.fail(new PolicyNotFoundError({ detail: `no policy ${key(policy_id, version)} is stored` }))
+        : Effect.succeed(found)
+    })
 
   return {
     put: (snapshot) =>
       Effect.suspend(() => {
         const stored = snapshots.get(key(snapshot.policy_id, snapshot.version))
         if (stored === undefined) {
+          const { activated_at: _at, activated_by: _by, ...content } = snapshot
           snapshots.set(
             key(snapshot.policy_id, snapshot.version),
-            PolicySnapshot.make({ ...snapshot, release_state: "staged" })
+            PolicySnapshot.make({ ...content, release_state: "staged" })
           )
           return Effect.void
         }

@@ -31,6 +31,7 @@ export interface PlanInputs {
   readonly backend: ActionBackendRef
   readonly interceptors: ReadonlyArray<Interceptor>
   readonly transformers: ReadonlyArray<Transformer>
+  readonly profile: RuntimeProfile
 }
 
 const minimalDetail: Record<Stage, string> = {
@@ -51,10 +52,22 @@ const minimalDetail: Record<Stage, string> = {
   persist: "minimal profile: no Run, StateStore or outbox projection"
 }
 
-const alwaysSkipped = new Set<Stage>(["governed_start", "evidence_checkpoint", "persist"])
+const governedDetail: Partial<Record<Stage, string>> = {
+  bind_context:
+    "bind the trusted context; retrieve the exact policy snapshot and recompute its digest; deadline admission; backend probe",
+  governed_start: "derive the operation context from six trusted inputs; commit policy_bound and operation_started",
+  evidence_checkpoint: "every gate_evaluated and exception_granted committed before the token is released",
+  outcome: "normalise the outcome and commit its one terminal record",
+  persist: "governed: durable state is a projection of committed evidence (EvidenceProjector)"
+}
 
-/** Compile the minimal-profile plan for one action: security stages in fixed order, transforms after. */
-export const compileMinimal = (inputs: PlanInputs): ActionExecutionPlan => {
+const minimalSkipped = new Set<Stage>(["governed_start", "evidence_checkpoint", "persist"])
+const governedSkipped = new Set<Stage>(["persist"])
+
+/** Compile the plan for one action: security stages in fixed order, transforms after, evidence stages when governed. */
+export const compile = (inputs: PlanInputs): ActionExecutionPlan => {
+  const governed = inputs.profile === "governed" || inputs.profile === "certifiable"
+  const alwaysSkipped = governed ? governedSkipped : minimalSkipped
   const evaluatorsOf = (stage: Stage): ReadonlyArray<string> => {
     switch (stage) {
       case "authorise":
@@ -78,14 +91,14 @@ export const compileMinimal = (inputs: PlanInputs): ActionExecutionPlan => {
   }
   return ActionExecutionPlan.make({
     action: inputs.descriptor,
-    profile: "minimal",
+    profile: inputs.profile,
     backend: inputs.backend,
     stages: stages.map((stage) => {
       const evaluators = evaluatorsOf(stage)
       return PlannedStage.make({
         stage,
         mode: runs(stage, evaluators) ? "run" : "skip",
-        detail: minimalDetail[stage],
+        detail: (governed ? governedDetail[stage] : undefined) ?? minimalDetail[stage],
         evaluators
       })
     })

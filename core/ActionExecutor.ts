@@ -20,14 +20,16 @@ import { captureFailure } from "./Action.ts"
 import type { ActionDefinition } from "./Action.ts"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import { ActionExecutionBackend } from "./ActionExecutionBackend.ts"
-import { type ActionExecutionPlan, compileMinimal } from "./ActionExecutionPlan.ts"
+import { type ActionExecutionPlan, compile as compilePlan } from "./ActionExecutionPlan.ts"
 import { ActionRegistry } from "./ActionRegistry.ts"
 import type { ActionNotFoundError } from "./ActionRegistry.ts"
 import { ActionAdmissionDecision } from "./AdmissionDecision.ts"
 import * as Canonical from "./Canonical.ts"
 import { Digest } from "./Digest.ts"
+import type * as Evidence from "./Evidence.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import {
+  callExecuted,
   Cancelled,
   type ExecutionOutcome,
   Failed,
@@ -38,23 +40,33 @@ import {
 } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
 import * as ExecutionScope from "./ExecutionScope.ts"
+import type { EvidenceWriter, OperationContext, TaskBoundary } from "./Governance.ts"
+import { deriveContext, failureDetail, GovernanceEvidenceError, OutcomeEvidenceError } from "./Governance.ts"
 import { IdempotencyStore, keyOf } from "./IdempotencyStore.ts"
 import { IdGenerator } from "./IdGenerator.ts"
+import type { Uuid } from "./IdGenerator.ts"
 import type { Concluded, Evaluation, Interceptor, Observer, Transformer, Verdict } from "./Interceptor.ts"
 import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
 import { common, denied, describeParseError, outcomeOf, reason, trusted } from "./internal/attempt.ts"
+import * as ledger from "./internal/ledger.ts"
 import { isRefusal, mint } from "./internal/token.ts"
 import type { InvocationTokenError } from "./InvocationTokenError.ts"
+import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import type { ActionRef } from "./Refs.ts"
 import type { RuntimeProfile } from "./RuntimeProfile.ts"
 import type { SecurityStage } from "./Stage.ts"
+import { IntentDraft, OperationAttempt, StateStore, summarize } from "./StateStore.ts"
 import * as Time from "./Time.ts"
 
-/** One execution's options: the trusted context, and a Deferred whose completion cancels it. */
+/** One execution's options: the trusted context, a Deferred whose completion cancels it, and for governed profiles the task boundary. */
 export interface ExecuteOptions {
   readonly context: ExecutionContext
   readonly cancel?: Deferred.Deferred<void>
+  readonly boundary?: TaskBoundary
 }
+
+/** An evidence failure of a governed execution: an error, never an outcome. */
+export type ExecutionError = GovernanceEvidenceError | OutcomeEvidenceError | PersistError
 
 /** Executes actions; the only route to their callables. */
 export class ActionExecutor extends Context.Tag("writ/ActionExecutor")<ActionExecutor, ActionExecutor.Service>() {}
@@ -64,7 +76,10 @@ export declare namespace ActionExecutor {
   /** Execute a request, or show the plan an action would run. */
   export interface Service {
     readonly profile: RuntimeProfile
-    readonly execute: (request: ExecutionRequest, options: ExecuteOptions) => Effect.Effect<ExecutionOutcome>
+    readonly execute: (
+      request: ExecutionRequest,
+      options: ExecuteOptions
+    ) => Effect.Effect<ExecutionOutcome, ExecutionError>
     readonly plan: (ref: ActionRef) => Effect.Effect<ActionExecutionPlan, ActionNotFoundError>
   }
 }
@@ -76,6 +91,28 @@ export interface Config {
   readonly observers?: ReadonlyArray<Observer>
   /** How long an interrupted callable may take to tear down before the executor stops waiting. */
   readonly teardown?: Duration.DurationInput
+  /** Governed profiles: pin the snapshot at stage 3 and commit evidence as control flow. */
+  readonly governance?: Governor
+  /** The durable profile: Runs resolved at stage 3, and each attempt, outcome and outbox intent committed at stage 14. */
+  readonly state?: StateStore.Service
+}
+
+/** The durable profile could not commit an attempt; `call_executed` says whether the callable had run (it is never retried). */
+export class PersistError extends Schema.TaggedError<PersistError>()("PersistError", {
+  call_executed: Schema.Boolean,
+  attempt_id: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `attempt ${this.attempt_id} not committed (call_executed: ${this.call_executed}): ${this.detail}`
+  }
+}
+
+/** What a governed executor adds: the profile it claims, the snapshot pin, and the evidence writer. */
+export interface Governor {
+  readonly profile: "governed" | "certifiable"
+  readonly pin: (context: ExecutionContext) => Effect.Effect<Either.Either<PolicySnapshot, Verdict>>
+  readonly writer: EvidenceWriter.Service
 }
 
 type Invoked =
@@ -95,8 +132,8 @@ const strictDecoder = (schema: Schema.Schema<any, any>) => {
 }
 const encoder = new TextEncoder()
 
-/** Build a minimal-profile executor over the registry, backend, digest and id generator in context. */
-export const makeMinimal = (config: Config = {}) =>
+/** Build an executor over the registry, backend, digest and id generator in context; minimal unless `config.governance` is set. */
+export const make = (config: Config = {}) =>
   Effect.gen(function*() {
     const registry = yield* ActionRegistry
     const backend = yield* ActionExecutionBackend
@@ -109,7 +146,10 @@ export const makeMinimal = (config: Config = {}) =>
     const transformers = [...(config.transformers ?? [])]
     const observers = [...(config.observers ?? [])]
     const teardown = Duration.decode(config.teardown ?? Duration.seconds(1))
-    const needsDigest = interceptors.length > 0 || transformers.length > 0
+    const governor = config.governance
+    const state = governor === undefined ? config.state : undefined
+    const profile: RuntimeProfile = governor?.profile ?? (state === undefined ? "minimal" : "durable")
+    const needsDigest = interceptors.length > 0 || transformers.length > 0 || governor !== undefined
     const compiledPlans = new WeakMap<ActionDefinition, Compiled>()
 
     const compile = (definition: ActionDefinition, descriptor: ActionDescriptor): Compiled => {
@@ -118,7 +158,7 @@ export const makeMinimal = (config: Config = {}) =>
       const compiled: Compiled = Object.freeze({
         definition,
         descriptor,
-        plan: compileMinimal({ descriptor, backend: backend.ref, interceptors, transformers }),
+        plan: compilePlan({ descriptor, backend: backend.ref, interceptors, transformers, profile }),
         ref: { name: definition.name, version: definition.version },
         decode: strictDecoder(definition.input),
         encode: Schema.encodeUnknownEither(definition.input),
@@ -166,11 +206,17 @@ export const makeMinimal = (config: Config = {}) =>
       if (!ExecutionScope.equals(request.execution_scope, context.execution_scope)) {
         return denied(attempt, "context.scope_mismatch", "the request's scope is not the context's scope")
       }
+      if ("operation_context" in request.metadata) {
+        return denied(attempt, "context.operation_context_supplied", "an operation context is derived, never supplied")
+      }
       if (request.principal_claim !== undefined && request.principal_claim.id !== context.authenticated_principal.id) {
         return denied(attempt, "context.principal_mismatch", "the principal claim is not the authenticated principal")
       }
-      if (request.execution_scope._tag === "durable_run") {
-        return denied(attempt, "scope.run_unavailable", "the minimal profile has no Run repository")
+      if (request.execution_scope._tag === "durable_run" && state === undefined) {
+        return denied(attempt, "scope.run_unavailable", `the ${profile} profile has no Run repository`)
+      }
+      if (request.execution_scope._tag === "ephemeral_operation" && state !== undefined) {
+        return denied(attempt, "scope.run_required", "the durable profile executes inside a Run")
       }
       if (context.effect_backend.id !== backend.ref.id || context.effect_backend.version !== backend.ref.version) {
         return denied(attempt, "context.backend_mismatch", `the executor's backend is ${backend.ref.id}`)
@@ -192,6 +238,179 @@ export const makeMinimal = (config: Config = {}) =>
         ? new TimedOut({ ...common(attempt), call_executed: false }, trusted)
         : undefined
     })
+
+    /** Append one governed record; a failure is a GovernanceEvidenceError naming whether the callable had run. */
+    const appendEvidence = (operation: OperationContext, draft: Evidence.Draft, call_executed: boolean) =>
+      Effect.mapError(governor!.writer.append(operation.chain_id, draft), (error) =>
+        new GovernanceEvidenceError({
+          call_executed,
+          record_type: draft.record_type,
+          operation_id: operation.operation_id,
+          detail: failureDetail(error)
+        }))
+
+    /** Stage 11, as each decision is produced: one `gate_evaluated` per gate result, then any granted exception. */
+    const recordVerdict = Effect.fnUntraced(function*(
+      operation: OperationContext,
+      attempt: Attempt,
+      evaluator: string,
+      verdict: Verdict
+    ) {
+      const gates = verdict.gates ?? [{
+        gate_id: evaluator,
+        level: "hard" as const,
+        decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
+        reason_code: verdict.code,
+        matched_rules: []
+      }]
+      for (const gate of gates) {
+        const draft = ledger.gateEvaluated(operation, {
+          ...gate,
+          result_id: yield* ids.uuid,
+          evaluator,
+          stage: attempt.stage,
+          arguments_digest: attempt.digest!,
+          evaluated_at: yield* Time.now
+        })
+        yield* appendEvidence(operation, draft, false)
+      }
+      if (verdict.exception !== undefined) {
+        yield* appendEvidence(operation, ledger.exceptionGranted(operation, verdict.exception), false)
+      }
+    })
+
+    /** Stages 3-4, governed: pin and verify the exact snapshot, derive the operation context, and commit its start. */
+    const governedStart = Effect.fnUntraced(function*(
+      gov: Governor,
+      attempt: Attempt,
+      compiled: Compiled,
+      boundary: TaskBoundary | undefined
+    ) {
+      if (boundary === undefined) {
+        return denied(attempt, "governance.no_boundary", "a governed execution runs inside an open task boundary")
+      }
+      const pinned = yield* gov.pin(attempt.context)
+      if (Either.isLeft(pinned)) return denied(attempt, pinned.left.code, pinned.left.detail)
+      const derived = yield* deriveContext(
+        {
+          context: attempt.context,
+          request: attempt.request,
+          descriptor: compiled.descriptor,
+          snapshot: pinned.right,
+          capability: yield* backend.probe,
+          boundary
+        },
+        attempt.attempt_id,
+        attempt.digest!
+      ).pipe(
+        Effect.provideService(Digest, digest),
+        Effect.provideService(IdGenerator, ids)
+      )
+      if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
+      const operation = derived.right
+      attempt.stage = "governed_start"
+      yield* appendEvidence(operation, ledger.policyBound(operation, pinned.right), false)
+      yield* appendEvidence(operation, ledger.operationStarted(operation, Object.keys(attempt.args!)), false)
+      attempt.operation = operation
+      return undefined
+    })
+
+    const resultDigest = (result: unknown) => {
+      if (result === undefined) return Effect.succeed(null)
+      const text = Canonical.stringify(result)
+      return Either.isLeft(text) ? Effect.succeed(null) : digest.sha256(encoder.encode(text.right))
+    }
+
+    /** Stage 3, durable: the scope's Run must exist and still be running. */
+    const bindRun = Effect.fnUntraced(function*(store: StateStore.Service, attempt: Attempt, run_id: string) {
+      const run = yield* Effect.either(store.getRun(run_id))
+      if (Either.isLeft(run)) return denied(attempt, "scope.run_not_found", `no Run ${run_id}`)
+      return run.right.status === "running"
+        ? undefined
+        : denied(attempt, "scope.run_not_running", `Run ${run_id} is ${run.right.status}`)
+    })
+
+    /** Stage 14, durable: the typed attempt, its outcome summary and its outbox intent commit in one transaction. */
+    const persist = Effect.fnUntraced(function*(
+      store: StateStore.Service,
+      attempt: Attempt,
+      run_id: Uuid,
+      outcome: ExecutionOutcome
+    ) {
+      attempt.stage = "persist"
+      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(outcome.result) : null
+      const summary = summarize(outcome, result_digest)
+      const committed = yield* Effect.either(store.commitAttempt({
+        attempt: new OperationAttempt({
+          attempt_id: attempt.attempt_id,
+          run_id,
+          request_id: attempt.request.request_id,
+          action_name: attempt.action.name,
+          action_version: attempt.action.version ?? null,
+          arguments_digest: attempt.digest ?? null,
+          outcome: summary,
+          created_at: yield* Time.now
+        }, trusted),
+        intents: [
+          new IntentDraft({
+            topic: "writ.outcome",
+            payload_json: Either.getOrThrow(Canonical.stringify({ attempt_id: attempt.attempt_id, ...summary }))
+          }, trusted)
+        ]
+      }))
+      if (Either.isRight(committed)) return outcome
+      return yield* new PersistError({
+        call_executed: callExecuted(outcome),
+        attempt_id: attempt.attempt_id,
+        detail: committed.left.message
+      })
+    })
+
+    /** Stage 13, governed: the one terminal record; if it cannot be committed the outcome is replaced by an error. */
+    const conclude = Effect.fnUntraced(function*(operation: OperationContext, outcome: ExecutionOutcome) {
+      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(outcome.result) : null
+      const appended = yield* Effect.either(
+        governor!.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
+      )
+      if (Either.isRight(appended)) return outcome
+      const detail = failureDetail(appended.left)
+      if (outcome._tag === "failed") {
+        return yield* new OutcomeEvidenceError({
+          operation_id: operation.operation_id,
+          failure_code: outcome.failure.code,
+          detail
+        })
+      }
+      return yield* new GovernanceEvidenceError({
+        call_executed: callExecuted(outcome),
+        record_type: ledger.terminalType(outcome),
+        operation_id: operation.operation_id,
+        detail
+      })
+    })
+
+    /** A governed operation interrupted from outside still closes with `operation_cancelled`, best effort. */
+    const concludeInterrupted = (attempt: Attempt) =>
+      attempt.operation === undefined
+        ? Effect.void
+        : Effect.asVoid(Effect.exit(conclude(
+          attempt.operation,
+          new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)
+        )))
+
+    /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
+    const abandonOperation = (attempt: Attempt, error: ExecutionError) =>
+      attempt.operation === undefined || attempt.invoked
+        ? Effect.fail(error)
+        : Effect.zipRight(
+          Effect.exit(
+            governor!.writer.append(
+              attempt.operation.chain_id,
+              ledger.terminal(attempt.operation, denied(attempt, "evidence.append_failed"), null)
+            )
+          ),
+          Effect.fail(error)
+        )
 
     const evaluation = (attempt: Attempt): Evaluation => ({
       attempt_id: attempt.attempt_id,
@@ -222,6 +441,7 @@ export const makeMinimal = (config: Config = {}) =>
           ...(verdict.approval === undefined ? {} : { approval: verdict.approval })
         }, trusted)
         ;(attempt.decisions ??= []).push(decision)
+        if (attempt.operation !== undefined) yield* recordVerdict(attempt.operation, attempt, interceptor.id, verdict)
         if (verdict.disposition !== "allow") return outcomeOf(attempt, verdict.disposition, decision)
       }
       return undefined
@@ -333,8 +553,12 @@ export const makeMinimal = (config: Config = {}) =>
       return Effect.forEach(observers, (observer) => Effect.exit(observer.observe(event)), { discard: true })
     }
 
-    /** Stages 1-14 in order; governed_start, evidence_checkpoint and persist have no work in this profile. */
-    const run = Effect.fnUntraced(function*(attempt: Attempt, cancel?: Deferred.Deferred<void>) {
+    /** Stages 1-14 in order; a governed profile opens its operation at stage 4 and closes it at stage 13. */
+    const run = Effect.fnUntraced(function*(
+      attempt: Attempt,
+      cancel?: Deferred.Deferred<void>,
+      boundary?: TaskBoundary
+    ) {
       const unresolved = resolve(attempt)
       if (unresolved !== undefined) return unresolved
       const compiled = attempt.compiled!
@@ -347,6 +571,41 @@ export const makeMinimal = (config: Config = {}) =>
         (compiled.definition.containment.length > 0 ? yield* admitContainment(attempt, compiled) : undefined) ??
         (attempt.request.deadline !== undefined ? yield* admitDeadline(attempt, attempt.request.deadline) : undefined)
       if (unbound !== undefined) return unbound
+      const scope = attempt.request.execution_scope
+      if (state !== undefined && scope._tag === "durable_run") {
+        const unbound = yield* bindRun(state, attempt, scope.run_id)
+        if (unbound !== undefined) return unbound
+        return yield* operate(attempt, compiled, cancel).pipe(
+          Effect.flatMap((outcome) => persist(state, attempt, scope.run_id, outcome)),
+          Effect.onInterrupt(() =>
+            Effect.exit(
+              persist(
+                state,
+                attempt,
+                scope.run_id,
+                new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)
+              )
+            )
+          )
+        )
+      }
+      if (governor === undefined) return yield* operate(attempt, compiled, cancel)
+      const refused = yield* governedStart(governor, attempt, compiled, boundary)
+      if (refused !== undefined) return refused
+      const operation = attempt.operation!
+      return yield* operate(attempt, compiled, cancel).pipe(
+        Effect.catchAll((error) => abandonOperation(attempt, error)),
+        Effect.flatMap((outcome) => conclude(operation, outcome)),
+        Effect.onInterrupt(() => concludeInterrupted(attempt))
+      )
+    })
+
+    /** Stages 5-12: security interceptors, transformation and recheck, then the one invocation. */
+    const operate = Effect.fnUntraced(function*(
+      attempt: Attempt,
+      compiled: Compiled,
+      cancel: Deferred.Deferred<void> | undefined
+    ) {
       if (interceptors.length > 0) {
         const refused = yield* authorise(attempt, false)
         if (refused !== undefined) return refused
@@ -395,10 +654,11 @@ export const makeMinimal = (config: Config = {}) =>
           attempt_id,
           action: request.action,
           stage: "resolve",
-          invoked: false
+          invoked: false,
+          profile
         }
-        if (observers.length === 0) return run(attempt, options.cancel)
-        return run(attempt, options.cancel).pipe(
+        if (observers.length === 0) return run(attempt, options.cancel, options.boundary)
+        return run(attempt, options.cancel, options.boundary).pipe(
           Effect.tap(notify),
           Effect.onInterrupt(() =>
             notify(new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted))
@@ -409,11 +669,15 @@ export const makeMinimal = (config: Config = {}) =>
     const plan = (ref: ActionRef) =>
       Effect.map(registry.resolve(ref), (resolved) => compile(resolved.definition, resolved.descriptor).plan)
 
-    return ActionExecutor.of({ profile: "minimal", execute, plan })
+    return ActionExecutor.of({ profile, execute, plan })
   })
 
 const byDeadline: Invoked = { _tag: "stopped", by: "deadline", teardown: "completed" }
 const byCancel: Invoked = { _tag: "stopped", by: "cancel", teardown: "completed" }
 
 /** The minimal-profile executor: no Run, no durable evidence, no certificate claim, and it says so. */
-export const layerMinimal = (config: Config = {}) => Layer.effect(ActionExecutor, makeMinimal(config))
+export const layerMinimal = (config: Config = {}) => Layer.effect(ActionExecutor, make(config))
+
+/** The durable-ungoverned executor over the StateStore in context: every attempt inside a running Run is committed. */
+export const layerDurable = (config: Omit<Config, "state" | "governance"> = {}) =>
+  Layer.effect(ActionExecutor, Effect.flatMap(StateStore, (state) => make({ ...config, state })))

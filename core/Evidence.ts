@@ -129,14 +129,13 @@ const chainFields = (record: Omit<StoredRecord, "chain_hash">) => ({
   hash_algorithm: record.hash_algorithm
 })
 
-/** The `sha256-v1` payload digest and chain hash a record's content recomputes to. */
+/** The `sha256-v1` payload digest and chain hash a record's content recomputes to; fails when a field is not canonical. */
 export const rehash = (record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }) =>
   Effect.gen(function*() {
     const digest = yield* Digest
     const payload_digest = yield* digest.sha256(encoder.encode(record.payload_json))
-    const text = Canonical.stringify(chainFields({ ...record, payload_digest }))
-    if (Either.isLeft(text)) return yield* Effect.die(text.left)
-    return { payload_digest, chain_hash: yield* digest.sha256(encoder.encode(text.right)) }
+    const text = yield* Canonical.stringify(chainFields({ ...record, payload_digest }))
+    return { payload_digest, chain_hash: yield* digest.sha256(encoder.encode(text)) }
   })
 
 /** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
@@ -164,10 +163,11 @@ export const checkContent = (
   record.hash_algorithm !== hashAlgorithm
     ? Effect.succeed(Either.left("unsupported_algorithm"))
     : Effect.map(
-      rehash(record),
+      Effect.either(rehash(record)),
       (hashes) =>
-        hashes.payload_digest === record.payload_digest && hashes.chain_hash === record.chain_hash
-          ? Either.right(hashes.chain_hash)
+        Either.isRight(hashes) && hashes.right.payload_digest === record.payload_digest &&
+          hashes.right.chain_hash === record.chain_hash
+          ? Either.right(hashes.right.chain_hash)
           : Either.left("content_mismatch")
     )
 
@@ -177,7 +177,10 @@ interface Walk {
   readonly failure?: { readonly code: FailureCode; readonly record_id: string }
 }
 
-/** Verify a chain read in ascending sequence against a trusted expected head (without one, only its internal links). */
+/**
+ * Verify a chain read in ascending sequence against a trusted expected head (without one, only its internal links);
+ * a record after the expected head is a broken link, and that head stays the last verified one.
+ */
 export const verify = <E, R>(
   chain_id: string,
   records: Stream.Stream<StoredRecord, E, R>,
@@ -188,13 +191,17 @@ export const verify = <E, R>(
       records,
       { checked: 0, head: null } as Walk,
       (walk) => walk.failure === undefined,
-      (walk, record) =>
-        Effect.map(checkContent(record), (content): Walk => {
-          const linked = record.sequence === walk.checked && record.previous_chain_hash === walk.head
-          if (!linked) return { ...walk, failure: { code: "broken_link", record_id: record.record_id } }
-          if (Either.isLeft(content)) return { ...walk, failure: { code: content.left, record_id: record.record_id } }
-          return { checked: walk.checked + 1, head: content.right }
-        })
+      (walk, record): Effect.Effect<Walk, never, Digest> => {
+        const linked = record.sequence === walk.checked && record.previous_chain_hash === walk.head
+        const pastExpected = expected_head !== undefined && walk.head === expected_head
+        if (!linked || pastExpected) {
+          return Effect.succeed({ ...walk, failure: { code: "broken_link", record_id: record.record_id } })
+        }
+        return Effect.map(checkContent(record), (content): Walk =>
+          Either.isLeft(content)
+            ? { ...walk, failure: { code: content.left, record_id: record.record_id } }
+            : { checked: walk.checked + 1, head: content.right })
+      }
     )
     const failure = walked.failure ??
       (walked.checked === 0

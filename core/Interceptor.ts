@@ -23,6 +23,22 @@ export interface Evaluation {
   readonly arguments_digest: Sha256Hex
 }
 
+/** One gate's result inside a verdict: what governed evidence records as `gate_evaluated`. */
+export interface GateOutcome {
+  readonly gate_id: string
+  readonly level: "hard" | "soft" | "advisory"
+  readonly decision: "allow" | "deny"
+  readonly reason_code: string
+  readonly matched_rules: ReadonlyArray<string>
+}
+
+/** An approval that let a soft deny pass: attributable, recorded as `exception_granted`. */
+export interface GrantedException {
+  readonly approval_id: string
+  readonly approver_class: string
+  readonly reason_code: string
+}
+
 /** An evaluator's verdict, before the executor binds it to a stage and a digest. */
 export interface Verdict {
   readonly disposition: Disposition
@@ -30,6 +46,9 @@ export interface Verdict {
   readonly detail?: string
   readonly retry_at?: Timestamp
   readonly approval?: ApprovalRequest
+  /** The gate results behind the verdict; absent for an evaluator without gates, empty when nothing was evaluated. */
+  readonly gates?: ReadonlyArray<GateOutcome>
+  readonly exception?: GrantedException
 }
 
 /** A security evaluator at one of stages 5-7; it decides, and may be re-run at stage 10. */

@@ -7,8 +7,9 @@ import { Effect, Either, Layer, Option } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import * as Approval from "./Approval.ts"
 import { Digest } from "./Digest.ts"
+import type { ExecutionContext } from "./ExecutionContext.ts"
 import { IdGenerator } from "./IdGenerator.ts"
-import type { Evaluation, Interceptor, Verdict } from "./Interceptor.ts"
+import type { Evaluation, GateOutcome, Interceptor, Verdict } from "./Interceptor.ts"
 import { glob } from "./internal/glob.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import { currentInvocation } from "./InvocationContext.ts"
@@ -74,23 +75,51 @@ const describe = (gate: CompiledGate, decision: PolicyDecision) =>
     .filter((part) => part !== undefined)
     .join("; ")
 
-/** A reduced verdict; an escalation names the approver class and how long its approval may live. */
-export type Reduced = Verdict & { readonly approver_class?: string; readonly expires_after?: number }
+/** A reduced verdict; an escalation names the approver class, how long its approval may live, and whether it resolves a soft deny. */
+export type Reduced = Verdict & {
+  readonly approver_class?: string
+  readonly expires_after?: number
+  readonly soft_deny?: boolean
+}
 
 const defaultApprovalLifetime = 3_600_000_000
+
+const refusal = (gate_id: string, code: string): GateOutcome => ({
+  gate_id,
+  level: "hard",
+  decision: "deny",
+  reason_code: code,
+  matched_rules: []
+})
 
 /** Reduce gate results in gate order: hard deny denies; soft deny escalates when an approver is named; advisory deny is recorded. */
 export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced => {
   const refused = part === "guard"
     ? PolicyEvaluator.intrinsicRefusal(input)
     : PolicyEvaluator.scopeRefusal(pinned.gates[0]!, input) ?? PolicyEvaluator.invocationRefusal(input)
-  if (refused !== undefined) return verdict("deny", refused.code, refused.detail)
+  if (refused !== undefined) {
+    const gate_id = part === "guard" ? "writ.intrinsic" : "writ.scope"
+    return { ...verdict("deny", refused.code, refused.detail), gates: [refusal(gate_id, refused.code)] }
+  }
   const advisories: Array<string> = []
+  const gates: Array<GateOutcome> = []
   let escalation: Reduced | undefined
   const applicable = pinned.gates.filter((gate) => gate.tools.some((tool) => tool.test(input.action)))
-  if (applicable.length === 0) return verdict("deny", "policy.no_gate_binding", `no gate binds ${input.action}`)
+  if (applicable.length === 0) {
+    return {
+      ...verdict("deny", "policy.no_gate_binding", `no gate binds ${input.action}`),
+      gates: [refusal("writ.binding", "policy.no_gate_binding")]
+    }
+  }
   for (const gate of applicable) {
     const decision = PolicyEvaluator.evaluate(gate, part, input)
+    gates.push({
+      gate_id: gate.gate.gate_id,
+      level: gate.gate.level,
+      decision: decision.disposition === "allow" ? "allow" : "deny",
+      reason_code: decision.code,
+      matched_rules: decision.matched_rules
+    })
     if (decision.disposition === "allow") continue
     const why = describe(gate, decision)
     if (gate.gate.level === "advisory") {
@@ -100,25 +129,31 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
     // Intrinsic guards and hard gates deny outright; a hard deny in any gate outranks an escalation from another.
     const soft = gate.gate.level === "soft" && part === "policy"
     if (decision.disposition === "deny" && !(soft && pinned.approver !== undefined)) {
-      return verdict("deny", decision.code, why)
+      return { ...verdict("deny", decision.code, why), gates }
     }
     escalation ??= decision.disposition === "escalate"
       ? {
         ...verdict("escalate", decision.code, why),
         approver_class: decision.approver_class!,
-        expires_after: decision.approval_expires_after_microseconds ?? defaultApprovalLifetime
+        expires_after: decision.approval_expires_after_microseconds ?? defaultApprovalLifetime,
+        soft_deny: false
       }
       : {
         ...verdict("escalate", "approval.required", `${decision.code}: ${why}`),
         approver_class: pinned.approver!,
-        expires_after: defaultApprovalLifetime
+        expires_after: defaultApprovalLifetime,
+        soft_deny: true
       }
   }
-  return escalation ?? verdict(
-    "allow",
-    part === "guard" ? "guard.passed" : "policy.allowed",
-    advisories.length > 0 ? `advisory: ${advisories.join(", ")}` : undefined
-  )
+  if (escalation !== undefined) return { ...escalation, gates }
+  return {
+    ...verdict(
+      "allow",
+      part === "guard" ? "guard.passed" : "policy.allowed",
+      advisories.length > 0 ? `advisory: ${advisories.join(", ")}` : undefined
+    ),
+    gates
+  }
 }
 
 /** Stage by stage: the guards, then the action policy; the first refusal stands. */
@@ -129,52 +164,59 @@ export const explain = (snapshot: Pinned, input: PolicyInput): Verdict & { reado
     : { ...reduce(snapshot, "policy", input), stage: "policy" }
 }
 
+/** Read the exact snapshot a context names from the store in context, check it is active and recomputes to its digest, and compile it once. */
+export const makePin = Effect.gen(function*() {
+  const store = yield* PolicySnapshotStore
+  const digest = yield* Digest
+  const compiled = new Map<string, Pinned>()
+  const pin = (context: ExecutionContext): Effect.Effect<Either.Either<Pinned, Verdict>> =>
+    Effect.gen(function*() {
+      const ref = context.policy_snapshot
+      if (ref === undefined) {
+        return Either.left(verdict("deny", "policy.unbound", "the context names no policy snapshot"))
+      }
+      const cached = compiled.get(ref.digest)
+      const stored = yield* Effect.either(store.get(ref.policy_id, ref.version))
+      if (Either.isLeft(stored)) return Either.left(verdict("deny", "policy.not_found", stored.left.message))
+      const snapshot = stored.right
+      if (snapshot.digest !== ref.digest) {
+        return Either.left(
+          verdict("deny", "policy.digest_mismatch", `${ref.policy_id}@${ref.version} is not the pinned snapshot`)
+        )
+      }
+      if (snapshot.release_state !== "active") {
+        return Either.left(verdict("deny", "policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
+      }
+      if (cached !== undefined && cached.snapshot === snapshot) return Either.right(cached)
+      const unknowable = unenforced(snapshot)
+      if (unknowable.length > 0) {
+        return Either.left(
+          verdict("deny", "policy.unenforced_rule", `not enforceable here, so nothing runs: ${unknowable.join(", ")}`)
+        )
+      }
+      const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(snapshot), Digest, digest))
+      if (Either.isLeft(recomputed) || recomputed.right !== ref.digest) {
+        return Either.left(
+          verdict("deny", "policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
+        )
+      }
+      const compiledSnapshot = pinned(snapshot)
+      compiled.set(ref.digest, compiledSnapshot)
+      return Either.right(compiledSnapshot)
+    })
+
+  return pin
+})
+
 /** The policy interceptors, reading snapshots from the PolicySnapshotStore in context. */
 export const make = (options: Options = {}) =>
   Effect.gen(function*() {
-    const store = yield* PolicySnapshotStore
     const digest = yield* Digest
     const ids = yield* IdGenerator
+    const pinContext = yield* makePin
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const paths = yield* Effect.serviceOption(PathResolver)
-    const compiled = new Map<string, Pinned>()
     const budgets = new Map<string, { window: number; attempts: Set<string> }>()
-
-    const pin = (evaluation: Evaluation): Effect.Effect<Either.Either<Pinned, Verdict>> =>
-      Effect.gen(function*() {
-        const ref = evaluation.context.policy_snapshot
-        if (ref === undefined) {
-          return Either.left(verdict("deny", "policy.unbound", "the context names no policy snapshot"))
-        }
-        const cached = compiled.get(ref.digest)
-        const stored = yield* Effect.either(store.get(ref.policy_id, ref.version))
-        if (Either.isLeft(stored)) return Either.left(verdict("deny", "policy.not_found", stored.left.message))
-        const snapshot = stored.right
-        if (snapshot.digest !== ref.digest) {
-          return Either.left(
-            verdict("deny", "policy.digest_mismatch", `${ref.policy_id}@${ref.version} is not the pinned snapshot`)
-          )
-        }
-        if (snapshot.release_state !== "active") {
-          return Either.left(verdict("deny", "policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
-        }
-        if (cached !== undefined && cached.snapshot === snapshot) return Either.right(cached)
-        const unknowable = unenforced(snapshot)
-        if (unknowable.length > 0) {
-          return Either.left(
-            verdict("deny", "policy.unenforced_rule", `not enforceable here, so nothing runs: ${unknowable.join(", ")}`)
-          )
-        }
-        const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(snapshot), Digest, digest))
-        if (Either.isLeft(recomputed) || recomputed.right !== ref.digest) {
-          return Either.left(
-            verdict("deny", "policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
-          )
-        }
-        const compiledSnapshot = pinned(snapshot)
-        compiled.set(ref.digest, compiledSnapshot)
-        return Either.right(compiledSnapshot)
-      })
 
     const inputOf = (evaluation: Evaluation) =>
       Effect.gen(function*() {
@@ -218,6 +260,13 @@ export const make = (options: Options = {}) =>
       return undefined
     }
 
+    const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Verdict): Verdict => {
+      const exhausted = charge(pinned, input, evaluation.attempt_id)
+      return exhausted === undefined
+        ? allowed
+        : { ...exhausted, gates: [...(allowed.gates ?? []), refusal("writ.budget", exhausted.code)] }
+    }
+
     const bindingOf = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput) =>
       Approval.bindingDigest({
         action: input.action,
@@ -239,15 +288,28 @@ export const make = (options: Options = {}) =>
     const escalate = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced) =>
       Effect.gen(function*() {
         if (Option.isNone(queue)) {
-          return verdict("deny", "approval.no_authority", "approval is required but no approval queue is configured")
+          return {
+            ...verdict("deny", "approval.no_authority", "approval is required but no approval queue is configured"),
+            gates: result.gates ?? []
+          }
         }
         const binding = yield* bindingOf(pinned, evaluation, input)
         const presented = evaluation.request.approval_id
         if (presented !== undefined) {
           const used = yield* Effect.either(queue.value.consume(presented, binding, Time.fromMicros(input.now)))
-          return Either.isRight(used)
-            ? verdict("allow", "approval.granted", `approval ${presented} by ${used.right.approver_class}`)
-            : verdict("deny", `approval.${used.left.reason}`, used.left.message)
+          if (Either.isLeft(used)) {
+            return { ...verdict("deny", `approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
+          }
+          const granted = {
+            ...verdict("allow", "approval.granted", `approval ${presented} by ${used.right.approver_class}`),
+            gates: result.gates ?? []
+          }
+          return result.soft_deny === true
+            ? {
+              ...granted,
+              exception: { approval_id: presented, approver_class: used.right.approver_class, reason_code: result.code }
+            }
+            : granted
         }
         const request = Approval.ApprovalRequest.make({
           approval_id: yield* ids.uuid,
@@ -264,22 +326,27 @@ export const make = (options: Options = {}) =>
           expires_at: Time.fromMicros(input.now + result.expires_after!)
         })
         yield* queue.value.submit(request)
-        return { ...verdict("escalate", result.code, result.detail), approval: request }
+        return { ...verdict("escalate", result.code, result.detail), approval: request, gates: result.gates ?? [] }
       })
 
     const run = (part: Part) => (evaluation: Evaluation) =>
       Effect.gen(function*() {
-        const pinned = yield* pin(evaluation)
+        const pinned = yield* pinContext(evaluation.context)
         if (Either.isLeft(pinned)) return pinned.left
         const input = yield* inputOf(evaluation)
         const result = reduce(pinned.right, part, input)
-        if (part === "guard" || result.disposition === "deny") return result
+        // A gate's result is recorded once: at the policy stage, unless its guard part already refused.
+        if (part === "guard") {
+          return result.disposition === "allow"
+            ? { ...result, gates: (result.gates ?? []).filter((gate) => gate.decision === "deny") }
+            : result
+        }
+        if (result.disposition === "deny") return result
         if (result.disposition === "escalate") {
           const escalated = yield* escalate(pinned.right, evaluation, input, result)
-          if (escalated.disposition !== "allow") return escalated
-          return charge(pinned.right, input, evaluation.attempt_id) ?? escalated
+          return escalated.disposition === "allow" ? charged(pinned.right, input, evaluation, escalated) : escalated
         }
-        return charge(pinned.right, input, evaluation.attempt_id) ?? result
+        return charged(pinned.right, input, evaluation, result)
       })
 
     const interceptors: ReadonlyArray<Interceptor> = [
@@ -288,10 +355,13 @@ export const make = (options: Options = {}) =>
         stage: "authorise",
         evaluate: (evaluation) =>
           Effect.map(
-            pin(evaluation),
+            pinContext(evaluation.context),
             Either.match({
               onLeft: (refused) => refused,
-              onRight: ({ snapshot }) => verdict("allow", "policy.pinned", `${snapshot.policy_id}@${snapshot.version}`)
+              onRight: ({ snapshot }) => ({
+                ...verdict("allow", "policy.pinned", `${snapshot.policy_id}@${snapshot.version}`),
+                gates: []
+              })
             })
           )
       },
@@ -306,5 +376,5 @@ export const layerExecutor = (config: ActionExecutor.Config = {}, options: Optio
   Layer.effect(
     ActionExecutor.ActionExecutor,
     Effect.flatMap(make(options), (policy) =>
-      ActionExecutor.makeMinimal({ ...config, interceptors: [...policy, ...(config.interceptors ?? [])] }))
+      ActionExecutor.make({ ...config, interceptors: [...policy, ...(config.interceptors ?? [])] }))
   )

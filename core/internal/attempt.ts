@@ -8,8 +8,10 @@ import type { Sha256Hex } from "../Digest.ts"
 import type { ExecutionContext } from "../ExecutionContext.ts"
 import { Deferred, Denied, Escalated, type ExecutionOutcome, type Recheck } from "../ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "../ExecutionRequest.ts"
+import type { OperationContext } from "../Governance.ts"
 import type { Uuid } from "../IdGenerator.ts"
 import type { ActionRef } from "../Refs.ts"
+import type { RuntimeProfile } from "../RuntimeProfile.ts"
 import type { Stage } from "../Stage.ts"
 
 /** An action compiled once per executor: its plan, identity and Schema codecs. */
@@ -37,6 +39,9 @@ export interface Attempt {
   decisions?: Array<ActionAdmissionDecision>
   recheck?: Recheck
   invoked: boolean
+  readonly profile: RuntimeProfile
+  /** The governed operation, once stage 4 opened it. */
+  operation?: OperationContext
 }
 
 /** What a stage returns: an outcome concludes the attempt; undefined goes on to the next stage. */
@@ -53,7 +58,7 @@ export const common = (attempt: Attempt) => {
     request_id: attempt.request.request_id,
     attempt_id: attempt.attempt_id,
     action: attempt.action,
-    profile: "minimal" as const,
+    profile: attempt.profile,
     stage: attempt.stage,
     decisions: attempt.decisions ?? noDecisions
   }

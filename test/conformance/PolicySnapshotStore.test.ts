@@ -1,17 +1,53 @@
+import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
+import * as path from "node:path"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
+import * as Sqlite from "../../adapters/Sqlite.ts"
+import * as SqlPolicySnapshotStore from "../../adapters/SqlPolicySnapshotStore.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import * as Time from "../../core/Time.ts"
+import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
 
-const layers = [["memory", MemoryPolicySnapshotStore.layer]] as const
+const sqlOn = (database: Layer.Layer<SqlClient.SqlClient>) =>
+  SqlPolicySnapshotStore.layer.pipe(Layer.provideMerge(Layer.merge(database, NodeDigest.layer)))
+
+const layers = [
+  ["memory", MemoryPolicySnapshotStore.layer],
+  ["sql", sqlOn(sqliteLayer())]
+] as const
+
+const compile = (declaration: unknown) =>
+  PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode(declaration)))
+    .pipe(Effect.provide(NodeDigest.layer), Effect.orDie)
 
 const snapshot = (policy_id: string, version: string, allow = "*") =>
-  PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode({ policy_id, version, allow: { [allow]: ["*"] } })))
-    .pipe(Effect.provide(NodeDigest.layer), Effect.orDie)
+  compile({ policy_id, version, allow: { [allow]: ["*"] } })
+
+/** A snapshot with several rule kinds, optional fields and provenance: everything a store must keep. */
+const rich = compile({
+  policy_id: "rich",
+  version: "2026.1",
+  principal_scope: ["team-*"],
+  mode: "safe",
+  approver_class: "maintainer",
+  rules: [
+    { kind: "filesystem", rule_id: "fs", effect: "allow", roots: ["/srv/*"], modes: ["read", "write"] },
+    { kind: "expiry", rule_id: "window", effect: "allow", not_before: "2026-01-01T00:00:00.000000Z" },
+    {
+      kind: "mcp",
+      rule_id: "mcp",
+      effect: "deny",
+      server_patterns: ["évil-*"],
+      tool_patterns: [],
+      resource_patterns: []
+    }
+  ],
+  provenance: { source: "conformance", author: "ops" }
+})
 
 const at = Time.fromMicros(1_800_000_000_000_000)
 
@@ -73,5 +109,129 @@ for (const [name, layer] of layers) {
         yield* store.put(yield* snapshot("p", "2", "notes.*"))
         assert.notStrictEqual((yield* store.get("p", "1")).digest, (yield* store.get("p", "2")).digest)
       })))
+
+    it.effect("a stored snapshot reads back field for field and its digest recomputes, staged and active", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const a = yield* rich
+        yield* store.put(a)
+        const staged = yield* store.get("rich", "2026.1")
+        assert.deepStrictEqual(staged, a)
+        assert.strictEqual(
+          yield* PolicySnapshot.recomputeDigest(staged).pipe(Effect.provide(NodeDigest.layer)),
+          a.digest
+        )
+        yield* store.activate("rich", "2026.1", "ops", at)
+        const active = yield* store.get("rich", "2026.1")
+        assert.deepStrictEqual(
+          active,
+          PolicySnapshot.PolicySnapshot.make({ ...a, release_state: "active", activated_by: "ops", activated_at: at })
+        )
+        assert.deepStrictEqual(yield* store.activate("rich", "2026.1", "someone-else", Time.fromMicros(0)), active)
+      })))
+
+    it.effect("put stores a snapshot staged, whatever activation it carries", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const a = yield* snapshot("p", "1")
+        yield* store.put(
+          PolicySnapshot.PolicySnapshot.make({
+            ...a,
+            release_state: "active",
+            activated_by: "mallory",
+            activated_at: at
+          })
+        )
+        const stored = yield* store.get("p", "1")
+        assert.deepStrictEqual([stored.release_state, stored.activated_by, stored.activated_at], [
+          "staged",
+          undefined,
+          undefined
+        ])
+        assert.strictEqual((yield* Effect.flip(store.bind({ _tag: "global" }, "p", "1")))._tag, "PolicyNotFoundError")
+      })))
+
+    it.effect("an operation reads the store when it runs, not when it is built", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const read = store.get("p", "1")
+        const activation = store.activate("p", "1", "ops", at)
+        const binding = store.bind({ _tag: "global" }, "p", "1")
+        const resolution = store.resolve({ roles: [] })
+        yield* store.put(yield* snapshot("p", "1"))
+        assert.strictEqual((yield* read).release_state, "staged")
+        yield* activation
+        yield* binding
+        assert.strictEqual((yield* resolution).activated_by, "ops")
+      })))
+
+    it.effect("a scope's binding is replaced; several roles bound to one snapshot are not ambiguous", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        for (const version of ["1", "2"]) {
+          yield* store.put(yield* snapshot("p", version, version === "1" ? "*" : "notes.*"))
+          yield* store.activate("p", version, "ops", at)
+        }
+        yield* store.bind({ _tag: "global" }, "p", "1")
+        yield* store.bind({ _tag: "global" }, "p", "2")
+        assert.strictEqual((yield* store.resolve({ roles: [] })).version, "2")
+        yield* store.bind({ _tag: "role", role: "dev" }, "p", "1")
+        yield* store.bind({ _tag: "role", role: "ops" }, "p", "1")
+        assert.strictEqual((yield* store.resolve({ roles: ["dev", "ops", "unbound"] })).version, "1")
+        assert.strictEqual((yield* store.resolve({ roles: ["unbound"], resource: "nothing" })).version, "2")
+        const unknown = yield* Effect.flip(store.bind({ _tag: "role", role: "dev" }, "p", "9"))
+        assert.strictEqual(unknown._tag, "PolicyNotFoundError")
+        assert.strictEqual((yield* store.resolve({ roles: ["dev"] })).version, "1")
+      })))
   })
 }
+
+describe("PolicySnapshotStore: sql", () => {
+  it.scoped("put, activation and bindings survive closing and reopening the database", () =>
+    Effect.gen(function*() {
+      const database = Sqlite.layer({ filename: path.join(yield* tempDir, "writ.db") })
+      const a = yield* rich
+      yield* Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        yield* store.put(a)
+        yield* store.activate("rich", "2026.1", "ops", at)
+        yield* store.bind({ _tag: "role", role: "dev" }, "rich", "2026.1")
+      }).pipe(Effect.provide(sqlOn(database)))
+      yield* Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const resolved = yield* store.resolve({ roles: ["dev"] })
+        assert.deepStrictEqual(
+          resolved,
+          PolicySnapshot.PolicySnapshot.make({ ...a, release_state: "active", activated_by: "ops", activated_at: at })
+        )
+        assert.strictEqual((yield* Effect.flip(store.resolve({ roles: [] })))._tag, "PolicyNotFoundError")
+        assert.strictEqual(
+          (yield* Effect.flip(store.put(yield* snapshot("rich", "2026.1"))))._tag,
+          "PolicyConflictError"
+        )
+      }).pipe(Effect.provide(sqlOn(database)))
+    }))
+
+  it.effect("stored content cannot be rewritten, and a tampered row is refused rather than served", () =>
+    Effect.gen(function*() {
+      const store = yield* PolicySnapshotStore
+      const sql = yield* SqlClient.SqlClient
+      yield* store.put(yield* snapshot("p", "1"))
+      yield* store.activate("p", "1", "ops", at)
+      yield* store.bind({ _tag: "global" }, "p", "1")
+      const tamper = sql`UPDATE policy_snapshots SET snapshot_json = replace(snapshot_json, '"*"', '"x"')`
+      assert.include(String((yield* Effect.flip(tamper)).cause), "immutable")
+      assert.include(
+        String((yield* Effect.flip(sql`UPDATE policy_snapshots SET activated_by = 'eve'`)).cause),
+        "immutable"
+      )
+      assert.strictEqual((yield* store.get("p", "1")).activated_by, "ops")
+      yield* sql`DROP TRIGGER policy_snapshots_immutable`
+      yield* tamper
+      const refused = yield* Effect.flip(store.resolve({ roles: [] }))
+      assert.isTrue(refused._tag === "PolicyNotFoundError" && refused.detail.includes("digest does not recompute"))
+      yield* sql`UPDATE policy_snapshots SET snapshot_json = replace(snapshot_json, '{', '{ ')`
+      const reformatted = yield* Effect.flip(store.get("p", "1"))
+      assert.include(reformatted.detail, "canonical")
+    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+})

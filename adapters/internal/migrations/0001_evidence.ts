@@ -1,7 +1,11 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-/** Append-only evidence: records with a global position for the projection cursor, and one head per chain. */
+/**
+ * Append-only evidence: one row per record with a global position (the projection cursor, in commit order since
+ * SQLite serialises writers). A chain's head is its highest-sequence row, read inside each append transaction; no
+ * second copy of it is kept, so it can never disagree with the records.
+ */
 export default Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE evidence_records (
@@ -21,12 +25,6 @@ export default Effect.gen(function*() {
     created_at TEXT NOT NULL,
     hash_algorithm TEXT NOT NULL,
     UNIQUE (chain_id, sequence)
-  )`
-  yield* sql`CREATE TABLE evidence_heads (
-    chain_id TEXT PRIMARY KEY,
-    sequence INTEGER NOT NULL,
-    head_hash TEXT NOT NULL,
-    first_position INTEGER NOT NULL
   )`
   yield* sql`CREATE TRIGGER evidence_records_no_update BEFORE UPDATE ON evidence_records
     BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END`

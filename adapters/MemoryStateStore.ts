@@ -1,0 +1,239 @@
+/**
+ * The in-memory StateStore: reference semantics for every other layer. It is not durable, so it
+ * cannot claim resume or history: everything is gone when its layer is released.
+ *
+ * Runtimes: every one (Node, Deno, edge).
+ */
+import { Effect, Either, Layer, Option } from "effect"
+import type { Cursor } from "../core/EvidenceStore.ts"
+import { IdGenerator } from "../core/IdGenerator.ts"
+import type { Uuid } from "../core/IdGenerator.ts"
+import * as StateStore from "../core/StateStore.ts"
+import * as Time from "../core/Time.ts"
+
+/** A fresh in-memory store; run and intent ids come from the IdGenerator in context. */
+export const make = Effect.gen(function*() {
+  const ids = yield* IdGenerator
+  const runs = new Map<string, StateStore.Run>()
+  const observations = new Map<string, Array<StateStore.RunObservation>>()
+  const attempts = new Map<string, StateStore.OperationAttempt>()
+  const intents = new Map<string, StateStore.OutboxIntent>()
+  const cursors = new Map<string, Cursor>()
+  const records = new Map<string, StateStore.ProjectedRecord>()
+  const recordsById = new Map<string, Array<StateStore.ProjectedRecord>>()
+  const operations = new Map<string, StateStore.ProjectedOperation>()
+
+  const findRun = (run_id: string) => {
+    const run = runs.get(run_id)
+    return run === undefined
+      ? Either.left(new StateStore.StateNotFoundError({ reason: "run", id: run_id }))
+      : Either.right(run)
+  }
+
+  const findIntent = (intent_id: string) => {
+    const intent = intents.get(intent_id)
+    return intent === undefined
+      ? Either.left(new StateStore.StateNotFoundError({ reason: "intent", id: intent_id }))
+      : Either.right(intent)
+  }
+
+  // Each write reads, decides and writes inside one synchronous closure, so no other fiber runs in between.
+  const atomically = <A, E>(step: () => Either.Either<A, E>): Effect.Effect<A, E> => Effect.suspend(step)
+
+  const service: StateStore.StateStore.Service = {
+    durable: false,
+    createRun: Effect.fn("StateStore.createRun")(function*(input: StateStore.CreateRun = {}) {
+      const run_id = yield* ids.uuid
+      const created_at = yield* Time.now
+      const parent_run_id = "parent_run_id" in input ? input.parent_run_id : null
+      return yield* atomically(() => {
+        if (parent_run_id !== null && !runs.has(parent_run_id)) {
+          return Either.left(new StateStore.StateNotFoundError({ reason: "run", id: parent_run_id }))
+        }
+        const run = StateStore.Run.make({
+          run_id,
+          status: "preparing",
+          created_at,
+          started_at: null,
+          ended_at: null,
+          parent_run_id,
+          lineage: input.lineage ?? "root",
+          terminal: null
+        })
+        runs.set(run_id, run)
+        return Either.right(run)
+      })
+    }),
+    getRun: Effect.fn("StateStore.getRun")(function*(run_id: string) {
+      return yield* atomically(() => findRun(run_id))
+    }),
+    listRuns: Effect.fn("StateStore.listRuns")(function*(filter: StateStore.RunFilter = {}) {
+      return yield* Effect.sync(() =>
+        [...runs.values()].filter((run) =>
+          (filter.status === undefined || filter.status.includes(run.status)) &&
+          (filter.parent_run_id === undefined || run.parent_run_id === filter.parent_run_id)
+        )
+      )
+    }),
+    transition: Effect.fn("StateStore.transition")(
+      function*(run_id: string, from: StateStore.ActiveRunStatus, to: StateStore.ActiveRunStatus) {
+        const now = yield* Time.now
+        return yield* atomically(() =>
+          Either.flatMap(findRun(run_id), (run) => {
+            if (!StateStore.canTransition(from, to) || run.status !== from) {
+              return Either.left(
+                new StateStore.IllegalTransitionError({
+                  reason: StateStore.canTransition(from, to) ? "stale_status" : "not_an_edge",
+                  run_id,
+                  from,
+                  to,
+                  actual: run.status
+                })
+              )
+            }
+            const next = StateStore.advanced(run, to, now)
+            runs.set(run_id, next)
+            return Either.right(next)
+          })
+        )
+      }
+    ),
+    finish: Effect.fn("StateStore.finish")(function*(run_id: string, terminal: StateStore.RunTerminal) {
+      const now = yield* Time.now
+      return yield* atomically(() =>
+        Either.flatMap(findRun(run_id), (run) => {
+          if (StateStore.isTerminal(run.status)) {
+            const audit = observations.get(run_id) ?? []
+            audit.push(
+              StateStore.RunObservation.make({ run_id: run.run_id, sequence: audit.length, terminal, observed_at: now })
+            )
+            observations.set(run_id, audit)
+            return Either.right(StateStore.FinishResult.make({ won: false, run }))
+          }
+          if (!StateStore.canFinish(run.status, terminal.status)) {
+            return Either.left(
+              new StateStore.IllegalTransitionError({
+                reason: "not_an_edge",
+                run_id,
+                from: run.status,
+                to: terminal.status,
+                actual: run.status
+              })
+            )
+          }
+          const next = StateStore.concluded(run, terminal, now)
+          runs.set(run_id, next)
+          return Either.right(StateStore.FinishResult.make({ won: true, run: next }))
+        })
+      )
+    }),
+    observations: Effect.fn("StateStore.observations")(function*(run_id: string) {
+      return yield* Effect.sync(() => [...(observations.get(run_id) ?? [])])
+    }),
+    commitAttempt: Effect.fn("StateStore.commitAttempt")(function*(input: StateStore.CommitAttempt) {
+      const { attempt } = input
+      const intent_ids: Array<Uuid> = []
+      for (let i = 0; i < input.intents.length; i++) intent_ids.push(yield* ids.uuid)
+      const now = yield* Time.now
+      return yield* atomically(() =>
+        Either.flatMap(findRun(attempt.run_id), () => {
+          if (attempts.has(attempt.attempt_id)) {
+            return Either.left(new StateStore.DuplicateAttemptError({ attempt_id: attempt.attempt_id }))
+          }
+          const committed = input.intents.map((draft, i) =>
+            StateStore.OutboxIntent.make({
+              intent_id: intent_ids[i]!,
+              run_id: attempt.run_id,
+              attempt_id: attempt.attempt_id,
+              topic: draft.topic,
+              payload_json: draft.payload_json,
+              created_at: now,
+              delivery_state: "pending",
+              delivery_attempts: 0,
+              last_reason_code: null,
+              delivered_at: null
+            })
+          )
+          attempts.set(attempt.attempt_id, attempt)
+          for (const intent of committed) intents.set(intent.intent_id, intent)
+          return Either.right(StateStore.CommittedAttempt.make({ attempt, intents: committed }))
+        })
+      )
+    }),
+    listAttempts: Effect.fn("StateStore.listAttempts")(function*(run_id: string) {
+      return yield* Effect.sync(() => [...attempts.values()].filter((attempt) => attempt.run_id === run_id))
+    }),
+    pendingIntents: Effect.fn("StateStore.pendingIntents")(function*(limit: number) {
+      return yield* Effect.sync(() =>
+        [...intents.values()].filter((intent) => intent.delivery_state === "pending").slice(0, Math.max(0, limit))
+      )
+    }),
+    markDelivered: Effect.fn("StateStore.markDelivered")(function*(intent_id: string) {
+      const now = yield* Time.now
+      return yield* atomically(() =>
+        Either.map(findIntent(intent_id), (intent) => {
+          const next = StateStore.delivered(intent, now)
+          intents.set(intent_id, next)
+          return next
+        })
+      )
+    }),
+    markFailed: Effect.fn("StateStore.markFailed")(
+      function*(intent_id: string, reason_code: string, options?: StateStore.MarkFailedOptions) {
+        return yield* atomically(() =>
+          Either.map(findIntent(intent_id), (intent) => {
+            const next = StateStore.undelivered(intent, reason_code, options)
+            intents.set(intent_id, next)
+            return next
+          })
+        )
+      }
+    ),
+    projectionCursor: Effect.fn("StateStore.projectionCursor")(function*(projector: string) {
+      return yield* Effect.sync(() => Option.fromNullable(cursors.get(projector)))
+    }),
+    applyProjection: Effect.fn("StateStore.applyProjection")(function*(input: StateStore.ApplyProjection) {
+      return yield* atomically(() =>
+        Either.map(
+          StateStore.planProjection(input.rows, {
+            records: [...new Set(input.rows.map((row) => row.record_id))].flatMap((id) => recordsById.get(id) ?? []),
+            operations: input.rows.flatMap((row) => {
+              const operation = row.operation_id === null ? undefined : operations.get(row.operation_id)
+              return operation === undefined ? [] : [operation]
+            })
+          }),
+          (plan) => {
+            for (const row of plan.inserts) {
+              records.set(`${row.chain_id}/${row.record_id}/${row.projection_version}`, row)
+              recordsById.set(row.record_id, [...(recordsById.get(row.record_id) ?? []), row])
+            }
+            for (const operation of plan.operations) operations.set(operation.operation_id, operation)
+            cursors.set(input.projector, input.cursor)
+            return StateStore.ProjectionApplied.make({
+              projector: input.projector,
+              cursor: input.cursor,
+              inserted: plan.inserts.length,
+              unchanged: plan.unchanged
+            })
+          }
+        )
+      )
+    }),
+    projectedOperations: Effect.fn("StateStore.projectedOperations")(function*(filter?: StateStore.OperationFilter) {
+      return yield* Effect.sync(() =>
+        [...operations.values()].filter((operation) => StateStore.matchesOperation(operation, filter))
+      )
+    }),
+    projectedRecordCount: Effect.fn("StateStore.projectedRecordCount")(function*(filter: StateStore.RecordFilter = {}) {
+      return yield* Effect.sync(() =>
+        filter.chain_id === undefined
+          ? records.size
+          : [...records.values()].filter((row) => row.chain_id === filter.chain_id).length
+      )
+    })
+  }
+  return service
+})
+
+/** The in-memory StateStore (not durable); needs an IdGenerator. */
+export const layer: Layer.Layer<StateStore.StateStore, never, IdGenerator> = Layer.effect(StateStore.StateStore, make)

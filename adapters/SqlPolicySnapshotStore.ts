@@ -1,0 +1,223 @@
+/**
+ * The durable PolicySnapshotStore over `@effect/sql`: each snapshot is stored as the canonical JSON of its encoded
+ * staged form (immutable, guarded by a trigger), with its release state and activation metadata beside it; every
+ * read decodes that JSON, checks it is still canonical and that its digest recomputes, and refuses it otherwise.
+ * A storage failure has no place in the port's errors and is a defect.
+ *
+ * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node).
+ */
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, Layer, Option, Schema } from "effect"
+import * as Canonical from "../core/Canonical.ts"
+import type * as Digest from "../core/Digest.ts"
+import { PolicySnapshot, recomputeDigest } from "../core/PolicySnapshot.ts"
+import type { BindingScope, BindingTarget } from "../core/PolicySnapshotStore.ts"
+import {
+  AmbiguousPolicyError,
+  PolicyConflictError,
+  PolicyNotFoundError,
+  PolicySnapshotStore
+} from "../core/PolicySnapshotStore.ts"
+import { Identifier } from "../core/Refs.ts"
+import { Timestamp } from "../core/Time.ts"
+
+const key = (policy_id: string, version: string) => `${policy_id}@${version}`
+
+const Key = Schema.Struct({ policy_id: Schema.String, version: Schema.String })
+
+const SnapshotRow = Schema.Struct({
+  snapshot_json: Schema.String,
+  digest: Schema.String,
+  release_state: Schema.Literal("staged", "active"),
+  activated_at: Schema.NullOr(Timestamp),
+  activated_by: Schema.NullOr(Identifier)
+})
+
+const DigestRow = Schema.Struct({ digest: Schema.String })
+
+const StateRow = Schema.Struct({ release_state: Schema.Literal("staged", "active") })
+
+const BindingRow = Schema.Struct({
+  scope_kind: Schema.Literal("global", "role", "resource"),
+  policy_id: Schema.String,
+  version: Schema.String
+})
+
+const decodeSnapshotJson = Schema.decodeUnknown(Schema.parseJson(PolicySnapshot))
+const encodeSnapshot = Schema.encode(PolicySnapshot)
+
+/** The canonical JSON of the encoded staged form: what is stored, and what a read must give back byte for byte. */
+const stagedJson = (snapshot: PolicySnapshot) => {
+  const { activated_at: _at, activated_by: _by, ...content } = snapshot
+  return encodeSnapshot(PolicySnapshot.make({ ...content, release_state: "staged" })).pipe(
+    Effect.flatMap(Canonical.stringify),
+    Effect.orDie
+  )
+}
+
+const scopeColumns = (scope: BindingScope) =>
+  scope._tag === "global"
+    ? { scope_kind: "global", scope_value: "" }
+    : scope._tag === "role"
+    ? { scope_kind: "role", scope_value: scope.role }
+    : { scope_kind: "resource", scope_value: scope.resource }
+
+/** A broken database is a defect: the port has no error for it. */
+const orDieSql = <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>): Effect.Effect<A, E, R> =>
+  Effect.catchIf(effect, (error): error is SqlError => error instanceof SqlError, Effect.die)
+
+/** A PolicySnapshotStore over the SqlClient in context, checking digests with the Digest in context. */
+export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.SqlClient | Digest.Digest> = Effect.gen(
+  function*() {
+    const sql = yield* SqlClient.SqlClient
+    const context = yield* Effect.context<Digest.Digest>()
+
+    const findSnapshot = SqlSchema.findOne({
+      Request: Key,
+      Result: SnapshotRow,
+      execute: ({ policy_id, version }) =>
+        sql`SELECT snapshot_json, digest, release_state, activated_at, activated_by FROM policy_snapshots
+          WHERE policy_id = ${policy_id} AND version = ${version}`
+    })
+    const findDigest = SqlSchema.findOne({
+      Request: Key,
+      Result: DigestRow,
+      execute: ({ policy_id, version }) =>
+        sql`SELECT digest FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`
+    })
+    const findState = SqlSchema.findOne({
+      Request: Key,
+      Result: StateRow,
+      execute: ({ policy_id, version }) =>
+        sql`SELECT release_state FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`
+    })
+    const findBindings = SqlSchema.findAll({
+      Request: Schema.Struct({ roles: Schema.Array(Schema.String), resource: Schema.optional(Schema.String) }),
+      Result: BindingRow,
+      execute: ({ resource, roles }) =>
+        sql`SELECT scope_kind, policy_id, version FROM policy_bindings WHERE ${
+          sql.or([
+            sql`scope_kind = 'global'`,
+            ...(roles.length === 0 ? [] : [sql`(scope_kind = 'role' AND scope_value IN ${sql.in(roles)})`]),
+            ...(resource === undefined ? [] : [sql`(scope_kind = 'resource' AND scope_value = ${resource})`])
+          ])
+        }`
+    })
+
+    const notFound = (policy_id: string, version: string) =>
+      new PolicyNotFoundError({ detail: `no policy ${key(policy_id, version)} is stored` })
+    const corrupt = (policy_id: string, version: string, why: string) =>
+      new PolicyNotFoundError({ detail: `stored policy ${key(policy_id, version)} is refused: ${why}` })
+
+    const read = (policy_id: string, version: string) =>
+      Effect.gen(function*() {
+        const row = yield* findSnapshot({ policy_id, version }).pipe(
+          Effect.catchTag("ParseError", () => Effect.fail(corrupt(policy_id, version, "its row does not decode")))
+        )
+        if (Option.isNone(row)) return yield* notFound(policy_id, version)
+        const { activated_at, activated_by, digest, release_state, snapshot_json } = row.value
+        const staged = yield* decodeSnapshotJson(snapshot_json).pipe(
+          Effect.mapError(() => corrupt(policy_id, version, "its snapshot does not decode"))
+        )
+        if ((yield* stagedJson(staged)) !== snapshot_json) {
+          return yield* corrupt(policy_id, version, "its snapshot is not in canonical form")
+        }
+        const recomputed = yield* recomputeDigest(staged).pipe(Effect.provide(context), Effect.orDie)
+        if (recomputed !== staged.digest || recomputed !== digest) {
+          return yield* corrupt(policy_id, version, `its digest does not recompute (${recomputed})`)
+        }
+        return PolicySnapshot.make({
+          ...staged,
+          release_state,
+          ...(activated_at === null ? {} : { activated_at }),
+          ...(activated_by === null ? {} : { activated_by })
+        })
+      })
+
+    const put = Effect.fn("SqlPolicySnapshotStore.put")(
+      function*(snapshot: PolicySnapshot) {
+        const { digest, policy_id, version } = snapshot
+        const json = yield* stagedJson(snapshot)
+        const stored = yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`INSERT INTO policy_snapshots (policy_id, version, digest, snapshot_json, release_state)
+            VALUES (${policy_id}, ${version}, ${digest}, ${json}, 'staged')
+            ON CONFLICT (policy_id, version) DO NOTHING`
+          return yield* findDigest({ policy_id, version })
+        }))
+        if (Option.isNone(stored)) return yield* Effect.dieMessage(`policy ${key(policy_id, version)} vanished`)
+        if (stored.value.digest === digest) return
+        return yield* new PolicyConflictError({
+          policy_id,
+          version,
+          stored_digest: stored.value.digest,
+          offered_digest: digest
+        })
+      },
+      Effect.catchTag("ParseError", (error) => Effect.die(error)),
+      orDieSql
+    )
+
+    const activate = Effect.fn("SqlPolicySnapshotStore.activate")(
+      function*(policy_id: string, version: string, by: string, at: Timestamp) {
+        // As PolicySnapshot.make does in the memory store: an invalid activator is a defect, not a stored value.
+        yield* Schema.validate(Identifier)(by).pipe(Effect.orDie)
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          // Write first, so the transaction takes the write lock before it reads.
+          yield* sql`UPDATE policy_snapshots SET release_state = 'active', activated_by = ${by}, activated_at = ${at}
+            WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'staged'`
+          return yield* read(policy_id, version)
+        }))
+      },
+      orDieSql
+    )
+
+    const bind = Effect.fn("SqlPolicySnapshotStore.bind")(
+      function*(scope: BindingScope, policy_id: string, version: string) {
+        const { scope_kind, scope_value } = scopeColumns(scope)
+        yield* sql.withTransaction(Effect.gen(function*() {
+          // Write first (only an active snapshot is bound), then read why nothing was written.
+          yield* sql`INSERT INTO policy_bindings (scope_kind, scope_value, policy_id, version)
+            SELECT ${scope_kind}, ${scope_value}, policy_id, version FROM policy_snapshots
+            WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'active'
+            ON CONFLICT (scope_kind, scope_value) DO UPDATE SET policy_id = excluded.policy_id, version = excluded.version`
+          const state = yield* findState({ policy_id, version }).pipe(
+            Effect.catchTag("ParseError", (error) => Effect.die(error))
+          )
+          if (Option.isNone(state)) return yield* notFound(policy_id, version)
+          if (state.value.release_state !== "active") {
+            return yield* new PolicyNotFoundError({ detail: `policy ${key(policy_id, version)} is staged, not active` })
+          }
+        }))
+      },
+      orDieSql
+    )
+
+    const resolve = Effect.fn("SqlPolicySnapshotStore.resolve")(
+      function*(target: BindingTarget) {
+        const rows = yield* findBindings(target).pipe(Effect.catchTag("ParseError", (error) => Effect.die(error)))
+        for (const tier of ["resource", "role", "global"] as const) {
+          const candidates = rows.filter((row) => row.scope_kind === tier)
+          const bound = [...new Set(candidates.map((row) => key(row.policy_id, row.version)))]
+          if (bound.length > 1) return yield* new AmbiguousPolicyError({ candidates: bound.sort() })
+          if (candidates.length > 0) return yield* read(candidates[0]!.policy_id, candidates[0]!.version)
+        }
+        return yield* new PolicyNotFoundError({ detail: "no policy is bound for this call" })
+      },
+      orDieSql
+    )
+
+    const get = Effect.fn("SqlPolicySnapshotStore.get")(
+      (policy_id: string, version: string) => read(policy_id, version),
+      orDieSql
+    )
+
+    return { put, activate, bind, resolve, get }
+  }
+)
+
+/** The PolicySnapshotStore over SQL (needs a migrated SqlClient, e.g. `Sqlite.layer`, and a Digest). */
+export const layer: Layer.Layer<PolicySnapshotStore, never, SqlClient.SqlClient | Digest.Digest> = Layer.effect(
+  PolicySnapshotStore,
+  make
+)

@@ -1,0 +1,130 @@
+/**
+ * The evidence projector and crash recovery: durable state is only a projection of committed
+ * evidence. The projector scans from its durable cursor, re-reads and verifies each record, and
+ * commits rows and cursor together; recovery drains it and closes each orphaned operation with
+ * `external_result_ambiguous`, never inventing a result and never invoking anything.
+ */
+import { Effect, Either, Option, Schema } from "effect"
+import { Digest } from "./Digest.ts"
+import * as Evidence from "./Evidence.ts"
+import { EvidenceProjectionSource } from "./EvidenceStore.ts"
+import type { Cursor } from "./EvidenceStore.ts"
+import { EvidenceWriter } from "./Governance.ts"
+import { Uuid } from "./IdGenerator.ts"
+import { ProjectedRecord, StateStore } from "./StateStore.ts"
+
+/** The projection version rows are keyed by, with chain and record id. */
+export const projectionVersion = 1
+
+/** The projector's default name in the StateStore cursor table. */
+export const defaultProjector = "evidence"
+
+/** A committed record the projector cannot trust: missing, or its content or hash differs from its receipt. Operator attention. */
+export class ProjectionIntegrityError extends Schema.TaggedError<ProjectionIntegrityError>()(
+  "ProjectionIntegrityError",
+  {
+    reason: Schema.Literal("missing", "content_mismatch", "receipt_mismatch", "unsupported_algorithm", "malformed"),
+    chain_id: Schema.String,
+    record_id: Schema.String
+  }
+) {
+  override get message() {
+    return `evidence record ${this.record_id} on chain ${this.chain_id} cannot be projected: ${this.reason}`
+  }
+}
+
+/** What one drain did. */
+export interface DrainReport {
+  readonly inserted: number
+  readonly unchanged: number
+  readonly cursor: Cursor | null
+}
+
+/** Options of a drain. */
+export interface DrainOptions {
+  readonly projector?: string
+  readonly batch?: number
+}
+
+const decodeRow = Schema.decodeUnknownEither(ProjectedRecord)
+
+/** Project every committed append after the durable cursor; replay is a no-op; a conflict fails closed. */
+export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: DrainOptions = {}) {
+  const source = yield* EvidenceProjectionSource
+  const state = yield* StateStore
+  const digest = yield* Digest
+  const projector = options.projector ?? defaultProjector
+  const batch = options.batch ?? 500
+  let cursor = Option.getOrNull(yield* state.projectionCursor(projector))
+  let inserted = 0
+  let unchanged = 0
+  while (true) {
+    const page = yield* source.scan(cursor, batch)
+    if (page.receipts.length === 0 || page.next_cursor === null) break
+    const rows: Array<ProjectedRecord> = []
+    for (const receipt of page.receipts) {
+      const stored = yield* source.get(receipt.chain_id, receipt.record_id)
+      const fail = (reason: ProjectionIntegrityError["reason"]) =>
+        new ProjectionIntegrityError({ reason, chain_id: receipt.chain_id, record_id: receipt.record_id })
+      if (Option.isNone(stored)) return yield* fail("missing")
+      const record = stored.value
+      const content = yield* Effect.provideService(Evidence.checkContent(record), Digest, digest)
+      if (Either.isLeft(content)) return yield* fail(content.left)
+      if (content.right !== receipt.head_hash || record.sequence !== receipt.sequence) {
+        return yield* fail("receipt_mismatch")
+      }
+      const row = decodeRow({ ...record, projection_version: projectionVersion })
+      if (Either.isLeft(row)) return yield* fail("malformed")
+      rows.push(row.right)
+    }
+    const applied = yield* state.applyProjection({ projector, rows, cursor: page.next_cursor })
+    inserted += applied.inserted
+    unchanged += applied.unchanged
+    cursor = page.next_cursor
+  }
+  return { inserted, unchanged, cursor } satisfies DrainReport
+})
+
+/** What recovery did: the drain, and the operations it closed as ambiguous (or could not, with why). */
+export interface RecoveryReport {
+  readonly drained: DrainReport
+  readonly closed: ReadonlyArray<string>
+  readonly unclosable: ReadonlyArray<{ readonly operation_id: string; readonly reason: string }>
+}
+
+/**
+ * Drain the projector, then close every started operation that has no terminal record with
+ * `external_result_ambiguous` (the call may or may not have run), then drain again. Run it only
+ * when no executor is writing to the same store.
+ */
+export const recover = Effect.fn("EvidenceProjector.recover")(function*(options: DrainOptions = {}) {
+  const state = yield* StateStore
+  const source = yield* EvidenceProjectionSource
+  const writer = yield* EvidenceWriter
+  yield* drain(options)
+  const open = yield* state.projectedOperations({ open_only: true })
+  const closed: Array<string> = []
+  const unclosable: Array<{ operation_id: string; reason: string }> = []
+  for (const operation of open) {
+    if (operation.started_record_id === null) continue
+    const started = yield* source.get(operation.chain_id, operation.started_record_id)
+    if (Option.isNone(started)) {
+      unclosable.push({ operation_id: operation.operation_id, reason: "started record not found" })
+      continue
+    }
+    const appended = yield* Effect.either(writer.append(Uuid.make(operation.chain_id), {
+      record_type: "external_result_ambiguous",
+      operation_id: operation.operation_id,
+      policy_id: started.value.policy_id,
+      policy_version: started.value.policy_version,
+      payload: { reason_code: "recovery.orphaned_operation", call_executed: null, stage: "recover" }
+    }))
+    if (Either.isLeft(appended)) {
+      unclosable.push({ operation_id: operation.operation_id, reason: appended.left.message })
+    } else {
+      closed.push(operation.operation_id)
+    }
+  }
+  const drained = yield* drain(options)
+  return { drained, closed, unclosable } satisfies RecoveryReport
+})

@@ -1,0 +1,243 @@
+/**
+ * Governed execution's evidence: task boundaries that mint one chain, the operation context
+ * derived from exactly six trusted inputs, one append lock per chain, and the errors that make
+ * an evidence failure control flow rather than a log line.
+ */
+import { Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import type { ActionDescriptor } from "./ActionDescriptor.ts"
+import { ActionBackendCapabilityReport } from "./ActionExecutionBackend.ts"
+import type * as Canonical from "./Canonical.ts"
+import { canonical, Digest, Sha256Hex } from "./Digest.ts"
+import * as Evidence from "./Evidence.ts"
+import type { AppendError, AppendReceipt, EvidenceUnavailableError } from "./EvidenceStore.ts"
+import { EvidenceStore } from "./EvidenceStore.ts"
+import type { ExecutionContext } from "./ExecutionContext.ts"
+import { ExecutionRequest } from "./ExecutionRequest.ts"
+import { IdGenerator, Uuid } from "./IdGenerator.ts"
+import type { PolicySnapshot } from "./PolicySnapshot.ts"
+import { ActionBackendRef, Identifier, PolicySnapshotRef } from "./Refs.ts"
+import * as Time from "./Time.ts"
+
+/** A task boundary: one chain every governed operation under it appends to, bound to one policy snapshot. */
+export class TaskBoundary extends Schema.Class<TaskBoundary>("TaskBoundary")({
+  task_boundary_id: Uuid,
+  chain_id: Uuid,
+  policy: PolicySnapshotRef,
+  opened_at: Time.Timestamp
+}) {}
+
+/** The frozen governed projection of one operation, derived by the executor alone; a caller-supplied one is refused. */
+export class OperationContext extends Schema.Class<OperationContext>("OperationContext")({
+  operation_id: Uuid,
+  task_boundary_id: Uuid,
+  chain_id: Uuid,
+  attempt_id: Uuid,
+  request_id: Identifier,
+  request_digest: Sha256Hex,
+  actor: Identifier,
+  tenant: Schema.NullOr(Identifier),
+  session_id: Schema.NullOr(Identifier),
+  scope: Schema.Struct({
+    kind: Schema.Literal("ephemeral_operation", "durable_run"),
+    run_id: Schema.NullOr(Identifier),
+    owner_attempt_id: Schema.NullOr(Identifier)
+  }),
+  action: Schema.Struct({ name: Schema.String, version: Schema.String, digest: Sha256Hex }),
+  policy: PolicySnapshotRef,
+  backend: Schema.Struct({ ...ActionBackendRef.fields, capability_digest: Sha256Hex }),
+  arguments_digest: Sha256Hex
+}) {}
+
+/** An evidence append failed; `call_executed` says whether the callable had already run (it is never retried). */
+export class GovernanceEvidenceError extends Schema.TaggedError<GovernanceEvidenceError>()("GovernanceEvidenceError", {
+  call_executed: Schema.Boolean,
+  record_type: Evidence.RecordType,
+  operation_id: Schema.NullOr(Schema.String),
+  detail: Schema.String
+}) {
+  override get message() {
+    return `governed evidence ${this.record_type} not committed (call_executed: ${this.call_executed}): ${this.detail}`
+  }
+}
+
+/** The callable failed and recording that failure failed too; the operation can no longer be certified. */
+export class OutcomeEvidenceError extends Schema.TaggedError<OutcomeEvidenceError>()("OutcomeEvidenceError", {
+  operation_id: Schema.String,
+  failure_code: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `callable failed (${this.failure_code}) and callable_failed was not committed: ${this.detail}`
+  }
+}
+
+/** A task boundary's chain that cannot take another record: it is closed. */
+export class BoundaryError extends Schema.TaggedError<BoundaryError>()("BoundaryError", {
+  reason: Schema.Literal("closed"),
+  chain_id: Schema.String
+}) {
+  override get message() {
+    return `the task boundary of chain ${this.chain_id} is ${this.reason}`
+  }
+}
+
+/** What the six inputs of an operation context are. */
+export interface OperationInputs {
+  readonly context: ExecutionContext
+  readonly request: ExecutionRequest
+  readonly descriptor: ActionDescriptor
+  readonly snapshot: PolicySnapshot
+  readonly capability: ActionBackendCapabilityReport
+  readonly boundary: TaskBoundary
+}
+
+const describeCause = (error: { readonly _tag: string; readonly message: string }) => `${error._tag}: ${error.message}`
+
+/** Derive the operation context from exactly six trusted inputs; any disagreement among them is a refusal code. */
+export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, arguments_digest: Sha256Hex) =>
+  Effect.gen(function*() {
+    const { boundary, capability, context, descriptor, request, snapshot } = inputs
+    const pinned = context.policy_snapshot
+    if (
+      pinned === undefined || pinned.digest !== snapshot.digest || boundary.policy.digest !== snapshot.digest ||
+      boundary.policy.policy_id !== snapshot.policy_id || boundary.policy.version !== snapshot.version
+    ) return Either.left("governance.policy_mismatch" as const)
+    if (
+      capability.backend.id !== context.effect_backend.id ||
+      capability.backend.version !== context.effect_backend.version
+    ) return Either.left("governance.backend_mismatch" as const)
+    const request_digest = yield* Effect.either(
+      Effect.flatMap(Schema.encode(ExecutionRequest)(request), canonical)
+    )
+    if (Either.isLeft(request_digest)) return Either.left("request.not_canonical" as const)
+    const capability_digest = yield* Effect.orDie(
+      Effect.flatMap(Schema.encode(ActionBackendCapabilityReport)(capability), canonical)
+    )
+    const scope = request.execution_scope
+    return Either.right(
+      new OperationContext({
+        operation_id: yield* IdGenerator.pipe(Effect.flatMap((ids) => ids.uuid)),
+        task_boundary_id: boundary.task_boundary_id,
+        chain_id: boundary.chain_id,
+        attempt_id,
+        request_id: request.request_id,
+        request_digest: request_digest.right,
+        actor: context.authenticated_principal.id,
+        tenant: context.tenant?.id ?? null,
+        session_id: request.session_id ?? null,
+        scope: scope._tag === "durable_run"
+          ? { kind: scope._tag, run_id: scope.run_id, owner_attempt_id: scope.owner_attempt_id ?? null }
+          : { kind: scope._tag, run_id: null, owner_attempt_id: null },
+        action: { name: descriptor.name, version: descriptor.version, digest: descriptor.digest },
+        policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest },
+        backend: { id: capability.backend.id, version: capability.backend.version, capability_digest },
+        arguments_digest
+      }, { disableValidation: true })
+    )
+  })
+
+interface ChainState {
+  readonly lock: Effect.Semaphore
+  head: { readonly sequence: number; readonly hash: Sha256Hex; readonly closed: boolean } | undefined
+}
+
+/** Appends to chains: one lock per chain covers head lookup, record construction and append. */
+export class EvidenceWriter extends Context.Tag("writ/EvidenceWriter")<EvidenceWriter, EvidenceWriter.Service>() {}
+
+/** The EvidenceWriter service. */
+export declare namespace EvidenceWriter {
+  /** Seal a draft at its chain's head and append it. */
+  export interface Service {
+    readonly append: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
+  }
+}
+
+/** Why a writer could not append. */
+export type EvidenceAppendError =
+  | AppendError
+  | Canonical.CanonicalJsonError
+  | BoundaryError
+
+/** A writer over the EvidenceStore in context; a conflict from another writer fails closed and is never retried. */
+export const makeWriter = Effect.gen(function*() {
+  const store = yield* EvidenceStore
+  const digest = yield* Digest
+  const ids = yield* IdGenerator
+  const chains = new Map<string, ChainState>()
+
+  const stateOf = (chain_id: string) => {
+    let state = chains.get(chain_id)
+    if (state === undefined) {
+      state = { lock: Effect.unsafeMakeSemaphore(1), head: undefined }
+      chains.set(chain_id, state)
+    }
+    return state
+  }
+
+  const loadHead = Effect.fnUntraced(function*(chain_id: string) {
+    const head = yield* store.head(chain_id)
+    if (Option.isNone(head)) return undefined
+    const last = yield* Stream.runHead(store.read(chain_id, head.value.sequence - 1))
+    return { ...head.value, closed: Option.isSome(last) && last.value.record_type === "task_closed" }
+  })
+
+  const append = (chain_id: Uuid, draft: Evidence.Draft) => {
+    const state = stateOf(chain_id)
+    return state.lock.withPermits(1)(
+      Effect.gen(function*() {
+        const head = state.head ?? (yield* loadHead(chain_id))
+        if (head?.closed === true) {
+          return yield* new BoundaryError({ reason: "closed", chain_id })
+        }
+        const record = yield* Evidence.seal(draft, {
+          record_id: yield* ids.uuid,
+          chain_id,
+          sequence: head === undefined ? 0 : head.sequence + 1,
+          previous_chain_hash: head?.hash ?? null,
+          created_at: yield* Time.now
+        }).pipe(Effect.provideService(Digest, digest))
+        const receipt = yield* store.append(record)
+        state.head = {
+          sequence: receipt.sequence,
+          hash: receipt.head_hash,
+          closed: draft.record_type === "task_closed"
+        }
+        return receipt
+      }).pipe(Effect.tapError(() => Effect.sync(() => (state.head = undefined))))
+    )
+  }
+  return EvidenceWriter.of({ append })
+})
+
+/** The one writer every governed executor and task boundary of a process shares. */
+export const layerWriter = Layer.effect(EvidenceWriter, makeWriter)
+
+/** Open a task boundary under one policy snapshot: it mints the chain its operations append to. */
+export const openBoundary = (policy: PolicySnapshotRef) =>
+  Effect.gen(function*() {
+    const ids = yield* IdGenerator
+    return new TaskBoundary({
+      task_boundary_id: yield* ids.uuid,
+      chain_id: yield* ids.uuid,
+      policy: { policy_id: policy.policy_id, version: policy.version, digest: policy.digest },
+      opened_at: yield* Time.now
+    })
+  })
+
+/** Close a task boundary with its one `task_closed` record; a second close fails with BoundaryError. */
+export const closeBoundary = (boundary: TaskBoundary) =>
+  Effect.flatMap(EvidenceWriter, (writer) =>
+    writer.append(boundary.chain_id, {
+      record_type: "task_closed",
+      operation_id: null,
+      policy_id: boundary.policy.policy_id,
+      policy_version: boundary.policy.version,
+      payload: {
+        task_boundary_id: boundary.task_boundary_id,
+        policy_digest: boundary.policy.digest,
+        opened_at: boundary.opened_at
+      }
+    }))
+
+/** Describe a store or canonicalisation failure for an error's detail, without any payload. */
+export const failureDetail = (error: EvidenceAppendError | EvidenceUnavailableError): string => describeCause(error)

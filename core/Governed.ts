@@ -1,0 +1,52 @@
+/**
+ * The governed and certifiable executors: the policy pinned at stage 3, the operation opened
+ * with `policy_bound` and `operation_started` at stage 4, every gate result committed as it is
+ * produced, and one terminal record per operation, all through the EvidenceStore in context.
+ */
+import { Effect, Either, Layer, Schema } from "effect"
+import * as ActionExecutor from "./ActionExecutor.ts"
+import { EvidenceStore } from "./EvidenceStore.ts"
+import { EvidenceWriter } from "./Governance.ts"
+import * as PolicyGate from "./PolicyGate.ts"
+
+/** A profile this composition cannot stand behind, such as certifiable on a store that forgets. */
+export class ProfileUnavailableError extends Schema.TaggedError<ProfileUnavailableError>()("ProfileUnavailableError", {
+  profile: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `the ${this.profile} profile is unavailable: ${this.detail}`
+  }
+}
+
+/** How a governed executor is bound: its agent, and whether it claims the certifiable profile. */
+export interface Options extends PolicyGate.Options {
+  /** Certifiable needs a durable evidence store: its certificates must outlive the process. */
+  readonly certifiable?: boolean
+}
+
+/** Build a governed executor over the policy, evidence and approval stores in context. */
+export const make = (config: ActionExecutor.Config = {}, options: Options = {}) =>
+  Effect.gen(function*() {
+    const store = yield* EvidenceStore
+    const profile = options.certifiable === true ? "certifiable" as const : "governed" as const
+    if (profile === "certifiable" && !store.durable) {
+      return yield* new ProfileUnavailableError({ profile, detail: "the evidence store is not durable" })
+    }
+    const policy = yield* PolicyGate.make(options)
+    const pin = yield* PolicyGate.makePin
+    const writer = yield* EvidenceWriter
+    return yield* ActionExecutor.make({
+      ...config,
+      interceptors: [...policy, ...(config.interceptors ?? [])],
+      governance: {
+        profile,
+        pin: (context) => Effect.map(pin(context), Either.map((pinned) => pinned.snapshot)),
+        writer
+      }
+    })
+  })
+
+/** The governed (or certifiable) executor as a layer; it shares the EvidenceWriter in context with task boundaries. */
+export const layer = (config: ActionExecutor.Config = {}, options: Options = {}) =>
+  Layer.effect(ActionExecutor.ActionExecutor, make(config, options))

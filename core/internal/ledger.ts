@@ -1,0 +1,138 @@
+import type { JsonValue } from "../Canonical.ts"
+import type { Sha256Hex } from "../Digest.ts"
+import type { Draft, RecordType } from "../Evidence.ts"
+import type { ExecutionOutcome } from "../ExecutionOutcome.ts"
+import type { OperationContext } from "../Governance.ts"
+import type { GateOutcome, GrantedException } from "../Interceptor.ts"
+import type { PolicySnapshot } from "../PolicySnapshot.ts"
+import type { Stage } from "../Stage.ts"
+import type { Timestamp } from "../Time.ts"
+
+type Payload = { readonly [key: string]: JsonValue }
+
+const draft = (operation: OperationContext, record_type: RecordType, payload: Payload): Draft => ({
+  record_type,
+  operation_id: operation.operation_id,
+  policy_id: operation.policy.policy_id,
+  policy_version: operation.policy.version,
+  payload
+})
+
+/** `policy_bound`: the exact snapshot this operation is pinned to. */
+export const policyBound = (operation: OperationContext, snapshot: PolicySnapshot): Draft =>
+  draft(operation, "policy_bound", {
+    task_boundary_id: operation.task_boundary_id,
+    policy_digest: snapshot.digest,
+    release_state: snapshot.release_state,
+    rule_count: snapshot.compiled_rules.length,
+    gate_count: snapshot.gate_bindings.length
+  })
+
+/** `operation_started`: the frozen operation context, with argument field names but never their values. */
+export const operationStarted = (operation: OperationContext, argument_fields: ReadonlyArray<string>): Draft =>
+  draft(operation, "operation_started", {
+    task_boundary_id: operation.task_boundary_id,
+    attempt_id: operation.attempt_id,
+    request_id: operation.request_id,
+    request_digest: operation.request_digest,
+    actor: operation.actor,
+    tenant: operation.tenant,
+    session_id: operation.session_id,
+    scope: { ...operation.scope },
+    action: { ...operation.action },
+    policy_digest: operation.policy.digest,
+    backend: { ...operation.backend },
+    arguments_digest: operation.arguments_digest,
+    argument_fields: [...argument_fields].sort()
+  })
+
+/** `gate_evaluated`: one gate's result, bound to the argument digest it evaluated. */
+export const gateEvaluated = (
+  operation: OperationContext,
+  result: GateOutcome & {
+    readonly result_id: string
+    readonly evaluator: string
+    readonly stage: Stage
+    readonly arguments_digest: Sha256Hex
+    readonly evaluated_at: Timestamp
+  }
+): Draft =>
+  draft(operation, "gate_evaluated", {
+    result_id: result.result_id,
+    gate_id: result.gate_id,
+    level: result.level,
+    decision: result.decision,
+    reason_code: result.reason_code,
+    matched_rules: [...result.matched_rules],
+    evaluator: result.evaluator,
+    stage: result.stage,
+    operation_id: operation.operation_id,
+    policy_version: operation.policy.version,
+    arguments_digest: result.arguments_digest,
+    evaluated_at: result.evaluated_at
+  })
+
+/** `exception_granted`: an attributable approval let a soft deny pass; the certificate is degraded for good. */
+export const exceptionGranted = (operation: OperationContext, exception: GrantedException): Draft =>
+  draft(operation, "exception_granted", {
+    approval_id: exception.approval_id,
+    approver_class: exception.approver_class,
+    reason_code: exception.reason_code
+  })
+
+/** The terminal record type an outcome closes its operation with. */
+export const terminalType = (outcome: ExecutionOutcome): RecordType => {
+  switch (outcome._tag) {
+    case "succeeded":
+      return "callable_completed"
+    case "failed":
+      return "callable_failed"
+    case "cancelled":
+      return "operation_cancelled"
+    case "timed_out":
+      return "operation_timed_out"
+    case "ambiguous":
+      return "external_result_ambiguous"
+    case "denied":
+    case "deferred":
+    case "escalated":
+      return "operation_denied"
+  }
+}
+
+/** The terminal record for an outcome: codes, digests and flags only. */
+export const terminal = (
+  operation: OperationContext,
+  outcome: ExecutionOutcome,
+  result_digest: Sha256Hex | null
+): Draft => {
+  const base = { stage: outcome.stage, attempt_id: outcome.attempt_id }
+  switch (outcome._tag) {
+    case "succeeded":
+      return draft(operation, "callable_completed", {
+        ...base,
+        result_digest,
+        replay_of: outcome.replay_of ?? null
+      })
+    case "failed":
+      return draft(operation, "callable_failed", { ...base, failure_code: outcome.failure.code })
+    case "cancelled":
+    case "timed_out":
+      return draft(operation, terminalType(outcome), {
+        ...base,
+        call_executed: outcome.call_executed,
+        teardown: outcome.teardown ?? null
+      })
+    case "ambiguous":
+      return draft(operation, "external_result_ambiguous", { ...base, reason_code: outcome.reason.code })
+    case "denied":
+    case "deferred":
+    case "escalated":
+      return draft(operation, "operation_denied", {
+        ...base,
+        disposition: outcome._tag === "denied" ? "deny" : outcome._tag === "deferred" ? "defer" : "escalate",
+        reason_code: outcome.reason.code,
+        approval_id: outcome._tag === "escalated" ? outcome.approval?.approval_id ?? null : null
+      })
+  }
+}

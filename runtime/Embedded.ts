@@ -1,0 +1,64 @@
+/**
+ * The embedded default: every store on one SQLite file (evidence, state, policies, approvals),
+ * node:crypto digests, random ids, and the one evidence writer a process shares; and the durable,
+ * governed and certifiable executors over them.
+ */
+import { Effect, Layer } from "effect"
+import * as NodeDigest from "../adapters/NodeDigest.ts"
+import * as SqlApprovalQueue from "../adapters/SqlApprovalQueue.ts"
+import * as SqlEvidenceStore from "../adapters/SqlEvidenceStore.ts"
+import * as Sqlite from "../adapters/Sqlite.ts"
+import * as SqlPolicySnapshotStore from "../adapters/SqlPolicySnapshotStore.ts"
+import * as SqlStateStore from "../adapters/SqlStateStore.ts"
+import type { ActionExecutionBackend } from "../core/ActionExecutionBackend.ts"
+import * as ActionExecutor from "../core/ActionExecutor.ts"
+import type { ActionRegistry } from "../core/ActionRegistry.ts"
+import type { Digest } from "../core/Digest.ts"
+import * as Governance from "../core/Governance.ts"
+import * as Governed from "../core/Governed.ts"
+import * as IdGenerator from "../core/IdGenerator.ts"
+import * as PolicyGate from "../core/PolicyGate.ts"
+
+/** Digest and ids for a Node process. */
+export const layerPlatform = Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)
+
+/** Every store on one SQLite file, with the shared EvidenceWriter, the digest and the id generator. */
+export const layerStores = (options: Sqlite.Options) =>
+  Governance.layerWriter.pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(SqlEvidenceStore.layer, SqlStateStore.layer, SqlPolicySnapshotStore.layer, SqlApprovalQueue.layer)
+    ),
+    Layer.provideMerge(Sqlite.layer(options)),
+    Layer.provideMerge(layerPlatform)
+  )
+
+/** A durable executor (each attempt committed inside its running Run) whose stages 5-7 enforce the pinned policy. */
+export const layerDurableExecutor = (
+  config: Omit<ActionExecutor.Config, "state" | "governance"> = {},
+  options: PolicyGate.Options = {}
+) =>
+  Layer.unwrapEffect(
+    Effect.map(PolicyGate.make(options), (policy) =>
+      ActionExecutor.layerDurable({ ...config, interceptors: [...policy, ...(config.interceptors ?? [])] }))
+  )
+
+/** Which executor to compose over the embedded stores. */
+export type Profile = "durable" | "governed" | "certifiable"
+
+/** The executor of a profile over every store on one SQLite file, with the actions and backend `tools` provides. */
+export const layerExecutor = <E, R extends Digest | IdGenerator.IdGenerator>(
+  options: Sqlite.Options & { readonly profile: Profile },
+  tools: Layer.Layer<ActionRegistry | ActionExecutionBackend, E, R>,
+  config: Omit<ActionExecutor.Config, "state" | "governance"> = {},
+  policy: PolicyGate.Options = {}
+) => {
+  const executor: Layer.Layer<
+    ActionExecutor.ActionExecutor,
+    never,
+    | Layer.Layer.Context<ReturnType<typeof layerDurableExecutor>>
+    | Layer.Layer.Context<ReturnType<typeof Governed.layer>>
+  > = options.profile === "durable"
+    ? layerDurableExecutor(config, policy)
+    : Layer.orDie(Governed.layer(config, { ...policy, certifiable: options.profile === "certifiable" }))
+  return executor.pipe(Layer.provideMerge(tools), Layer.provideMerge(layerStores(options)))
+}

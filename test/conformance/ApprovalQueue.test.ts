@@ -1,0 +1,341 @@
+import { SqlClient } from "@effect/sql"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer } from "effect"
+import { build } from "esbuild"
+import { spawn } from "node:child_process"
+import * as path from "node:path"
+import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
+import * as SqlApprovalQueue from "../../adapters/SqlApprovalQueue.ts"
+import * as Sqlite from "../../adapters/Sqlite.ts"
+import { ApprovalQueue, ApprovalRecord, ApprovalRequest } from "../../core/Approval.ts"
+import { Sha256Hex } from "../../core/Digest.ts"
+import { Uuid } from "../../core/IdGenerator.ts"
+import * as Time from "../../core/Time.ts"
+import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
+
+const sqlOn = (database: Layer.Layer<SqlClient.SqlClient>) => SqlApprovalQueue.layer.pipe(Layer.provideMerge(database))
+
+const layers = [
+  ["memory", MemoryApprovalQueue.layer],
+  ["sql", sqlOn(sqliteLayer())]
+] as const
+
+const requested = 1_800_000_000_000_000
+const hour = 3_600_000_000
+const digestOf = (call: string) => Sha256Hex.make(call.padEnd(64, "0"))
+const ls = digestOf("a1")
+const make = digestOf("b2")
+
+const request = (n: number, approver_class = "maintainer", binding_digest = ls) =>
+  ApprovalRequest.make({
+    approval_id: Uuid.make(`00000000-0000-4000-8000-${String(n).padStart(12, "0")}`),
+    binding_digest,
+    action: "shell.exec",
+    principal: "alice",
+    approver_class,
+    policy: { policy_id: "repo-agent", version: "1", digest: digestOf("c3") },
+    requested_at: Time.fromMicros(requested),
+    expires_at: Time.fromMicros(requested + hour)
+  })
+
+const now = Time.fromMicros(requested + 1)
+const maya = { id: "maya", approver_class: "maintainer" }
+const eve = { id: "eve", approver_class: "intern" }
+
+for (const [name, layer] of layers) {
+  describe(`ApprovalQueue conformance: ${name}`, () => {
+    const provided = <A, E>(effect: Effect.Effect<A, E, ApprovalQueue>) => Effect.provide(effect, Layer.fresh(layer))
+    const ids = (records: ReadonlyArray<ApprovalRecord>) => records.map((record) => record.request.approval_id)
+
+    it.effect("submit files pending requests; list keeps filing order and filters by class and state", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        const [a, b, c] = [request(3), request(1, "security"), request(2)]
+        for (const r of [a, b, c]) yield* queue.submit(r)
+        const all = yield* queue.list()
+        assert.deepStrictEqual(all, [a, b, c].map((r) => ApprovalRecord.make({ request: r, state: "pending" })))
+        assert.deepStrictEqual(ids(yield* queue.list({ approver_class: "maintainer" })), [a.approval_id, c.approval_id])
+        yield* queue.approve(c.approval_id, maya)
+        assert.deepStrictEqual(ids(yield* queue.list({ state: "pending" })), [a.approval_id, b.approval_id])
+        assert.deepStrictEqual(ids(yield* queue.list({ approver_class: "maintainer", state: "approved" })), [
+          c.approval_id
+        ])
+        assert.deepStrictEqual(yield* queue.list({ approver_class: "security", state: "approved" }), [])
+      })))
+
+    it.effect("approve records who decided, once; the approval is then usable", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        const approved = yield* queue.approve(request(1).approval_id, maya)
+        assert.deepStrictEqual(
+          approved,
+          ApprovalRecord.make({ request: request(1), state: "approved", decided_by: "maya" })
+        )
+        assert.deepStrictEqual(yield* queue.list({ state: "approved" }), [approved])
+        const again = yield* Effect.flip(queue.approve(request(1).approval_id, { ...maya, id: "sam" }))
+        assert.strictEqual(again.reason, "decided")
+        assert.strictEqual((yield* Effect.flip(queue.reject(request(1).approval_id, maya))).reason, "decided")
+        assert.deepStrictEqual(yield* queue.consume(request(1).approval_id, ls, now), request(1))
+      })))
+
+    it.effect("reject records who decided; a rejected approval is neither approvable nor usable", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        const rejected = yield* queue.reject(request(1).approval_id, maya)
+        assert.deepStrictEqual([rejected.state, rejected.decided_by], ["rejected", "maya"])
+        assert.strictEqual((yield* Effect.flip(queue.approve(request(1).approval_id, maya))).reason, "decided")
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, now))).reason, "rejected")
+        assert.deepStrictEqual(ids(yield* queue.list({ state: "rejected" })), [request(1).approval_id])
+      })))
+
+    it.effect("an approver of another class can neither approve nor reject, and changes nothing", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        assert.strictEqual((yield* Effect.flip(queue.approve(request(1).approval_id, eve))).reason, "wrong_approver")
+        assert.strictEqual((yield* Effect.flip(queue.reject(request(1).approval_id, eve))).reason, "wrong_approver")
+        assert.deepStrictEqual(yield* queue.list(), [ApprovalRecord.make({ request: request(1), state: "pending" })])
+        assert.strictEqual((yield* queue.approve(request(1).approval_id, maya)).state, "approved")
+      })))
+
+    it.effect("an approval is used once: a second use is reused, and filing it again does not revive it", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        yield* queue.approve(request(1).approval_id, maya)
+        yield* queue.consume(request(1).approval_id, ls, now)
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, now))).reason, "reused")
+        yield* queue.submit(request(1))
+        yield* queue.submit(request(1, "intern"))
+        assert.deepStrictEqual(
+          yield* queue.list(),
+          [ApprovalRecord.make({ request: request(1), state: "consumed", decided_by: "maya" })]
+        )
+        assert.strictEqual((yield* Effect.flip(queue.approve(request(1).approval_id, eve))).reason, "decided")
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, now))).reason, "reused")
+      })))
+
+    it.effect("an approval is usable until just before it expires, and expired from its expiry on", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        for (const n of [1, 2]) {
+          yield* queue.submit(request(n))
+          yield* queue.approve(request(n).approval_id, maya)
+        }
+        const expiry = Time.fromMicros(requested + hour)
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, expiry))).reason, "expired")
+        const late = Time.fromMicros(requested + 2 * hour)
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, late))).reason, "expired")
+        yield* queue.consume(request(2).approval_id, ls, Time.fromMicros(requested + hour - 1))
+        assert.deepStrictEqual(ids(yield* queue.list({ state: "approved" })), [request(1).approval_id])
+      })))
+
+    it.effect("an approval presented for another call is mismatched and stays usable for its own", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        yield* queue.approve(request(1).approval_id, maya)
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, make, now))).reason, "mismatched")
+        assert.deepStrictEqual(yield* queue.consume(request(1).approval_id, ls, now), request(1))
+      })))
+
+    it.effect("a pending approval is not usable yet", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, now))).reason, "pending")
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, make, now))).reason, "pending")
+        assert.deepStrictEqual(ids(yield* queue.list({ state: "pending" })), [request(1).approval_id])
+      })))
+
+    it.effect("an unknown approval id is forged for every operation", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        const unknown = request(2).approval_id
+        const errors = yield* Effect.all([
+          Effect.flip(queue.approve(unknown, maya)),
+          Effect.flip(queue.reject(unknown, maya)),
+          Effect.flip(queue.consume(unknown, ls, now))
+        ])
+        assert.deepStrictEqual(errors.map((error) => [error.reason, error.approval_id]), [
+          ["forged", unknown],
+          ["forged", unknown],
+          ["forged", unknown]
+        ])
+      })))
+
+    it.effect("an operation reads the queue when it runs, not when it is built", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        const approval = queue.approve(request(1).approval_id, maya)
+        const first = queue.consume(request(1).approval_id, ls, now)
+        const second = queue.consume(request(1).approval_id, ls, now)
+        yield* queue.submit(request(1))
+        yield* approval
+        yield* first
+        assert.strictEqual((yield* Effect.flip(second)).reason, "reused")
+      })))
+
+    it.effect("concurrent consumers of one approval: exactly one wins, every other is reused", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        yield* queue.approve(request(1).approval_id, maya)
+        const results = yield* Effect.all(
+          Array.from({ length: 16 }, () => Effect.either(queue.consume(request(1).approval_id, ls, now))),
+          { concurrency: "unbounded" }
+        )
+        const outcomes = results.map((result) => Either.isRight(result) ? "won" : result.left.reason)
+        assert.deepStrictEqual(outcomes.toSorted(), [...Array(15).fill("reused"), "won"])
+      })))
+  })
+}
+
+/** A child process that opens the database, says "ready", waits for "go", then tries to use every approval given. */
+const consumer = `
+import { Cause, Effect, Exit, Layer } from "effect"
+import * as Sqlite from "../../adapters/Sqlite.ts"
+import * as SqlApprovalQueue from "../../adapters/SqlApprovalQueue.ts"
+import { ApprovalQueue } from "../../core/Approval.ts"
+import * as Time from "../../core/Time.ts"
+
+const [filename, digest, now, ...ids] = process.argv.slice(2)
+const go = new Promise((resolve) => process.stdin.once("data", resolve))
+const program = Effect.gen(function*() {
+  const queue = yield* ApprovalQueue
+  process.stdout.write("ready\\n")
+  yield* Effect.promise(() => go)
+  const won = []
+  for (const id of ids) {
+    const exit = yield* Effect.exit(queue.consume(id, digest, Time.fromMicros(Number(now))))
+    if (Exit.isSuccess(exit)) won.push(id)
+    else {
+      const failure = Cause.failureOption(exit.cause)
+      if (failure._tag === "None" || failure.value.reason !== "reused") return yield* Effect.die(Cause.pretty(exit.cause))
+    }
+  }
+  process.stdout.write(JSON.stringify(won) + "\\n")
+}).pipe(Effect.provide(SqlApprovalQueue.layer.pipe(Layer.provide(Sqlite.layer({ filename })))))
+Effect.runPromise(program).then(() => process.exit(0), (error) => {
+  process.stderr.write(String(error) + "\\n")
+  process.exit(1)
+})
+`
+
+const root = path.resolve(import.meta.dirname, "../..")
+
+/** Run `count` consumer processes against one database at once; each resolves to the ids it won. */
+const raceProcesses = (dir: string, count: number, args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const script = path.join(dir, "consumer.cjs")
+    yield* Effect.promise(() =>
+      build({
+        stdin: { contents: consumer, resolveDir: import.meta.dirname, loader: "ts" },
+        bundle: true,
+        platform: "node",
+        format: "cjs",
+        external: ["better-sqlite3"],
+        outfile: script,
+        logLevel: "silent"
+      })
+    )
+    return yield* Effect.async<ReadonlyArray<ReadonlyArray<string>>, string>((resume) => {
+      let ready = 0
+      const children = Array.from({ length: count }, () =>
+        spawn(process.execPath, [script, ...args], {
+          env: { ...process.env, NODE_PATH: path.join(root, "node_modules") },
+          stdio: ["pipe", "pipe", "pipe"]
+        }))
+      const killAll = () => children.forEach((child) => child.kill("SIGKILL"))
+      const results = children.map((child) =>
+        new Promise<ReadonlyArray<string>>((resolve, reject) => {
+          let out = ""
+          let err = ""
+          child.stdout.on("data", (chunk) => {
+            const wasReady = out.includes("ready\n")
+            out += chunk
+            // Start every consumer at once, when the last one has opened the database.
+            if (!wasReady && out.includes("ready\n") && ++ready === count) {
+              for (const each of children) each.stdin.write("go\n")
+            }
+          })
+          child.stderr.on("data", (chunk) => err += chunk)
+          child.on(
+            "close",
+            (code) => code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1)!)) : reject(`exit ${code}: ${err}`)
+          )
+        })
+      )
+      Promise.all(results).then((won) => resume(Effect.succeed(won)), (error) => {
+        killAll()
+        resume(Effect.fail(String(error)))
+      })
+      return Effect.sync(killAll)
+    })
+  })
+
+describe("ApprovalQueue: sql", () => {
+  it.scoped("decisions and uses survive closing and reopening the database", () =>
+    Effect.gen(function*() {
+      const database = Sqlite.layer({ filename: path.join(yield* tempDir, "writ.db") })
+      const run = <A, E>(effect: Effect.Effect<A, E, ApprovalQueue>) => Effect.provide(effect, sqlOn(database))
+      yield* run(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        for (const n of [1, 2, 3]) yield* queue.submit(request(n))
+        yield* queue.approve(request(1).approval_id, maya)
+        yield* queue.reject(request(2).approval_id, maya)
+      }))
+      yield* run(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        assert.deepStrictEqual(yield* queue.list(), [
+          ApprovalRecord.make({ request: request(1), state: "approved", decided_by: "maya" }),
+          ApprovalRecord.make({ request: request(2), state: "rejected", decided_by: "maya" }),
+          ApprovalRecord.make({ request: request(3), state: "pending" })
+        ])
+        assert.deepStrictEqual(yield* queue.consume(request(1).approval_id, ls, now), request(1))
+      }))
+      yield* run(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, now))).reason, "reused")
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(2).approval_id, ls, now))).reason, "rejected")
+        assert.strictEqual((yield* Effect.flip(queue.consume(request(3).approval_id, ls, now))).reason, "pending")
+      }))
+    }))
+
+  it.effect("the database refuses any state change but pending -> approved|rejected -> consumed", () =>
+    Effect.gen(function*() {
+      const queue = yield* ApprovalQueue
+      const sql = yield* SqlClient.SqlClient
+      yield* queue.submit(request(1))
+      yield* queue.approve(request(1).approval_id, maya)
+      yield* queue.consume(request(1).approval_id, ls, now)
+      const revive = yield* Effect.flip(sql`UPDATE approvals SET state = 'approved'`)
+      const rebind = yield* Effect.flip(sql`UPDATE approvals SET binding_digest = ${make}`)
+      assert.include(String(revive.cause), "approvals move only")
+      assert.include(String(rebind.cause), "approvals move only")
+    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+
+  it.scopedLive(
+    "consumers in separate processes racing for the same approvals: each approval is used exactly once",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const filename = path.join(dir, "writ.db")
+        const approvals = Array.from({ length: 40 }, (_, i) => request(i + 1))
+        yield* Effect.gen(function*() {
+          const queue = yield* ApprovalQueue
+          for (const r of approvals) {
+            yield* queue.submit(r)
+            yield* queue.approve(r.approval_id, maya)
+          }
+        }).pipe(Effect.provide(sqlOn(Sqlite.layer({ filename }))))
+        const ids = approvals.map((r) => r.approval_id)
+        const won = yield* raceProcesses(dir, 4, [filename, ls, String(Time.toMicros(now)), ...ids])
+        assert.deepStrictEqual(won.flat().toSorted(), ids.toSorted())
+      }),
+    { timeout: 60_000 }
+  )
+})

@@ -1,0 +1,110 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
+import * as Action from "../../core/Action.ts"
+import * as ActionExecutor from "../../core/ActionExecutor.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { DurableRun, EphemeralOperation } from "../../core/ExecutionScope.ts"
+import type { ExecutionScopeRef } from "../../core/ExecutionScope.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
+import { base } from "../fixtures/layers.ts"
+
+const SECRET = "durable-canary-91c2"
+const calls = { write: 0 }
+const actions = [
+  Action.make({
+    name: "notes.write",
+    input: Schema.Struct({ text: Schema.String }),
+    output: Schema.String,
+    handler: ({ text }) => {
+      calls.write++
+      return text
+    }
+  })
+]
+
+const failingCommits = Layer.effect(
+  StateStore,
+  Effect.map(StateStore, (store) =>
+    StateStore.of({
+      ...store,
+      commitAttempt: () => Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
+    }))
+)
+
+const layer = (state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = MemoryStateStore.layer) =>
+  ActionExecutor.layerDurable().pipe(Layer.provideMerge(state), Layer.provideMerge(base(actions)))
+
+const exec = (scope: ExecutionScopeRef, text: string) =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor.ActionExecutor
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: "alice" },
+      effect_backend: InProcessBackend.make.ref
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* IdGenerator.uuid,
+      action: { name: "notes.write" },
+      arguments: { text },
+      execution_scope: scope
+    })
+    return yield* executor.execute(request, { context })
+  })
+
+const running = Effect.gen(function*() {
+  const store = yield* StateStore
+  const run = yield* store.createRun()
+  yield* store.transition(run.run_id, "preparing", "queued")
+  yield* store.transition(run.run_id, "queued", "running")
+  return run
+})
+
+describe("durable-ungoverned execution", () => {
+  it.effect("commits the typed attempt, its outcome summary and its outbox intent, and never the raw result", () =>
+    Effect.gen(function*() {
+      const run = yield* running
+      const outcome = yield* exec(DurableRun.make({ run_id: run.run_id }), SECRET)
+      assert.strictEqual(outcome._tag, "succeeded")
+      assert.strictEqual(outcome.profile, "durable")
+      const store = yield* StateStore
+      const [attempt] = yield* store.listAttempts(run.run_id)
+      assert.strictEqual(attempt!.attempt_id, outcome.attempt_id)
+      assert.strictEqual(attempt!.outcome.tag, "succeeded")
+      assert.match(attempt!.outcome.result_digest!, /^[0-9a-f]{64}$/)
+      const intents = yield* store.pendingIntents(10)
+      assert.deepStrictEqual(intents.map((intent) => [intent.attempt_id, intent.topic]), [[
+        outcome.attempt_id,
+        "writ.outcome"
+      ]])
+      assert.notInclude(JSON.stringify([attempt, intents]), SECRET)
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("binds only a running Run, and refuses an ephemeral scope", () =>
+    Effect.gen(function*() {
+      const store = yield* StateStore
+      const before = calls.write
+      const prepared = yield* store.createRun()
+      const codes = [
+        yield* exec(DurableRun.make({ run_id: prepared.run_id }), "x"),
+        yield* exec(DurableRun.make({ run_id: yield* IdGenerator.uuid }), "x"),
+        yield* exec(EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid }), "x")
+      ].map((outcome) => outcome._tag === "denied" ? outcome.reason.code : outcome._tag)
+      assert.deepStrictEqual(codes, ["scope.run_not_running", "scope.run_not_found", "scope.run_required"])
+      assert.strictEqual(calls.write, before)
+      assert.deepStrictEqual(yield* store.listAttempts(prepared.run_id), [])
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("a commit that fails after the call is a PersistError saying the call ran; it is not retried", () =>
+    Effect.gen(function*() {
+      const run = yield* running
+      const before = calls.write
+      const error = yield* Effect.flip(exec(DurableRun.make({ run_id: run.run_id }), "x"))
+      assert.strictEqual(error._tag, "PersistError")
+      assert.isTrue((error as ActionExecutor.PersistError).call_executed)
+      assert.strictEqual(calls.write, before + 1)
+    }).pipe(Effect.provide(layer(failingCommits.pipe(Layer.provide(MemoryStateStore.layer))))))
+})

@@ -1,0 +1,329 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Either, Fiber, Layer, Schema, Stream } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
+import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as Action from "../../core/Action.ts"
+import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { ApprovalQueue } from "../../core/Approval.ts"
+import type { StoredRecord } from "../../core/Evidence.ts"
+import { EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../../core/ExecutionScope.ts"
+import * as Governance from "../../core/Governance.ts"
+import * as Governed from "../../core/Governed.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { Uuid } from "../../core/IdGenerator.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import type { PolicySnapshotRef } from "../../core/Refs.ts"
+import * as Time from "../../core/Time.ts"
+import { base } from "../fixtures/layers.ts"
+
+const CANARY = "canary-7f3a9c-secret"
+const calls = { write: 0, fail: 0, slow: 0 }
+
+const actions = [
+  Action.make({
+    name: "notes.write",
+    input: Schema.Struct({ text: Schema.String }),
+    output: Schema.Struct({ stored: Schema.String }),
+    handler: ({ text }) => {
+      calls.write++
+      return { stored: text }
+    }
+  }),
+  Action.make({
+    name: "notes.fail",
+    input: Schema.Struct({}),
+    output: Schema.Void,
+    handler: () => {
+      calls.fail++
+      return Effect.fail(new Action.ActionError({ code: "notes.broken", message: CANARY }))
+    }
+  }),
+  Action.make({
+    name: "notes.slow",
+    input: Schema.Struct({}),
+    output: Schema.Void,
+    handler: () => {
+      calls.slow++
+      return Effect.never
+    }
+  }),
+  Action.make({
+    name: "notes.publish",
+    input: Schema.Struct({ text: Schema.String }),
+    output: Schema.String,
+    handler: () => "published"
+  })
+]
+
+const declaration = {
+  policy_id: "gov",
+  version: "1",
+  approver_class: "lead",
+  rules: [
+    { rule_id: "allow-notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+    { rule_id: "no-publish", kind: "action", effect: "deny", action_patterns: ["notes.publish"] },
+    { rule_id: "ask", kind: "approval", effect: "require_approval", action_patterns: ["nothing"] }
+  ],
+  gates: [
+    { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes", "ask"] },
+    { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow-notes", "no-publish"] }
+  ]
+}
+
+/** An EvidenceStore over the memory layer whose appends fail from the `failAt`-th on (0-based), when set. */
+const flaky = (failAt: { current: number | undefined }) =>
+  Layer.effect(
+    EvidenceStore,
+    Effect.map(EvidenceStore, (store) => {
+      let appends = 0
+      return EvidenceStore.of({
+        ...store,
+        append: (record) =>
+          failAt.current !== undefined && appends++ >= failAt.current
+            ? Effect.fail(new EvidenceUnavailableError({ detail: "injected" }))
+            : Effect.tap(store.append(record), () => Effect.sync(() => appends))
+      })
+    })
+  ).pipe(Layer.provide(MemoryEvidenceStore.layer))
+
+const stores = (failAt: { current: number | undefined }) =>
+  Layer.mergeAll(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer, flaky(failAt)).pipe(
+    Layer.provideMerge(base(actions))
+  )
+
+const layerWith = (failAt: { current: number | undefined } = { current: undefined }) =>
+  Governed.layer().pipe(
+    Layer.provideMerge(Governance.layerWriter),
+    Layer.provideMerge(stores(failAt))
+  )
+
+const install = Effect.gen(function*() {
+  const store = yield* PolicySnapshotStore
+  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode(declaration))))
+  yield* store.put(snapshot)
+  yield* store.activate("gov", "1", "ops", Time.fromMicros(0))
+  return { policy_id: "gov", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
+})
+
+const exec = (
+  ref: PolicySnapshotRef,
+  boundary: Governance.TaskBoundary | undefined,
+  action: string,
+  args: Record<string, unknown>,
+  extra: { readonly approval_id?: string; readonly metadata?: Record<string, unknown> } = {}
+) =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor
+    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: "alice" },
+      effect_backend: InProcessBackend.make.ref,
+      policy_snapshot: ref
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* IdGenerator.uuid,
+      action: { name: action },
+      arguments: args,
+      execution_scope: scope,
+      ...(extra.metadata === undefined ? {} : { metadata: extra.metadata }),
+      ...(extra.approval_id === undefined ? {} : { approval_id: Uuid.make(extra.approval_id) })
+    })
+    return yield* executor.execute(request, { context, ...(boundary === undefined ? {} : { boundary }) })
+  })
+
+const records = (chain_id: string) =>
+  Effect.flatMap(
+    EvidenceStore,
+    (store) =>
+      Effect.map(Stream.runCollect(store.read(chain_id)), (chunk) =>
+        Chunk.toReadonlyArray(chunk) as ReadonlyArray<StoredRecord>)
+  )
+
+const types = (chain: ReadonlyArray<StoredRecord>) => chain.map((record) => record.record_type)
+
+const setup = Effect.gen(function*() {
+  const ref = yield* install
+  const boundary = yield* Governance.openBoundary(ref)
+  return { ref, boundary }
+})
+
+describe("governed execution", () => {
+  it.effect("a success commits policy_bound, operation_started, one gate_evaluated per applicable gate, then callable_completed", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const outcome = yield* exec(ref, boundary, "notes.write", { text: "hello" })
+      assert.strictEqual(outcome._tag, "succeeded")
+      assert.strictEqual(outcome.profile, "governed")
+      const chain = yield* records(boundary.chain_id)
+      assert.deepStrictEqual(types(chain), [
+        "policy_bound",
+        "operation_started",
+        "gate_evaluated",
+        "gate_evaluated",
+        "callable_completed"
+      ])
+      const gates = chain.filter((r) => r.record_type === "gate_evaluated").map((r) => JSON.parse(r.payload_json))
+      assert.deepStrictEqual(gates.map((g) => `${g.stage}:${g.gate_id}:${g.decision}`), [
+        "policy:base:allow",
+        "policy:review:allow"
+      ])
+      const started = JSON.parse(chain[1]!.payload_json)
+      assert.deepStrictEqual(started.argument_fields, ["text"])
+      assert.strictEqual(started.arguments_digest, gates[0].arguments_digest)
+      assert.isTrue(chain.every((r) => r.operation_id === chain[0]!.operation_id))
+      const verified = yield* Effect.flatMap(EvidenceStore, (store) => store.verify(boundary.chain_id))
+      assert.isTrue(verified.valid)
+      assert.strictEqual(verified.checked_records, 5)
+    }).pipe(Effect.provide(layerWith())))
+
+  it.effect("every outcome closes its operation with exactly one matching terminal record", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      assert.strictEqual((yield* exec(ref, boundary, "notes.fail", {}))._tag, "failed")
+      assert.strictEqual((yield* exec(ref, boundary, "notes.publish", { text: "ls" }))._tag, "escalated")
+      const cancel = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(
+        Effect.flatMap(ActionExecutor, (executor) =>
+          Effect.gen(function*() {
+            const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+            const context = yield* ExecutionContext.bind({
+              execution_scope: scope,
+              authenticated_principal: { id: "alice" },
+              effect_backend: InProcessBackend.make.ref,
+              policy_snapshot: ref
+            })
+            const request = ExecutionRequest.make({
+              request_id: "slow",
+              action: { name: "notes.slow" },
+              arguments: {},
+              execution_scope: scope
+            })
+            return yield* executor.execute(request, { context, boundary, cancel })
+          }))
+      )
+      yield* Effect.yieldNow()
+      while (calls.slow === 0) yield* Effect.yieldNow()
+      yield* Deferred.succeed(cancel, undefined)
+      assert.strictEqual((yield* Fiber.join(fiber))._tag, "cancelled")
+      const chain = yield* records(boundary.chain_id)
+      const terminals = chain.filter((r) =>
+        !["policy_bound", "operation_started", "gate_evaluated"].includes(r.record_type)
+      )
+      assert.deepStrictEqual(terminals.map((r) => r.record_type), [
+        "callable_failed",
+        "operation_denied",
+        "operation_cancelled"
+      ])
+      const started = chain.filter((r) => r.record_type === "operation_started").map((r) => r.operation_id)
+      assert.deepStrictEqual(terminals.map((r) => r.operation_id), started)
+      assert.strictEqual(JSON.parse(terminals[1]!.payload_json).disposition, "escalate")
+      assert.isTrue(JSON.parse(terminals[2]!.payload_json).call_executed)
+    }).pipe(Effect.provide(layerWith())))
+
+  it.effect("preflight refusals open no operation: schema, no boundary, a boundary under another policy, a supplied operation context", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const before = calls.write
+      const other = yield* Governance.openBoundary({ ...ref, version: "2" })
+      const refusals = [
+        yield* exec(ref, boundary, "notes.write", { text: 1 }),
+        yield* exec(ref, undefined, "notes.write", { text: "x" }),
+        yield* exec(ref, other, "notes.write", { text: "x" }),
+        yield* exec(ref, boundary, "notes.write", { text: "x" }, { metadata: { operation_context: { actor: "root" } } })
+      ]
+      assert.deepStrictEqual(refusals.map((o) => o._tag === "denied" ? o.reason.code : o._tag), [
+        "schema.invalid",
+        "governance.no_boundary",
+        "governance.policy_mismatch",
+        "context.operation_context_supplied"
+      ])
+      assert.deepStrictEqual(yield* records(boundary.chain_id), [])
+      assert.deepStrictEqual(yield* records(other.chain_id), [])
+      assert.strictEqual(calls.write, before)
+    }).pipe(Effect.provide(layerWith())))
+
+  it.effect("every injected pre-call append failure prevents the call; a post-call one reports call_executed and never retries", () =>
+    Effect.gen(function*() {
+      // A successful governed call appends 5 records: 4 before the call, 1 after.
+      for (let failAt = 0; failAt <= 4; failAt++) {
+        const injected = { current: undefined as number | undefined }
+        const before = calls.write
+        const error = yield* Effect.gen(function*() {
+          const { boundary, ref } = yield* setup
+          injected.current = failAt
+          return yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" }))
+        }).pipe(Effect.provide(layerWith(injected)))
+        assert.strictEqual(error._tag, "GovernanceEvidenceError")
+        const executed = calls.write - before
+        assert.strictEqual(executed, failAt === 4 ? 1 : 0, `append ${failAt}`)
+        assert.strictEqual(
+          (error as Governance.GovernanceEvidenceError).call_executed,
+          failAt === 4,
+          `append ${failAt}`
+        )
+      }
+    }))
+
+  it.effect("a captured failure whose callable_failed cannot be committed is an OutcomeEvidenceError", () =>
+    Effect.gen(function*() {
+      const injected = { current: undefined as number | undefined }
+      const error = yield* Effect.gen(function*() {
+        const { boundary, ref } = yield* setup
+        injected.current = 4
+        return yield* Effect.flip(exec(ref, boundary, "notes.fail", {}))
+      }).pipe(Effect.provide(layerWith(injected)))
+      assert.strictEqual(error._tag, "OutcomeEvidenceError")
+      assert.strictEqual((error as Governance.OutcomeEvidenceError).failure_code, "notes.broken")
+    }))
+
+  it.effect("an approval that lets a soft deny pass is a new attempt and commits exception_granted", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const escalated = yield* exec(ref, boundary, "notes.publish", { text: "ls" })
+      assert.strictEqual(escalated._tag, "escalated")
+      const approval = escalated._tag === "escalated" ? escalated.approval! : undefined
+      const queue = yield* ApprovalQueue
+      yield* queue.approve(approval!.approval_id, { id: "bob", approver_class: "lead" })
+      const approved = yield* exec(ref, boundary, "notes.publish", { text: "ls" }, {
+        approval_id: approval!.approval_id
+      })
+      assert.strictEqual(approved._tag, "succeeded")
+      const chain = yield* records(boundary.chain_id)
+      const exception = chain.find((r) => r.record_type === "exception_granted")!
+      assert.strictEqual(JSON.parse(exception.payload_json).approval_id, approval!.approval_id)
+      assert.notStrictEqual(exception.operation_id, chain[0]!.operation_id)
+    }).pipe(Effect.provide(layerWith())))
+
+  it.effect("no argument, result or failure message ever reaches a payload", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      yield* exec(ref, boundary, "notes.write", { text: CANARY })
+      yield* exec(ref, boundary, "notes.fail", {})
+      yield* exec(ref, boundary, "notes.publish", { text: CANARY })
+      yield* Governance.closeBoundary(boundary)
+      const chain = yield* records(boundary.chain_id)
+      assert.isAbove(chain.length, 10)
+      for (const record of chain) assert.notInclude(JSON.stringify(record), CANARY)
+    }).pipe(Effect.provide(layerWith())))
+
+  it.effect("a closed boundary takes no further operation, and cannot be closed twice", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      yield* Governance.closeBoundary(boundary)
+      const again = yield* Effect.flip(Governance.closeBoundary(boundary))
+      assert.strictEqual(again._tag, "BoundaryError")
+      const before = calls.write
+      const error = yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "late" }))
+      assert.strictEqual(error._tag, "GovernanceEvidenceError")
+      assert.strictEqual(calls.write, before)
+      assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
+    }).pipe(Effect.provide(layerWith())))
+})

@@ -1,0 +1,456 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Either, Layer, Option, Stream } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
+import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { ApprovalQueue } from "../../core/Approval.ts"
+import { Sha256Hex } from "../../core/Digest.ts"
+import * as Evidence from "../../core/Evidence.ts"
+import type { Draft, StoredRecord } from "../../core/Evidence.ts"
+import { EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../../core/ExecutionScope.ts"
+import * as Governance from "../../core/Governance.ts"
+import * as Governed from "../../core/Governed.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { Uuid } from "../../core/IdGenerator.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import type { PolicySnapshotRef } from "../../core/Refs.ts"
+import * as TaskCertificate from "../../core/TaskCertificate.ts"
+import * as Time from "../../core/Time.ts"
+import { toolSet } from "../fixtures/actions.ts"
+import { base } from "../fixtures/layers.ts"
+
+const tools = toolSet()
+
+const stores = Layer.mergeAll(MemoryEvidenceStore.layer, MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer)
+  .pipe(Layer.provideMerge(base(tools.actions)))
+
+const layer = Governed.layer().pipe(
+  Layer.provideMerge(Governance.layerWriter),
+  Layer.provideMerge(stores)
+)
+
+// Hard gate denies `refuse`; soft gate denies `noop` (escalated to a lead); advisory gate denies `add`.
+const declaration = {
+  approver_class: "lead",
+  rules: [
+    { rule_id: "allow-all", kind: "action", effect: "allow", action_patterns: ["*"] },
+    { rule_id: "no-refuse", kind: "action", effect: "deny", action_patterns: ["refuse"] },
+    { rule_id: "review-noop", kind: "action", effect: "deny", action_patterns: ["noop"] },
+    { rule_id: "lint-add", kind: "action", effect: "deny", action_patterns: ["add"] },
+    { rule_id: "ask", kind: "approval", effect: "require_approval", action_patterns: ["nothing"] }
+  ],
+  gates: [
+    { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-all", "no-refuse", "ask"] },
+    { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow-all", "review-noop"] },
+    { gate_id: "lint", level: "advisory", order: 2, rule_ids: ["allow-all", "lint-add"] }
+  ]
+}
+
+const compile = (extra: Record<string, unknown> = {}) =>
+  Effect.orDie(
+    PolicySnapshot.compile(
+      Either.getOrThrow(PermissionPolicy.decode({ policy_id: "p", version: "1", ...declaration, ...extra }))
+    )
+  )
+
+const install = Effect.gen(function*() {
+  const store = yield* PolicySnapshotStore
+  const snapshot = yield* compile()
+  yield* store.put(snapshot)
+  yield* store.activate("p", "1", "ops", Time.fromMicros(0))
+  return { policy_id: "p", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
+})
+
+const exec = (boundary: Governance.TaskBoundary, action: string, args: Record<string, unknown>, approval?: string) =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor
+    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: "alice" },
+      effect_backend: InProcessBackend.make.ref,
+      policy_snapshot: boundary.policy
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* IdGenerator.uuid,
+      action: { name: action },
+      arguments: args,
+      execution_scope: scope,
+      ...(approval === undefined ? {} : { approval_id: Uuid.make(approval) })
+    })
+    return yield* executor.execute(request, { context, boundary })
+  })
+
+const headOf = (chain_id: string) =>
+  Effect.map(Effect.flatMap(EvidenceStore, (store) => store.head(chain_id)), (head) => Option.getOrThrow(head).hash)
+
+const recordsOf = (chain_id: string) =>
+  Effect.map(Effect.flatMap(EvidenceStore, (store) => Stream.runCollect(store.read(chain_id))), Chunk.toReadonlyArray)
+
+/** The summary counted straight from the stored records, independently of TaskCertificate. */
+const countFrom = (records: ReadonlyArray<StoredRecord>) => {
+  const counts: Record<string, number> = {
+    hard_allow: 0,
+    hard_deny: 0,
+    soft_allow: 0,
+    soft_deny: 0,
+    advisory_allow: 0,
+    advisory_deny: 0,
+    exceptions: 0
+  }
+  for (const record of records) {
+    if (record.record_type === "exception_granted") counts.exceptions!++
+    if (record.record_type !== "gate_evaluated") continue
+    const payload = JSON.parse(record.payload_json) as { level: string; decision: string }
+    counts[`${payload.level}_${payload.decision}`]!++
+  }
+  return counts
+}
+
+const summaryOf = (certificate: TaskCertificate.TaskCertificate) => ({ ...certificate.gate_summary })
+
+/** Success, captured failure, hard denial and escalation under one boundary, then close it. */
+const fullTask = Effect.gen(function*() {
+  const ref = yield* install
+  const boundary = yield* Governance.openBoundary(ref)
+  const outcomes = [
+    yield* exec(boundary, "add", { a: 1, b: 2 }),
+    yield* exec(boundary, "explode", { secret: "hunter2" }),
+    yield* exec(boundary, "refuse", {}),
+    yield* exec(boundary, "noop", {})
+  ]
+  assert.deepStrictEqual(outcomes.map((o) => o._tag), ["succeeded", "failed", "denied", "escalated"])
+  yield* Governance.closeBoundary(boundary)
+  return { ref, boundary, head: yield* headOf(boundary.chain_id) }
+})
+
+const reasonOf = <A, R>(effect: Effect.Effect<A, TaskCertificate.CertificateError, R>) =>
+  Effect.map(Effect.flip(effect), (error) => error.reason)
+
+describe("TaskCertificate.mint", () => {
+  it.effect("a closed task of success, failure, denial and escalation is FULL, its summary the committed gate results", () =>
+    Effect.gen(function*() {
+      const { boundary, head, ref } = yield* fullTask
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, head)
+      const records = yield* recordsOf(boundary.chain_id)
+      assert.strictEqual(certificate.process_grade, "FULL")
+      assert.deepStrictEqual(summaryOf(certificate), countFrom(records))
+      assert.isAtLeast(certificate.gate_summary.hard_deny, 1)
+      assert.isAtLeast(certificate.gate_summary.soft_deny, 1)
+      assert.isAtLeast(certificate.gate_summary.advisory_deny, 1)
+      assert.strictEqual(certificate.gate_summary.exceptions, 0)
+      assert.deepStrictEqual(
+        [certificate.chain_id, certificate.task_boundary_id, certificate.evidence_chain_head],
+        [boundary.chain_id, boundary.task_boundary_id, head]
+      )
+      assert.deepStrictEqual(
+        [certificate.policy_id, certificate.policy_version, certificate.policy_digest],
+        [ref.policy_id, ref.version, ref.digest]
+      )
+      assert.deepStrictEqual(
+        records.filter((r) => r.record_type !== "gate_evaluated" && r.record_type !== "policy_bound").map((r) =>
+          r.record_type
+        ),
+        [
+          "operation_started",
+          "callable_completed",
+          "operation_started",
+          "callable_failed",
+          "operation_started",
+          "operation_denied",
+          "operation_started",
+          "operation_denied",
+          "task_closed"
+        ]
+      )
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("an approval consumed for a soft deny grants an exception, and the certificate is DEGRADED", () =>
+    Effect.gen(function*() {
+      const ref = yield* install
+      const boundary = yield* Governance.openBoundary(ref)
+      const escalated = yield* exec(boundary, "noop", {})
+      assert.strictEqual(escalated._tag, "escalated")
+      const approval = escalated._tag === "escalated" ? escalated.approval!.approval_id : ""
+      yield* (yield* ApprovalQueue).approve(approval, { id: "maya", approver_class: "lead" })
+      assert.strictEqual((yield* exec(boundary, "noop", {}, approval))._tag, "succeeded")
+      assert.strictEqual((yield* exec(boundary, "add", { a: 2, b: 3 }))._tag, "succeeded")
+      yield* Governance.closeBoundary(boundary)
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, yield* headOf(boundary.chain_id))
+      const records = yield* recordsOf(boundary.chain_id)
+      assert.strictEqual(records.filter((r) => r.record_type === "exception_granted").length, 1)
+      assert.strictEqual(certificate.process_grade, "DEGRADED")
+      assert.strictEqual(certificate.gate_summary.exceptions, 1)
+      assert.deepStrictEqual(summaryOf(certificate), countFrom(records))
+      assert.isTrue((yield* TaskCertificate.verify(certificate)).valid)
+      const upgraded = yield* TaskCertificate.verify(
+        new TaskCertificate.TaskCertificate({ ...certificate, process_grade: "FULL" })
+      )
+      assert.strictEqual(upgraded.failure_code, "grade_mismatch")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("an empty closed boundary is FULL with nothing counted", () =>
+    Effect.gen(function*() {
+      const boundary = yield* Governance.openBoundary(yield* install)
+      yield* Governance.closeBoundary(boundary)
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, yield* headOf(boundary.chain_id))
+      assert.strictEqual(certificate.process_grade, "FULL")
+      assert.deepStrictEqual(Object.values(summaryOf(certificate)), [0, 0, 0, 0, 0, 0, 0])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("not_closed before the close; the close mints; a second close is rejected and leaves the head", () =>
+    Effect.gen(function*() {
+      const boundary = yield* Governance.openBoundary(yield* install)
+      yield* exec(boundary, "add", { a: 1, b: 1 })
+      const open = yield* headOf(boundary.chain_id)
+      const early = yield* Effect.flip(TaskCertificate.mint(boundary.chain_id, open))
+      assert.strictEqual(early.reason, "not_closed")
+      const records = yield* recordsOf(boundary.chain_id)
+      assert.strictEqual(early.failed_record_id, records.at(-1)!.record_id)
+      yield* Governance.closeBoundary(boundary)
+      const closed = yield* headOf(boundary.chain_id)
+      assert.strictEqual((yield* TaskCertificate.mint(boundary.chain_id, closed)).evidence_chain_head, closed)
+      const again = yield* Effect.flip(Governance.closeBoundary(boundary))
+      assert.strictEqual(again._tag, "BoundaryError")
+      // A writer that starts cold (another process) reads the closed head from the store and refuses too.
+      const fresh = yield* Effect.flip(
+        Governance.closeBoundary(boundary).pipe(
+          Effect.provideServiceEffect(Governance.EvidenceWriter, Governance.makeWriter)
+        )
+      )
+      assert.strictEqual(fresh._tag, "BoundaryError")
+      const afterClose = yield* Effect.flip(exec(boundary, "add", { a: 1, b: 1 }))
+      assert.strictEqual(afterClose._tag, "GovernanceEvidenceError")
+      assert.strictEqual(yield* headOf(boundary.chain_id), closed)
+      // The pre-close head is no longer the head: a record follows it.
+      assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, open)), "broken_link")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a record the store let past task_closed, or a second task_closed, makes the chain not_closed", () =>
+    Effect.gen(function*() {
+      const boundary = yield* Governance.openBoundary(yield* install)
+      yield* exec(boundary, "add", { a: 1, b: 1 })
+      yield* Governance.closeBoundary(boundary)
+      const store = yield* EvidenceStore
+      // Appended straight to the store, past the writer that refuses a closed chain.
+      const extend = (record_type: Draft["record_type"]) =>
+        Effect.gen(function*() {
+          const records = yield* recordsOf(boundary.chain_id)
+          const last = records.at(-1)!
+          const record = yield* Evidence.seal({
+            record_type,
+            operation_id: null,
+            policy_id: boundary.policy.policy_id,
+            policy_version: boundary.policy.version,
+            payload: { task_boundary_id: boundary.task_boundary_id, policy_digest: boundary.policy.digest }
+          }, {
+            record_id: yield* IdGenerator.uuid,
+            chain_id: boundary.chain_id,
+            sequence: last.sequence + 1,
+            previous_chain_hash: Sha256Hex.make(last.chain_hash),
+            created_at: yield* Time.now
+          })
+          yield* store.append(record)
+          return last
+        })
+      const closed = yield* extend("record_superseded")
+      const past = yield* Effect.flip(TaskCertificate.mint(boundary.chain_id, yield* headOf(boundary.chain_id)))
+      assert.deepStrictEqual([past.reason, past.failed_record_id], ["not_closed", closed.record_id])
+      yield* extend("task_closed")
+      const twice = yield* Effect.flip(TaskCertificate.mint(boundary.chain_id, yield* headOf(boundary.chain_id)))
+      assert.deepStrictEqual([twice.reason, twice.failed_record_id], ["not_closed", closed.record_id])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("an abandoned boundary is never certified, while the one after it is", () =>
+    Effect.gen(function*() {
+      const ref = yield* install
+      const abandoned = yield* Governance.openBoundary(ref)
+      yield* exec(abandoned, "add", { a: 1, b: 2 })
+      const empty = yield* Governance.openBoundary(ref)
+      const next = yield* Governance.openBoundary(ref)
+      yield* exec(next, "add", { a: 3, b: 4 })
+      yield* Governance.closeBoundary(next)
+      assert.strictEqual(
+        yield* reasonOf(TaskCertificate.mint(abandoned.chain_id, yield* headOf(abandoned.chain_id))),
+        "not_closed"
+      )
+      const head = yield* headOf(next.chain_id)
+      assert.strictEqual(yield* reasonOf(TaskCertificate.mint(abandoned.chain_id, head)), "broken_link")
+      assert.strictEqual(yield* reasonOf(TaskCertificate.mint(empty.chain_id, head)), "broken_link")
+      assert.strictEqual((yield* TaskCertificate.mint(next.chain_id, head)).task_boundary_id, next.task_boundary_id)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("missing_policy when the exact version is gone, holds other content, or does not recompute", () =>
+    Effect.gen(function*() {
+      const { boundary, head } = yield* fullTask
+      const mintWith = <R>(setup: Effect.Effect<void, unknown, R>) =>
+        Effect.flip(
+          Effect.zipRight(Effect.orDie(setup), TaskCertificate.mint(boundary.chain_id, head)).pipe(
+            Effect.provide(MemoryPolicySnapshotStore.layer)
+          )
+        )
+      // Same id and version, other content: one hard gate that allows everything.
+      const other = compile({
+        rules: [declaration.rules[0], declaration.rules[4]],
+        gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-all", "ask"] }]
+      })
+      // A fresh store holding the same snapshot certifies: each refusal below is the policy's fault.
+      const same = yield* TaskCertificate.mint(boundary.chain_id, head).pipe(
+        Effect.provide(
+          Layer.effectDiscard(
+            Effect.orDie(Effect.flatMap(PolicySnapshotStore, (store) => Effect.flatMap(compile(), store.put)))
+          ).pipe(Layer.provideMerge(MemoryPolicySnapshotStore.layer))
+        )
+      )
+      assert.strictEqual(same.policy_digest, boundary.policy.digest)
+      const gone = yield* mintWith(Effect.void)
+      assert.strictEqual(gone.reason, "missing_policy")
+      assert.include(gone.detail, "no policy p@1")
+      const replaced = yield* mintWith(Effect.flatMap(PolicySnapshotStore, (store) => Effect.flatMap(other, store.put)))
+      assert.strictEqual(replaced.reason, "missing_policy")
+      assert.include(replaced.detail, "is not the snapshot the chain recorded")
+      const forged = yield* mintWith(
+        Effect.flatMap(PolicySnapshotStore, (store) =>
+          Effect.flatMap(
+            other,
+            (snapshot) => store.put(PolicySnapshot.PolicySnapshot.make({ ...snapshot, digest: boundary.policy.digest }))
+          ))
+      )
+      assert.strictEqual(forged.reason, "missing_policy")
+      assert.include(forged.detail, "does not recompute")
+      // The original store still certifies the same chain.
+      assert.strictEqual((yield* TaskCertificate.mint(boundary.chain_id, head)).policy_digest, boundary.policy.digest)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("incomplete_operations: a start without a terminal, a terminal never started, two terminals", () =>
+    Effect.gen(function*() {
+      const ref = yield* install
+      const writer = yield* Governance.EvidenceWriter
+      const draft = (
+        boundary: Governance.TaskBoundary,
+        record_type: Draft["record_type"],
+        operation_id: Uuid | null
+      ): Draft => ({
+        record_type,
+        operation_id,
+        policy_id: ref.policy_id,
+        policy_version: ref.version,
+        payload: record_type === "operation_started"
+          ? { task_boundary_id: boundary.task_boundary_id, policy_digest: ref.digest }
+          : { stage: "outcome" }
+      })
+      const chain = (plan: ReadonlyArray<readonly [Draft["record_type"], Uuid]>) =>
+        Effect.gen(function*() {
+          const boundary = yield* Governance.openBoundary(ref)
+          const ids = []
+          for (const [type, operation] of plan) {
+            ids.push((yield* writer.append(boundary.chain_id, draft(boundary, type, operation))).record_id)
+          }
+          yield* Governance.closeBoundary(boundary)
+          return {
+            minted: yield* Effect.either(TaskCertificate.mint(boundary.chain_id, yield* headOf(boundary.chain_id))),
+            ids
+          }
+        })
+      const refused = (plan: Parameters<typeof chain>[0]) =>
+        Effect.map(chain(plan), ({ ids, minted }) => {
+          assert.isTrue(Either.isLeft(minted))
+          const error = Either.flip(minted).pipe(Either.getOrThrow)
+          return { ids, error }
+        })
+      const [a, b] = [yield* IdGenerator.uuid, yield* IdGenerator.uuid]
+      // The same builder with every operation concluded once certifies: the refusals below are the operations' fault.
+      const complete = yield* chain([["operation_started", a], ["callable_completed", a]])
+      assert.isTrue(Either.isRight(complete.minted))
+      const open = yield* refused([["operation_started", a], ["operation_started", b], ["callable_completed", b]])
+      assert.deepStrictEqual([open.error.reason, open.error.failed_record_id], ["incomplete_operations", open.ids[0]])
+      const orphan = yield* refused([["callable_completed", a]])
+      assert.deepStrictEqual([orphan.error.reason, orphan.error.failed_record_id], [
+        "incomplete_operations",
+        orphan.ids[0]
+      ])
+      const twice = yield* refused([["operation_started", a], ["callable_failed", a], ["operation_denied", a]])
+      assert.deepStrictEqual([twice.error.reason, twice.error.failed_record_id], [
+        "incomplete_operations",
+        twice.ids[2]
+      ])
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a record changed between the store and the certificate is content_mismatch; a store error is unavailable", () =>
+    Effect.gen(function*() {
+      const { boundary, head } = yield* fullTask
+      const store = yield* EvidenceStore
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, head)
+      const records = yield* recordsOf(boundary.chain_id)
+      const target = records.find((r) => r.record_type === "gate_evaluated" && r.payload_json.includes("\"deny\""))!
+      const lying = EvidenceStore.of({
+        ...store,
+        read: (chain_id, after) =>
+          Stream.map(store.read(chain_id, after), (record) =>
+            record.record_id === target.record_id
+              ? { ...record, payload_json: record.payload_json.replace("\"deny\"", "\"allow\"") }
+              : record)
+      })
+      const tampered = yield* Effect.flip(
+        TaskCertificate.mint(boundary.chain_id, head).pipe(Effect.provideService(EvidenceStore, lying))
+      )
+      assert.deepStrictEqual([tampered.reason, tampered.failed_record_id], ["content_mismatch", target.record_id])
+      const reverified = yield* TaskCertificate.verify(certificate).pipe(Effect.provideService(EvidenceStore, lying))
+      assert.deepStrictEqual([reverified.valid, reverified.failure_code], [false, "content_mismatch"])
+      const down = EvidenceStore.of({
+        ...store,
+        read: () => Stream.fail(new EvidenceUnavailableError({ detail: "disk gone" }))
+      })
+      assert.strictEqual(
+        yield* reasonOf(TaskCertificate.mint(boundary.chain_id, head).pipe(Effect.provideService(EvidenceStore, down))),
+        "unavailable"
+      )
+      assert.strictEqual(
+        yield* reasonOf(TaskCertificate.verify(certificate).pipe(Effect.provideService(EvidenceStore, down))),
+        "unavailable"
+      )
+    }).pipe(Effect.provide(layer)))
+})
+
+describe("TaskCertificate.verify", () => {
+  it.effect("a fresh certificate verifies; an altered summary, grade, policy, boundary or head does not", () =>
+    Effect.gen(function*() {
+      const { boundary, head } = yield* fullTask
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, head)
+      const verdict = (altered: Partial<TaskCertificate.TaskCertificate>) =>
+        Effect.map(
+          TaskCertificate.verify(new TaskCertificate.TaskCertificate({ ...certificate, ...altered })),
+          (v) => v.failure_code
+        )
+      const fresh = yield* TaskCertificate.verify(certificate)
+      assert.deepStrictEqual([fresh.valid, fresh.failure_code, fresh.detail], [true, null, null])
+      const summary = certificate.gate_summary
+      assert.strictEqual(
+        yield* verdict({
+          gate_summary: new TaskCertificate.GateSummary({ ...summary, hard_deny: summary.hard_deny - 1 })
+        }),
+        "summary_mismatch"
+      )
+      assert.strictEqual(
+        yield* verdict({ gate_summary: new TaskCertificate.GateSummary({ ...summary, exceptions: 1 }) }),
+        "summary_mismatch"
+      )
+      assert.strictEqual(yield* verdict({ process_grade: "DEGRADED" }), "grade_mismatch")
+      assert.strictEqual(yield* verdict({ policy_version: "2" }), "policy_mismatch")
+      assert.strictEqual(yield* verdict({ policy_digest: Sha256Hex.make("0".repeat(64)) }), "policy_mismatch")
+      assert.strictEqual(yield* verdict({ task_boundary_id: yield* IdGenerator.uuid }), "not_closed")
+      assert.strictEqual(yield* verdict({ evidence_chain_head: Sha256Hex.make("a".repeat(64)) }), "broken_link")
+      const records = yield* recordsOf(boundary.chain_id)
+      const earlier = Sha256Hex.make(records.at(-2)!.chain_hash)
+      assert.strictEqual(yield* verdict({ evidence_chain_head: earlier }), "broken_link")
+      assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, "a".repeat(64))), "broken_link")
+      assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, earlier)), "broken_link")
+    }).pipe(Effect.provide(layer)))
+})
