@@ -6,6 +6,7 @@ import type { Effect } from "effect"
 import { Cause, Option, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import { seal } from "./internal/callable.ts"
+import { type ExecutionCaller, sortOrigins } from "./InvocationContext.ts"
 import { ActionName, Identifier } from "./Refs.ts"
 
 /** A kind of effect containment a backend may enforce. */
@@ -49,6 +50,8 @@ export interface ActionDefinition<I = any, O = any> {
   readonly output: Schema.Schema<O, any>
   readonly effects: ReadonlyArray<string>
   readonly containment: ReadonlyArray<ContainmentKind>
+  /** The origins that may run it (the Execution Policy seed): absent adds no restriction; empty denies every origin. */
+  readonly origins?: ReadonlyArray<ExecutionCaller>
   readonly source: Provenance
 }
 
@@ -62,6 +65,7 @@ export interface Spec<I, II, O, OI> {
   readonly output: Schema.Schema<O, OI>
   readonly effects?: ReadonlyArray<string>
   readonly containment?: ReadonlyArray<ContainmentKind>
+  readonly origins?: ReadonlyArray<ExecutionCaller>
   readonly source?: Provenance
   readonly handler: Handler<I, O>
 }
@@ -100,6 +104,7 @@ export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I
     output: spec.output,
     effects: Object.freeze([...(spec.effects ?? [])]),
     containment: Object.freeze([...(spec.containment ?? [])]),
+    ...(spec.origins === undefined ? {} : { origins: sortOrigins(spec.origins) }),
     source: spec.source ?? Provenance.make({ kind: "local" })
   })
   seal(definition, spec.handler)

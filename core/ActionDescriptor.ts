@@ -6,6 +6,7 @@ import type { ActionDefinition } from "./Action.ts"
 import { ContainmentKind, Provenance } from "./Action.ts"
 import type { CanonicalJsonError } from "./Canonical.ts"
 import * as Digest from "./Digest.ts"
+import { ExecutionCaller } from "./InvocationContext.ts"
 
 /** A registered action's identity, Schemas (as JSON Schema), effects and provenance, with its digest. */
 export class ActionDescriptor extends Schema.Class<ActionDescriptor>("ActionDescriptor")({
@@ -17,6 +18,7 @@ export class ActionDescriptor extends Schema.Class<ActionDescriptor>("ActionDesc
   output_schema: Schema.Unknown,
   effects: Schema.Array(Schema.String),
   containment: Schema.Array(ContainmentKind),
+  origins: Schema.optional(Schema.Array(ExecutionCaller)),
   source: Provenance,
   digest: Digest.Sha256Hex
 }) {}
@@ -42,6 +44,7 @@ export const describe = (
     output_schema: jsonSchemaOf(definition.output),
     effects: definition.effects,
     containment: definition.containment,
+    ...(definition.origins === undefined ? {} : { origins: definition.origins }),
     source: { ...definition.source }
   }
   return Effect.map(

@@ -27,6 +27,7 @@ import { ActionAdmissionDecision } from "./AdmissionDecision.ts"
 import * as Canonical from "./Canonical.ts"
 import { Digest } from "./Digest.ts"
 import type * as Evidence from "./Evidence.ts"
+import type { AppendReceipt } from "./EvidenceStore.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import {
   callExecuted,
@@ -50,7 +51,9 @@ import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
 import { common, denied, describeParseError, outcomeOf, reason, trusted } from "./internal/attempt.ts"
 import * as ledger from "./internal/ledger.ts"
 import { isRefusal, mint } from "./internal/token.ts"
+import type { AgentSubject } from "./InvocationContext.ts"
 import type { InvocationTokenError } from "./InvocationTokenError.ts"
+import * as Origin from "./Origin.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import type { ActionRef } from "./Refs.ts"
 import type { RuntimeProfile } from "./RuntimeProfile.ts"
@@ -93,6 +96,8 @@ export interface Config {
   readonly teardown?: Duration.DurationInput
   /** Governed profiles: pin the snapshot at stage 3 and commit evidence as control flow. */
   readonly governance?: Governor
+  /** The real executing agent this executor acts as; an action's declared origins require the invocation's agent to be it. */
+  readonly boundAgent?: AgentSubject
   /** The durable profile: Runs resolved at stage 3, and each attempt, outcome and outbox intent committed at stage 14. */
   readonly state?: StateStore.Service
 }
@@ -150,15 +155,36 @@ export const make = (config: Config = {}) =>
     const state = governor === undefined ? config.state : undefined
     const profile: RuntimeProfile = governor?.profile ?? (state === undefined ? "minimal" : "durable")
     const needsDigest = interceptors.length > 0 || transformers.length > 0 || governor !== undefined
+
+    /** Stage 5 for an action that declares its origins: the invocation must come from one of them. */
+    const originsOf = (definition: ActionDefinition): Interceptor => ({
+      id: "action.origins",
+      stage: "authorise",
+      evaluate: (evaluation) =>
+        Effect.map(
+          Origin.authorize({
+            restriction: definition.origins,
+            boundAgent: config.boundAgent,
+            principal: evaluation.context.authenticated_principal,
+            action_type: definition.name
+          }),
+          (check): Verdict =>
+            check._tag === "origin_denied"
+              ? { disposition: "deny", code: check.code, detail: check.detail }
+              : { disposition: "allow", code: check.code }
+        )
+    })
     const compiledPlans = new WeakMap<ActionDefinition, Compiled>()
 
     const compile = (definition: ActionDefinition, descriptor: ActionDescriptor): Compiled => {
       const cached = compiledPlans.get(definition)
       if (cached !== undefined) return cached
+      const withOrigins = definition.origins === undefined ? interceptors : [originsOf(definition), ...interceptors]
       const compiled: Compiled = Object.freeze({
         definition,
         descriptor,
-        plan: compilePlan({ descriptor, backend: backend.ref, interceptors, transformers, profile }),
+        plan: compilePlan({ descriptor, backend: backend.ref, interceptors: withOrigins, transformers, profile }),
+        interceptors: withOrigins,
         ref: { name: definition.name, version: definition.version },
         decode: strictDecoder(definition.input),
         encode: Schema.encodeUnknownEither(definition.input),
@@ -367,33 +393,39 @@ export const make = (config: Config = {}) =>
     })
 
     /** Stage 13, governed: the one terminal record; if it cannot be committed the outcome is replaced by an error. */
-    const conclude = Effect.fnUntraced(function*(operation: OperationContext, outcome: ExecutionOutcome) {
-      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(outcome.result) : null
-      const appended = yield* Effect.either(
-        governor!.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
-      )
-      if (Either.isRight(appended)) return outcome
-      const detail = failureDetail(appended.left)
-      if (outcome._tag === "failed") {
-        return yield* new OutcomeEvidenceError({
+    const conclude = Effect.fnUntraced(
+      function*(attempt: Attempt, operation: OperationContext, outcome: ExecutionOutcome) {
+        const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(outcome.result) : null
+        const appended = yield* Effect.either(
+          governor!.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
+        )
+        if (Either.isRight(appended)) {
+          attempt.receipt = appended.right
+          return outcome
+        }
+        const detail = failureDetail(appended.left)
+        if (outcome._tag === "failed") {
+          return yield* new OutcomeEvidenceError({
+            operation_id: operation.operation_id,
+            failure_code: outcome.failure.code,
+            detail
+          })
+        }
+        return yield* new GovernanceEvidenceError({
+          call_executed: callExecuted(outcome),
+          record_type: ledger.terminalType(outcome),
           operation_id: operation.operation_id,
-          failure_code: outcome.failure.code,
           detail
         })
       }
-      return yield* new GovernanceEvidenceError({
-        call_executed: callExecuted(outcome),
-        record_type: ledger.terminalType(outcome),
-        operation_id: operation.operation_id,
-        detail
-      })
-    })
+    )
 
     /** A governed operation interrupted from outside still closes with `operation_cancelled`, best effort. */
     const concludeInterrupted = (attempt: Attempt) =>
       attempt.operation === undefined
         ? Effect.void
         : Effect.asVoid(Effect.exit(conclude(
+          attempt,
           attempt.operation,
           new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)
         )))
@@ -423,7 +455,7 @@ export const make = (config: Config = {}) =>
 
     /** Stages 5-7 (and 10): run each security interceptor in fixed order, bound to the current digest. */
     const authorise = Effect.fnUntraced(function*(attempt: Attempt, recheck: boolean) {
-      for (const interceptor of interceptors) {
+      for (const interceptor of attempt.compiled!.interceptors) {
         const stage = recheck ? "recheck" : interceptor.stage
         attempt.stage = stage
         const exit = yield* Effect.exit(interceptor.evaluate(evaluation(attempt)))
@@ -465,7 +497,7 @@ export const make = (config: Config = {}) =>
       attempt.recheck = new Recheck({
         ran: changed,
         reason: changed ? "arguments_changed" : "arguments_unchanged",
-        evaluators: changed ? interceptors.map((interceptor) => interceptor.id) : [],
+        evaluators: changed ? compiled.interceptors.map((interceptor) => interceptor.id) : [],
         digest_before: before,
         digest_after: attempt.digest!
       }, trusted)
@@ -548,8 +580,14 @@ export const make = (config: Config = {}) =>
       )
     }
 
-    const notify = (outcome: ExecutionOutcome) => {
-      const event: Concluded = { _tag: "concluded", outcome }
+    const notify = (outcome: ExecutionOutcome, receipt?: AppendReceipt) => {
+      const event: Concluded = receipt === undefined
+        ? { _tag: "concluded", outcome }
+        : {
+          _tag: "concluded",
+          outcome,
+          evidence: { chain_id: receipt.chain_id, record_id: receipt.record_id, head_hash: receipt.head_hash }
+        }
       return Effect.forEach(observers, (observer) => Effect.exit(observer.observe(event)), { discard: true })
     }
 
@@ -595,7 +633,7 @@ export const make = (config: Config = {}) =>
       const operation = attempt.operation!
       return yield* operate(attempt, compiled, cancel).pipe(
         Effect.catchAll((error) => abandonOperation(attempt, error)),
-        Effect.flatMap((outcome) => conclude(operation, outcome)),
+        Effect.flatMap((outcome) => conclude(attempt, operation, outcome)),
         Effect.onInterrupt(() => concludeInterrupted(attempt))
       )
     })
@@ -606,7 +644,7 @@ export const make = (config: Config = {}) =>
       compiled: Compiled,
       cancel: Deferred.Deferred<void> | undefined
     ) {
-      if (interceptors.length > 0) {
+      if (compiled.interceptors.length > 0) {
         const refused = yield* authorise(attempt, false)
         if (refused !== undefined) return refused
       }
@@ -659,7 +697,7 @@ export const make = (config: Config = {}) =>
         }
         if (observers.length === 0) return run(attempt, options.cancel, options.boundary)
         return run(attempt, options.cancel, options.boundary).pipe(
-          Effect.tap(notify),
+          Effect.tap((outcome) => notify(outcome, attempt.receipt)),
           Effect.onInterrupt(() =>
             notify(new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted))
           )

@@ -38,6 +38,7 @@ export const make = (config: ActionExecutor.Config = {}, options: Options = {}) 
     const writer = yield* EvidenceWriter
     return yield* ActionExecutor.make({
       ...config,
+      ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
       interceptors: [...policy, ...(config.interceptors ?? [])],
       governance: {
         profile,

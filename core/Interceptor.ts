@@ -68,6 +68,8 @@ export interface Transformer {
 export interface Concluded {
   readonly _tag: "concluded"
   readonly outcome: ExecutionOutcome
+  /** Governed profiles: the committed terminal record's identifiers (observers see only committed evidence). */
+  readonly evidence?: { readonly chain_id: string; readonly record_id: string; readonly head_hash: string }
 }
 
 /** A subscriber: told of each conclusion; it cannot veto, and its failure changes nothing. */

@@ -376,5 +376,9 @@ export const layerExecutor = (config: ActionExecutor.Config = {}, options: Optio
   Layer.effect(
     ActionExecutor.ActionExecutor,
     Effect.flatMap(make(options), (policy) =>
-      ActionExecutor.make({ ...config, interceptors: [...policy, ...(config.interceptors ?? [])] }))
+      ActionExecutor.make({
+        ...config,
+        ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
+        interceptors: [...policy, ...(config.interceptors ?? [])]
+      }))
   )

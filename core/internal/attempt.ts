@@ -5,11 +5,13 @@ import type { ActionExecutionPlan } from "../ActionExecutionPlan.ts"
 import type { Disposition } from "../AdmissionDecision.ts"
 import { type ActionAdmissionDecision, DecisionReason } from "../AdmissionDecision.ts"
 import type { Sha256Hex } from "../Digest.ts"
+import type { AppendReceipt } from "../EvidenceStore.ts"
 import type { ExecutionContext } from "../ExecutionContext.ts"
 import { Deferred, Denied, Escalated, type ExecutionOutcome, type Recheck } from "../ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "../ExecutionRequest.ts"
 import type { OperationContext } from "../Governance.ts"
 import type { Uuid } from "../IdGenerator.ts"
+import type { Interceptor } from "../Interceptor.ts"
 import type { ActionRef } from "../Refs.ts"
 import type { RuntimeProfile } from "../RuntimeProfile.ts"
 import type { Stage } from "../Stage.ts"
@@ -19,6 +21,8 @@ export interface Compiled {
   readonly definition: ActionDefinition
   readonly descriptor: ActionDescriptor
   readonly plan: ActionExecutionPlan
+  /** The security evaluators for this action, in stage order: the executor's, after any the action itself declares. */
+  readonly interceptors: ReadonlyArray<Interceptor>
   readonly ref: ActionRef
   readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
   readonly encode: (a: unknown) => Either.Either<unknown, ParseResult.ParseError>
@@ -42,6 +46,8 @@ export interface Attempt {
   readonly profile: RuntimeProfile
   /** The governed operation, once stage 4 opened it. */
   operation?: OperationContext
+  /** The receipt of its committed terminal record. */
+  receipt?: AppendReceipt
 }
 
 /** What a stage returns: an outcome concludes the attempt; undefined goes on to the next stage. */

@@ -5,7 +5,8 @@ import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/Action.ts"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import type * as ActionExecutor from "../../core/ActionExecutor.ts"
+import { ActionExecutor as Executor } from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
 import type { StoredRecord } from "../../core/Evidence.ts"
 import { EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
@@ -16,6 +17,7 @@ import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
+import type * as Interceptor from "../../core/Interceptor.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
@@ -98,8 +100,11 @@ const stores = (failAt: { current: number | undefined }) =>
     Layer.provideMerge(base(actions))
   )
 
-const layerWith = (failAt: { current: number | undefined } = { current: undefined }) =>
-  Governed.layer().pipe(
+const layerWith = (
+  failAt: { current: number | undefined } = { current: undefined },
+  config: ActionExecutor.Config = {}
+) =>
+  Governed.layer(config).pipe(
     Layer.provideMerge(Governance.layerWriter),
     Layer.provideMerge(stores(failAt))
   )
@@ -120,7 +125,7 @@ const exec = (
   extra: { readonly approval_id?: string; readonly metadata?: Record<string, unknown> } = {}
 ) =>
   Effect.gen(function*() {
-    const executor = yield* ActionExecutor
+    const executor = yield* Executor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
     const context = yield* ExecutionContext.bind({
       execution_scope: scope,
@@ -191,7 +196,7 @@ describe("governed execution", () => {
       assert.strictEqual((yield* exec(ref, boundary, "notes.publish", { text: "ls" }))._tag, "escalated")
       const cancel = yield* Deferred.make<void>()
       const fiber = yield* Effect.fork(
-        Effect.flatMap(ActionExecutor, (executor) =>
+        Effect.flatMap(Executor, (executor) =>
           Effect.gen(function*() {
             const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
             const context = yield* ExecutionContext.bind({
@@ -326,4 +331,27 @@ describe("governed execution", () => {
       assert.strictEqual(calls.write, before)
       assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("observers see the committed terminal record's identifiers, and a failing observer changes nothing", () => {
+    const seen: Array<Interceptor.Concluded["evidence"]> = []
+    const observers = [
+      { id: "audit-ui", observe: () => Effect.fail("ui down") },
+      {
+        id: "audit",
+        observe: (event: Interceptor.Concluded) => Effect.sync(() => seen.push(event.evidence))
+      }
+    ]
+    return Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const outcome = yield* exec(ref, boundary, "notes.write", { text: "x" })
+      assert.strictEqual(outcome._tag, "succeeded")
+      const chain = yield* records(boundary.chain_id)
+      assert.deepStrictEqual(seen, [{
+        chain_id: boundary.chain_id,
+        record_id: chain.at(-1)!.record_id,
+        head_hash: chain.at(-1)!.chain_hash
+      }])
+      assert.isTrue((yield* Effect.flatMap(EvidenceStore, (store) => store.verify(boundary.chain_id))).valid)
+    }).pipe(Effect.provide(layerWith({ current: undefined }, { observers })))
+  })
 })
