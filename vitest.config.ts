@@ -1,0 +1,9 @@
+import { defineConfig } from "vitest/config"
+
+// Shared 2-core machines run these suites under heavy load: a timeout here means "stuck", never "slow".
+export default defineConfig({
+  test: {
+    testTimeout: 60_000,
+    hookTimeout: 120_000
+  }
+})
