@@ -288,8 +288,7 @@ export const make = (
               pending.resume(Exit.isFailure(exit) ? Exit.failCause(exit.cause) : exit.value[i++]!)
             }
           })
-        ),
-        Effect.uninterruptible
+        )
       )
 
     const queue = yield* Queue.unbounded<Pending>()
@@ -304,7 +303,13 @@ export const make = (
         yield* Queue.shutdown(queue)
       })
     )
-    yield* Queue.takeBetween(queue, 1, maxBatch).pipe(Effect.flatMap(commitBatch), Effect.forever, Effect.forkScoped)
+    // Only waiting is interruptible: once taken, a batch is committed and answered.
+    yield* Effect.uninterruptibleMask((restore) =>
+      restore(Queue.take(queue)).pipe(
+        Effect.flatMap((first) => Effect.map(Queue.takeUpTo(queue, maxBatch - 1), Chunk.prepend(first))),
+        Effect.flatMap(commitBatch)
+      )
+    ).pipe(Effect.forever, Effect.forkScoped)
 
     const read = (
       chain_id: string,

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Layer, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Exit, Layer, Option, Scope, Stream } from "effect"
 import * as path from "node:path"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
@@ -610,6 +610,16 @@ describe("SqlEvidenceStore", () => {
       const result = yield* store.verify(records[0]!.chain_id, records[6]!.chain_hash)
       assert.deepStrictEqual([result.valid, result.checked_records], [true, 7])
     }))))
+
+  it.effect("an append to a closed store fails as unavailable instead of waiting forever", () =>
+    provided(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const store = yield* Scope.extend(SqlEvidenceStore.make(), scope)
+      const [record] = yield* sealChain(yield* newChain, 1)
+      yield* Scope.close(scope, Exit.void)
+      const error = yield* Effect.flip(store.append(record!))
+      assert.strictEqual(error._tag, "EvidenceUnavailableError")
+    })))
 
   it.scoped("a writer in another connection to the same file is seen: the head is read inside each commit", () =>
     Effect.gen(function*() {

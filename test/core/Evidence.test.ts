@@ -1,0 +1,210 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer, Stream } from "effect"
+import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import { Sha256Hex } from "../../core/Digest.ts"
+import * as Evidence from "../../core/Evidence.ts"
+import type { StoredRecord } from "../../core/Evidence.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { Uuid } from "../../core/IdGenerator.ts"
+import { Timestamp } from "../../core/Time.ts"
+import { altered, sealChain } from "../fixtures/evidence.ts"
+
+const testLayer = Layer.merge(WebCryptoDigest.layer, IdGenerator.layerSeeded("evidence-core"))
+
+const at = Timestamp.make("2026-11-29T18:33:51.123456Z")
+
+// Expected values computed independently with Python's json.dumps(sort_keys=True, separators=(",", ":"),
+// ensure_ascii=False) and hashlib.sha256.
+const known = {
+  payload_json: "{\"gate_id\":\"g\",\"n\":0,\"reason_code\":\"ok\",\"z\":[1,null,true],\"ünï\":\"✓\"}",
+  payload_digest: "93aba2cabafcd0e3f06b7d0a1ad9ac3466e6ebb93a721eac8cd07a2e9f419920",
+  chain_hash: "a1252f2e9071377369b4dc559da65823d8d91a7829830bcede2694387d814f9e",
+  next_chain_hash: "c19ebc77c8e5d2a8bacfe6b15c7969fa6aef877d9abf094d5cbffef721b21ef2"
+}
+
+const stream = (records: ReadonlyArray<StoredRecord>) => Stream.fromIterable(records.map((record) => ({ ...record })))
+
+const verified = (records: ReadonlyArray<StoredRecord>, expected?: string, chain_id = "chain") =>
+  Effect.map(
+    Evidence.verify(chain_id, stream(records), expected),
+    (result): { readonly [field: string]: unknown } => ({ ...result })
+  )
+
+const failure = (
+  records: ReadonlyArray<StoredRecord>,
+  code: Evidence.FailureCode,
+  failed: string | null,
+  checked: number,
+  expected?: string
+) =>
+  Effect.gen(function*() {
+    assert.deepStrictEqual(yield* verified(records, expected), {
+      chain_id: "chain",
+      valid: false,
+      verified_head: checked === 0 ? null : records[checked - 1]!.chain_hash,
+      checked_records: checked,
+      failure_code: code,
+      failed_record_id: failed
+    })
+  })
+
+describe("Evidence", () => {
+  it.effect("seal writes canonical payload bytes and sha256-v1 hashes equal to Python's", () =>
+    Effect.gen(function*() {
+      const first = yield* Evidence.seal({
+        record_type: "gate_evaluated",
+        operation_id: Uuid.make("33333333-3333-4333-8333-333333333333"),
+        policy_id: "policy",
+        policy_version: "1",
+        payload: { z: [1, null, true], reason_code: "ok", "ünï": "✓", n: 0, gate_id: "g" }
+      }, {
+        record_id: Uuid.make("11111111-1111-4111-8111-111111111111"),
+        chain_id: Uuid.make("22222222-2222-4222-8222-222222222222"),
+        sequence: 0,
+        previous_chain_hash: null,
+        created_at: at
+      })
+      assert.deepStrictEqual(
+        [first.payload_json, first.payload_digest, first.chain_hash, first.hash_algorithm],
+        [known.payload_json, known.payload_digest, known.chain_hash, "sha256-v1"]
+      )
+      assert.strictEqual(first.supersedes_record_id, null)
+      const next = yield* Evidence.seal({
+        record_type: "task_closed",
+        operation_id: null,
+        policy_id: "policy",
+        policy_version: "1",
+        payload: {}
+      }, {
+        record_id: Uuid.make("44444444-4444-4444-8444-444444444444"),
+        chain_id: first.chain_id,
+        sequence: 1,
+        previous_chain_hash: first.chain_hash,
+        created_at: at
+      })
+      assert.strictEqual(next.chain_hash, known.next_chain_hash)
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("seal refuses a payload outside the canonical domain", () =>
+    Effect.gen(function*() {
+      const [record] = yield* sealChain(yield* IdGenerator.uuid, 1)
+      const refused = yield* Effect.flip(Evidence.seal({
+        record_type: "gate_evaluated",
+        operation_id: null,
+        policy_id: "policy",
+        policy_version: "1",
+        payload: { latency: 1.5 }
+      }, { ...record!, previous_chain_hash: null }))
+      assert.deepStrictEqual([refused._tag, refused.reason, refused.path], ["CanonicalJsonError", "float", "$.latency"])
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("the chain hash covers every field but itself, and the payload digest covers the payload bytes", () =>
+    Effect.gen(function*() {
+      const [record] = yield* sealChain(yield* IdGenerator.uuid, 1)
+      const changes: ReadonlyArray<Partial<Evidence.EvidenceRecord>> = [
+        { record_id: yield* IdGenerator.uuid },
+        { record_type: "task_closed" },
+        { chain_id: yield* IdGenerator.uuid },
+        { operation_id: yield* IdGenerator.uuid },
+        { sequence: 1 },
+        { policy_id: "other" },
+        { policy_version: "2" },
+        { payload_json: "{\"n\":1}" },
+        { previous_chain_hash: Sha256Hex.make("a".repeat(64)) },
+        { supersedes_record_id: yield* IdGenerator.uuid },
+        { created_at: Timestamp.make("2026-11-29T18:33:51.123457Z") },
+        { hash_algorithm: "sha256-v2" }
+      ]
+      const base = yield* Evidence.rehash(record!)
+      assert.deepStrictEqual(base, { payload_digest: record!.payload_digest, chain_hash: record!.chain_hash })
+      for (const change of changes) {
+        const hashes = yield* Evidence.rehash({ ...record!, ...change })
+        assert.notStrictEqual(hashes.chain_hash, record!.chain_hash, Object.keys(change)[0])
+        assert.strictEqual(
+          hashes.payload_digest === record!.payload_digest,
+          change.payload_json === undefined,
+          Object.keys(change)[0]
+        )
+      }
+      // A stored payload digest does not feed the chain hash: the recomputed one does.
+      const forgedDigest = yield* Evidence.rehash({ ...record!, payload_digest: "f".repeat(64) })
+      assert.strictEqual(forgedDigest.chain_hash, record!.chain_hash)
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("checkContent: the recomputed hash, or why the content fails, never a defect", () =>
+    Effect.gen(function*() {
+      const [record] = yield* sealChain(yield* IdGenerator.uuid, 1)
+      const check = (changes: Partial<StoredRecord>) => Evidence.checkContent({ ...record!, ...changes })
+      assert.deepStrictEqual(yield* check({}), Either.right(record!.chain_hash))
+      assert.deepStrictEqual(
+        yield* check({ payload_json: record!.payload_json.replace("ok", "no") }),
+        Either.left("content_mismatch")
+      )
+      assert.deepStrictEqual(yield* check({ payload_digest: "0".repeat(64) }), Either.left("content_mismatch"))
+      assert.deepStrictEqual(yield* check({ chain_hash: "0".repeat(64) }), Either.left("content_mismatch"))
+      assert.deepStrictEqual(yield* check({ policy_id: "edited" }), Either.left("content_mismatch"))
+      assert.deepStrictEqual(yield* check({ hash_algorithm: "sha512-v1" }), Either.left("unsupported_algorithm"))
+      const rehashed = yield* altered(record!, { hash_algorithm: "sha256-v2" }, true)
+      assert.deepStrictEqual(yield* Evidence.checkContent(rehashed), Either.left("unsupported_algorithm"))
+      assert.deepStrictEqual(yield* check({ sequence: 0.5 }), Either.left("content_mismatch"))
+      assert.deepStrictEqual(yield* check({ policy_id: "\uD800" }), Either.left("content_mismatch"))
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("verify: a good chain is valid with every record checked and its head verified", () =>
+    Effect.gen(function*() {
+      const records = yield* sealChain(yield* IdGenerator.uuid, 4)
+      const good = {
+        chain_id: "chain",
+        valid: true,
+        verified_head: records[3]!.chain_hash,
+        checked_records: 4,
+        failure_code: null,
+        failed_record_id: null
+      }
+      assert.deepStrictEqual(yield* verified(records), good)
+      assert.deepStrictEqual(yield* verified(records, records[3]!.chain_hash), good)
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("verify: empty chains, first sequences, gaps and previous hashes are broken links", () =>
+    Effect.gen(function*() {
+      const records = yield* sealChain(yield* IdGenerator.uuid, 4)
+      const [r0, r1, r2, r3] = records
+      yield* failure([], "broken_link", null, 0)
+      yield* failure([], "broken_link", null, 0, r3.chain_hash)
+      yield* failure([r1, r2, r3], "broken_link", r1.record_id, 0)
+      yield* failure([r0, r1, r3], "broken_link", r3.record_id, 2)
+      yield* failure([r0, r2, r1, r3], "broken_link", r2.record_id, 1)
+      const relinked = yield* altered(records[2]!, { previous_chain_hash: r0.chain_hash }, true)
+      yield* failure([r0, r1, relinked, r3], "broken_link", relinked.record_id, 2)
+      yield* failure([r0, r1, { ...r2, sequence: 2.5 }, r3], "broken_link", r2.record_id, 2)
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("verify: content and algorithm failures, and the first failure wins", () =>
+    Effect.gen(function*() {
+      const records = yield* sealChain(yield* IdGenerator.uuid, 4)
+      const [r0, r1, r2, r3] = records
+      const edited = { ...r1, payload_json: r1.payload_json.replace("ok", "no") }
+      yield* failure([r0, edited, r2, r3], "content_mismatch", r1.record_id, 1)
+      yield* failure([{ ...r0, chain_hash: r1.chain_hash }, r1, r2, r3], "content_mismatch", r0.record_id, 0)
+      yield* failure([r0, r1, { ...r2, hash_algorithm: "sha256-v9" }, r3], "unsupported_algorithm", r2.record_id, 2)
+      yield* failure([r0, edited, { ...r2, hash_algorithm: "sha256-v9" }], "content_mismatch", r1.record_id, 1)
+      yield* failure([r0, r1, r3, { ...r2, hash_algorithm: "x" }], "broken_link", r3.record_id, 2)
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("verify against a trusted head: a head never reached, and records beyond it, are broken links", () =>
+    Effect.gen(function*() {
+      const records = yield* sealChain(yield* IdGenerator.uuid, 4)
+      yield* failure(records, "broken_link", null, 4, "e".repeat(64))
+      yield* failure(records.slice(0, 3), "broken_link", null, 3, records[3]!.chain_hash)
+      yield* failure(records, "broken_link", records[2]!.record_id, 2, records[1]!.chain_hash)
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("verify passes on the stream's own failure", () =>
+    Effect.gen(function*() {
+      const records = yield* sealChain(yield* IdGenerator.uuid, 2)
+      const error = yield* Effect.flip(
+        Evidence.verify("chain", Stream.concat(stream(records), Stream.fail("storage gone" as const)))
+      )
+      assert.strictEqual(error, "storage gone")
+    }).pipe(Effect.provide(testLayer)))
+})
