@@ -1,82 +1,22 @@
 /**
  * The in-memory EvidenceStore and EvidenceProjectionSource: reference semantics for every other layer, lost on
- * restart (`durable: false`). Also exports the admission check every layer applies before it commits a record.
+ * restart (`durable: false`).
  *
  * Runtimes: every one (effect only).
  */
-import { Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
-import * as Canonical from "../core/Canonical.ts"
+import { Context, Effect, Layer, Option, Stream } from "effect"
 import type { Digest } from "../core/Digest.ts"
 import * as Evidence from "../core/Evidence.ts"
-import type { ChainHead } from "../core/EvidenceStore.ts"
+import type { ChainHead, EvidenceConflictError } from "../core/EvidenceStore.ts"
 import {
+  admit,
   AppendReceipt,
+  conflictOf,
   Cursor,
-  EvidenceConflictError,
-  EvidenceIntegrityError,
   EvidenceProjectionSource,
   EvidenceStore,
   EvidenceUnavailableError
 } from "../core/EvidenceStore.ts"
-
-const isRecord = Schema.is(Schema.Struct(Evidence.EvidenceRecord.fields))
-
-const isCanonicalPayload = (payload_json: string): boolean => {
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(payload_json)
-  } catch {
-    return false
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return false
-  const text = Canonical.stringify(parsed)
-  return Either.isRight(text) && text.right === payload_json
-}
-
-/**
- * The admission check of every EvidenceStore layer: the record decodes, its algorithm is `sha256-v1`, its payload is
- * a canonical JSON object, and both hashes recompute.
- */
-export const admit = (
-  record: Evidence.EvidenceRecord
-): Effect.Effect<Evidence.EvidenceRecord, EvidenceIntegrityError, Digest> => {
-  const refuse = (reason: EvidenceIntegrityError["reason"]) =>
-    Effect.fail(
-      new EvidenceIntegrityError({ reason, chain_id: String(record?.chain_id), record_id: String(record?.record_id) })
-    )
-  if (!isRecord(record)) return refuse("malformed")
-  if (record.hash_algorithm !== Evidence.hashAlgorithm) return refuse("unsupported_algorithm")
-  if (!isCanonicalPayload(record.payload_json)) return refuse("not_canonical")
-  return Effect.matchEffect(Evidence.rehash(record), {
-    onFailure: () => refuse("malformed"),
-    onSuccess: (hashes) =>
-      hashes.payload_digest !== record.payload_digest
-        ? refuse("payload_digest")
-        : hashes.chain_hash !== record.chain_hash
-        ? refuse("chain_hash")
-        : Effect.succeed(record)
-  })
-}
-
-/**
- * Why a record that passed admission cannot extend a chain whose head is `head`, or none: a duplicate record id or
- * hash first (so appending the same record twice says so), then the sequence, then the previous hash.
- */
-export const conflictOf = (
-  record: Evidence.EvidenceRecord,
-  head: { readonly sequence: number; readonly hash: string } | undefined,
-  duplicate: "duplicate_record" | "duplicate_hash" | undefined
-): EvidenceConflictError | undefined => {
-  const reason = duplicate ??
-    (record.sequence !== (head === undefined ? 0 : head.sequence + 1)
-      ? "sequence"
-      : record.previous_chain_hash !== (head?.hash ?? null)
-      ? "stale_head"
-      : undefined)
-  return reason === undefined
-    ? undefined
-    : new EvidenceConflictError({ reason, chain_id: record.chain_id, record_id: record.record_id })
-}
 
 const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>
   new AppendReceipt({

@@ -24,7 +24,7 @@ import {
   EvidenceStore,
   EvidenceUnavailableError
 } from "../core/EvidenceStore.ts"
-import { admit, conflictOf } from "./MemoryEvidenceStore.ts"
+import { admit, conflictOf } from "../core/EvidenceStore.ts"
 
 /** How the store batches and pages. */
 export interface Options {
