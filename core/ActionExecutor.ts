@@ -98,7 +98,7 @@ export interface Config {
   readonly governance?: Governor
   /** The real executing agent this executor acts as; an action's declared origins require the invocation's agent to be it. */
   readonly boundAgent?: AgentSubject
-  /** The durable profile: Runs resolved at stage 3, and each attempt, outcome and outbox intent committed at stage 14. */
+  /** Runs resolved at stage 3; in the durable profile also each attempt, outcome and outbox intent committed at stage 14 (governed profiles project evidence instead). */
   readonly state?: StateStore.Service
 }
 
@@ -152,7 +152,8 @@ export const make = (config: Config = {}) =>
     const observers = [...(config.observers ?? [])]
     const teardown = Duration.decode(config.teardown ?? Duration.seconds(1))
     const governor = config.governance
-    const state = governor === undefined ? config.state : undefined
+    const runs = config.state
+    const state = governor === undefined ? runs : undefined
     const profile: RuntimeProfile = governor?.profile ?? (state === undefined ? "minimal" : "durable")
     const needsDigest = interceptors.length > 0 || transformers.length > 0 || governor !== undefined
 
@@ -238,7 +239,7 @@ export const make = (config: Config = {}) =>
       if (request.principal_claim !== undefined && request.principal_claim.id !== context.authenticated_principal.id) {
         return denied(attempt, "context.principal_mismatch", "the principal claim is not the authenticated principal")
       }
-      if (request.execution_scope._tag === "durable_run" && state === undefined) {
+      if (request.execution_scope._tag === "durable_run" && runs === undefined) {
         return denied(attempt, "scope.run_unavailable", `the ${profile} profile has no Run repository`)
       }
       if (request.execution_scope._tag === "ephemeral_operation" && state !== undefined) {
@@ -610,9 +611,11 @@ export const make = (config: Config = {}) =>
         (attempt.request.deadline !== undefined ? yield* admitDeadline(attempt, attempt.request.deadline) : undefined)
       if (unbound !== undefined) return unbound
       const scope = attempt.request.execution_scope
-      if (state !== undefined && scope._tag === "durable_run") {
-        const unbound = yield* bindRun(state, attempt, scope.run_id)
+      if (runs !== undefined && scope._tag === "durable_run") {
+        const unbound = yield* bindRun(runs, attempt, scope.run_id)
         if (unbound !== undefined) return unbound
+      }
+      if (state !== undefined && scope._tag === "durable_run") {
         return yield* operate(attempt, compiled, cancel).pipe(
           Effect.flatMap((outcome) => persist(state, attempt, scope.run_id, outcome)),
           Effect.onInterrupt(() =>

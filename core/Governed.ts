@@ -3,11 +3,12 @@
  * with `policy_bound` and `operation_started` at stage 4, every gate result committed as it is
  * produced, and one terminal record per operation, all through the EvidenceStore in context.
  */
-import { Effect, Either, Layer, Schema } from "effect"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import { EvidenceStore } from "./EvidenceStore.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import * as PolicyGate from "./PolicyGate.ts"
+import { StateStore } from "./StateStore.ts"
 
 /** A profile this composition cannot stand behind, such as certifiable on a store that forgets. */
 export class ProfileUnavailableError extends Schema.TaggedError<ProfileUnavailableError>()("ProfileUnavailableError", {
@@ -25,8 +26,8 @@ export interface Options extends PolicyGate.Options {
   readonly certifiable?: boolean
 }
 
-/** Build a governed executor over the policy, evidence and approval stores in context. */
-export const make = (config: ActionExecutor.Config = {}, options: Options = {}) =>
+/** Build a governed executor over the policy, evidence and approval stores in context; with a StateStore in context, Run scopes bind to their Run. */
+export const make = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* EvidenceStore
     const profile = options.certifiable === true ? "certifiable" as const : "governed" as const
@@ -36,8 +37,10 @@ export const make = (config: ActionExecutor.Config = {}, options: Options = {}) 
     const policy = yield* PolicyGate.make(options)
     const pin = yield* PolicyGate.makePin
     const writer = yield* EvidenceWriter
+    const runs = yield* Effect.serviceOption(StateStore)
     return yield* ActionExecutor.make({
       ...config,
+      ...(Option.isSome(runs) ? { state: runs.value } : {}),
       ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
       interceptors: [...policy, ...(config.interceptors ?? [])],
       governance: {
@@ -49,5 +52,5 @@ export const make = (config: ActionExecutor.Config = {}, options: Options = {}) 
   })
 
 /** The governed (or certifiable) executor as a layer; it shares the EvidenceWriter in context with task boundaries. */
-export const layer = (config: ActionExecutor.Config = {}, options: Options = {}) =>
+export const layer = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
   Layer.effect(ActionExecutor.ActionExecutor, make(config, options))

@@ -80,6 +80,8 @@ export type Reduced = Verdict & {
   readonly approver_class?: string
   readonly expires_after?: number
   readonly soft_deny?: boolean
+  /** The gates whose own rules required the approval; a presented approval satisfies them. */
+  readonly approval_gates?: ReadonlyArray<string>
 }
 
 const defaultApprovalLifetime = 3_600_000_000
@@ -103,6 +105,8 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
   }
   const advisories: Array<string> = []
   const gates: Array<GateOutcome> = []
+  const approvalGates: Array<string> = []
+  let softDenied = false
   let escalation: Reduced | undefined
   const applicable = pinned.gates.filter((gate) => gate.tools.some((tool) => tool.test(input.action)))
   if (applicable.length === 0) {
@@ -121,6 +125,7 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
       matched_rules: decision.matched_rules
     })
     if (decision.disposition === "allow") continue
+    if (decision.disposition === "escalate") approvalGates.push(gate.gate.gate_id)
     const why = describe(gate, decision)
     if (gate.gate.level === "advisory") {
       advisories.push(`${decision.code} (${why})`)
@@ -131,21 +136,20 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
     if (decision.disposition === "deny" && !(soft && pinned.approver !== undefined)) {
       return { ...verdict("deny", decision.code, why), gates }
     }
+    if (decision.disposition === "deny") softDenied = true
     escalation ??= decision.disposition === "escalate"
       ? {
         ...verdict("escalate", decision.code, why),
         approver_class: decision.approver_class!,
-        expires_after: decision.approval_expires_after_microseconds ?? defaultApprovalLifetime,
-        soft_deny: false
+        expires_after: decision.approval_expires_after_microseconds ?? defaultApprovalLifetime
       }
       : {
         ...verdict("escalate", "approval.required", `${decision.code}: ${why}`),
         approver_class: pinned.approver!,
-        expires_after: defaultApprovalLifetime,
-        soft_deny: true
+        expires_after: defaultApprovalLifetime
       }
   }
-  if (escalation !== undefined) return { ...escalation, gates }
+  if (escalation !== undefined) return { ...escalation, soft_deny: softDenied, approval_gates: approvalGates, gates }
   return {
     ...verdict(
       "allow",
@@ -300,9 +304,15 @@ export const make = (options: Options = {}) =>
           if (Either.isLeft(used)) {
             return { ...verdict("deny", `approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
           }
+          // A required approval, presented, satisfies its gates; a soft deny stays a deny, passed by a recorded exception.
+          const gates = (result.gates ?? []).map((gate) =>
+            gate.decision === "deny" && result.approval_gates?.includes(gate.gate_id) === true
+              ? { ...gate, decision: "allow" as const, reason_code: "approval.granted" }
+              : gate
+          )
           const granted = {
             ...verdict("allow", "approval.granted", `approval ${presented} by ${used.right.approver_class}`),
-            gates: result.gates ?? []
+            gates
           }
           return result.soft_deny === true
             ? {

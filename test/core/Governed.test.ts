@@ -56,6 +56,7 @@ const actions = [
       return Effect.never
     }
   }),
+  Action.make({ name: "notes.sign", input: Schema.Struct({}), output: Schema.Void, handler: () => undefined }),
   Action.make({
     name: "notes.publish",
     input: Schema.Struct({ text: Schema.String }),
@@ -69,13 +70,19 @@ const declaration = {
   version: "1",
   approver_class: "lead",
   rules: [
-    { rule_id: "allow-notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+    {
+      rule_id: "allow-notes",
+      kind: "action",
+      effect: "allow",
+      action_patterns: ["notes.write", "notes.fail", "notes.slow", "notes.publish"]
+    },
     { rule_id: "no-publish", kind: "action", effect: "deny", action_patterns: ["notes.publish"] },
-    { rule_id: "ask", kind: "approval", effect: "require_approval", action_patterns: ["nothing"] }
+    { rule_id: "ask", kind: "approval", effect: "require_approval", action_patterns: ["notes.sign"] },
+    { rule_id: "allow-sign", kind: "action", effect: "allow", action_patterns: ["notes.sign"] }
   ],
   gates: [
     { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes", "ask"] },
-    { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow-notes", "no-publish"] }
+    { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow-notes", "allow-sign", "no-publish"] }
   ]
 }
 
@@ -354,4 +361,22 @@ describe("governed execution", () => {
       assert.isTrue((yield* Effect.flatMap(EvidenceStore, (store) => store.verify(boundary.chain_id))).valid)
     }).pipe(Effect.provide(layerWith({ current: undefined }, { observers })))
   })
+
+  it.effect("an approval the policy requires satisfies its gate: recorded as allowed, no exception, nothing degraded", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const escalated = yield* exec(ref, boundary, "notes.sign", {})
+      assert.strictEqual(escalated._tag, "escalated")
+      const approval_id = escalated._tag === "escalated" ? escalated.approval!.approval_id : ""
+      yield* Effect.flatMap(ApprovalQueue, (queue) => queue.approve(approval_id, { id: "bob", approver_class: "lead" }))
+      assert.strictEqual((yield* exec(ref, boundary, "notes.sign", {}, { approval_id }))._tag, "succeeded")
+      const chain = yield* records(boundary.chain_id)
+      const second = chain.filter((r) => r.operation_id === chain.at(-1)!.operation_id)
+      const gates = second.filter((r) => r.record_type === "gate_evaluated").map((r) => JSON.parse(r.payload_json))
+      assert.deepStrictEqual(gates.map((g) => `${g.gate_id}:${g.decision}:${g.reason_code}`), [
+        "base:allow:approval.granted",
+        "review:allow:policy.allowed"
+      ])
+      assert.isFalse(chain.some((r) => r.record_type === "exception_granted"))
+    }).pipe(Effect.provide(layerWith())))
 })
