@@ -1,6 +1,7 @@
 /**
  * The demo: a scripted agent session run through the executor, one call for each way an action
- * can end. Runtime-agnostic; the CLI renders it.
+ * can end, optionally inside one durable Run and one task boundary. Runtime-agnostic; the CLI
+ * composes the stores and renders it.
  */
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import * as InProcessBackend from "../adapters/InProcessBackend.ts"
@@ -15,6 +16,8 @@ import * as ExecutionContext from "../core/ExecutionContext.ts"
 import type { ExecutionOutcome } from "../core/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../core/ExecutionRequest.ts"
 import { EphemeralOperation } from "../core/ExecutionScope.ts"
+import type { ExecutionScopeRef } from "../core/ExecutionScope.ts"
+import type { TaskBoundary } from "../core/Governance.ts"
 import * as IdGenerator from "../core/IdGenerator.ts"
 import type { Uuid } from "../core/IdGenerator.ts"
 import * as InvocationContext from "../core/InvocationContext.ts"
@@ -184,6 +187,9 @@ export const layerWith = (
 /** The demo's layers with the in-process backend. */
 export const layer = layerWith()
 
+/** The demo's actions and the in-process backend, for an executor composed elsewhere (needs a Digest). */
+export const tools = Layer.merge(ActionRegistry.layerWith(actions), InProcessBackend.layer)
+
 /** Compile, store and activate the demo policy; the reference a context pins. */
 export const installPolicy = Effect.gen(function*() {
   const store = yield* PolicySnapshotStore
@@ -199,16 +205,25 @@ const invocationFor = (origin: "USER" | "SELF") =>
     ? InvocationContext.autonomous(agent, principal.id, {})
     : InvocationContext.user(InvocationContext.human("demo-user"), agent, principal.id, {})
 
+/** How one step runs: the policy its context pins, an approval it spends, its scope (default: a fresh ephemeral
+ * operation) and, for a governed executor, the task boundary it appends to. */
+export interface StepOptions {
+  readonly policy_snapshot?: PolicySnapshotRef
+  readonly approval_id?: Uuid
+  readonly execution_scope?: ExecutionScopeRef
+  readonly boundary?: TaskBoundary
+}
+
 /** Run one step as the demo agent, through the executor, under the policy when one is given. */
-export const runStep = (step: Step, index: number, policy_snapshot?: PolicySnapshotRef, approval_id?: Uuid) =>
+export const runStep = (step: Step, index: number, options: StepOptions = {}) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
-    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const scope = options.execution_scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
     const context = yield* ExecutionContext.bind({
       execution_scope: scope,
       authenticated_principal: principal,
       effect_backend: InProcessBackend.make.ref,
-      ...(policy_snapshot === undefined ? {} : { policy_snapshot })
+      ...(options.policy_snapshot === undefined ? {} : { policy_snapshot: options.policy_snapshot })
     })
     const now = yield* Time.nowMicros
     const request = ExecutionRequest.make({
@@ -218,13 +233,14 @@ export const runStep = (step: Step, index: number, policy_snapshot?: PolicySnaps
       execution_scope: scope,
       principal_claim: principal,
       ...(step.deadlineMillis === undefined ? {} : { deadline: Time.fromMicros(now + step.deadlineMillis * 1000) }),
-      ...(approval_id === undefined ? {} : { approval_id })
+      ...(options.approval_id === undefined ? {} : { approval_id: options.approval_id })
     })
+    const boundary = options.boundary === undefined ? {} : { boundary: options.boundary }
     const run = step.cancelAfterMillis === undefined
-      ? executor.execute(request, { context })
+      ? executor.execute(request, { context, ...boundary })
       : Effect.gen(function*() {
         const cancel = yield* Deferred.make<void>()
-        const fiber = yield* Effect.fork(executor.execute(request, { context, cancel }))
+        const fiber = yield* Effect.fork(executor.execute(request, { context, cancel, ...boundary }))
         yield* Effect.sleep(step.cancelAfterMillis!)
         yield* Deferred.succeed(cancel, undefined)
         return yield* Fiber.join(fiber)
@@ -232,16 +248,32 @@ export const runStep = (step: Step, index: number, policy_snapshot?: PolicySnaps
     return yield* InvocationContext.withInvocation(run, invocationFor(step.origin ?? "USER"))
   })
 
-/** Run the whole scripted session under the demo policy; the maintainer approves where a step asks. */
-export const session = Effect.gen(function*() {
-  const ref = yield* installPolicy
-  const queue = yield* ApprovalQueue
-  const rows: Array<Row> = []
-  for (const [index, step] of script.entries()) {
-    const last = rows.findLast((row) => row.outcome._tag === "escalated")?.outcome
-    const approval = step.withApproval === true && last?._tag === "escalated" ? last.approval : undefined
-    if (approval !== undefined) yield* Effect.orDie(queue.approve(approval.approval_id, maintainer))
-    rows.push({ step, outcome: yield* runStep(step, index, ref, approval?.approval_id) })
-  }
-  return rows
-})
+/** Where a session runs: one shared scope (default: a fresh ephemeral operation per step) and a task boundary. */
+export interface SessionOptions {
+  readonly execution_scope?: ExecutionScopeRef
+  readonly boundary?: TaskBoundary
+}
+
+/** Run the whole scripted session under the policy `ref` pins; the maintainer approves where a step asks. */
+export const sessionWith = (ref: PolicySnapshotRef, options: SessionOptions = {}) =>
+  Effect.gen(function*() {
+    const queue = yield* ApprovalQueue
+    const rows: Array<Row> = []
+    for (const [index, step] of script.entries()) {
+      const last = rows.findLast((row) => row.outcome._tag === "escalated")?.outcome
+      const approval = step.withApproval === true && last?._tag === "escalated" ? last.approval : undefined
+      if (approval !== undefined) yield* Effect.orDie(queue.approve(approval.approval_id, maintainer))
+      rows.push({
+        step,
+        outcome: yield* runStep(step, index, {
+          ...options,
+          policy_snapshot: ref,
+          ...(approval === undefined ? {} : { approval_id: approval.approval_id })
+        })
+      })
+    }
+    return rows
+  })
+
+/** Install the demo policy and run the whole scripted session under it, each step in its own ephemeral scope. */
+export const session = Effect.flatMap(installPolicy, (ref) => sessionWith(ref))

@@ -1,8 +1,9 @@
 /**
  * Command-line input handling shared by the `writ` commands: typed bad-input errors (exit 2),
- * JSON argument parsing, and the exit code for negative verdicts.
+ * JSON argument parsing, the `--db` check, and the exit code for negative verdicts.
  */
-import { Effect, Either, Schema } from "effect"
+import { Cause, Console, Effect, Either, Exit, Layer, Schema } from "effect"
+import * as Sqlite from "../../adapters/Sqlite.ts"
 
 /** Bad input on the command line: exit code 2. */
 export class CliInputError extends Schema.TaggedError<CliInputError>()("CliInputError", { message: Schema.String }) {}
@@ -18,8 +19,44 @@ export const parseJsonObject = (text: string, option: string) =>
     Either.mapLeft((why) => new CliInputError({ message: `${option} ${why}` }))
   )
 
+/** Check a lowercase hex SHA-256 given on the command line (a chain head). */
+export const parseSha256 = (text: string, option: string) =>
+  /^[0-9a-f]{64}$/.test(text)
+    ? Either.right(text)
+    : Either.left(new CliInputError({ message: `${option} is not a lowercase hex SHA-256 (64 characters 0-9a-f)` }))
+
 /** Set the process exit code for a negative verdict (1). */
 export const setExitCode = (code: number) =>
   Effect.sync(() => {
     process.exitCode = code
   })
+
+const describeDefect = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  const inner = error instanceof Error && error.cause instanceof Error ? error.cause : error
+  return inner instanceof Error ? inner.message : String(inner)
+}
+
+/** Open and migrate the SQLite file named by `--db` once, before anything runs: one that cannot be opened is bad input. */
+export const checkDatabase = (filename: string) =>
+  Effect.flatMap(
+    Effect.exit(Effect.scoped(Layer.build(Sqlite.layer({ filename })))),
+    (exit) =>
+      Exit.isSuccess(exit) ? Effect.void : new CliInputError({
+        message: `--db ${filename}: cannot be opened as a writ database (${describeDefect(exit.cause)})`
+      })
+  )
+
+/** A failure that is not bad input (a store or evidence failure, or a defect): its message on stderr and exit code 1. */
+export const exitOneOnFailure = <A, E extends { readonly _tag: string; readonly message: string }, R>(
+  effect: Effect.Effect<A, E, R>
+) =>
+  Effect.catchIf(
+    effect,
+    (error): error is Exclude<E, CliInputError> => error._tag !== "CliInputError",
+    (error) => Effect.zipRight(Console.error(`${error._tag}: ${error.message}`), setExitCode(1))
+  ).pipe(
+    Effect.catchAllDefect((defect) =>
+      Effect.zipRight(Console.error(`internal error: ${describeDefect(Cause.die(defect))}`), setExitCode(1))
+    )
+  )

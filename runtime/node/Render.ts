@@ -1,6 +1,8 @@
 /**
- * Plain-text rendering for the CLI: aligned tables and one-line summaries.
+ * Plain-text rendering for the CLI: aligned tables, one-line summaries, and the key facts of an
+ * evidence record.
  */
+import type { StoredRecord } from "../../core/Evidence.ts"
 import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/ExecutionOutcome.ts"
 
@@ -23,3 +25,56 @@ export const outcomeCells = (outcome: ExecutionOutcome): Array<string> => {
     : ""
   return [outcome._tag, reasonCode(outcome) + detail, outcome.stage]
 }
+
+/** The first eight characters of an id or hash, for a table ("-" when there is none). */
+export const short = (id: string | null | undefined): string => id === null || id === undefined ? "-" : id.slice(0, 8)
+
+/** A scalar fact of a record's payload. */
+export type Fact = string | number | boolean | null
+
+const factKeys = [
+  "gate_id",
+  "level",
+  "decision",
+  "disposition",
+  "reason_code",
+  "failure_code",
+  "call_executed",
+  "approval_id",
+  "approver_class",
+  "stage",
+  "request_id",
+  "rule_count",
+  "gate_count",
+  "task_boundary_id"
+] as const
+
+/** The key facts of a record's payload (action, gate, decision, reason codes, flags); none when it is not a JSON object. */
+export const recordFacts = (record: StoredRecord): Record<string, Fact> => {
+  let payload: unknown
+  try {
+    payload = JSON.parse(record.payload_json)
+  } catch {
+    return { payload: "unreadable" }
+  }
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) return { payload: "unreadable" }
+  const fields = payload as Record<string, unknown>
+  const facts: Record<string, Fact> = {}
+  const action = fields.action
+  if (typeof action === "object" && action !== null && typeof (action as { name?: unknown }).name === "string") {
+    facts.action = (action as { name: string }).name
+  }
+  const scope = fields.scope
+  if (typeof scope === "object" && scope !== null && typeof (scope as { run_id?: unknown }).run_id === "string") {
+    facts.run_id = (scope as { run_id: string }).run_id
+  }
+  for (const key of factKeys) {
+    const value = fields[key]
+    if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") facts[key] = value
+  }
+  return facts
+}
+
+/** Facts as `key=value` pairs on one line. */
+export const factsLine = (facts: Record<string, Fact>): string =>
+  Object.entries(facts).map(([key, value]) => `${key}=${value}`).join(" ")

@@ -1,0 +1,436 @@
+/**
+ * The CLI of governed evidence, run as the built `writ` binary: `exec` under every profile, `demo` on a SQLite file,
+ * `evidence verify|log`, `certificate mint|verify` and `recover`, with exit codes 0 ok, 1 negative verdict, 2 bad input.
+ */
+import { SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, type Layer } from "effect"
+import { execFile } from "node:child_process"
+import { copyFileSync, existsSync, mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { beforeAll } from "vitest"
+import { EvidenceWriter } from "../../core/Governance.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { StateStore } from "../../core/StateStore.ts"
+import * as Embedded from "../../runtime/Embedded.ts"
+import { root } from "../fixtures/sources.ts"
+
+const bin = join(root, "dist/runtime/node/bin.js")
+/** Run the built binary without blocking the test worker: its exit status and both streams. */
+const writ = (...args: Array<string>) =>
+  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      "node",
+      [bin, ...args],
+      { encoding: "utf-8", maxBuffer: 64 << 20 },
+      (error, stdout, stderr) =>
+        resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
+    )
+  })
+const writJson = async (...args: Array<string>) => {
+  const result = await writ(...args, "--json")
+  return { status: result.status, stderr: result.stderr, out: JSON.parse(result.stdout) }
+}
+
+type Stores = Layer.Layer.Success<ReturnType<typeof Embedded.layerStores>>
+
+/** Run an effect on the embedded stores of a database file. */
+const onStores = <A, E>(filename: string, effect: Effect.Effect<A, E, Stores>) =>
+  Effect.runPromise(Effect.provide(effect, Embedded.layerStores({ filename })))
+
+/** Run raw SQL on a database file, as an attacker (or an operator) with file access would. */
+const rawSql = (filename: string, statements: ReadonlyArray<string>) =>
+  Effect.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.forEach(statements, (statement) => sql.unsafe(statement))).pipe(
+      Effect.provide(SqliteClient.layer({ filename }))
+    )
+  )
+
+const freshDir = () => mkdtempSync(join(tmpdir(), "writ-evidence-cli-"))
+
+describe("writ exec, evidence, certificate, recover", () => {
+  let dir = ""
+  let demoDb = ""
+  let demo: any
+
+  beforeAll(async () => {
+    const built = await new Promise<{ status: number; stdout: string }>((resolve) =>
+      execFile(
+        "node_modules/.bin/tsc",
+        ["-p", "tsconfig.build.json"],
+        { cwd: root, encoding: "utf-8" },
+        (error, stdout) => resolve({ status: error === null ? 0 : 1, stdout })
+      )
+    )
+    assert.strictEqual(built.status, 0, built.stdout)
+    dir = freshDir()
+    demoDb = join(dir, "demo.db")
+    const run = await writJson("demo", "--db", demoDb)
+    assert.strictEqual(run.status, 0, run.stderr)
+    demo = run.out
+  }, 240_000)
+
+  it("demo: every step in one task boundary, a chain that verifies against its closing head, a verified certificate", async () => {
+    assert.strictEqual(demo.profile, "certifiable")
+    assert.strictEqual(demo.db, demoDb)
+    assert.isTrue(demo.verification.valid)
+    assert.strictEqual(demo.verification.checked_records, demo.records)
+    assert.strictEqual(demo.verification.verified_head, demo.head)
+    assert.isTrue(demo.certificate_verification.valid)
+    assert.strictEqual(demo.certificate.evidence_chain_head, demo.head)
+    assert.strictEqual(demo.certificate.chain_id, demo.chain_id)
+    const tags = demo.rows.map((row: any) => row.outcome._tag)
+    assert.includeMembers(tags, ["succeeded", "denied", "escalated", "failed", "timed_out", "cancelled"])
+    const codes = demo.rows.map((row: any) => row.outcome.reason?.code)
+    assert.includeMembers(codes, ["policy.denied", "approval.required", "origin.not_allowed", "budget.exhausted"])
+    // The approved resubmission is a new attempt that succeeds.
+    const shell = demo.rows.filter((row: any) => row.action === "shell.exec").map((row: any) => row.outcome._tag)
+    assert.deepStrictEqual(shell, ["denied", "escalated", "succeeded"])
+    assert.isTrue(demo.rows.every((row: any) => row.outcome.profile === "certifiable"))
+  })
+
+  it("demo twice on the same db: a new task boundary each time, and every chain verifies", async () => {
+    const db = join(freshDir(), "twice.db")
+    const first = await writJson("demo", "--db", db)
+    const second = await writJson("demo", "--db", db)
+    assert.deepStrictEqual([first.status, second.status], [0, 0], second.stderr)
+    assert.notStrictEqual(first.out.chain_id, second.out.chain_id)
+    assert.notStrictEqual(first.out.certificate.task_boundary_id, second.out.certificate.task_boundary_id)
+    const verified = await writJson("evidence", "verify", "--db", db)
+    assert.strictEqual(verified.status, 0)
+    assert.deepStrictEqual(
+      verified.out.chains.map((chain: any) => [chain.chain_id, chain.valid, chain.checked_records]),
+      [[first.out.chain_id, true, first.out.records], [second.out.chain_id, true, second.out.records]]
+    )
+  }, 240_000)
+
+  it(
+    "exec under each profile: minimal keeps nothing, durable a Run and its attempt, governed a chain that verifies, certifiable a certificate",
+    async () => {
+      const db = join(freshDir(), "exec.db")
+      const args = ["exec", "calc.add", "--args", "{\"a\":2,\"b\":40}"]
+
+      const minimal = await writJson(...args)
+      assert.strictEqual(minimal.status, 0)
+      assert.deepStrictEqual([minimal.out._tag, minimal.out.profile, minimal.out.result], ["succeeded", "minimal", 42])
+      assert.notProperty(minimal.out, "run_id")
+
+      const durable = await writJson(...args, "--profile", "durable", "--db", db)
+      assert.strictEqual(durable.status, 0, durable.stderr)
+      assert.deepStrictEqual([durable.out._tag, durable.out.profile, durable.out.run_status], [
+        "succeeded",
+        "durable",
+        "completed"
+      ])
+      const stored = await onStores(
+        db,
+        Effect.gen(function*() {
+          const state = yield* StateStore
+          return {
+            run: yield* state.getRun(durable.out.run_id),
+            attempts: yield* state.listAttempts(durable.out.run_id)
+          }
+        })
+      )
+      assert.strictEqual(stored.run.status, "completed")
+      assert.strictEqual(stored.run.terminal?.reason_code, "ok")
+      assert.deepStrictEqual(stored.attempts.map((attempt) => [attempt.attempt_id, attempt.outcome.tag]), [[
+        durable.out.attempt_id,
+        "succeeded"
+      ]])
+
+      const governed = await writJson(...args, "--profile", "governed", "--db", db)
+      assert.strictEqual(governed.status, 0, governed.stderr)
+      assert.deepStrictEqual([governed.out.profile, governed.out.verification.valid], ["governed", true])
+      assert.notProperty(governed.out, "certificate")
+      const verified = await writJson(
+        "evidence",
+        "verify",
+        "--db",
+        db,
+        "--chain",
+        governed.out.chain_id,
+        "--expected-head",
+        governed.out.head
+      )
+      assert.strictEqual(verified.status, 0)
+      assert.deepStrictEqual(
+        verified.out.chains.map((chain: any) => [chain.valid, chain.checked_records, chain.verified_head]),
+        [[true, governed.out.records, governed.out.head]]
+      )
+      const log = await writJson("evidence", "log", "--db", db, "--chain", governed.out.chain_id)
+      assert.deepStrictEqual(log.out[0].records.map((record: any) => record.record_type), [
+        "policy_bound",
+        "operation_started",
+        "gate_evaluated",
+        "callable_completed",
+        "task_closed"
+      ])
+
+      const certifiable = await writJson(...args, "--profile", "certifiable", "--db", db)
+      assert.strictEqual(certifiable.status, 0, certifiable.stderr)
+      assert.strictEqual(certifiable.out.profile, "certifiable")
+      assert.strictEqual(certifiable.out.certificate.evidence_chain_head, certifiable.out.head)
+      assert.strictEqual(certifiable.out.certificate.process_grade, "FULL")
+      assert.isTrue(certifiable.out.certificate_verification.valid)
+
+      // A negative verdict still records its evidence, and exits 1.
+      const denied = await writJson(
+        "exec",
+        "shell.exec",
+        "--args",
+        "{\"command\":\"rm -rf /\"}",
+        "--profile",
+        "governed",
+        "--db",
+        db
+      )
+      assert.strictEqual(denied.status, 1)
+      assert.deepStrictEqual([denied.out._tag, denied.out.reason.code, denied.out.verification.valid], [
+        "denied",
+        "policy.denied",
+        true
+      ])
+    },
+    240_000
+  )
+
+  it("bad input exits 2 with a message naming it, and nothing runs", async () => {
+    const dir = freshDir()
+    const db = join(dir, "never.db")
+    const cases: Array<[Array<string>, string]> = [
+      [["exec", "calc.add", "--profile", "bogus", "--db", db], "minimal, durable, governed, certifiable"],
+      [["exec", "calc.add", "--args", "{not json", "--profile", "durable", "--db", db], "--args is not JSON"],
+      [["exec", "calc.add", "--args", "[1]", "--profile", "governed", "--db", db], "--args is not a JSON object"],
+      [
+        ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "durable"],
+        "--db FILE is required by the durable profile"
+      ],
+      [["exec", "calc.add", "--db", db], "--db is for the durable, governed and certifiable profiles"],
+      [["evidence", "verify", "--db", join(dir, "missing.db")], "missing.db"],
+      [["evidence", "verify", "--db", demoDb, "--expected-head", demo.head], "--expected-head needs --chain"],
+      [
+        ["evidence", "verify", "--db", demoDb, "--chain", demo.chain_id, "--expected-head", "abc"],
+        "--expected-head is not a lowercase hex SHA-256"
+      ],
+      [["evidence", "log", "--db", demoDb, "--chain", demo.chain_id, "--run", "x"], "--run and --chain are exclusive"],
+      [
+        ["certificate", "mint", "--db", demoDb, "--chain", demo.chain_id, "--expected-head", "XYZ"],
+        "--expected-head is not"
+      ]
+    ]
+    const results = await Promise.all(cases.map(([args]) => writ(...args)))
+    for (const [i, [args, message]] of cases.entries()) {
+      const result = results[i]!
+      assert.strictEqual(result.status, 2, `${args.join(" ")}: ${result.stderr}`)
+      assert.include(result.stdout + result.stderr, message, args.join(" "))
+    }
+    assert.isFalse(existsSync(db), "no database is created on bad input")
+    const notDb = join(dir, "not-a-db.txt")
+    writeFileSync(notDb, "hello, this is not SQLite\n".repeat(100))
+    const refused = await writ("exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "durable", "--db", notDb)
+    assert.strictEqual(refused.status, 2)
+    assert.include(refused.stderr, "cannot be opened as a writ database")
+  }, 240_000)
+
+  it("evidence verify and log read the demo's db: a timeline with gate ids, decisions and reason codes", async () => {
+    const verified = await writJson("evidence", "verify", "--db", demoDb)
+    assert.strictEqual(verified.status, 0)
+    assert.deepStrictEqual(
+      verified.out.chains.map((chain: any) => [chain.chain_id, chain.valid, chain.verified_head]),
+      [
+        [demo.chain_id, true, demo.head]
+      ]
+    )
+    const text = await writ(
+      "evidence",
+      "verify",
+      "--db",
+      demoDb,
+      "--chain",
+      demo.chain_id,
+      "--expected-head",
+      demo.head
+    )
+    assert.strictEqual(text.status, 0)
+    assert.include(text.stdout, demo.head)
+
+    const log = await writJson("evidence", "log", "--db", demoDb)
+    assert.strictEqual(log.status, 0)
+    const records = log.out[0].records
+    assert.strictEqual(records.length, demo.records)
+    assert.deepStrictEqual(records.map((record: any) => record.sequence), records.map((_: unknown, i: number) => i))
+    const gates = records.filter((record: any) => record.record_type === "gate_evaluated").map((record: any) =>
+      `${record.facts.gate_id}:${record.facts.decision}:${record.facts.reason_code}`
+    )
+    assert.includeMembers(gates, [
+      "policy:allow:policy.allowed",
+      "policy:deny:policy.denied",
+      "writ.budget:deny:budget.exhausted"
+    ])
+    const denials = records.filter((record: any) => record.record_type === "operation_denied").map((record: any) =>
+      record.facts.reason_code
+    )
+    assert.deepStrictEqual(denials, ["policy.denied", "approval.required", "origin.not_allowed", "budget.exhausted"])
+    assert.strictEqual(records.at(-1).record_type, "task_closed")
+
+    const table = await writ("evidence", "log", "--db", demoDb, "--chain", demo.chain_id)
+    assert.strictEqual(table.status, 0)
+    assert.match(
+      table.stdout,
+      /gate_evaluated\s+[0-9a-f]{8}\s+gate_id=policy level=hard decision=deny reason_code=policy\.denied/
+    )
+  }, 120_000)
+
+  it(
+    "certificate mint and verify round-trip; a forged field or a head that is not the closing record fails with its code",
+    async () => {
+      const dir = freshDir()
+      const minted = await writ(
+        "certificate",
+        "mint",
+        "--db",
+        demoDb,
+        "--chain",
+        demo.chain_id,
+        "--expected-head",
+        demo.head
+      )
+      assert.strictEqual(minted.status, 0, minted.stderr)
+      const certificate = JSON.parse(minted.stdout)
+      assert.strictEqual(certificate.evidence_chain_head, demo.head)
+      assert.deepStrictEqual(certificate.gate_summary, demo.certificate.gate_summary)
+      const file = join(dir, "certificate.json")
+      writeFileSync(file, minted.stdout)
+      const verified = await writJson("certificate", "verify", "--db", demoDb, "--certificate", file)
+      assert.strictEqual(verified.status, 0)
+      assert.deepStrictEqual([verified.out.valid, verified.out.failure_code], [true, null])
+
+      const forged = join(dir, "forged.json")
+      writeFileSync(forged, JSON.stringify({ ...certificate, process_grade: "DEGRADED" }))
+      const wrongGrade = await writJson("certificate", "verify", "--db", demoDb, "--certificate", forged)
+      assert.deepStrictEqual([wrongGrade.status, wrongGrade.out.failure_code], [1, "grade_mismatch"])
+      writeFileSync(
+        forged,
+        JSON.stringify({ ...certificate, gate_summary: { ...certificate.gate_summary, hard_deny: 0 } })
+      )
+      const wrongSummary = await writJson("certificate", "verify", "--db", demoDb, "--certificate", forged)
+      assert.deepStrictEqual([wrongSummary.status, wrongSummary.out.failure_code], [1, "summary_mismatch"])
+
+      // A trusted head inside the chain: records follow it, so the chain does not verify against it and nothing is minted.
+      const prefixHead = (await writJson("evidence", "log", "--db", demoDb, "--chain", demo.chain_id)).out[0].records[3]
+        .chain_hash
+      const notClosed = await writJson(
+        "certificate",
+        "mint",
+        "--db",
+        demoDb,
+        "--chain",
+        demo.chain_id,
+        "--expected-head",
+        prefixHead
+      )
+      assert.strictEqual(notClosed.status, 1)
+      assert.strictEqual(notClosed.out.minted, false)
+      assert.strictEqual(notClosed.out.failure_code, "broken_link")
+
+      writeFileSync(forged, "{\"certificate_id\": 1}")
+      const malformed = await writ("certificate", "verify", "--db", demoDb, "--certificate", forged)
+      assert.strictEqual(malformed.status, 2)
+      assert.include(malformed.stderr, "is not a task certificate")
+    },
+    120_000
+  )
+
+  it("Certificate verification fails for a changed policy", async () => {
+    const dir = freshDir()
+    const db = join(dir, "policy-changed.db")
+    copyFileSync(demoDb, db)
+    const minted = await writ("certificate", "mint", "--db", db, "--chain", demo.chain_id, "--expected-head", demo.head)
+    assert.strictEqual(minted.status, 0, minted.stderr)
+    const file = join(dir, "certificate.json")
+    writeFileSync(file, minted.stdout)
+    assert.strictEqual((await writ("certificate", "verify", "--db", db, "--certificate", file)).status, 0)
+    // Someone with write access drops the immutability trigger and loosens a rule in the stored snapshot.
+    await rawSql(db, [
+      "DROP TRIGGER policy_snapshots_immutable",
+      "UPDATE policy_snapshots SET snapshot_json = replace(snapshot_json, '\"limit\":3', '\"limit\":300') WHERE policy_id = 'demo-agent'"
+    ])
+    const changed = await onStores(
+      db,
+      Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM policy_snapshots WHERE snapshot_json LIKE '%"limit":300%'`
+      )
+    )
+    assert.strictEqual(changed[0]!.n, 1, "the mutation took effect")
+    const verified = await writJson("certificate", "verify", "--db", db, "--certificate", file)
+    assert.strictEqual(verified.status, 1)
+    assert.deepStrictEqual([verified.out.valid, verified.out.failure_code], [false, "missing_policy"])
+    // The chain itself is untouched and still verifies: only the certificate's policy claim fails.
+    assert.strictEqual(
+      (await writ("evidence", "verify", "--db", db, "--chain", demo.chain_id, "--expected-head", demo.head)).status,
+      0
+    )
+  }, 120_000)
+
+  it(
+    "recover closes an orphaned operation with external_result_ambiguous; the chain stays valid; log --run finds it",
+    async () => {
+      const db = join(freshDir(), "orphan.db")
+      copyFileSync(demoDb, db)
+      const orphan = await onStores(
+        db,
+        Effect.gen(function*() {
+          const writer = yield* EvidenceWriter
+          const chain_id = yield* IdGenerator.uuid
+          const operation_id = yield* IdGenerator.uuid
+          const run_id = yield* IdGenerator.uuid
+          const task_boundary_id = yield* IdGenerator.uuid
+          const draft = {
+            operation_id,
+            policy_id: demo.certificate.policy_id,
+            policy_version: demo.certificate.policy_version
+          }
+          yield* writer.append(chain_id, {
+            ...draft,
+            record_type: "policy_bound",
+            payload: { task_boundary_id, policy_digest: demo.certificate.policy_digest }
+          })
+          yield* writer.append(chain_id, {
+            ...draft,
+            record_type: "operation_started",
+            payload: {
+              task_boundary_id,
+              policy_digest: demo.certificate.policy_digest,
+              scope: { kind: "durable_run", run_id, owner_attempt_id: null },
+              action: { name: "calc.add", version: "1" }
+            }
+          })
+          return { chain_id, operation_id, run_id }
+        })
+      )
+      const recovered = await writJson("recover", "--db", db)
+      assert.strictEqual(recovered.status, 0, recovered.stderr)
+      assert.deepStrictEqual(recovered.out.closed, [orphan.operation_id])
+      assert.deepStrictEqual(recovered.out.unclosable, [])
+      assert.strictEqual(recovered.out.drained.inserted, demo.records + 3)
+
+      const verified = await writJson("evidence", "verify", "--db", db)
+      assert.strictEqual(verified.status, 0)
+      assert.isTrue(verified.out.chains.every((chain: any) => chain.valid))
+      const byRun = await writJson("evidence", "log", "--db", db, "--run", orphan.run_id)
+      assert.deepStrictEqual(byRun.out.map((chain: any) => chain.chain_id), [orphan.chain_id])
+      const types = byRun.out[0].records.map((record: any) => record.record_type)
+      assert.deepStrictEqual(types, ["policy_bound", "operation_started", "external_result_ambiguous"])
+      assert.strictEqual(byRun.out[0].records[2].facts.reason_code, "recovery.orphaned_operation")
+      assert.deepStrictEqual((await writJson("evidence", "log", "--db", db, "--run", demo.chain_id)).out, [])
+
+      const again = await writJson("recover", "--db", db)
+      assert.deepStrictEqual([again.status, again.out.closed, again.out.drained.inserted], [0, [], 0])
+    },
+    120_000
+  )
+})
