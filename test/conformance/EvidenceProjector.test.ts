@@ -1,0 +1,460 @@
+import { SqlClient } from "@effect/sql"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
+import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
+import * as NodeDigest from "../../adapters/NodeDigest.ts"
+import * as SqlEvidenceStore from "../../adapters/SqlEvidenceStore.ts"
+import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
+import * as Action from "../../core/Action.ts"
+import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import * as ActionRegistry from "../../core/ActionRegistry.ts"
+import type { Digest } from "../../core/Digest.ts"
+import { Sha256Hex } from "../../core/Digest.ts"
+import type { RecordType, StoredRecord } from "../../core/Evidence.ts"
+import { terminalTypes } from "../../core/Evidence.ts"
+import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
+import { Cursor, EvidenceProjectionSource, EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../../core/ExecutionScope.ts"
+import * as Governance from "../../core/Governance.ts"
+import * as Governed from "../../core/Governed.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import type { Uuid } from "../../core/IdGenerator.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import type { PolicySnapshotRef } from "../../core/Refs.ts"
+import * as StateStore from "../../core/StateStore.ts"
+import * as Time from "../../core/Time.ts"
+import { sqliteLayer } from "../fixtures/sqlite.ts"
+
+const platform = Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)
+
+const memoryStores = Layer.mergeAll(MemoryEvidenceStore.layer, MemoryStateStore.layer)
+
+const sqlStores = Layer.mergeAll(SqlEvidenceStore.layer, SqlStateStore.layer).pipe(Layer.provideMerge(sqliteLayer()))
+
+type Stores = Layer.Layer<
+  EvidenceStore | EvidenceProjectionSource | StateStore.StateStore,
+  never,
+  IdGenerator.IdGenerator | Digest
+>
+
+/** What a test body may use. */
+type Context =
+  | EvidenceStore
+  | EvidenceProjectionSource
+  | StateStore.StateStore
+  | Governance.EvidenceWriter
+  | IdGenerator.IdGenerator
+  | Digest
+
+const backends: ReadonlyArray<readonly [string, Stores]> = [["memory", memoryStores], ["sql", sqlStores]]
+
+/** Every projection commit a drain makes, and an optional injected failure of the n-th (1-based). */
+interface Spy {
+  readonly batches: Array<StateStore.ApplyProjection>
+  failAt?: number
+}
+
+const spied = (spy: Spy) =>
+  Layer.effect(
+    StateStore.StateStore,
+    Effect.map(StateStore.StateStore, (store) =>
+      StateStore.StateStore.of({
+        ...store,
+        applyProjection: (input) =>
+          Effect.suspend(() => {
+            spy.batches.push(input)
+            return spy.batches.length === spy.failAt
+              ? Effect.fail(new StateStore.StateStoreUnavailableError({ detail: "injected" }))
+              : store.applyProjection(input)
+          })
+      }))
+  )
+
+/** The stores of one backend, a spy on projection commits, the shared writer, digest and ids. */
+const storesWith = <R>(stores: Layer.Layer<R, never, IdGenerator.IdGenerator | Digest>, spy: Spy) =>
+  Governance.layerWriter.pipe(
+    Layer.provideMerge(spied(spy)),
+    Layer.provideMerge(stores),
+    Layer.provideMerge(platform)
+  )
+
+const append = (chain_id: Uuid, record_type: RecordType, operation_id: Uuid | null, step: string) =>
+  Effect.flatMap(Governance.EvidenceWriter, (writer) =>
+    writer.append(chain_id, {
+      record_type,
+      operation_id,
+      policy_id: "projector",
+      policy_version: "1",
+      payload: { step }
+    }))
+
+/** A governed operation's records: bound, started, one gate, and its terminal record if it has one. */
+const operation = (chain_id: Uuid, terminal: RecordType | undefined) =>
+  Effect.gen(function*() {
+    const operation_id = yield* IdGenerator.uuid
+    for (const type of ["policy_bound", "operation_started", "gate_evaluated"] as const) {
+      yield* append(chain_id, type, operation_id, type)
+    }
+    if (terminal !== undefined) yield* append(chain_id, terminal, operation_id, "end")
+    return operation_id
+  })
+
+/** Two chains: A with a success, a captured failure and an open operation; B with a denial, then closed. 16 records. */
+const workload = Effect.gen(function*() {
+  const [a, b] = [yield* IdGenerator.uuid, yield* IdGenerator.uuid]
+  const completed = yield* operation(a, "callable_completed")
+  const failed = yield* operation(a, "callable_failed")
+  const denied = yield* operation(b, "operation_denied")
+  const open = yield* operation(a, undefined)
+  yield* append(b, "task_closed", null, "close")
+  return { a, b, completed, failed, denied, open }
+})
+
+const recordsOf = (chain_id: string) =>
+  Effect.flatMap(
+    EvidenceStore,
+    (store) => Effect.map(Stream.runCollect(store.read(chain_id)), (chunk) => Chunk.toReadonlyArray(chunk))
+  )
+
+const cursorOf = Effect.flatMap(
+  StateStore.StateStore,
+  (state) => state.projectionCursor(EvidenceProjector.defaultProjector)
+)
+
+/** What the source still holds after the projector's cursor. */
+const unprojected = Effect.gen(function*() {
+  const source = yield* EvidenceProjectionSource
+  return (yield* source.scan(Option.getOrNull(yield* cursorOf), 10_000)).receipts
+})
+
+const terminalsBy = (operations: ReadonlyArray<StateStore.ProjectedOperation>) =>
+  Object.fromEntries(operations.map((op) => [op.operation_id, [op.terminal_type, op.terminal_count]]))
+
+for (const [name, stores] of backends) {
+  describe(`EvidenceProjector: ${name}`, () => {
+    const provided = <A, E>(effect: Effect.Effect<A, E, Context>, spy: Spy = { batches: [] }) =>
+      Effect.provide(effect, storesWith(stores, spy))
+
+    it.effect("drain projects every committed record exactly once, batch by batch, with its operations", () => {
+      const spy: Spy = { batches: [] }
+      return provided(
+        Effect.gen(function*() {
+          const state = yield* StateStore.StateStore
+          const w = yield* workload
+          const report = yield* EvidenceProjector.drain({ batch: 3 })
+          assert.deepStrictEqual([report.inserted, report.unchanged], [16, 0])
+          assert.deepStrictEqual(Option.some(report.cursor), yield* cursorOf)
+          assert.deepStrictEqual(yield* unprojected, [])
+          // Six commits of at most three rows; together every record once, in the source's order.
+          assert.deepStrictEqual(spy.batches.map((batch) => batch.rows.length), [3, 3, 3, 3, 3, 1])
+          const projected = spy.batches.flatMap((batch) => batch.rows)
+          const chains = [...(yield* recordsOf(w.a)), ...(yield* recordsOf(w.b))]
+          assert.deepStrictEqual(
+            projected.map((row) => row.record_id).sort(),
+            chains.map((record) => record.record_id).sort()
+          )
+          for (const row of projected) {
+            const record = chains.find((r) => r.record_id === row.record_id)!
+            assert.deepStrictEqual(
+              [row.chain_id, row.chain_hash, row.sequence, row.record_type, row.operation_id, row.projection_version],
+              [
+                record.chain_id,
+                record.chain_hash,
+                record.sequence,
+                record.record_type,
+                record.operation_id,
+                EvidenceProjector.projectionVersion
+              ]
+            )
+          }
+          assert.strictEqual(yield* state.projectedRecordCount(), 16)
+          assert.strictEqual(yield* state.projectedRecordCount({ chain_id: w.a }), 11)
+          assert.strictEqual(yield* state.projectedRecordCount({ chain_id: w.b }), 5)
+          assert.deepStrictEqual(terminalsBy(yield* state.projectedOperations()), {
+            [w.completed]: ["callable_completed", 1],
+            [w.failed]: ["callable_failed", 1],
+            [w.denied]: ["operation_denied", 1],
+            [w.open]: [null, 0]
+          })
+          assert.deepStrictEqual(
+            (yield* state.projectedOperations({ open_only: true })).map((op) => op.operation_id),
+            [w.open]
+          )
+        }),
+        spy
+      )
+    })
+
+    it.effect("a drain with nothing new commits nothing; a replay from the start inserts nothing; new appends are picked up", () => {
+      const spy: Spy = { batches: [] }
+      return provided(
+        Effect.gen(function*() {
+          const state = yield* StateStore.StateStore
+          const w = yield* workload
+          const first = yield* EvidenceProjector.drain()
+          const commits = spy.batches.length
+          const again = yield* EvidenceProjector.drain()
+          assert.deepStrictEqual(again, { inserted: 0, unchanged: 0, cursor: first.cursor })
+          assert.strictEqual(spy.batches.length, commits, "nothing to project, nothing committed")
+          // Another projector starts from the beginning: every row is already there with the same hash.
+          const replay = yield* EvidenceProjector.drain({ projector: "replay", batch: 5 })
+          assert.deepStrictEqual([replay.inserted, replay.unchanged], [0, 16])
+          assert.strictEqual(yield* state.projectedRecordCount(), 16)
+          assert.deepStrictEqual(yield* cursorOf, Option.some(first.cursor!))
+          const closed = yield* append(w.a, "task_closed", null, "close")
+          const next = yield* EvidenceProjector.drain()
+          assert.deepStrictEqual([next.inserted, next.unchanged], [1, 0])
+          assert.deepStrictEqual(spy.batches.at(-1)!.rows.map((row) => row.record_id), [closed.record_id])
+          assert.strictEqual(yield* state.projectedRecordCount(), 17)
+        }),
+        spy
+      )
+    })
+
+    it.effect("a failed projection commit keeps the cursor at the last committed batch; the next drain resumes there", () => {
+      const spy: Spy = { batches: [], failAt: 3 }
+      return provided(
+        Effect.gen(function*() {
+          const state = yield* StateStore.StateStore
+          yield* workload
+          const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
+          assert.strictEqual(error._tag, "StateStoreUnavailableError")
+          assert.strictEqual(yield* state.projectedRecordCount(), 8)
+          assert.deepStrictEqual(yield* cursorOf, Option.some(spy.batches[1]!.cursor))
+          const pending = yield* unprojected
+          assert.strictEqual(pending.length, 8)
+          assert.deepStrictEqual(
+            pending.slice(0, 4).map((receipt) => receipt.record_id),
+            spy.batches[2]!.rows.map((row) => row.record_id),
+            "the failed batch is the first still to project"
+          )
+          const resumed = yield* EvidenceProjector.drain({ batch: 4 })
+          assert.deepStrictEqual([resumed.inserted, resumed.unchanged], [8, 0])
+          assert.strictEqual(yield* state.projectedRecordCount(), 16)
+          assert.deepStrictEqual(yield* unprojected, [])
+        }),
+        spy
+      )
+    })
+
+    it.effect("a projection row with the same key and another chain hash fails the drain closed", () =>
+      provided(Effect.gen(function*() {
+        const state = yield* StateStore.StateStore
+        const w = yield* workload
+        const target = (yield* recordsOf(w.a))[5]!
+        const forged = Sha256Hex.make("f".repeat(64))
+        yield* state.applyProjection({
+          projector: "forger",
+          rows: [
+            StateStore.ProjectedRecord.make({
+              chain_id: w.a,
+              record_id: target.record_id as Uuid,
+              projection_version: EvidenceProjector.projectionVersion,
+              chain_hash: forged,
+              sequence: target.sequence,
+              record_type: target.record_type as RecordType,
+              operation_id: target.operation_id as Uuid
+            })
+          ],
+          cursor: Cursor.make("0")
+        })
+        const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
+        assert.strictEqual(error._tag, "ProjectionConflictError")
+        if (error._tag === "ProjectionConflictError") {
+          assert.deepStrictEqual(
+            [error.reason, error.chain_id, error.record_id, error.stored, error.offered],
+            ["chain_hash", w.a, target.record_id, forged, target.chain_hash]
+          )
+        }
+        // The batch before the conflicting one committed; the conflicting batch committed nothing.
+        assert.strictEqual(yield* state.projectedRecordCount(), 1 + 4)
+        assert.strictEqual((yield* unprojected).length, 12)
+        const again = yield* Effect.flip(EvidenceProjector.drain())
+        assert.strictEqual(again._tag, "ProjectionConflictError", "the conflict stays until an operator resolves it")
+        assert.strictEqual((yield* unprojected).length, 12)
+      })))
+
+    it.effect("recover closes an operation whose terminal record never committed as ambiguous, and calls nothing", () => {
+      const calls = { write: 0, fail: 0 }
+      const armed = { terminal: false }
+      const actions = [
+        Action.make({
+          name: "notes.write",
+          input: Schema.Struct({ text: Schema.String }),
+          output: Schema.String,
+          handler: ({ text }) => {
+            calls.write++
+            return text
+          }
+        }),
+        Action.make({
+          name: "notes.fail",
+          input: Schema.Struct({}),
+          output: Schema.Void,
+          handler: () => {
+            calls.fail++
+            return Effect.fail(new Action.ActionError({ code: "notes.broken", message: "broken" }))
+          }
+        })
+      ]
+      // Refuses terminal records while armed: the callable ran, its result was never recorded.
+      const lossy = Layer.effect(
+        EvidenceStore,
+        Effect.map(EvidenceStore, (store) =>
+          EvidenceStore.of({
+            ...store,
+            append: (record) =>
+              armed.terminal && terminalTypes.has(record.record_type)
+                ? Effect.fail(new EvidenceUnavailableError({ detail: "injected" }))
+                : store.append(record)
+          }))
+      )
+      const layer = Governed.layer().pipe(
+        Layer.provideMerge(Governance.layerWriter),
+        Layer.provideMerge(lossy),
+        Layer.provideMerge(
+          Layer.mergeAll(
+            MemoryPolicySnapshotStore.layer,
+            MemoryApprovalQueue.layer,
+            ActionRegistry.layerWith(actions),
+            InProcessBackend.layer
+          )
+        ),
+        Layer.provideMerge(stores),
+        Layer.provideMerge(platform)
+      )
+      return Effect.gen(function*() {
+        const policies = yield* PolicySnapshotStore
+        const snapshot = yield* Effect.orDie(PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode({
+          policy_id: "projector",
+          version: "1",
+          rules: [{ rule_id: "allow-notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] }],
+          gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes"] }]
+        }))))
+        yield* policies.put(snapshot)
+        yield* policies.activate("projector", "1", "ops", Time.fromMicros(0))
+        const ref: PolicySnapshotRef = { policy_id: "projector", version: "1", digest: snapshot.digest }
+        const boundary = yield* Governance.openBoundary(ref)
+        const exec = (n: number, action: string, args: Record<string, unknown>) =>
+          Effect.gen(function*() {
+            const executor = yield* ActionExecutor
+            const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+            const context = yield* ExecutionContext.bind({
+              execution_scope: scope,
+              authenticated_principal: { id: "alice" },
+              effect_backend: InProcessBackend.make.ref,
+              policy_snapshot: ref
+            })
+            const request = ExecutionRequest.make({
+              request_id: `op-${n}`,
+              action: { name: action },
+              arguments: args,
+              execution_scope: scope
+            })
+            return yield* executor.execute(request, { context, boundary })
+          })
+        assert.strictEqual((yield* exec(1, "notes.write", { text: "a" }))._tag, "succeeded")
+        yield* EvidenceProjector.drain()
+        armed.terminal = true
+        const lost = yield* Effect.flip(exec(2, "notes.write", { text: "b" }))
+        armed.terminal = false
+        assert.isTrue(lost._tag === "GovernanceEvidenceError" && lost.call_executed)
+        const orphan = lost._tag === "GovernanceEvidenceError" ? lost.operation_id! : ""
+        assert.strictEqual((yield* exec(3, "notes.fail", {}))._tag, "failed")
+        assert.deepStrictEqual(calls, { write: 2, fail: 1 })
+
+        const state = yield* StateStore.StateStore
+        const before = yield* recordsOf(boundary.chain_id)
+        const report = yield* EvidenceProjector.recover({ batch: 2 })
+        assert.deepStrictEqual(report.closed, [orphan])
+        assert.deepStrictEqual(report.unclosable, [])
+        assert.deepStrictEqual(calls, { write: 2, fail: 1 }, "recovery invokes nothing")
+        const after = yield* recordsOf(boundary.chain_id)
+        assert.deepStrictEqual(after.slice(0, before.length), before)
+        assert.strictEqual(after.length, before.length + 1)
+        const closing = after.at(-1)! as StoredRecord
+        assert.deepStrictEqual(
+          [closing.record_type, closing.operation_id, JSON.parse(closing.payload_json)],
+          ["external_result_ambiguous", orphan, {
+            reason_code: "recovery.orphaned_operation",
+            call_executed: null,
+            stage: "recover"
+          }]
+        )
+        assert.isTrue((yield* Effect.flatMap(EvidenceStore, (store) => store.verify(boundary.chain_id))).valid)
+        assert.deepStrictEqual(yield* state.projectedOperations({ open_only: true }), [])
+        assert.deepStrictEqual(
+          (yield* state.projectedOperations()).map((op) => [op.terminal_type, op.terminal_count]),
+          [["callable_completed", 1], ["external_result_ambiguous", 1], ["callable_failed", 1]]
+        )
+        assert.strictEqual(yield* state.projectedRecordCount(), after.length)
+        const again = yield* EvidenceProjector.recover()
+        assert.deepStrictEqual([again.drained.inserted, again.closed, again.unclosable], [0, [], []])
+        assert.strictEqual((yield* recordsOf(boundary.chain_id)).length, after.length)
+        assert.deepStrictEqual(calls, { write: 2, fail: 1 })
+      }).pipe(Effect.provide(layer))
+    })
+
+    it.effect("recover reports an open operation on a closed chain as unclosable and appends nothing to it", () =>
+      provided(Effect.gen(function*() {
+        const chain = yield* IdGenerator.uuid
+        const open = yield* operation(chain, undefined)
+        yield* append(chain, "task_closed", null, "close")
+        const before = yield* recordsOf(chain)
+        const report = yield* EvidenceProjector.recover()
+        assert.deepStrictEqual(report.closed, [])
+        assert.deepStrictEqual(report.unclosable.map((u) => u.operation_id), [open])
+        assert.include(report.unclosable[0]!.reason, "closed")
+        assert.deepStrictEqual(yield* recordsOf(chain), before)
+      })))
+  })
+}
+
+describe("EvidenceProjector: sql tampering", () => {
+  const layer = storesWith(sqlStores, { batches: [] })
+
+  it.effect("a record whose content changed in the database fails the drain with ProjectionIntegrityError and holds the cursor", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const state = yield* StateStore.StateStore
+      const w = yield* workload
+      yield* EvidenceProjector.drain()
+      const cursor = yield* cursorOf
+      const later = yield* operation(w.a, "callable_completed")
+      const tampered = (yield* recordsOf(w.a)).find((r) =>
+        r.operation_id === later && r.record_type === "operation_started"
+      )!
+      yield* sql`DROP TRIGGER evidence_records_no_update`
+      yield* sql`UPDATE evidence_records SET payload_json = ${JSON.stringify({ step: "forged" })}
+        WHERE record_id = ${tampered.record_id}`
+
+      const error = yield* Effect.flip(EvidenceProjector.drain())
+      assert.strictEqual(error._tag, "ProjectionIntegrityError")
+      if (error._tag === "ProjectionIntegrityError") {
+        assert.deepStrictEqual(
+          [error.reason, error.chain_id, error.record_id],
+          ["content_mismatch", w.a, tampered.record_id]
+        )
+        assert.include(error.message, tampered.record_id)
+      }
+      assert.deepStrictEqual(yield* cursorOf, cursor, "the cursor stays where it was")
+      assert.strictEqual(yield* state.projectedRecordCount(), 16)
+
+      // One record at a time: the record before it is projected, the drain stops right before the tampered one.
+      const again = yield* Effect.flip(EvidenceProjector.drain({ batch: 1 }))
+      assert.isTrue(again._tag === "ProjectionIntegrityError" && again.record_id === tampered.record_id)
+      assert.strictEqual(yield* state.projectedRecordCount(), 17)
+      assert.strictEqual((yield* unprojected)[0]!.record_id, tampered.record_id)
+      const stuck = yield* Effect.flip(EvidenceProjector.drain({ batch: 1 }))
+      assert.isTrue(stuck._tag === "ProjectionIntegrityError" && stuck.record_id === tampered.record_id)
+      assert.strictEqual(yield* state.projectedRecordCount(), 17, "it never skips the record")
+    }).pipe(Effect.provide(layer)))
+})
