@@ -141,18 +141,7 @@ export const make = Effect.gen(function*() {
             return Either.left(new StateStore.DuplicateAttemptError({ attempt_id: attempt.attempt_id }))
           }
           const committed = input.intents.map((draft, i) =>
-            StateStore.OutboxIntent.make({
-              intent_id: intent_ids[i]!,
-              run_id: attempt.run_id,
-              attempt_id: attempt.attempt_id,
-              topic: draft.topic,
-              payload_json: draft.payload_json,
-              created_at: now,
-              delivery_state: "pending",
-              delivery_attempts: 0,
-              last_reason_code: null,
-              delivered_at: null
-            })
+            StateStore.pendingIntent(draft, intent_ids[i]!, attempt, now)
           )
           attempts.set(attempt.attempt_id, attempt)
           for (const intent of committed) intents.set(intent.intent_id, intent)

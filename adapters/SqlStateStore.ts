@@ -347,20 +347,7 @@ export const make = Effect.gen(function*() {
       const intent_ids: Array<Uuid> = []
       for (let i = 0; i < input.intents.length; i++) intent_ids.push(yield* ids.uuid)
       const now = yield* Time.now
-      const intents = input.intents.map((draft, i) =>
-        StateStore.OutboxIntent.make({
-          intent_id: intent_ids[i]!,
-          run_id: attempt.run_id,
-          attempt_id: attempt.attempt_id,
-          topic: draft.topic,
-          payload_json: draft.payload_json,
-          created_at: now,
-          delivery_state: "pending",
-          delivery_attempts: 0,
-          last_reason_code: null,
-          delivered_at: null
-        })
-      )
+      const intents = input.intents.map((draft, i) => StateStore.pendingIntent(draft, intent_ids[i]!, attempt, now))
       yield* sql.withTransaction(Effect.gen(function*() {
         yield* loadRun(attempt.run_id)
         const existing = yield* sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt.attempt_id}`

@@ -270,6 +270,26 @@ export interface MarkFailedOptions {
   readonly retry?: boolean
 }
 
+/** A staged intent as committed with its attempt: pending, never yet delivered. */
+export const pendingIntent = (
+  draft: IntentDraft,
+  intent_id: Uuid,
+  attempt: OperationAttempt,
+  now: Timestamp
+): OutboxIntent =>
+  OutboxIntent.make({
+    intent_id,
+    run_id: attempt.run_id,
+    attempt_id: attempt.attempt_id,
+    topic: draft.topic,
+    payload_json: draft.payload_json,
+    created_at: now,
+    delivery_state: "pending",
+    delivery_attempts: 0,
+    last_reason_code: null,
+    delivered_at: null
+  })
+
 /** An intent after one successful delivery attempt (a delivered intent stays as it is). */
 export const delivered = (intent: OutboxIntent, now: Timestamp): OutboxIntent =>
   intent.delivery_state === "delivered" ? intent : new OutboxIntent({

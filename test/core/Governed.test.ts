@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Either, Fiber, Layer, Schema, Stream } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
@@ -18,12 +18,9 @@ import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import type * as Interceptor from "../../core/Interceptor.ts"
-import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
-import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
-import * as Time from "../../core/Time.ts"
 import { base } from "../fixtures/layers.ts"
+import { installPolicy } from "../fixtures/policy.ts"
 
 const CANARY = "canary-7f3a9c-secret"
 const calls = { write: 0, fail: 0, slow: 0 }
@@ -116,13 +113,7 @@ const layerWith = (
     Layer.provideMerge(stores(failAt))
   )
 
-const install = Effect.gen(function*() {
-  const store = yield* PolicySnapshotStore
-  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode(declaration))))
-  yield* store.put(snapshot)
-  yield* store.activate("gov", "1", "ops", Time.fromMicros(0))
-  return { policy_id: "gov", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
-})
+const install = installPolicy(declaration)
 
 const exec = (
   ref: PolicySnapshotRef,

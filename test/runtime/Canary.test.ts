@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
@@ -15,13 +15,10 @@ import type { ExecutionScopeRef } from "../../core/ExecutionScope.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
-import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import { StateStore } from "../../core/StateStore.ts"
-import * as Time from "../../core/Time.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { installPolicy } from "../fixtures/policy.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 
 // Handled as an argument, returned as a result and carried in a public failure message: never stored.
@@ -88,13 +85,7 @@ const call = (
     return yield* executor.execute(request, { context, ...(options === undefined ? {} : { boundary: options }) })
   })
 
-const install = Effect.gen(function*() {
-  const store = yield* PolicySnapshotStore
-  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode(declaration))))
-  yield* store.put(snapshot)
-  yield* store.activate("vault", "1", "ops", Time.fromMicros(0))
-  return { policy_id: "vault", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
-})
+const install = installPolicy(declaration)
 
 describe("no secret reaches storage", () => {
   it.scoped("after governed and durable runs that handled a canary secret, no byte of the database files holds it", () =>
