@@ -4,11 +4,12 @@
  */
 import { spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import * as Evidence from "./evidence.ts"
 import * as Executor from "./executor.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import * as Policy from "./policy.ts"
 
-const benchmarks: ReadonlyArray<Benchmark> = [Executor.benchmark, Policy.benchmark]
+const benchmarks: ReadonlyArray<Benchmark> = [Executor.benchmark, Policy.benchmark, Evidence.benchmark]
 
 const main = async (names: ReadonlyArray<string>): Promise<number> => {
   const unknown = names.filter((name) => !benchmarks.some((benchmark) => benchmark.name === name))

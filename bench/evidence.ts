@@ -1,0 +1,796 @@
+/**
+ * The `evidence` benchmark, on SQLite temp files in WAL mode at synchronous=FULL throughout: governed execute with
+ * durable evidence (concurrency 1 and 64) against raw better-sqlite3 appends at the same durability, one commit per
+ * append and batched; chain verification against raw SHA-256 over the same bytes; and projector replay time and
+ * peak RSS as the record count grows to 1M (`WRIT_BENCH_PROJECTOR_MAX` lowers the top size).
+ */
+import { SqlClient } from "@effect/sql"
+import type { Context } from "effect"
+import { Effect, Either, Layer, ManagedRuntime, Schema } from "effect"
+import { spawnSync } from "node:child_process"
+import { createHash, randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as InProcessBackend from "../adapters/InProcessBackend.ts"
+import * as Sqlite from "../adapters/Sqlite.ts"
+import * as Action from "../core/Action.ts"
+import * as ActionExecutor from "../core/ActionExecutor.ts"
+import * as ActionRegistry from "../core/ActionRegistry.ts"
+import * as Canonical from "../core/Canonical.ts"
+import * as Evidence from "../core/Evidence.ts"
+import * as EvidenceProjector from "../core/EvidenceProjector.ts"
+import { EvidenceStore } from "../core/EvidenceStore.ts"
+import * as ExecutionContext from "../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../core/ExecutionScope.ts"
+import * as Governance from "../core/Governance.ts"
+import * as Governed from "../core/Governed.ts"
+import * as IdGenerator from "../core/IdGenerator.ts"
+import * as PermissionPolicy from "../core/PermissionPolicy.ts"
+import * as PolicySnapshot from "../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../core/PolicySnapshotStore.ts"
+import { ActionRef, PrincipalRef } from "../core/Refs.ts"
+import type { PolicySnapshotRef } from "../core/Refs.ts"
+import { StateStore } from "../core/StateStore.ts"
+import * as Time from "../core/Time.ts"
+import * as Embedded from "../runtime/Embedded.ts"
+import type { Benchmark } from "./internal/measure.ts"
+import { collect, loop, median } from "./internal/measure.ts"
+
+const ROUNDS = 5
+const WARMUP = 1
+const C1_ACTIONS = 20
+const C1_RAW_APPENDS = 100
+const FIBERS = 64
+const C64_ACTIONS_PER_FIBER = 4
+const RAW_BATCH = 64
+const RAW_BATCHES = 100
+const VERIFY_RECORDS = 20_000
+const VERIFY_ROUNDS = 5
+const CHAIN_LENGTH = 500
+const GENERATE_TRANSACTION = 20_000
+const PROJECTOR_SIZES = [10_000, 100_000, 1_000_000] as const
+const RSS_SAMPLE_MS = 20
+
+// better-sqlite3 has no bundled types; this is the little of it the raw side uses.
+interface RawStatement {
+  readonly run: (...params: ReadonlyArray<unknown>) => unknown
+}
+interface RawDatabase {
+  readonly pragma: (source: string, options?: { readonly simple?: boolean }) => unknown
+  readonly exec: (source: string) => unknown
+  readonly prepare: (source: string) => RawStatement
+  readonly close: () => unknown
+}
+const requireCjs = createRequire(import.meta.url)
+const Database = requireCjs("better-sqlite3") as new(filename: string) => RawDatabase
+
+// --------------------------------------------------------------------------------------------
+// The governed side: the real governed executor over the embedded SQLite stores
+// --------------------------------------------------------------------------------------------
+
+const addAction = Action.make({
+  name: "bench.add",
+  input: Schema.Struct({ a: Schema.Int, b: Schema.Int }),
+  output: Schema.Int,
+  handler: ({ a, b }) => a + b
+})
+
+const declaration = {
+  policy_id: "bench",
+  version: "1",
+  rules: [
+    { rule_id: "allow-bench", kind: "action", effect: "allow", action_patterns: ["bench.*"] },
+    { rule_id: "no-purge", kind: "action", effect: "deny", action_patterns: ["bench.purge"] }
+  ],
+  gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-bench", "no-purge"] }]
+}
+
+const storesLayer = (filename: string) => Embedded.layerStores({ filename, synchronous: "FULL" })
+
+const governedLayer = (filename: string) =>
+  Governed.layer().pipe(
+    Layer.provideMerge(Layer.merge(ActionRegistry.layerWith([addAction]), InProcessBackend.layer)),
+    Layer.provideMerge(storesLayer(filename))
+  )
+
+const install = Effect.gen(function*() {
+  const store = yield* PolicySnapshotStore
+  const policy = Either.getOrThrow(PermissionPolicy.decode(declaration))
+  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(policy))
+  yield* store.put(snapshot)
+  yield* store.activate("bench", "1", "bench", Time.fromMicros(0))
+  return { policy_id: "bench", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
+})
+
+interface Services {
+  readonly executor: Context.Tag.Service<typeof ActionExecutor.ActionExecutor>
+  readonly ids: IdGenerator.IdGenerator.Service
+}
+
+/** One governed call as an agent makes it: a fresh scope, context and request, inside the fiber's boundary. */
+const governedCall = (services: Services, ref: PolicySnapshotRef, boundary: Governance.TaskBoundary) =>
+  Effect.gen(function*() {
+    const { executor, ids } = services
+    const scope = EphemeralOperation.make({ scope_id: yield* ids.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: PrincipalRef.make({ id: "bench" }),
+      effect_backend: InProcessBackend.make.ref,
+      policy_snapshot: ref
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* ids.uuid,
+      action: ActionRef.make({ name: "bench.add" }),
+      arguments: { a: 1, b: 2 },
+      execution_scope: scope
+    })
+    const outcome = yield* executor.execute(request, { context, boundary })
+    if (outcome._tag !== "succeeded" || outcome.result !== 3) {
+      return yield* Effect.dieMessage(`evidence bench: expected a succeeded outcome with result 3, got ${outcome._tag}`)
+    }
+  }).pipe(Effect.provideService(IdGenerator.IdGenerator, services.ids))
+
+const Position = Schema.Struct({ position: Schema.NullOr(Schema.Number) })
+
+/** The last committed evidence position (rows are append-only, so the count of appends between two reads). */
+const lastPosition = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.map(
+    Effect.flatMap(
+      sql`SELECT MAX(position) AS position FROM evidence_records`,
+      Schema.decodeUnknown(Schema.Array(Position))
+    ),
+    (rows) => rows[0]?.position ?? 0
+  ))
+
+/** `journal_mode` and `synchronous` as the connection reports them. */
+const durabilityOf = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.gen(function*() {
+    const journal = yield* sql.unsafe<{ journal_mode: string }>("PRAGMA journal_mode")
+    const synchronous = yield* sql.unsafe<{ synchronous: number }>("PRAGMA synchronous")
+    return describeDurability(journal[0]?.journal_mode, synchronous[0]?.synchronous)
+  }))
+
+const describeDurability = (journal: unknown, synchronous: unknown) =>
+  `journal_mode=${String(journal)}, synchronous=${
+    ["OFF", "NORMAL", "FULL", "EXTRA"][Number(synchronous)] ?? String(synchronous)
+  }`
+
+const Row = Schema.Struct({
+  record_id: Schema.String,
+  record_type: Schema.String,
+  chain_id: Schema.String,
+  operation_id: Schema.NullOr(Schema.String),
+  sequence: Schema.Number,
+  policy_id: Schema.String,
+  policy_version: Schema.String,
+  payload_json: Schema.String,
+  payload_digest: Schema.String,
+  previous_chain_hash: Schema.NullOr(Schema.String),
+  chain_hash: Schema.String,
+  supersedes_record_id: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  hash_algorithm: Schema.String
+})
+
+type Row = typeof Row.Type
+
+/** The records of the first governed operation, in chain order: the shape every generated or raw row copies. */
+const firstOperation = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  Effect.flatMap(
+    sql`SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
+      payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
+      FROM evidence_records WHERE operation_id = (SELECT operation_id FROM evidence_records
+      WHERE record_type = 'operation_started' ORDER BY position LIMIT 1) ORDER BY sequence`,
+    Schema.decodeUnknown(Schema.Array(Row))
+  ))
+
+// --------------------------------------------------------------------------------------------
+// The raw side: better-sqlite3 directly, the evidence table's shape, the same durability
+// --------------------------------------------------------------------------------------------
+
+// adapters/internal/migrations/0001_evidence.ts, verbatim.
+const EVIDENCE_DDL = `CREATE TABLE evidence_records (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    record_id TEXT NOT NULL UNIQUE,
+    record_type TEXT NOT NULL,
+    chain_id TEXT NOT NULL,
+    operation_id TEXT,
+    sequence INTEGER NOT NULL,
+    policy_id TEXT NOT NULL,
+    policy_version TEXT NOT NULL,
+    payload_json TEXT NOT NULL,
+    payload_digest TEXT NOT NULL,
+    previous_chain_hash TEXT,
+    chain_hash TEXT NOT NULL UNIQUE,
+    supersedes_record_id TEXT,
+    created_at TEXT NOT NULL,
+    hash_algorithm TEXT NOT NULL,
+    UNIQUE (chain_id, sequence)
+  );
+  CREATE TRIGGER evidence_records_no_update BEFORE UPDATE ON evidence_records
+    BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;
+  CREATE TRIGGER evidence_records_no_delete BEFORE DELETE ON evidence_records
+    BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;`
+
+const INSERT = `INSERT INTO evidence_records (record_id, record_type, chain_id, operation_id, sequence, policy_id,
+  policy_version, payload_json, payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at,
+  hash_algorithm) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+const hex64 = (n: number) => n.toString(16).padStart(64, "0")
+
+/** Raw appends of rows shaped like the governed records (fresh ids and unique hashes), one chain. */
+const makeRaw = (filename: string, templates: ReadonlyArray<Row>) => {
+  const db = new Database(filename)
+  db.pragma("journal_mode = WAL")
+  db.pragma("synchronous = FULL")
+  db.exec(EVIDENCE_DDL)
+  const insert = db.prepare(INSERT)
+  const chain_id = randomUUID()
+  let sequence = 0
+  const append = () => {
+    const t = templates[sequence % templates.length]!
+    insert.run(
+      randomUUID(),
+      t.record_type,
+      chain_id,
+      t.operation_id,
+      sequence,
+      t.policy_id,
+      t.policy_version,
+      t.payload_json,
+      t.payload_digest,
+      sequence === 0 ? null : hex64(sequence),
+      hex64(sequence + 1),
+      null,
+      t.created_at,
+      t.hash_algorithm
+    )
+    sequence++
+  }
+  return {
+    durability: describeDurability(
+      db.pragma("journal_mode", { simple: true }),
+      db.pragma("synchronous", { simple: true })
+    ),
+    /** Each append an INSERT in its own BEGIN IMMEDIATE .. COMMIT. */
+    oneCommitEach: (appends: number) => {
+      for (let i = 0; i < appends; i++) {
+        db.exec("BEGIN IMMEDIATE")
+        append()
+        db.exec("COMMIT")
+      }
+    },
+    /** `size` INSERTs per BEGIN IMMEDIATE .. COMMIT. */
+    batched: (batches: number, size: number) => {
+      for (let b = 0; b < batches; b++) {
+        db.exec("BEGIN IMMEDIATE")
+        for (let i = 0; i < size; i++) append()
+        db.exec("COMMIT")
+      }
+    },
+    close: () => db.close()
+  }
+}
+
+// --------------------------------------------------------------------------------------------
+// Side-by-side rates
+// --------------------------------------------------------------------------------------------
+
+interface Work {
+  readonly ops: number
+  readonly appends: number
+}
+
+interface Side {
+  readonly run: () => Promise<Work>
+}
+
+interface Rate {
+  readonly opsPerSecond: number
+  readonly appendsPerSecond: number
+  readonly appendsPerOp: number
+  /** Process CPU time (every thread) per op, in µs: on a shared machine, work done as against time waited. */
+  readonly cpuPerOp: number
+}
+
+const rate = async (side: Side): Promise<Rate> => {
+  collect()
+  const cpu = process.cpuUsage()
+  const start = performance.now()
+  const work = await side.run()
+  const seconds = (performance.now() - start) / 1000
+  const used = process.cpuUsage(cpu)
+  return {
+    opsPerSecond: work.ops / seconds,
+    appendsPerSecond: work.appends / seconds,
+    appendsPerOp: work.appends / work.ops,
+    cpuPerOp: (used.user + used.system) / work.ops
+  }
+}
+
+/** Warm both sides up, then alternate which goes first, round by round; the median of each side's rates. */
+const alternate = async (a: Side, b: Side) => {
+  for (let i = 0; i < WARMUP; i++) {
+    await a.run()
+    await b.run()
+  }
+  const rounds: Array<{ readonly a: Rate; readonly b: Rate }> = []
+  for (let i = 0; i < ROUNDS; i++) {
+    if (i % 2 === 0) {
+      const first = await rate(a)
+      rounds.push({ a: first, b: await rate(b) })
+    } else {
+      const first = await rate(b)
+      rounds.push({ a: await rate(a), b: first })
+    }
+  }
+  const summary = (pick: (round: { readonly a: Rate; readonly b: Rate }) => Rate): Rate => ({
+    opsPerSecond: median(rounds.map((round) => pick(round).opsPerSecond)),
+    appendsPerSecond: median(rounds.map((round) => pick(round).appendsPerSecond)),
+    appendsPerOp: median(rounds.map((round) => pick(round).appendsPerOp)),
+    cpuPerOp: median(rounds.map((round) => pick(round).cpuPerOp))
+  })
+  return { a: summary((round) => round.a), b: summary((round) => round.b), rounds }
+}
+
+const perSecond = (value: number) => value.toFixed(value < 100 ? 1 : 0)
+
+/** Governed execute at concurrency 1 and 64 against raw appends; returns the first operation's records. */
+const appends = async (dir: string) => {
+  const runtime = ManagedRuntime.make(governedLayer(path.join(dir, "governed.db")))
+  let raw: ReturnType<typeof makeRaw> | undefined
+  try {
+    const ref = await runtime.runPromise(install)
+    const governedDurability = await runtime.runPromise(durabilityOf)
+    const services: Services = {
+      executor: await runtime.runPromise(ActionExecutor.ActionExecutor),
+      ids: await runtime.runPromise(IdGenerator.IdGenerator)
+    }
+    const governed = (boundaries: ReadonlyArray<Governance.TaskBoundary>, perFiber: number): Side => ({
+      run: async () => {
+        const before = await runtime.runPromise(lastPosition)
+        await runtime.runPromise(
+          Effect.forEach(boundaries, (boundary) => loop(() => governedCall(services, ref, boundary), perFiber), {
+            concurrency: "unbounded",
+            discard: true
+          })
+        )
+        return { ops: boundaries.length * perFiber, appends: (await runtime.runPromise(lastPosition)) - before }
+      }
+    })
+    const one = [await runtime.runPromise(Governance.openBoundary(ref))]
+    const many = await runtime.runPromise(
+      Effect.forEach(Array.from({ length: FIBERS }), () => Governance.openBoundary(ref))
+    )
+    await governed(one, 1).run()
+    // Warm the whole governed path up (JIT) before either pair is timed; c=1 is timed first.
+    await governed(many, 2).run()
+    const templates = await runtime.runPromise(firstOperation)
+    raw = makeRaw(path.join(dir, "raw.db"), templates)
+    const rawDb = raw
+
+    const c1 = await alternate(
+      {
+        run: () => {
+          rawDb.oneCommitEach(C1_RAW_APPENDS)
+          return Promise.resolve({ ops: C1_RAW_APPENDS, appends: C1_RAW_APPENDS })
+        }
+      },
+      governed(one, C1_ACTIONS)
+    )
+    const c64 = await alternate(
+      {
+        run: () => {
+          rawDb.batched(RAW_BATCHES, RAW_BATCH)
+          return Promise.resolve({ ops: RAW_BATCHES * RAW_BATCH, appends: RAW_BATCHES * RAW_BATCH })
+        }
+      },
+      governed(many, C64_ACTIONS_PER_FIBER)
+    )
+    const bytes = templates.reduce((sum, row) => sum + row.payload_json.length, 0) / templates.length
+    console.log(
+      `evidence appends: SQLite temp files, governed (${governedDurability}) and raw better-sqlite3 (${raw.durability})`
+    )
+    console.log(
+      `  policy: 1 gate, 2 rules; action bench.add in-process; records per operation: ${
+        templates.map((row) => row.record_type).join(", ")
+      } (mean payload ${bytes.toFixed(0)} chars)`
+    )
+    console.log(
+      `  ${ROUNDS} alternating rounds per pair after ${WARMUP} warm-up, medians; CPU is the process's (all threads)`
+    )
+    const rawLine = (label: string, rate: Rate) =>
+      console.log(
+        `  ${label.padEnd(56)} ${perSecond(rate.appendsPerSecond).padStart(6)} appends/s, CPU ${
+          rate.cpuPerOp.toFixed(0)
+        } µs/append`
+      )
+    const governedLine = (label: string, rate: Rate) =>
+      console.log(
+        `  ${label.padEnd(56)} ${perSecond(rate.appendsPerSecond).padStart(6)} appends/s, ${
+          perSecond(rate.opsPerSecond)
+        } actions/s, ${rate.appendsPerOp.toFixed(2)} appends/action, CPU ${rate.cpuPerOp.toFixed(0)} µs/action`
+      )
+    const rounds = (pairs: ReadonlyArray<{ readonly a: Rate; readonly b: Rate }>) =>
+      console.log(
+        `  per round (raw / governed appends/s): ${
+          pairs.map((r) => `${perSecond(r.a.appendsPerSecond)}/${perSecond(r.b.appendsPerSecond)}`).join(" ")
+        }`
+      )
+    rawLine(`raw, one commit per append (${C1_RAW_APPENDS} per round):`, c1.a)
+    governedLine(`governed c=1 (${C1_ACTIONS} actions per round):`, c1.b)
+    rounds(c1.rounds)
+    rawLine(`raw, ${RAW_BATCH} appends per commit (${RAW_BATCHES * RAW_BATCH} per round):`, c64.a)
+    governedLine(
+      `governed c=${FIBERS} (${FIBERS} fibers x ${C64_ACTIONS_PER_FIBER} actions, own boundary each):`,
+      c64.b
+    )
+    rounds(c64.rounds)
+    return {
+      templates,
+      c1: c1.b.appendsPerSecond / c1.a.appendsPerSecond,
+      c64: c64.b.appendsPerSecond / c64.a.appendsPerSecond
+    }
+  } finally {
+    raw?.close()
+    await runtime.dispose()
+  }
+}
+
+// --------------------------------------------------------------------------------------------
+// Generated chains: correctly hashed records written straight into a migrated database
+// --------------------------------------------------------------------------------------------
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
+
+const json = (value: string | null) => (value === null ? "null" : JSON.stringify(value))
+
+/** The `sha256-v1` chain-hash input of a record: its fields but the chain hash, keys in code-point order. */
+const chainInput = (r: Omit<Row, "chain_hash">) =>
+  `{"chain_id":${json(r.chain_id)},"created_at":${json(r.created_at)},"hash_algorithm":${
+    json(r.hash_algorithm)
+  },"operation_id":${json(r.operation_id)},"payload_digest":${json(r.payload_digest)},"payload_json":${
+    json(r.payload_json)
+  },"policy_id":${json(r.policy_id)},"policy_version":${json(r.policy_version)},"previous_chain_hash":${
+    json(r.previous_chain_hash)
+  },"record_id":${json(r.record_id)},"record_type":${json(r.record_type)},"sequence":${r.sequence},` +
+  `"supersedes_record_id":${json(r.supersedes_record_id)}}`
+
+/** Create and migrate an empty database with adapters/Sqlite.ts. */
+const migrate = async (filename: string) => {
+  const runtime = ManagedRuntime.make(Sqlite.layer({ filename, synchronous: "FULL" }))
+  await runtime.runPromise(Effect.void)
+  await runtime.dispose()
+}
+
+interface Generated {
+  readonly chains: number
+  readonly last: { readonly chain_id: string; readonly head: string }
+  readonly seconds: number
+}
+
+/**
+ * Append `total` records in chains of `chainLength` (operations of the templates' record types), hashed with
+ * node:crypto and inserted in big transactions; `onRecord` sees each record's payload and chain-input text.
+ */
+const generate = (
+  filename: string,
+  total: number,
+  chainLength: number,
+  templates: ReadonlyArray<Row>,
+  onRecord?: (payload_json: string, input: string) => void
+): Generated => {
+  const start = performance.now()
+  const db = new Database(filename)
+  // Setup only: the measured connections open the file again at synchronous=FULL.
+  db.pragma("synchronous = OFF")
+  const insert = db.prepare(INSERT)
+  const payloads = templates.map((t) => ({ ...t, payload_digest: sha256(t.payload_json) }))
+  const epoch = Time.toMicros(Time.Timestamp.make("2026-01-01T00:00:00.000000Z"))
+  let chains = 0
+  let chain_id = ""
+  let operation_id = ""
+  let previous: string | null = null
+  let sequence = 0
+  for (let i = 0; i < total;) {
+    db.exec("BEGIN")
+    for (const end = Math.min(total, i + GENERATE_TRANSACTION); i < end; i++) {
+      if (i % chainLength === 0) {
+        chain_id = randomUUID()
+        previous = null
+        sequence = 0
+        chains++
+      }
+      const t = payloads[sequence % payloads.length]!
+      if (sequence % payloads.length === 0) operation_id = randomUUID()
+      const record = {
+        record_id: randomUUID(),
+        record_type: t.record_type,
+        chain_id,
+        operation_id,
+        sequence,
+        policy_id: t.policy_id,
+        policy_version: t.policy_version,
+        payload_json: t.payload_json,
+        payload_digest: t.payload_digest,
+        previous_chain_hash: previous,
+        supersedes_record_id: null,
+        created_at: Time.fromMicros(epoch + i),
+        hash_algorithm: Evidence.hashAlgorithm
+      }
+      const input = chainInput(record)
+      if (i === 0) {
+        // The hand-built input must be exactly core's canonical text of the same fields.
+        const canonical = Either.getOrThrow(Canonical.stringify(record))
+        if (canonical !== input) throw new Error(`evidence bench: chain input differs:\n${canonical}\n${input}`)
+      }
+      onRecord?.(record.payload_json, input)
+      const chain_hash = sha256(input)
+      insert.run(
+        record.record_id,
+        record.record_type,
+        chain_id,
+        operation_id,
+        sequence,
+        record.policy_id,
+        record.policy_version,
+        record.payload_json,
+        record.payload_digest,
+        previous,
+        chain_hash,
+        null,
+        record.created_at,
+        record.hash_algorithm
+      )
+      previous = chain_hash
+      sequence++
+    }
+    db.exec("COMMIT")
+  }
+  db.pragma("wal_checkpoint(TRUNCATE)")
+  db.close()
+  return { chains, last: { chain_id, head: previous ?? "" }, seconds: (performance.now() - start) / 1000 }
+}
+
+const removeDb = (filename: string) => {
+  for (const suffix of ["", "-wal", "-shm"]) fs.rmSync(filename + suffix, { force: true })
+}
+
+// --------------------------------------------------------------------------------------------
+// Verification
+// --------------------------------------------------------------------------------------------
+
+const verification = async (dir: string, templates: ReadonlyArray<Row>) => {
+  const filename = path.join(dir, "verify.db")
+  await migrate(filename)
+  const payloads: Array<Uint8Array> = []
+  const inputs: Array<Uint8Array> = []
+  const generated = generate(filename, VERIFY_RECORDS, VERIFY_RECORDS, templates, (payload_json, input) => {
+    payloads.push(Buffer.from(payload_json, "utf8"))
+    inputs.push(Buffer.from(input, "utf8"))
+  })
+  const bytes = payloads.reduce((sum, b) => sum + b.length, 0) + inputs.reduce((sum, b) => sum + b.length, 0)
+  const runtime = ManagedRuntime.make(storesLayer(filename))
+  try {
+    const store = await runtime.runPromise(EvidenceStore)
+    const { chain_id, head } = generated.last
+    const writ = async () => {
+      const result = await runtime.runPromise(store.verify(chain_id, head))
+      if (!result.valid || result.checked_records !== VERIFY_RECORDS) {
+        throw new Error(`evidence bench: verify failed: ${result.failure_code} after ${result.checked_records}`)
+      }
+    }
+    let sink = 0
+    const rawHash = () => {
+      for (let i = 0; i < payloads.length; i++) {
+        const payload = createHash("sha256").update(payloads[i]!).digest("hex")
+        const chain = createHash("sha256").update(inputs[i]!).digest("hex")
+        sink += payload.length + chain.length
+      }
+      return Promise.resolve()
+    }
+    const timed = async (run: () => Promise<void>) => {
+      collect()
+      const start = performance.now()
+      await run()
+      return VERIFY_RECORDS / ((performance.now() - start) / 1000)
+    }
+    await writ()
+    await rawHash()
+    const rounds: Array<{ readonly raw: number; readonly writ: number }> = []
+    for (let i = 0; i < VERIFY_ROUNDS; i++) {
+      if (i % 2 === 0) {
+        const raw = await timed(rawHash)
+        rounds.push({ raw, writ: await timed(writ) })
+      } else {
+        const w = await timed(writ)
+        rounds.push({ raw: await timed(rawHash), writ: w })
+      }
+    }
+    if (sink < 0) console.log(sink)
+    const raw = median(rounds.map((r) => r.raw))
+    const writRate = median(rounds.map((r) => r.writ))
+    console.log(
+      `evidence verify: one chain of ${VERIFY_RECORDS} records (${(bytes / VERIFY_RECORDS).toFixed(0)} bytes hashed ` +
+        `per record), generated in ${generated.seconds.toFixed(1)} s; ${VERIFY_ROUNDS} alternating rounds, medians`
+    )
+    console.log(`  raw SHA-256 (node:crypto) over payload + chain-hash input bytes: ${perSecond(raw)} records/s`)
+    console.log(`  EvidenceStore.verify (SQL store, expected head):              ${perSecond(writRate)} records/s`)
+    console.log(
+      `  per round (raw / verify records/s): ${rounds.map((r) => `${perSecond(r.raw)}/${perSecond(r.writ)}`).join(" ")}`
+    )
+    return writRate / raw
+  } finally {
+    await runtime.dispose()
+    removeDb(filename)
+  }
+}
+
+// --------------------------------------------------------------------------------------------
+// Projector replay
+// --------------------------------------------------------------------------------------------
+
+/** What one replay measured. */
+export interface Replay {
+  readonly size: number
+  readonly seconds: number
+  /** Process CPU time (every thread) the replay used, in seconds. */
+  readonly cpuSeconds: number
+  readonly rssBefore: number
+  readonly rssPeak: number
+  readonly samples: number
+  /** Heap in use after a full GC once the replay is done: what it retained, as against garbage not yet collected. */
+  readonly heapAfterGc: number
+}
+
+/** A generated database to replay, and how many records it holds. */
+export interface ReplayJob {
+  readonly filename: string
+  readonly size: number
+}
+
+/**
+ * Drain each database from an empty cursor into its SQL StateStore, in order, sampling RSS after every committed
+ * batch and on a timer. The bench runs this in a child process of its own, so the RSS is the replay's.
+ */
+export const replayAll = async (jobs: ReadonlyArray<ReplayJob>): Promise<ReadonlyArray<Replay>> => {
+  const results: Array<Replay> = []
+  for (const job of jobs) {
+    let rssPeak = 0
+    let samples = 0
+    const sample = () => {
+      samples++
+      rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
+    }
+    const sampling = Layer.effect(
+      StateStore,
+      Effect.map(StateStore, (store) =>
+        StateStore.of({
+          ...store,
+          applyProjection: (input) => Effect.tap(store.applyProjection(input), () => Effect.sync(sample))
+        }))
+    )
+    const runtime = ManagedRuntime.make(sampling.pipe(Layer.provideMerge(storesLayer(job.filename))))
+    try {
+      await runtime.runPromise(Effect.void)
+      collect()
+      const rssBefore = process.memoryUsage().rss
+      rssPeak = rssBefore
+      const timer = setInterval(sample, RSS_SAMPLE_MS)
+      const cpu = process.cpuUsage()
+      const start = performance.now()
+      const report = await runtime.runPromise(EvidenceProjector.drain()).finally(() => clearInterval(timer))
+      const seconds = (performance.now() - start) / 1000
+      const used = process.cpuUsage(cpu)
+      sample()
+      if (report.inserted !== job.size || report.unchanged !== 0) {
+        throw new Error(`evidence bench: drain inserted ${report.inserted} of ${job.size}`)
+      }
+      collect()
+      results.push({
+        size: job.size,
+        seconds,
+        cpuSeconds: (used.user + used.system) / 1e6,
+        rssBefore,
+        rssPeak,
+        samples,
+        heapAfterGc: process.memoryUsage().heapUsed
+      })
+    } finally {
+      await runtime.dispose()
+    }
+  }
+  return results
+}
+
+const replayInChild = (jobs: ReadonlyArray<ReplayJob>): ReadonlyArray<Replay> => {
+  const script = `const { replayAll } = await import(${JSON.stringify(import.meta.url)})
+    const results = await replayAll(JSON.parse(process.env.WRIT_BENCH_REPLAY_JOBS))
+    process.stdout.write(JSON.stringify(results))`
+  const child = spawnSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], {
+    env: { ...process.env, WRIT_BENCH_REPLAY_JOBS: JSON.stringify(jobs) },
+    stdio: ["ignore", "pipe", "inherit"],
+    encoding: "utf8"
+  })
+  if (child.status !== 0) throw new Error(`evidence bench: the replay child exited with ${child.status}`)
+  return JSON.parse(child.stdout) as ReadonlyArray<Replay>
+}
+
+const projectorSizes = (): ReadonlyArray<number> => {
+  const configured = process.env["WRIT_BENCH_PROJECTOR_MAX"]
+  const max = configured === undefined ? PROJECTOR_SIZES[PROJECTOR_SIZES.length - 1] : Number(configured)
+  if (!Number.isSafeInteger(max) || max < PROJECTOR_SIZES[0]) {
+    throw new Error(`evidence bench: WRIT_BENCH_PROJECTOR_MAX must be an integer >= ${PROJECTOR_SIZES[0]}`)
+  }
+  return [...new Set([...PROJECTOR_SIZES.filter((size) => size < max), max])]
+}
+
+const projector = async (dir: string, templates: ReadonlyArray<Row>) => {
+  // A discarded first replay, so the smallest size is not the one that pays for JIT warm-up.
+  const sizes = [PROJECTOR_SIZES[0], ...projectorSizes()]
+  const jobs: Array<ReplayJob & { readonly generated: Generated; readonly fileBytes: number }> = []
+  try {
+    for (const [i, size] of sizes.entries()) {
+      const filename = path.join(dir, `projector-${i}-${size}.db`)
+      await migrate(filename)
+      const generated = generate(filename, size, CHAIN_LENGTH, templates)
+      jobs.push({ filename, size, generated, fileBytes: fs.statSync(filename).size })
+    }
+    const [warm, ...runs] = replayInChild(jobs.map(({ filename, size }) => ({ filename, size })))
+    console.log(
+      `evidence projector: EvidenceProjector.drain from an empty cursor into the SQL StateStore (same file, ` +
+        `synchronous=FULL), chains of ${CHAIN_LENGTH} records, all sizes in one child process; discarded ` +
+        `warm-up replay of ${warm!.size}: ${warm!.seconds.toFixed(2)} s`
+    )
+    runs.forEach((run, i) => {
+      const job = jobs[i + 1]!
+      console.log(
+        `  ${String(run.size).padStart(9)} records: ${run.seconds.toFixed(2)} s, ${
+          ((run.seconds * 1e6) / run.size).toFixed(1)
+        } µs/record, ${perSecond(run.size / run.seconds)} records/s, CPU ${
+          ((run.cpuSeconds * 1e6) / run.size).toFixed(1)
+        } µs/record (generated in ${job.generated.seconds.toFixed(1)} s, ${mbOf(job.fileBytes)} MB file); child RSS ${
+          mbOf(run.rssBefore)
+        } MB before, ` +
+          `peak ${mbOf(run.rssPeak)} MB (${run.samples} samples), heap after GC ${mbOf(run.heapAfterGc)} MB`
+      )
+    })
+    const first = runs[0]!
+    const last = runs[runs.length - 1]!
+    console.log(
+      `  time per record, ${last.size} / ${first.size}: wall ${
+        ((last.seconds / last.size) / (first.seconds / first.size)).toFixed(2)
+      }x, CPU ${((last.cpuSeconds / last.size) / (first.cpuSeconds / first.size)).toFixed(2)}x (CPU is less ` +
+        `sensitive to load drift on a shared machine)`
+    )
+    return { linearity: (last.seconds / last.size) / (first.seconds / first.size), top: last }
+  } finally {
+    for (const job of jobs) removeDb(job.filename)
+  }
+}
+
+const mbOf = (bytes: number) => (bytes / (1024 * 1024)).toFixed(0)
+
+const run = async (): Promise<void> => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-bench-evidence-"))
+  try {
+    const appended = await appends(dir)
+    const verified = await verification(dir, appended.templates)
+    const projected = await projector(dir, appended.templates)
+    const size = projected.top.size
+    const topLabel = size % 1_000_000 === 0 ? `${size / 1_000_000}m` : size % 1000 === 0 ? `${size / 1000}k` : `${size}`
+    console.log(`evidence-governed-c64: ${appended.c64.toFixed(2)}x (target >= 0.5x)`)
+    console.log(`evidence-governed-c1: ${appended.c1.toFixed(2)}x (target >= 0.66x)`)
+    console.log(`evidence-verify: ${verified.toFixed(2)}x (target >= 0.5x)`)
+    console.log(`projector-linearity: ${projected.linearity.toFixed(2)}x (target <= 1.5x)`)
+    console.log(`projector-rss-${topLabel}: ${mbOf(projected.top.rssPeak)} MB (target <= 256 MB)`)
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+/** Governed durable evidence vs raw SQLite appends, chain verification vs raw SHA-256, and projector replay. */
+export const benchmark: Benchmark = { name: "evidence", run }
