@@ -110,13 +110,11 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     const corrupt = (policy_id: string, version: string, why: string) =>
       new PolicyNotFoundError({ detail: `stored policy ${key(policy_id, version)} is refused: ${why}` })
 
-    const read = (policy_id: string, version: string) =>
+    // Snapshot texts already decoded, found canonical and recomputed to their digest: immutable, so checked once.
+    const verified = new Map<string, PolicySnapshot>()
+
+    const verify = (policy_id: string, version: string, digest: string, snapshot_json: string) =>
       Effect.gen(function*() {
-        const row = yield* findSnapshot({ policy_id, version }).pipe(
-          Effect.catchTag("ParseError", () => Effect.fail(corrupt(policy_id, version, "its row does not decode")))
-        )
-        if (Option.isNone(row)) return yield* notFound(policy_id, version)
-        const { activated_at, activated_by, digest, release_state, snapshot_json } = row.value
         const staged = yield* decodeSnapshotJson(snapshot_json).pipe(
           Effect.mapError(() => corrupt(policy_id, version, "its snapshot does not decode"))
         )
@@ -127,12 +125,24 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         if (recomputed !== staged.digest || recomputed !== digest) {
           return yield* corrupt(policy_id, version, `its digest does not recompute (${recomputed})`)
         }
-        return PolicySnapshot.make({
+        verified.set(snapshot_json, staged)
+        return staged
+      })
+
+    const read = (policy_id: string, version: string) =>
+      Effect.gen(function*() {
+        const row = yield* findSnapshot({ policy_id, version }).pipe(
+          Effect.catchTag("ParseError", () => Effect.fail(corrupt(policy_id, version, "its row does not decode")))
+        )
+        if (Option.isNone(row)) return yield* notFound(policy_id, version)
+        const { activated_at, activated_by, digest, release_state, snapshot_json } = row.value
+        const staged = verified.get(snapshot_json) ?? (yield* verify(policy_id, version, digest, snapshot_json))
+        return new PolicySnapshot({
           ...staged,
           release_state,
           ...(activated_at === null ? {} : { activated_at }),
           ...(activated_by === null ? {} : { activated_by })
-        })
+        }, { disableValidation: true })
       })
 
     const put = Effect.fn("SqlPolicySnapshotStore.put")(

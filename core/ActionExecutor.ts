@@ -116,7 +116,7 @@ export class PersistError extends Schema.TaggedError<PersistError>()("PersistErr
 /** What a governed executor adds: the profile it claims, the snapshot pin, and the evidence writer. */
 export interface Governor {
   readonly profile: "governed" | "certifiable"
-  readonly pin: (context: ExecutionContext) => Effect.Effect<Either.Either<PolicySnapshot, Verdict>>
+  readonly pin: (context: ExecutionContext, attempt_id: string) => Effect.Effect<Either.Either<PolicySnapshot, Verdict>>
   readonly writer: EvidenceWriter.Service
 }
 
@@ -316,7 +316,7 @@ export const make = (config: Config = {}) =>
       if (boundary === undefined) {
         return denied(attempt, "governance.no_boundary", "a governed execution runs inside an open task boundary")
       }
-      const pinned = yield* gov.pin(attempt.context)
+      const pinned = yield* gov.pin(attempt.context, attempt.attempt_id)
       if (Either.isLeft(pinned)) return denied(attempt, pinned.left.code, pinned.left.detail)
       const derived = yield* deriveContext(
         {

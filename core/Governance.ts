@@ -93,6 +93,9 @@ export interface OperationInputs {
 
 const describeCause = (error: { readonly _tag: string; readonly message: string }) => `${error._tag}: ${error.message}`
 
+// A backend's capability report is an immutable value; its digest is computed once per report.
+const capabilityDigests = new WeakMap<ActionBackendCapabilityReport, Sha256Hex>()
+
 /** Derive the operation context from exactly six trusted inputs; any disagreement among them is a refusal code. */
 export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, arguments_digest: Sha256Hex) =>
   Effect.gen(function*() {
@@ -110,9 +113,12 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
       Effect.flatMap(Schema.encode(ExecutionRequest)(request), canonical)
     )
     if (Either.isLeft(request_digest)) return Either.left("request.not_canonical" as const)
-    const capability_digest = yield* Effect.orDie(
-      Effect.flatMap(Schema.encode(ActionBackendCapabilityReport)(capability), canonical)
-    )
+    const capability_digest = capabilityDigests.get(capability) ?? (yield* Effect.orDie(
+      Effect.tap(
+        Effect.flatMap(Schema.encode(ActionBackendCapabilityReport)(capability), canonical),
+        (digest) => Effect.sync(() => capabilityDigests.set(capability, digest))
+      )
+    ))
     const scope = request.execution_scope
     return Either.right(
       new OperationContext({

@@ -34,8 +34,8 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     if (profile === "certifiable" && !store.durable) {
       return yield* new ProfileUnavailableError({ profile, detail: "the evidence store is not durable" })
     }
-    const policy = yield* PolicyGate.make(options)
     const pin = yield* PolicyGate.makePin
+    const policy = yield* PolicyGate.make(options, pin)
     const writer = yield* EvidenceWriter
     const runs = yield* Effect.serviceOption(StateStore)
     return yield* ActionExecutor.make({
@@ -45,7 +45,7 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
       interceptors: [...policy, ...(config.interceptors ?? [])],
       governance: {
         profile,
-        pin: (context) => Effect.map(pin(context), Either.map((pinned) => pinned.snapshot)),
+        pin: (context, attempt_id) => Effect.map(pin(context, attempt_id), Either.map((pinned) => pinned.snapshot)),
         writer
       }
     })

@@ -168,12 +168,27 @@ export const explain = (snapshot: Pinned, input: PolicyInput): Verdict & { reado
     : { ...reduce(snapshot, "policy", input), stage: "policy" }
 }
 
+/** Pin the snapshot a context names: the compiled snapshot, or the refusal. */
+export type Pin = (context: ExecutionContext, attempt_id?: string) => Effect.Effect<Either.Either<Pinned, Verdict>>
+
 /** Read the exact snapshot a context names from the store in context, check it is active and recomputes to its digest, and compile it once. */
 export const makePin = Effect.gen(function*() {
   const store = yield* PolicySnapshotStore
   const digest = yield* Digest
   const compiled = new Map<string, Pinned>()
-  const pin = (context: ExecutionContext): Effect.Effect<Either.Either<Pinned, Verdict>> =>
+  // One read per attempt: every stage of one invocation sees the snapshot its stage 3 (or 5) read.
+  const recent = new Map<string, Either.Either<Pinned, Verdict>>()
+  const pin: Pin = (context, attempt_id) => {
+    const seen = attempt_id === undefined ? undefined : recent.get(attempt_id)
+    if (seen !== undefined) return Effect.succeed(seen)
+    return Effect.tap(read(context), (result) =>
+      Effect.sync(() => {
+        if (attempt_id === undefined) return
+        recent.set(attempt_id, result)
+        if (recent.size > 4096) recent.delete(recent.keys().next().value!)
+      }))
+  }
+  const read = (context: ExecutionContext): Effect.Effect<Either.Either<Pinned, Verdict>> =>
     Effect.gen(function*() {
       const ref = context.policy_snapshot
       if (ref === undefined) {
@@ -191,7 +206,8 @@ export const makePin = Effect.gen(function*() {
       if (snapshot.release_state !== "active") {
         return Either.left(verdict("deny", "policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
       }
-      if (cached !== undefined && cached.snapshot === snapshot) return Either.right(cached)
+      // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
+      if (cached !== undefined) return Either.right(cached)
       const unknowable = unenforced(snapshot)
       if (unknowable.length > 0) {
         return Either.left(
@@ -213,11 +229,11 @@ export const makePin = Effect.gen(function*() {
 })
 
 /** The policy interceptors, reading snapshots from the PolicySnapshotStore in context. */
-export const make = (options: Options = {}) =>
+export const make = (options: Options = {}, pin?: Pin) =>
   Effect.gen(function*() {
     const digest = yield* Digest
     const ids = yield* IdGenerator
-    const pinContext = yield* makePin
+    const pinContext = pin ?? (yield* makePin)
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const paths = yield* Effect.serviceOption(PathResolver)
     const budgets = new Map<string, { window: number; attempts: Set<string> }>()
@@ -341,7 +357,7 @@ export const make = (options: Options = {}) =>
 
     const run = (part: Part) => (evaluation: Evaluation) =>
       Effect.gen(function*() {
-        const pinned = yield* pinContext(evaluation.context)
+        const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
         if (Either.isLeft(pinned)) return pinned.left
         const input = yield* inputOf(evaluation)
         const result = reduce(pinned.right, part, input)
@@ -365,7 +381,7 @@ export const make = (options: Options = {}) =>
         stage: "authorise",
         evaluate: (evaluation) =>
           Effect.map(
-            pinContext(evaluation.context),
+            pinContext(evaluation.context, evaluation.attempt_id),
             Either.match({
               onLeft: (refused) => refused,
               onRight: ({ snapshot }) => ({
