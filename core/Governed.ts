@@ -22,7 +22,7 @@ export class ProfileUnavailableError extends Schema.TaggedError<ProfileUnavailab
 
 /** How a governed executor is bound: its agent, and whether it claims the certifiable profile. */
 export interface Options extends PolicyGate.Options {
-  /** Certifiable needs a durable evidence store: its certificates must outlive the process. */
+  /** Certifiable needs a durable evidence store: its certificates must survive a restart. */
   readonly certifiable?: boolean
 }
 
