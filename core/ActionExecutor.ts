@@ -26,11 +26,9 @@ import type { ActionNotFoundError } from "./ActionRegistry.ts"
 import { ActionAdmissionDecision } from "./AdmissionDecision.ts"
 import * as Canonical from "./Canonical.ts"
 import { Digest } from "./Digest.ts"
-import type * as Evidence from "./Evidence.ts"
 import type { AppendReceipt } from "./EvidenceStore.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import {
-  callExecuted,
   Cancelled,
   type ExecutionOutcome,
   Failed,
@@ -41,15 +39,15 @@ import {
 } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
 import * as ExecutionScope from "./ExecutionScope.ts"
-import type { EvidenceWriter, OperationContext, TaskBoundary } from "./Governance.ts"
-import { deriveContext, failureDetail, GovernanceEvidenceError, OutcomeEvidenceError } from "./Governance.ts"
+import type { EvidenceWriter, GovernanceEvidenceError, OutcomeEvidenceError, TaskBoundary } from "./Governance.ts"
 import { IdempotencyStore, keyOf } from "./IdempotencyStore.ts"
 import { IdGenerator } from "./IdGenerator.ts"
-import type { Uuid } from "./IdGenerator.ts"
 import type { Concluded, Evaluation, Interceptor, Observer, Transformer, Verdict } from "./Interceptor.ts"
 import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
 import { common, denied, describeParseError, outcomeOf, reason, trusted } from "./internal/attempt.ts"
-import * as ledger from "./internal/ledger.ts"
+import type { PersistError } from "./internal/durable.ts"
+import { makeDurableStages } from "./internal/durable.ts"
+import { makeGovernedStages } from "./internal/governed.ts"
 import { isRefusal, mint } from "./internal/token.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import type { InvocationTokenError } from "./InvocationTokenError.ts"
@@ -58,7 +56,7 @@ import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import type { ActionRef } from "./Refs.ts"
 import type { RuntimeProfile } from "./RuntimeProfile.ts"
 import type { SecurityStage } from "./Stage.ts"
-import { IntentDraft, OperationAttempt, StateStore, summarize } from "./StateStore.ts"
+import { StateStore } from "./StateStore.ts"
 import * as Time from "./Time.ts"
 
 /** One execution's options: the trusted context, a Deferred whose completion cancels it, and for governed profiles the task boundary. */
@@ -102,16 +100,8 @@ export interface Config {
   readonly state?: StateStore.Service
 }
 
-/** The durable profile could not commit an attempt; `call_executed` says whether the callable had run (it is never retried). */
-export class PersistError extends Schema.TaggedError<PersistError>()("PersistError", {
-  call_executed: Schema.Boolean,
-  attempt_id: Schema.String,
-  detail: Schema.String
-}) {
-  override get message() {
-    return `attempt ${this.attempt_id} not committed (call_executed: ${this.call_executed}): ${this.detail}`
-  }
-}
+/** The durable profile could not commit an attempt. */
+export { PersistError } from "./internal/durable.ts"
 
 /** What a governed executor adds: the profile it claims, the snapshot pin, and the evidence writer. */
 export interface Governor {
@@ -266,184 +256,8 @@ export const make = (config: Config = {}) =>
         : undefined
     })
 
-    /** Append one governed record; a failure is a GovernanceEvidenceError naming whether the callable had run. */
-    const appendEvidence = (operation: OperationContext, draft: Evidence.Draft, call_executed: boolean) =>
-      Effect.mapError(governor!.writer.append(operation.chain_id, draft), (error) =>
-        new GovernanceEvidenceError({
-          call_executed,
-          record_type: draft.record_type,
-          operation_id: operation.operation_id,
-          detail: failureDetail(error)
-        }))
-
-    /** Stage 11, as each decision is produced: one `gate_evaluated` per gate result, then any granted exception. */
-    const recordVerdict = Effect.fnUntraced(function*(
-      operation: OperationContext,
-      attempt: Attempt,
-      evaluator: string,
-      verdict: Verdict
-    ) {
-      const gates = verdict.gates ?? [{
-        gate_id: evaluator,
-        level: "hard" as const,
-        decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
-        reason_code: verdict.code,
-        matched_rules: []
-      }]
-      for (const gate of gates) {
-        const draft = ledger.gateEvaluated(operation, {
-          ...gate,
-          result_id: yield* ids.uuid,
-          evaluator,
-          stage: attempt.stage,
-          arguments_digest: attempt.digest!,
-          evaluated_at: yield* Time.now
-        })
-        yield* appendEvidence(operation, draft, false)
-      }
-      if (verdict.exception !== undefined) {
-        yield* appendEvidence(operation, ledger.exceptionGranted(operation, verdict.exception), false)
-      }
-    })
-
-    /** Stages 3-4, governed: pin and verify the exact snapshot, derive the operation context, and commit its start. */
-    const governedStart = Effect.fnUntraced(function*(
-      gov: Governor,
-      attempt: Attempt,
-      compiled: Compiled,
-      boundary: TaskBoundary | undefined
-    ) {
-      if (boundary === undefined) {
-        return denied(attempt, "governance.no_boundary", "a governed execution runs inside an open task boundary")
-      }
-      const pinned = yield* gov.pin(attempt.context, attempt.attempt_id)
-      if (Either.isLeft(pinned)) return denied(attempt, pinned.left.code, pinned.left.detail)
-      const derived = yield* deriveContext(
-        {
-          context: attempt.context,
-          request: attempt.request,
-          descriptor: compiled.descriptor,
-          snapshot: pinned.right,
-          capability: yield* backend.probe,
-          boundary
-        },
-        attempt.attempt_id,
-        attempt.digest!
-      ).pipe(
-        Effect.provideService(Digest, digest),
-        Effect.provideService(IdGenerator, ids)
-      )
-      if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
-      const operation = derived.right
-      attempt.stage = "governed_start"
-      yield* appendEvidence(operation, ledger.policyBound(operation, pinned.right), false)
-      yield* appendEvidence(operation, ledger.operationStarted(operation, Object.keys(attempt.args!)), false)
-      attempt.operation = operation
-      return undefined
-    })
-
-    const resultDigest = (result: unknown) => {
-      if (result === undefined) return Effect.succeed(null)
-      const text = Canonical.stringify(result)
-      return Either.isLeft(text) ? Effect.succeed(null) : digest.sha256(encoder.encode(text.right))
-    }
-
-    /** Stage 3, durable: the scope's Run must exist and still be running. */
-    const bindRun = Effect.fnUntraced(function*(store: StateStore.Service, attempt: Attempt, run_id: string) {
-      const run = yield* Effect.either(store.getRun(run_id))
-      if (Either.isLeft(run)) return denied(attempt, "scope.run_not_found", `no Run ${run_id}`)
-      return run.right.status === "running"
-        ? undefined
-        : denied(attempt, "scope.run_not_running", `Run ${run_id} is ${run.right.status}`)
-    })
-
-    /** Stage 14, durable: the typed attempt, its outcome summary and its outbox intent commit in one transaction. */
-    const persist = Effect.fnUntraced(function*(
-      store: StateStore.Service,
-      attempt: Attempt,
-      run_id: Uuid,
-      outcome: ExecutionOutcome
-    ) {
-      attempt.stage = "persist"
-      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(outcome.result) : null
-      const summary = summarize(outcome, result_digest)
-      const committed = yield* Effect.either(store.commitAttempt({
-        attempt: new OperationAttempt({
-          attempt_id: attempt.attempt_id,
-          run_id,
-          request_id: attempt.request.request_id,
-          action_name: attempt.action.name,
-          action_version: attempt.action.version ?? null,
-          arguments_digest: attempt.digest ?? null,
-          outcome: summary,
-          created_at: yield* Time.now
-        }, trusted),
-        intents: [
-          new IntentDraft({
-            topic: "writ.outcome",
-            payload_json: Either.getOrThrow(Canonical.stringify({ attempt_id: attempt.attempt_id, ...summary }))
-          }, trusted)
-        ]
-      }))
-      if (Either.isRight(committed)) return outcome
-      return yield* new PersistError({
-        call_executed: callExecuted(outcome),
-        attempt_id: attempt.attempt_id,
-        detail: committed.left.message
-      })
-    })
-
-    /** Stage 13, governed: the one terminal record; if it cannot be committed the outcome is replaced by an error. */
-    const conclude = Effect.fnUntraced(
-      function*(attempt: Attempt, operation: OperationContext, outcome: ExecutionOutcome) {
-        const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(outcome.result) : null
-        const appended = yield* Effect.either(
-          governor!.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
-        )
-        if (Either.isRight(appended)) {
-          attempt.receipt = appended.right
-          return outcome
-        }
-        const detail = failureDetail(appended.left)
-        if (outcome._tag === "failed") {
-          return yield* new OutcomeEvidenceError({
-            operation_id: operation.operation_id,
-            failure_code: outcome.failure.code,
-            detail
-          })
-        }
-        return yield* new GovernanceEvidenceError({
-          call_executed: callExecuted(outcome),
-          record_type: ledger.terminalType(outcome),
-          operation_id: operation.operation_id,
-          detail
-        })
-      }
-    )
-
-    /** A governed operation interrupted from outside still closes with `operation_cancelled`, best effort. */
-    const concludeInterrupted = (attempt: Attempt) =>
-      attempt.operation === undefined
-        ? Effect.void
-        : Effect.asVoid(Effect.exit(conclude(
-          attempt,
-          attempt.operation,
-          new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)
-        )))
-
-    /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
-    const abandonOperation = (attempt: Attempt, error: ExecutionError) =>
-      attempt.operation === undefined || attempt.invoked
-        ? Effect.fail(error)
-        : Effect.zipRight(
-          Effect.exit(
-            governor!.writer.append(
-              attempt.operation.chain_id,
-              ledger.terminal(attempt.operation, denied(attempt, "evidence.append_failed"), null)
-            )
-          ),
-          Effect.fail(error)
-        )
+    const governed = governor === undefined ? undefined : makeGovernedStages(governor, backend, digest, ids)
+    const durable = makeDurableStages(digest)
 
     const evaluation = (attempt: Attempt): Evaluation => ({
       attempt_id: attempt.attempt_id,
@@ -474,8 +288,12 @@ export const make = (config: Config = {}) =>
           ...(verdict.approval === undefined ? {} : { approval: verdict.approval })
         }, trusted)
         ;(attempt.decisions ??= []).push(decision)
-        if (attempt.operation !== undefined) yield* recordVerdict(attempt.operation, attempt, interceptor.id, verdict)
-        if (verdict.disposition !== "allow") return outcomeOf(attempt, verdict.disposition, decision)
+        if (attempt.operation !== undefined) {
+          yield* governed!.recordVerdict(attempt.operation, attempt, interceptor.id, verdict)
+        }
+        if (verdict.disposition !== "allow") {
+          return outcomeOf(attempt, verdict.disposition, decision)
+        }
       }
       return undefined
     })
@@ -612,15 +430,15 @@ export const make = (config: Config = {}) =>
       if (unbound !== undefined) return unbound
       const scope = attempt.request.execution_scope
       if (runs !== undefined && scope._tag === "durable_run") {
-        const unbound = yield* bindRun(runs, attempt, scope.run_id)
+        const unbound = yield* durable.bindRun(runs, attempt, scope.run_id)
         if (unbound !== undefined) return unbound
       }
       if (state !== undefined && scope._tag === "durable_run") {
         return yield* operate(attempt, compiled, cancel).pipe(
-          Effect.flatMap((outcome) => persist(state, attempt, scope.run_id, outcome)),
+          Effect.flatMap((outcome) => durable.persist(state, attempt, scope.run_id, outcome)),
           Effect.onInterrupt(() =>
             Effect.exit(
-              persist(
+              durable.persist(
                 state,
                 attempt,
                 scope.run_id,
@@ -630,14 +448,14 @@ export const make = (config: Config = {}) =>
           )
         )
       }
-      if (governor === undefined) return yield* operate(attempt, compiled, cancel)
-      const refused = yield* governedStart(governor, attempt, compiled, boundary)
+      if (governed === undefined) return yield* operate(attempt, compiled, cancel)
+      const refused = yield* governed.start(attempt, compiled, boundary)
       if (refused !== undefined) return refused
       const operation = attempt.operation!
       return yield* operate(attempt, compiled, cancel).pipe(
-        Effect.catchAll((error) => abandonOperation(attempt, error)),
-        Effect.flatMap((outcome) => conclude(attempt, operation, outcome)),
-        Effect.onInterrupt(() => concludeInterrupted(attempt))
+        Effect.catchAll((error) => governed.abandon(attempt, error)),
+        Effect.flatMap((outcome) => governed.conclude(attempt, operation, outcome)),
+        Effect.onInterrupt(() => governed.concludeInterrupted(attempt))
       )
     })
 

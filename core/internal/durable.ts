@@ -1,0 +1,71 @@
+import { Effect, Either, Schema } from "effect"
+import * as Canonical from "../Canonical.ts"
+import type { Digest } from "../Digest.ts"
+import { callExecuted, type ExecutionOutcome } from "../ExecutionOutcome.ts"
+import type { Uuid } from "../IdGenerator.ts"
+import type { StateStore } from "../StateStore.ts"
+import { IntentDraft, OperationAttempt, summarize } from "../StateStore.ts"
+import * as Time from "../Time.ts"
+import type { Attempt } from "./attempt.ts"
+import { denied, resultDigest, trusted } from "./attempt.ts"
+
+/** The durable profile could not commit an attempt; `call_executed` says whether the callable had run (it is never retried). */
+export class PersistError extends Schema.TaggedError<PersistError>()("PersistError", {
+  call_executed: Schema.Boolean,
+  attempt_id: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `attempt ${this.attempt_id} not committed (call_executed: ${this.call_executed}): ${this.detail}`
+  }
+}
+
+/** The durable stages (3 and 14) of one executor over its StateStore. */
+export const makeDurableStages = (digest: Digest.Service) => {
+  /** Stage 3, durable: the scope's Run must exist and still be running. */
+  const bindRun = Effect.fnUntraced(function*(store: StateStore.Service, attempt: Attempt, run_id: string) {
+    const run = yield* Effect.either(store.getRun(run_id))
+    if (Either.isLeft(run)) return denied(attempt, "scope.run_not_found", `no Run ${run_id}`)
+    return run.right.status === "running"
+      ? undefined
+      : denied(attempt, "scope.run_not_running", `Run ${run_id} is ${run.right.status}`)
+  })
+
+  /** Stage 14, durable: the typed attempt, its outcome summary and its outbox intent commit in one transaction. */
+  const persist = Effect.fnUntraced(function*(
+    store: StateStore.Service,
+    attempt: Attempt,
+    run_id: Uuid,
+    outcome: ExecutionOutcome
+  ) {
+    attempt.stage = "persist"
+    const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(digest, outcome.result) : null
+    const summary = summarize(outcome, result_digest)
+    const committed = yield* Effect.either(store.commitAttempt({
+      attempt: new OperationAttempt({
+        attempt_id: attempt.attempt_id,
+        run_id,
+        request_id: attempt.request.request_id,
+        action_name: attempt.action.name,
+        action_version: attempt.action.version ?? null,
+        arguments_digest: attempt.digest ?? null,
+        outcome: summary,
+        created_at: yield* Time.now
+      }, trusted),
+      intents: [
+        new IntentDraft({
+          topic: "writ.outcome",
+          payload_json: Either.getOrThrow(Canonical.stringify({ attempt_id: attempt.attempt_id, ...summary }))
+        }, trusted)
+      ]
+    }))
+    if (Either.isRight(committed)) return outcome
+    return yield* new PersistError({
+      call_executed: callExecuted(outcome),
+      attempt_id: attempt.attempt_id,
+      detail: committed.left.message
+    })
+  })
+
+  return { bindRun, persist }
+}

@@ -1,0 +1,152 @@
+import { Effect, Either } from "effect"
+import type { ActionExecutionBackend } from "../ActionExecutionBackend.ts"
+import type { ExecutionError, Governor } from "../ActionExecutor.ts"
+import type { Digest } from "../Digest.ts"
+import { Digest as DigestTag } from "../Digest.ts"
+import type * as Evidence from "../Evidence.ts"
+import { callExecuted, Cancelled, type ExecutionOutcome } from "../ExecutionOutcome.ts"
+import type { OperationContext, TaskBoundary } from "../Governance.ts"
+import { deriveContext, failureDetail, GovernanceEvidenceError, OutcomeEvidenceError } from "../Governance.ts"
+import { IdGenerator } from "../IdGenerator.ts"
+import type { Verdict } from "../Interceptor.ts"
+import * as Time from "../Time.ts"
+import type { Attempt, Compiled } from "./attempt.ts"
+import { common, denied, resultDigest, trusted } from "./attempt.ts"
+import * as ledger from "./ledger.ts"
+
+/** The governed stages (4, 11 and 13) of one executor: evidence committed as control flow through its writer. */
+export const makeGovernedStages = (
+  governor: Governor,
+  backend: ActionExecutionBackend.Service,
+  digest: Digest.Service,
+  ids: IdGenerator.Service
+) => {
+  /** Append one governed record; a failure is a GovernanceEvidenceError naming whether the callable had run. */
+  const appendEvidence = (operation: OperationContext, draft: Evidence.Draft, call_executed: boolean) =>
+    Effect.mapError(governor.writer.append(operation.chain_id, draft), (error) =>
+      new GovernanceEvidenceError({
+        call_executed,
+        record_type: draft.record_type,
+        operation_id: operation.operation_id,
+        detail: failureDetail(error)
+      }))
+
+  /** Stage 11, as each decision is produced: one `gate_evaluated` per gate result, then any granted exception. */
+  const recordVerdict = Effect.fnUntraced(function*(
+    operation: OperationContext,
+    attempt: Attempt,
+    evaluator: string,
+    verdict: Verdict
+  ) {
+    const gates = verdict.gates ?? [{
+      gate_id: evaluator,
+      level: "hard" as const,
+      decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
+      reason_code: verdict.code,
+      matched_rules: []
+    }]
+    for (const gate of gates) {
+      const draft = ledger.gateEvaluated(operation, {
+        ...gate,
+        result_id: yield* ids.uuid,
+        evaluator,
+        stage: attempt.stage,
+        arguments_digest: attempt.digest!,
+        evaluated_at: yield* Time.now
+      })
+      yield* appendEvidence(operation, draft, false)
+    }
+    if (verdict.exception !== undefined) {
+      yield* appendEvidence(operation, ledger.exceptionGranted(operation, verdict.exception), false)
+    }
+  })
+
+  /** Stages 3-4, governed: pin and verify the exact snapshot, derive the operation context, and commit its start. */
+  const start = Effect.fnUntraced(function*(
+    attempt: Attempt,
+    compiled: Compiled,
+    boundary: TaskBoundary | undefined
+  ) {
+    if (boundary === undefined) {
+      return denied(attempt, "governance.no_boundary", "a governed execution runs inside an open task boundary")
+    }
+    const pinned = yield* governor.pin(attempt.context, attempt.attempt_id)
+    if (Either.isLeft(pinned)) return denied(attempt, pinned.left.code, pinned.left.detail)
+    const derived = yield* deriveContext(
+      {
+        context: attempt.context,
+        request: attempt.request,
+        descriptor: compiled.descriptor,
+        snapshot: pinned.right,
+        capability: yield* backend.probe,
+        boundary
+      },
+      attempt.attempt_id,
+      attempt.digest!
+    ).pipe(
+      Effect.provideService(DigestTag, digest),
+      Effect.provideService(IdGenerator, ids)
+    )
+    if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
+    const operation = derived.right
+    attempt.stage = "governed_start"
+    yield* appendEvidence(operation, ledger.policyBound(operation, pinned.right), false)
+    yield* appendEvidence(operation, ledger.operationStarted(operation, Object.keys(attempt.args!)), false)
+    attempt.operation = operation
+    return undefined
+  })
+
+  /** Stage 13, governed: the one terminal record; if it cannot be committed the outcome is replaced by an error. */
+  const conclude = Effect.fnUntraced(
+    function*(attempt: Attempt, operation: OperationContext, outcome: ExecutionOutcome) {
+      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(digest, outcome.result) : null
+      const appended = yield* Effect.either(
+        governor.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
+      )
+      if (Either.isRight(appended)) {
+        attempt.receipt = appended.right
+        return outcome
+      }
+      const detail = failureDetail(appended.left)
+      if (outcome._tag === "failed") {
+        return yield* new OutcomeEvidenceError({
+          operation_id: operation.operation_id,
+          failure_code: outcome.failure.code,
+          detail
+        })
+      }
+      return yield* new GovernanceEvidenceError({
+        call_executed: callExecuted(outcome),
+        record_type: ledger.terminalType(outcome),
+        operation_id: operation.operation_id,
+        detail
+      })
+    }
+  )
+
+  /** A governed operation interrupted from outside still closes with `operation_cancelled`, best effort. */
+  const concludeInterrupted = (attempt: Attempt) =>
+    attempt.operation === undefined
+      ? Effect.void
+      : Effect.asVoid(Effect.exit(conclude(
+        attempt,
+        attempt.operation,
+        new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)
+      )))
+
+  /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
+  const abandon = (attempt: Attempt, error: ExecutionError) =>
+    attempt.operation === undefined || attempt.invoked
+      ? Effect.fail(error)
+      : Effect.zipRight(
+        Effect.exit(
+          governor.writer.append(
+            attempt.operation.chain_id,
+            ledger.terminal(attempt.operation, denied(attempt, "evidence.append_failed"), null)
+          )
+        ),
+        Effect.fail(error)
+      )
+
+  return { recordVerdict, start, conclude, concludeInterrupted, abandon }
+}
