@@ -1,8 +1,7 @@
 import { Effect, Either } from "effect"
 import type { ActionExecutionBackend } from "../ActionExecutionBackend.ts"
 import type { ExecutionError, Governor } from "../ActionExecutor.ts"
-import type { Digest } from "../Digest.ts"
-import { Digest as DigestTag } from "../Digest.ts"
+import { Digest } from "../Digest.ts"
 import type * as Evidence from "../Evidence.ts"
 import { callExecuted, Cancelled, type ExecutionOutcome } from "../ExecutionOutcome.ts"
 import type { OperationContext, TaskBoundary } from "../Governance.ts"
@@ -84,7 +83,7 @@ export const makeGovernedStages = (
       attempt.attempt_id,
       attempt.digest!
     ).pipe(
-      Effect.provideService(DigestTag, digest),
+      Effect.provideService(Digest, digest),
       Effect.provideService(IdGenerator, ids)
     )
     if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
