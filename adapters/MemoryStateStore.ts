@@ -50,16 +50,7 @@ export const make = Effect.gen(function*() {
         if (parent_run_id !== null && !runs.has(parent_run_id)) {
           return Either.left(new StateStore.StateNotFoundError({ reason: "run", id: parent_run_id }))
         }
-        const run = StateStore.Run.make({
-          run_id,
-          status: "preparing",
-          created_at,
-          started_at: null,
-          ended_at: null,
-          parent_run_id,
-          lineage: input.lineage ?? "root",
-          terminal: null
-        })
+        const run = StateStore.preparedRun(run_id, created_at, input)
         runs.set(run_id, run)
         return Either.right(run)
       })

@@ -34,22 +34,7 @@ export interface Options {
   readonly pageSize?: number
 }
 
-const StoredRow = Schema.Struct({
-  record_id: Schema.String,
-  record_type: Schema.String,
-  chain_id: Schema.String,
-  operation_id: Schema.NullOr(Schema.String),
-  sequence: Schema.Number,
-  policy_id: Schema.String,
-  policy_version: Schema.String,
-  payload_json: Schema.String,
-  payload_digest: Schema.String,
-  previous_chain_hash: Schema.NullOr(Schema.String),
-  chain_hash: Schema.String,
-  supersedes_record_id: Schema.NullOr(Schema.String),
-  created_at: Schema.String,
-  hash_algorithm: Schema.String
-})
+const StoredRow = Evidence.StoredRecord
 
 const HeadRow = Schema.Struct({ sequence: Schema.Number, chain_hash: Schema.String })
 

@@ -262,16 +262,7 @@ export const make = Effect.gen(function*() {
       const run_id = yield* ids.uuid
       const created_at = yield* Time.now
       const parent_run_id = "parent_run_id" in input ? input.parent_run_id : null
-      const run = StateStore.Run.make({
-        run_id,
-        status: "preparing",
-        created_at,
-        started_at: null,
-        ended_at: null,
-        parent_run_id,
-        lineage: input.lineage ?? "root",
-        terminal: null
-      })
+      const run = StateStore.preparedRun(run_id, created_at, input)
       yield* sql.withTransaction(Effect.gen(function*() {
         if (parent_run_id !== null) yield* loadRun(parent_run_id)
         yield* insertRun(run)

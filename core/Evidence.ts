@@ -58,23 +58,26 @@ export class EvidenceRecord extends Schema.Class<EvidenceRecord>("EvidenceRecord
   hash_algorithm: Schema.String
 }) {}
 
-/** A record as read back from storage, before anything about it is trusted. */
-export interface StoredRecord {
-  readonly record_id: string
-  readonly record_type: string
-  readonly chain_id: string
-  readonly operation_id: string | null
-  readonly sequence: number
-  readonly policy_id: string
-  readonly policy_version: string
-  readonly payload_json: string
-  readonly payload_digest: string
-  readonly previous_chain_hash: string | null
-  readonly chain_hash: string
-  readonly supersedes_record_id: string | null
-  readonly created_at: string
-  readonly hash_algorithm: string
-}
+/** A record as read back from storage, before anything about it is trusted: plain strings, numbers and nulls. */
+export const StoredRecord = Schema.Struct({
+  record_id: Schema.String,
+  record_type: Schema.String,
+  chain_id: Schema.String,
+  operation_id: Schema.NullOr(Schema.String),
+  sequence: Schema.Number,
+  policy_id: Schema.String,
+  policy_version: Schema.String,
+  payload_json: Schema.String,
+  payload_digest: Schema.String,
+  previous_chain_hash: Schema.NullOr(Schema.String),
+  chain_hash: Schema.String,
+  supersedes_record_id: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  hash_algorithm: Schema.String
+})
+
+/** A record as read back from storage. */
+export type StoredRecord = typeof StoredRecord.Type
 
 /** What a writer supplies for a record; the chain position and hashes are filled in when it is sealed. */
 export interface Draft {

@@ -135,6 +135,19 @@ export type CreateRun =
   | { readonly lineage?: "root" }
   | { readonly lineage: Exclude<Lineage, "root">; readonly parent_run_id: Uuid }
 
+/** A new Run as `createRun` stores it: preparing, not started, no terminal outcome. */
+export const preparedRun = (run_id: Uuid, created_at: Timestamp, input: CreateRun): Run =>
+  Run.make({
+    run_id,
+    status: "preparing",
+    created_at,
+    started_at: null,
+    ended_at: null,
+    parent_run_id: "parent_run_id" in input ? input.parent_run_id : null,
+    lineage: input.lineage ?? "root",
+    terminal: null
+  })
+
 /** Optional filters for listing Runs. */
 export interface RunFilter {
   readonly status?: ReadonlyArray<RunStatus>
