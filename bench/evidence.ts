@@ -759,19 +759,43 @@ const projector = async (dir: string, templates: ReadonlyArray<Row>) => {
 
 const mbOf = (bytes: number) => (bytes / (1024 * 1024)).toFixed(0)
 
+const PARTS = ["appends", "verify", "projector"] as const
+
+/** The parts to run: all, or those `WRIT_BENCH_EVIDENCE_PARTS` names (comma-separated). */
+const selectedParts = (): ReadonlySet<string> => {
+  const configured = process.env["WRIT_BENCH_EVIDENCE_PARTS"]
+  if (configured === undefined) return new Set(PARTS)
+  const names = configured.split(",").map((name) => name.trim())
+  const unknown = names.filter((name) => !(PARTS as ReadonlyArray<string>).includes(name))
+  if (unknown.length > 0) {
+    throw new Error(`evidence bench: unknown part ${unknown.join(", ")} (known: ${PARTS.join(", ")})`)
+  }
+  return new Set(names)
+}
+
 const run = async (): Promise<void> => {
+  const parts = selectedParts()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-bench-evidence-"))
   try {
     const appended = await appends(dir)
-    const verified = await verification(dir, appended.templates)
-    const projected = await projector(dir, appended.templates)
-    const size = projected.top.size
-    const topLabel = size % 1_000_000 === 0 ? `${size / 1_000_000}m` : size % 1000 === 0 ? `${size / 1000}k` : `${size}`
-    console.log(`evidence-governed-c64: ${appended.c64.toFixed(2)}x (target >= 0.5x)`)
-    console.log(`evidence-governed-c1: ${appended.c1.toFixed(2)}x (target >= 0.66x)`)
-    console.log(`evidence-verify: ${verified.toFixed(2)}x (target >= 0.5x)`)
-    console.log(`projector-linearity: ${projected.linearity.toFixed(2)}x (target <= 1.5x)`)
-    console.log(`projector-rss-${topLabel}: ${mbOf(projected.top.rssPeak)} MB (target <= 256 MB)`)
+    if (parts.has("appends")) {
+      console.log(`evidence-governed-c64: ${appended.c64.toFixed(2)}x (target >= 0.5x)`)
+      console.log(`evidence-governed-c1: ${appended.c1.toFixed(2)}x (target >= 0.66x)`)
+    }
+    if (parts.has("verify")) {
+      console.log(`evidence-verify: ${(await verification(dir, appended.templates)).toFixed(2)}x (target >= 0.5x)`)
+    }
+    if (parts.has("projector")) {
+      const projected = await projector(dir, appended.templates)
+      const size = projected.top.size
+      const topLabel = size % 1_000_000 === 0
+        ? `${size / 1_000_000}m`
+        : size % 1000 === 0
+        ? `${size / 1000}k`
+        : `${size}`
+      console.log(`projector-linearity: ${projected.linearity.toFixed(2)}x (target <= 1.5x)`)
+      console.log(`projector-rss-${topLabel}: ${mbOf(projected.top.rssPeak)} MB (target <= 256 MB)`)
+    }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true })
   }
