@@ -48,8 +48,6 @@ const ChainRow = Schema.Struct({ chain_id: Schema.String })
 
 const Identity = Schema.Struct({ record_id: Schema.String, chain_hash: Schema.String })
 
-const Page = Schema.Struct({ chain_id: Schema.String, after: Schema.Number, limit: Schema.Number })
-
 const Scan = Schema.Struct({ after: Schema.Number, limit: Schema.Number })
 
 const Lookup = Schema.Struct({ chain_id: Schema.String, record_id: Schema.String })
@@ -170,14 +168,26 @@ export const make = (
       execute: ({ chain_hash, record_id }) =>
         sql`SELECT record_id FROM evidence_records WHERE record_id = ${record_id} OR chain_hash = ${chain_hash}`
     })
-    const findPage = SqlSchema.findAll({
-      Request: Page,
-      Result: StoredRow,
-      execute: ({ after, chain_id, limit }) =>
+    // A page is read as value rows and checked by `Evidence.storedRecordOf` rather than decoded by a Schema: verify
+    // reads every row of a chain, and a Schema decode cost several times the row's two hashes.
+    const findPage = ({ after, chain_id, limit }: { chain_id: string; after: number; limit: number }) =>
+      Effect.flatMap(
         sql`SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
           payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
           FROM evidence_records WHERE chain_id = ${chain_id} AND sequence > ${after} ORDER BY sequence LIMIT ${limit}`
-    })
+          .values,
+        (rows) => {
+          const records: Array<Evidence.StoredRecord> = []
+          for (const row of rows) {
+            const record = Evidence.storedRecordOf(row)
+            if (record === undefined) {
+              return Effect.fail(new EvidenceUnavailableError({ detail: "a stored evidence row does not decode" }))
+            }
+            records.push(record)
+          }
+          return Effect.succeed(records)
+        }
+      )
     const findRecord = SqlSchema.findOne({
       Request: Lookup,
       Result: StoredRow,
@@ -302,7 +312,7 @@ export const make = (
     ): Stream.Stream<Evidence.StoredRecord, EvidenceUnavailableError> =>
       Stream.paginateChunkEffect(after_sequence, (after) =>
         findPage({ chain_id, after, limit: pageSize }).pipe(
-          Effect.mapError(unavailable),
+          Effect.catchTag("SqlError", (error) => Effect.fail(unavailable(error))),
           Effect.map((rows) =>
             [
               Chunk.unsafeFromArray(rows),

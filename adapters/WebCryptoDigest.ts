@@ -4,12 +4,17 @@
 import { Effect, Layer } from "effect"
 import { Digest, toHex } from "../core/Digest.ts"
 
+const digestOf = (bytes: Uint8Array) =>
+  globalThis.crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>).then((buffer) =>
+    toHex(new Uint8Array(buffer))
+  )
+
+const encoder = new TextEncoder()
+
 /** SHA-256 with WebCrypto. */
 export const make: Digest.Service = {
-  sha256: (bytes) =>
-    Effect.promise(() => globalThis.crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>)).pipe(
-      Effect.map((buffer) => toHex(new Uint8Array(buffer)))
-    )
+  sha256: (bytes) => Effect.promise(() => digestOf(bytes)),
+  sha256Texts: (texts) => Effect.promise(() => Promise.all(texts.map((text) => digestOf(encoder.encode(text)))))
 }
 
 /** The Digest port on WebCrypto. */

@@ -25,7 +25,7 @@ import { ActionRegistry } from "./ActionRegistry.ts"
 import type { ActionNotFoundError } from "./ActionRegistry.ts"
 import { ActionAdmissionDecision } from "./AdmissionDecision.ts"
 import * as Canonical from "./Canonical.ts"
-import { Digest } from "./Digest.ts"
+import { Digest, sha256TextWith } from "./Digest.ts"
 import type { AppendReceipt } from "./EvidenceStore.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import {
@@ -125,7 +125,6 @@ const strictDecoder = (schema: Schema.Schema<any, any>) => {
   const nothing = Schema.decodeUnknownEither(Schema.Record({ key: Schema.String, value: Schema.Never }))
   return (input: unknown) => Either.flatMap(nothing(input), () => decode(input))
 }
-const encoder = new TextEncoder()
 
 /** Build an executor over the registry, backend, digest and id generator in context; minimal unless `config.governance` is set. */
 export const make = (config: Config = {}) =>
@@ -213,7 +212,7 @@ export const make = (config: Config = {}) =>
         return denied(attempt, "arguments.not_canonical", `arguments${text.left.path.slice(1)}: ${text.left.reason}`)
       }
       attempt.args = encoded.right as Arguments
-      attempt.digest = yield* digest.sha256(encoder.encode(text.right))
+      attempt.digest = yield* sha256TextWith(digest, text.right)
       return undefined
     })
 

@@ -59,82 +59,98 @@ export const compareCodePoints = (a: string, b: string): number => {
   return a.length - b.length
 }
 
-const pathOf = (parent: string, key: string | number) =>
-  typeof key === "number"
-    ? `${parent}[${key}]`
-    : /^[A-Za-z_][A-Za-z0-9_]*$/.test(key)
-    ? `${parent}.${key}`
-    : `${parent}[${JSON.stringify(key)}]`
+type Segment = string | number
 
+const renderPath = (segments: ReadonlyArray<Segment>) =>
+  segments.reduce<string>(
+    (path, key) =>
+      typeof key === "number"
+        ? `${path}[${key}]`
+        : /^[A-Za-z_][A-Za-z0-9_]*$/.test(key)
+        ? `${path}.${key}`
+        : `${path}[${JSON.stringify(key)}]`,
+    "$"
+  )
+
+// The path is kept as a stack of segments and rendered only when a value is refused.
 class Violation {
-  constructor(readonly reason: CanonicalViolation, readonly path: string) {}
+  constructor(readonly reason: CanonicalViolation, readonly segments: ReadonlyArray<Segment>) {}
 }
 
-const encodeString = (value: string, path: string): string => {
-  if (LONE_SURROGATE.test(value)) throw new Violation("lone_surrogate", path)
-  return JSON.stringify(value)
+/** A string's canonical JSON literal, or undefined when it holds a lone surrogate (UTF-8 cannot carry it). */
+export const quote = (value: string): string | undefined => {
+  // JSON.stringify writes a lone surrogate as a `\udXXX` escape, so only a text containing one needs the full test.
+  const quoted = JSON.stringify(value)
+  return quoted.includes("\\ud") && LONE_SURROGATE.test(value) ? undefined : quoted
 }
 
-const encode = (value: unknown, path: string, seen: Set<object>): string | undefined => {
+const encodeString = (value: string, path: Array<Segment>): string => {
+  const quoted = quote(value)
+  if (quoted === undefined) throw new Violation("lone_surrogate", [...path])
+  return quoted
+}
+
+const encode = (value: unknown, path: Array<Segment>, seen: Set<object>): string | undefined => {
   switch (typeof value) {
     case "string":
       return encodeString(value, path)
     case "boolean":
       return value ? "true" : "false"
     case "number":
-      if (!Number.isFinite(value)) throw new Violation("non_finite", path)
-      if (!Number.isInteger(value)) throw new Violation("float", path)
-      if (!Number.isSafeInteger(value)) throw new Violation("unsafe_integer", path)
-      return value === 0 ? "0" : String(value)
+      if (Number.isSafeInteger(value)) return value === 0 ? "0" : String(value)
+      throw new Violation(
+        !Number.isFinite(value) ? "non_finite" : !Number.isInteger(value) ? "float" : "unsafe_integer",
+        [...path]
+      )
     case "undefined":
       return undefined
     case "object": {
       if (value === null) return "null"
       if (isUnset(value)) return undefined
-      if (seen.has(value)) throw new Violation("cycle", path)
+      if (seen.has(value)) throw new Violation("cycle", [...path])
       if (Array.isArray(value)) {
         seen.add(value)
         let out = "["
         for (let i = 0; i < value.length; i++) {
-          const item = encode(value[i], pathOf(path, i), seen)
-          if (item === undefined) throw new Violation("undefined_in_array", pathOf(path, i))
+          path.push(i)
+          const item = encode(value[i], path, seen)
+          if (item === undefined) throw new Violation("undefined_in_array", [...path])
+          path.pop()
           out += i === 0 ? item : "," + item
         }
         seen.delete(value)
         return out + "]"
       }
-      if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) throw new Violation("bytes", path)
+      if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) throw new Violation("bytes", [...path])
       const proto = Object.getPrototypeOf(value)
-      if (proto !== Object.prototype && proto !== null) throw new Violation("unsupported_type", path)
+      if (proto !== Object.prototype && proto !== null) throw new Violation("unsupported_type", [...path])
       seen.add(value)
       const keys = Object.keys(value).sort(compareCodePoints)
       let out = "{"
-      let first = true
       for (const key of keys) {
-        const child = pathOf(path, key)
-        const item = encode((value as Record<string, unknown>)[key], child, seen)
-        if (item === undefined) continue
-        out += (first ? "" : ",") + encodeString(key, child) + ":" + item
-        first = false
+        path.push(key)
+        const item = encode((value as Record<string, unknown>)[key], path, seen)
+        if (item !== undefined) out += (out.length === 1 ? "" : ",") + encodeString(key, path) + ":" + item
+        path.pop()
       }
       seen.delete(value)
       return out + "}"
     }
     default:
-      throw new Violation(typeof value === "bigint" ? "unsafe_integer" : "unsupported_type", path)
+      throw new Violation(typeof value === "bigint" ? "unsafe_integer" : "unsupported_type", [...path])
   }
 }
 
 /** Canonical JSON text of a value; Undefined and Unset object members are omitted. */
 export const stringify = (value: unknown): Either.Either<string, CanonicalJsonError> => {
   try {
-    const text = encode(value, "$", new Set())
+    const text = encode(value, [], new Set())
     return text === undefined
       ? Either.left(new CanonicalJsonError({ reason: "unsupported_type", path: "$" }))
       : Either.right(text)
   } catch (error) {
     if (error instanceof Violation) {
-      return Either.left(new CanonicalJsonError({ reason: error.reason, path: error.path }))
+      return Either.left(new CanonicalJsonError({ reason: error.reason, path: renderPath(error.segments) }))
     }
     throw error
   }

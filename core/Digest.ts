@@ -19,14 +19,18 @@ export declare namespace Digest {
   /** What a Digest layer provides. */
   export interface Service {
     readonly sha256: (bytes: Uint8Array) => Effect.Effect<Sha256Hex>
+    /** SHA-256 of each string's UTF-8 bytes, in order: one effect for a whole batch. */
+    readonly sha256Texts: (texts: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Sha256Hex>>
   }
 }
 
-const encoder = new TextEncoder()
+/** SHA-256 of a string's UTF-8 bytes with a Digest service. */
+export const sha256TextWith = (digest: Digest.Service, text: string): Effect.Effect<Sha256Hex> =>
+  Effect.map(digest.sha256Texts([text]), (hashes) => hashes[0]!)
 
 /** SHA-256 of a string's UTF-8 bytes. */
 export const sha256Text = (text: string): Effect.Effect<Sha256Hex, never, Digest> =>
-  Effect.flatMap(Digest, (digest) => digest.sha256(encoder.encode(text)))
+  Effect.flatMap(Digest, (digest) => sha256TextWith(digest, text))
 
 /** The `sha256-v1` digest of a value: SHA-256 of its canonical JSON bytes. */
 export const canonical = (value: unknown): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError, Digest> =>

@@ -2,7 +2,7 @@
  * Governed evidence records (spec/evidence.md): the closed record taxonomy, `sha256-v1` payload
  * and chain hashes, and chain verification against a trusted expected head.
  */
-import { Effect, Either, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Schema, Stream } from "effect"
 import * as Canonical from "./Canonical.ts"
 import { Digest, Sha256Hex } from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
@@ -79,6 +79,55 @@ export const StoredRecord = Schema.Struct({
 /** A record as read back from storage. */
 export type StoredRecord = typeof StoredRecord.Type
 
+const isText = (value: unknown): value is string => typeof value === "string"
+
+const isNullableText = (value: unknown): value is string | null => value === null || typeof value === "string"
+
+/**
+ * A stored record from a row of its fields in `StoredRecord`'s field order, checked as `Schema.is(StoredRecord)`
+ * would, or undefined: a store's hot read path decodes every row it returns with this.
+ */
+export const storedRecordOf = (row: ReadonlyArray<unknown>): StoredRecord | undefined => {
+  const [
+    record_id,
+    record_type,
+    chain_id,
+    operation_id,
+    sequence,
+    policy_id,
+    policy_version,
+    payload_json,
+    payload_digest,
+    previous_chain_hash,
+    chain_hash,
+    supersedes_record_id,
+    created_at,
+    hash_algorithm
+  ] = row
+  return row.length === 14 && isText(record_id) && isText(record_type) && isText(chain_id) &&
+      isNullableText(operation_id) && typeof sequence === "number" && isText(policy_id) &&
+      isText(policy_version) && isText(payload_json) && isText(payload_digest) &&
+      isNullableText(previous_chain_hash) && isText(chain_hash) && isNullableText(supersedes_record_id) &&
+      isText(created_at) && isText(hash_algorithm)
+    ? {
+      record_id,
+      record_type,
+      chain_id,
+      operation_id,
+      sequence,
+      policy_id,
+      policy_version,
+      payload_json,
+      payload_digest,
+      previous_chain_hash,
+      chain_hash,
+      supersedes_record_id,
+      created_at,
+      hash_algorithm
+    }
+    : undefined
+}
+
 /** What a writer supplies for a record; the chain position and hashes are filled in when it is sealed. */
 export interface Draft {
   readonly record_type: RecordType
@@ -114,8 +163,6 @@ export class VerificationResult extends Schema.Class<VerificationResult>("Verifi
   failed_record_id: Schema.NullOr(Schema.String)
 }) {}
 
-const encoder = new TextEncoder()
-
 const chainFields = (record: Omit<StoredRecord, "chain_hash">) => ({
   record_id: record.record_id,
   record_type: record.record_type,
@@ -132,19 +179,57 @@ const chainFields = (record: Omit<StoredRecord, "chain_hash">) => ({
   hash_algorithm: record.hash_algorithm
 })
 
+const nullable = (value: string | null) => value === null ? "null" : Canonical.quote(value)
+
+/**
+ * The `sha256-v1` chain-hash input of a record: the canonical JSON of every field but `chain_hash`, written field by
+ * field in code-point key order (the same text `Canonical.stringify` gives); undefined when a field cannot be canonical.
+ */
+export const chainInput = (r: Omit<StoredRecord, "chain_hash">): string | undefined => {
+  if (!Number.isSafeInteger(r.sequence)) return undefined
+  const chain_id = Canonical.quote(r.chain_id)
+  const created_at = Canonical.quote(r.created_at)
+  const hash_algorithm = Canonical.quote(r.hash_algorithm)
+  const operation_id = nullable(r.operation_id)
+  const payload_digest = Canonical.quote(r.payload_digest)
+  const payload_json = Canonical.quote(r.payload_json)
+  const policy_id = Canonical.quote(r.policy_id)
+  const policy_version = Canonical.quote(r.policy_version)
+  const previous_chain_hash = nullable(r.previous_chain_hash)
+  const record_id = Canonical.quote(r.record_id)
+  const record_type = Canonical.quote(r.record_type)
+  const supersedes_record_id = nullable(r.supersedes_record_id)
+  if (
+    chain_id === undefined || created_at === undefined || hash_algorithm === undefined ||
+    operation_id === undefined || payload_digest === undefined || payload_json === undefined ||
+    policy_id === undefined || policy_version === undefined || previous_chain_hash === undefined ||
+    record_id === undefined || record_type === undefined || supersedes_record_id === undefined
+  ) return undefined
+  return `{"chain_id":${chain_id},"created_at":${created_at},"hash_algorithm":${hash_algorithm},"operation_id":${operation_id},"payload_digest":${payload_digest},"payload_json":${payload_json},"policy_id":${policy_id},"policy_version":${policy_version},"previous_chain_hash":${previous_chain_hash},"record_id":${record_id},"record_type":${record_type},"sequence":${
+    r.sequence === 0 ? "0" : String(r.sequence)
+  },"supersedes_record_id":${supersedes_record_id}}`
+}
+
 /** The `sha256-v1` payload digest and chain hash a record's content recomputes to; fails when a field is not canonical. */
-export const rehash = (record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }) =>
-  Effect.gen(function*() {
-    const digest = yield* Digest
-    const payload_digest = yield* digest.sha256(encoder.encode(record.payload_json))
-    const text = yield* Canonical.stringify(chainFields({ ...record, payload_digest }))
-    return { payload_digest, chain_hash: yield* digest.sha256(encoder.encode(text)) }
-  })
+export const rehash = (
+  record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }
+): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError, Digest> =>
+  Effect.flatMap(Digest, (digest) =>
+    Effect.flatMap(digest.sha256Texts([record.payload_json]), ([payload_digest]) => {
+      const fields = { ...record, payload_digest: payload_digest! }
+      const text = chainInput(fields)
+      return text === undefined
+        ? Effect.flatMap(Canonical.stringify(chainFields(fields)), () =>
+          Effect.dieMessage("Evidence.chainInput refused a record Canonical.stringify accepts"))
+        : Effect.map(
+          digest.sha256Texts([text]),
+          ([chain_hash]) => ({ payload_digest: payload_digest!, chain_hash: chain_hash! })
+        )
+    }))
 
 /** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
 export const seal = (draft: Draft, position: Position) =>
-  Effect.gen(function*() {
-    const payload_json = yield* Canonical.stringify(draft.payload)
+  Effect.flatMap(Canonical.stringify(draft.payload), (payload_json) => {
     const unsealed = {
       ...position,
       record_type: draft.record_type,
@@ -155,8 +240,10 @@ export const seal = (draft: Draft, position: Position) =>
       supersedes_record_id: draft.supersedes_record_id ?? null,
       hash_algorithm: hashAlgorithm
     }
-    const hashes = yield* rehash(unsealed)
-    return new EvidenceRecord({ ...unsealed, ...hashes }, { disableValidation: true })
+    return Effect.map(
+      rehash(unsealed),
+      (hashes) => new EvidenceRecord({ ...unsealed, ...hashes }, { disableValidation: true })
+    )
   })
 
 /** A record's own content checked: its recomputed chain hash, or why it fails (unknown algorithm, hashes that do not recompute). */
@@ -181,6 +268,54 @@ interface Walk {
 }
 
 /**
+ * Check one chunk of a chain after `walk`: links and algorithms first, in order, up to the first structural failure;
+ * then every payload and chain-input text of the linked prefix hashed in one batch, and compared in order.
+ */
+const walkChunk = (
+  digest: Digest.Service,
+  walk: Walk,
+  records: ReadonlyArray<StoredRecord>,
+  expected_head: string | undefined
+): Effect.Effect<Walk> => {
+  const texts: Array<string> = []
+  let head = walk.head
+  let structural: Walk["failure"]
+  let linked = 0
+  for (const record of records) {
+    const inLink = record.sequence === walk.checked + linked && record.previous_chain_hash === head &&
+      !(expected_head !== undefined && head === expected_head)
+    const input = inLink && record.hash_algorithm === hashAlgorithm ? chainInput(record) : undefined
+    if (input === undefined) {
+      const code = !inLink
+        ? "broken_link"
+        : record.hash_algorithm !== hashAlgorithm
+        ? "unsupported_algorithm"
+        : "content_mismatch"
+      structural = { code, record_id: record.record_id }
+      break
+    }
+    texts.push(record.payload_json, input)
+    head = record.chain_hash as Sha256Hex
+    linked++
+  }
+  return Effect.map(digest.sha256Texts(texts), (hashes): Walk => {
+    for (let i = 0; i < linked; i++) {
+      const record = records[i]!
+      if (hashes[2 * i] !== record.payload_digest || hashes[2 * i + 1] !== record.chain_hash) {
+        return {
+          checked: walk.checked + i,
+          head: i === 0 ? walk.head : records[i - 1]!.chain_hash as Sha256Hex,
+          failure: { code: "content_mismatch", record_id: record.record_id }
+        }
+      }
+    }
+    return structural === undefined
+      ? { checked: walk.checked + linked, head }
+      : { checked: walk.checked + linked, head, failure: structural }
+  })
+}
+
+/**
  * Verify a chain read in ascending sequence against a trusted expected head (without one, only its internal links);
  * a record after the expected head is a broken link, and that head stays the last verified one.
  */
@@ -190,21 +325,12 @@ export const verify = <E, R>(
   expected_head?: string
 ): Effect.Effect<VerificationResult, E, R | Digest> =>
   Effect.gen(function*() {
+    const digest = yield* Digest
     const walked = yield* Stream.runFoldWhileEffect(
-      records,
+      Stream.chunks(records),
       { checked: 0, head: null } as Walk,
       (walk) => walk.failure === undefined,
-      (walk, record): Effect.Effect<Walk, never, Digest> => {
-        const linked = record.sequence === walk.checked && record.previous_chain_hash === walk.head
-        const pastExpected = expected_head !== undefined && walk.head === expected_head
-        if (!linked || pastExpected) {
-          return Effect.succeed({ ...walk, failure: { code: "broken_link", record_id: record.record_id } })
-        }
-        return Effect.map(checkContent(record), (content): Walk =>
-          Either.isLeft(content)
-            ? { ...walk, failure: { code: content.left, record_id: record.record_id } }
-            : { checked: walk.checked + 1, head: content.right })
-      }
+      (walk, chunk) => walkChunk(digest, walk, Chunk.toReadonlyArray(chunk), expected_head)
     )
     const failure = walked.failure ??
       (walked.checked === 0

@@ -5,7 +5,7 @@ import type { ActionExecutionPlan } from "../ActionExecutionPlan.ts"
 import type { Disposition } from "../AdmissionDecision.ts"
 import { type ActionAdmissionDecision, DecisionReason } from "../AdmissionDecision.ts"
 import * as Canonical from "../Canonical.ts"
-import type { Digest } from "../Digest.ts"
+import { type Digest, sha256TextWith } from "../Digest.ts"
 import type { Sha256Hex } from "../Digest.ts"
 import type { AppendReceipt } from "../EvidenceStore.ts"
 import type { ExecutionContext } from "../ExecutionContext.ts"
@@ -118,11 +118,9 @@ export const describeParseError = (error: ParseResult.ParseError, root: string):
   return `${path}: ${what}`
 }
 
-const encoder = new TextEncoder()
-
 /** The digest of a result's canonical JSON, or null when there is no result or it is not canonical. */
 export const resultDigest = (digest: Digest.Service, result: unknown): Effect.Effect<Sha256Hex | null> => {
   if (result === undefined) return Effect.succeed(null)
   const text = Canonical.stringify(result)
-  return Either.isLeft(text) ? Effect.succeed(null) : digest.sha256(encoder.encode(text.right))
+  return Either.isLeft(text) ? Effect.succeed(null) : sha256TextWith(digest, text.right)
 }

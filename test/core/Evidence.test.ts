@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Stream } from "effect"
+import fc from "fast-check"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as Canonical from "../../core/Canonical.ts"
 import { Sha256Hex } from "../../core/Digest.ts"
 import * as Evidence from "../../core/Evidence.ts"
 import type { StoredRecord } from "../../core/Evidence.ts"
@@ -24,11 +26,16 @@ const known = {
 
 const stream = (records: ReadonlyArray<StoredRecord>) => Stream.fromIterable(records.map((record) => ({ ...record })))
 
+// Verification works a chunk at a time; every answer must be the same however the records are chunked.
 const verified = (records: ReadonlyArray<StoredRecord>, expected?: string, chain_id = "chain") =>
-  Effect.map(
-    Evidence.verify(chain_id, stream(records), expected),
-    (result): { readonly [field: string]: unknown } => ({ ...result })
-  )
+  Effect.gen(function*() {
+    const results = yield* Effect.forEach(
+      [1, 2, 3, Math.max(1, records.length)],
+      (size) => Evidence.verify(chain_id, Stream.rechunk(stream(records), size), expected)
+    )
+    for (const result of results) assert.deepStrictEqual({ ...result }, { ...results[0]! })
+    return { ...results[0]! } as { readonly [field: string]: unknown }
+  })
 
 const failure = (
   records: ReadonlyArray<StoredRecord>,
@@ -198,6 +205,40 @@ describe("Evidence", () => {
       yield* failure(records.slice(0, 3), "broken_link", null, 3, records[3]!.chain_hash)
       yield* failure(records, "broken_link", records[2]!.record_id, 2, records[1]!.chain_hash)
     }).pipe(Effect.provide(testLayer)))
+
+  it.effect("chainInput writes exactly the canonical JSON of the chain fields, and refuses what it refuses", () =>
+    Effect.sync(() =>
+      fc.assert(
+        fc.property(
+          fc.record({
+            text: fc.string({ unit: "binary", maxLength: 40 }),
+            nullable: fc.option(fc.string({ unit: "binary", maxLength: 12 }), { nil: null }),
+            sequence: fc.oneof(fc.maxSafeNat(), fc.constantFrom(Number.MAX_SAFE_INTEGER + 1, 1.5, -0, -1), fc.double())
+          }),
+          ({ nullable, sequence, text }) => {
+            const fields = {
+              record_id: text,
+              record_type: "gate_evaluated",
+              chain_id: nullable ?? "c",
+              operation_id: nullable,
+              sequence,
+              policy_id: text.slice(1),
+              policy_version: "1",
+              payload_json: `{"t":${Either.getOrElse(Canonical.stringify(text), () => "0")}}`,
+              payload_digest: "a".repeat(64),
+              previous_chain_hash: nullable,
+              supersedes_record_id: null,
+              created_at: text.slice(2),
+              hash_algorithm: "sha256-v1"
+            }
+            const canonical = Canonical.stringify(fields)
+            assert.strictEqual(Evidence.chainInput(fields), Either.getOrUndefined(canonical))
+            assert.strictEqual(Canonical.quote(text), Either.getOrUndefined(Canonical.stringify(text)))
+          }
+        ),
+        { numRuns: 500 }
+      )
+    ))
 
   it.effect("verify passes on the stream's own failure", () =>
     Effect.gen(function*() {
