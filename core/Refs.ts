@@ -5,7 +5,7 @@ import { Schema } from "effect"
 import { Sha256Hex } from "./Digest.ts"
 
 /** A caller-supplied identifier: non-empty, at most 200 characters, no surrounding whitespace. */
-export const Identifier = Schema.Trim.pipe(Schema.nonEmptyString(), Schema.maxLength(200))
+export const Identifier = Schema.String.pipe(Schema.trimmed(), Schema.nonEmptyString(), Schema.maxLength(200))
 
 /** An action's canonical name or alias: lowercase words joined by `_`, `-`, `.` or `/`. */
 export const ActionName = Schema.String.pipe(
