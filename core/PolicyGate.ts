@@ -237,6 +237,8 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const paths = yield* Effect.serviceOption(PathResolver)
     const budgets = new Map<string, { window: number; attempts: Set<string> }>()
+    // The approval each recent attempt consumed, and for which binding: a recheck (stage 10) must not consume it again.
+    const consumed = new Map<string, { readonly binding: string; readonly request: Approval.ApprovalRequest }>()
 
     const inputOf = (evaluation: Evaluation) =>
       Effect.gen(function*() {
@@ -304,6 +306,34 @@ export const make = (options: Options = {}, pin?: Pin) =>
         }
       }).pipe(Effect.provideService(Digest, digest), Effect.orDie)
 
+    /** Consume a presented approval once per attempt; the attempt that consumed it, rechecking other arguments, is a mismatch. */
+    const consumeOnce = (
+      approvals: Approval.ApprovalQueue.Service,
+      attempt_id: string,
+      approval_id: string,
+      binding: string,
+      now: number
+    ): Effect.Effect<Either.Either<Approval.ApprovalRequest, Approval.ApprovalError>> => {
+      const earlier = consumed.get(attempt_id)
+      if (earlier !== undefined && earlier.request.approval_id === approval_id) {
+        return Effect.succeed(
+          earlier.binding === binding
+            ? Either.right(earlier.request)
+            : Either.left(new Approval.ApprovalError({ reason: "mismatched", approval_id }))
+        )
+      }
+      return Effect.tap(Effect.either(approvals.consume(approval_id, binding, Time.fromMicros(now))), (used) =>
+        Effect.sync(() => {
+          if (Either.isLeft(used)) {
+            return
+          }
+          consumed.set(attempt_id, { binding, request: used.right })
+          if (consumed.size > 4096) {
+            consumed.delete(consumed.keys().next().value!)
+          }
+        }))
+    }
+
     /** Escalate without blocking: use a presented approval once, or file a new request and return at once. */
     const escalate = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced) =>
       Effect.gen(function*() {
@@ -316,7 +346,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
         const binding = yield* bindingOf(pinned, evaluation, input)
         const presented = evaluation.request.approval_id
         if (presented !== undefined) {
-          const used = yield* Effect.either(queue.value.consume(presented, binding, Time.fromMicros(input.now)))
+          const used = yield* consumeOnce(queue.value, evaluation.attempt_id, presented, binding, input.now)
           if (Either.isLeft(used)) {
             return { ...verdict("deny", `approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
           }
@@ -358,13 +388,20 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const run = (part: Part) => (evaluation: Evaluation) =>
       Effect.gen(function*() {
         const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
-        if (Either.isLeft(pinned)) return pinned.left
+        if (Either.isLeft(pinned)) {
+          return pinned.left
+        }
         const input = yield* inputOf(evaluation)
         const result = reduce(pinned.right, part, input)
         // A gate's result is recorded once: at the policy stage, unless its guard part already refused.
         if (part === "guard") {
           return result.disposition === "allow"
-            ? { ...result, gates: (result.gates ?? []).filter((gate) => gate.decision === "deny") }
+            ? {
+              ...result,
+              gates: (result.gates ?? []).filter((gate) =>
+                gate.decision === "deny"
+              )
+            }
             : result
         }
         if (result.disposition === "deny") return result
