@@ -1,10 +1,14 @@
 /**
  * The policy as executor interceptors: pin the exact snapshot the context names (stage 5), run
  * each gate's intrinsic guards (stage 6) and action policy with budgets (stage 7), and reduce
- * hard, soft and advisory gate results the seed's way.
+ * hard, soft and advisory gate results the seed's way. A budget counts per snapshot, rule,
+ * principal and window: calls are charged at stage 7; wall time, tokens and cost are charged
+ * after the call (see ActionUsage), to the window in which it concluded, so stage 7 denies once
+ * the window's consumed amount has reached the limit and a call in flight may overrun it once.
  */
 import { Effect, Either, Layer, Option } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
+import type { Usage } from "./ActionUsage.ts"
 import * as Approval from "./Approval.ts"
 import { Digest } from "./Digest.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
@@ -16,6 +20,7 @@ import { currentInvocation } from "./InvocationContext.ts"
 import type { CompiledGate, Part, PolicyDecision, PolicyInput } from "./PolicyEvaluator.ts"
 import * as PolicyEvaluator from "./PolicyEvaluator.ts"
 import { normalise, PathResolver } from "./PolicyPath.ts"
+import type { BudgetRule } from "./PolicyRule.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import { recomputeDigest } from "./PolicySnapshot.ts"
 import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
@@ -42,8 +47,6 @@ const unenforced = (snapshot: PolicySnapshot): ReadonlyArray<string> =>
       case "secret_exposure":
       case "environment":
         return [`${rule.rule_id} (${rule.kind})`]
-      case "budget":
-        return rule.budget_kind === "calls" ? [] : [`${rule.rule_id} (budget ${rule.budget_kind})`]
       case "network":
         return rule.modes.some((mode) => mode !== "connect")
           ? [`${rule.rule_id} (network ${rule.modes.join("/")})`]
@@ -236,7 +239,9 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const pinContext = pin ?? (yield* makePin)
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const paths = yield* Effect.serviceOption(PathResolver)
-    const budgets = new Map<string, { window: number; attempts: Set<string> }>()
+    // One entry per snapshot, rule and principal, for its current window only: the attempts a calls budget admitted
+    // (at most its limit), or the amount consumed under any other kind.
+    const budgets = new Map<string, { readonly window: number; readonly attempts: Set<string>; consumed: number }>()
     // The approval each recent attempt consumed, and for which binding: a recheck (stage 10) must not consume it again.
     const consumed = new Map<string, { readonly binding: string; readonly request: Approval.ApprovalRequest }>()
 
@@ -260,33 +265,64 @@ export const make = (options: Options = {}, pin?: Pin) =>
         return input
       })
 
+    const budgetsOf = (pinned: Pinned, action: string): ReadonlyArray<typeof BudgetRule.Type> =>
+      pinned.snapshot.compiled_rules.filter((rule): rule is typeof BudgetRule.Type =>
+        rule.kind === "budget" && rule.action_patterns.some((pattern) => glob(pattern).test(action))
+      )
+
+    const windowOf = (pinned: Pinned, rule: typeof BudgetRule.Type, principal: string, now: number) => {
+      const key = `${pinned.snapshot.digest}:${rule.rule_id}:${principal}`
+      const window = Math.floor(now / rule.window_microseconds)
+      const entry = budgets.get(key)
+      if (entry !== undefined && entry.window === window) return entry
+      const current = { window, attempts: new Set<string>(), consumed: 0 }
+      budgets.set(key, current)
+      return current
+    }
+
+    const exhausted = (rule: typeof BudgetRule.Type, consumed: number) =>
+      verdict(
+        "deny",
+        "budget.exhausted",
+        `rule ${rule.rule_id}: ${consumed} of ${rule.limit} ${rule.budget_kind} per ${rule.window_microseconds} µs`
+      )
+
+    /** Stage 7: deny when a matching window is spent; otherwise admit, charging each calls budget once per attempt. */
     const charge = (pinned: Pinned, input: PolicyInput, attempt_id: string): Verdict | undefined => {
-      for (const rule of pinned.snapshot.compiled_rules) {
-        if (rule.kind !== "budget" || rule.budget_kind !== "calls") continue
-        if (!rule.action_patterns.some((pattern) => glob(pattern).test(input.action))) continue
-        const key = `${pinned.snapshot.digest}:${rule.rule_id}:${input.principal}`
-        const window = Math.floor(input.now / rule.window_microseconds)
-        const entry = budgets.get(key)
-        const current = entry !== undefined && entry.window === window ? entry : { window, attempts: new Set<string>() }
-        budgets.set(key, current)
-        if (current.attempts.has(attempt_id)) continue
-        if (current.attempts.size >= rule.limit) {
-          return verdict(
-            "deny",
-            "budget.exhausted",
-            `rule ${rule.rule_id}: ${rule.limit} calls per ${rule.window_microseconds} µs`
-          )
-        }
-        current.attempts.add(attempt_id)
+      const rules = budgetsOf(pinned, input.action)
+      for (const rule of rules) {
+        if (rule.budget_kind === "calls") continue
+        const spent = windowOf(pinned, rule, input.principal, input.now)
+        if (spent.consumed >= rule.limit) return exhausted(rule, spent.consumed)
+      }
+      for (const rule of rules) {
+        if (rule.budget_kind !== "calls") continue
+        const spent = windowOf(pinned, rule, input.principal, input.now)
+        if (spent.attempts.has(attempt_id)) continue
+        if (spent.attempts.size >= rule.limit) return exhausted(rule, spent.attempts.size)
+        spent.attempts.add(attempt_id)
       }
       return undefined
     }
 
+    /** After the call: charge what it consumed to each matching wall-time, token and cost budget. */
+    const chargeUsage = (evaluation: Evaluation, usage: Usage) =>
+      Effect.gen(function*() {
+        const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
+        if (Either.isLeft(pinned)) return
+        const now = yield* Time.nowMicros
+        for (const rule of budgetsOf(pinned.right, evaluation.descriptor.name)) {
+          if (rule.budget_kind === "calls") continue
+          windowOf(pinned.right, rule, evaluation.context.authenticated_principal.id, now).consumed +=
+            usage[rule.budget_kind]
+        }
+      })
+
     const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Verdict): Verdict => {
-      const exhausted = charge(pinned, input, evaluation.attempt_id)
-      return exhausted === undefined
+      const spent = charge(pinned, input, evaluation.attempt_id)
+      return spent === undefined
         ? allowed
-        : { ...exhausted, gates: [...(allowed.gates ?? []), refusal("writ.budget", exhausted.code)] }
+        : { ...spent, gates: [...(allowed.gates ?? []), refusal("writ.budget", spent.code)] }
     }
 
     const bindingOf = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput) =>
@@ -429,7 +465,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
           )
       },
       { id: "policy.guards", stage: "guard", evaluate: run("guard") },
-      { id: "policy.rules", stage: "policy", evaluate: run("policy") }
+      { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage }
     ]
     return interceptors
   })
