@@ -7,6 +7,7 @@ import type * as Scope from "effect/Scope"
 import type { Handler, HandlerContext } from "../core/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../core/ActionExecutionBackend.ts"
 import type { Invocation } from "../core/ActionExecutionBackend.ts"
+import { ActionUsage } from "../core/ActionUsage.ts"
 import * as InvocationToken from "../core/InvocationToken.ts"
 import { ActionBackendRef } from "../core/Refs.ts"
 
@@ -47,7 +48,10 @@ const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Ef
     } catch (error) {
       return Effect.fail(error)
     }
-    if (Effect.isEffect(result)) return Effect.scoped(result as Effect.Effect<unknown, unknown, Scope.Scope>)
+    if (Effect.isEffect(result)) {
+      const effect = result as Effect.Effect<unknown, unknown, Scope.Scope | ActionUsage>
+      return Effect.provideService(Effect.scoped(effect), ActionUsage, invocation.usage)
+    }
     if (Predicate.isPromiseLike(result)) {
       return Effect.tryPromise({ try: () => result, catch: (error) => error }).pipe(
         Effect.onInterrupt(() => Effect.sync(() => context.abort()))

@@ -5,6 +5,7 @@
 import type { Effect } from "effect"
 import { Cause, Option, Schema } from "effect"
 import type * as Scope from "effect/Scope"
+import type { ActionUsage } from "./ActionUsage.ts"
 import { seal } from "./internal/callable.ts"
 import { type ExecutionCaller, sortOrigins } from "./InvocationContext.ts"
 import { ActionName, Identifier } from "./Refs.ts"
@@ -28,11 +29,11 @@ export interface HandlerContext {
   readonly signal: AbortSignal
 }
 
-/** A handler: an Effect, a Promise or a plain value; scoped resources close when the call ends. */
+/** A handler: an Effect (which may report its usage), a Promise or a plain value; scoped resources close when the call ends. */
 export type Handler<I = any, O = any> = (
   input: I,
   context: HandlerContext
-) => Effect.Effect<O, unknown, Scope.Scope> | PromiseLike<O> | O
+) => Effect.Effect<O, unknown, Scope.Scope | ActionUsage> | PromiseLike<O> | O
 
 /** A failure an action chooses to make public: its code and message reach the outcome. */
 export class ActionError extends Schema.TaggedError<ActionError>()("ActionError", {

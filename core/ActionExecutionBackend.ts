@@ -5,6 +5,7 @@
 import { Context, Schema } from "effect"
 import type { Effect } from "effect"
 import type { ActionDefinition, HandlerContext } from "./Action.ts"
+import type { ActionUsage } from "./ActionUsage.ts"
 import type { InvocationToken } from "./InvocationToken.ts"
 import { ActionBackendRef } from "./Refs.ts"
 
@@ -26,11 +27,13 @@ export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCap
   verified_by: Schema.String
 }) {}
 
-/** One invocation, handed to a backend with its token. */
+/** One invocation, handed to a backend with its token and the usage meter its handler reports to. */
 export interface Invocation {
   readonly definition: ActionDefinition
   readonly input: unknown
   readonly context: Omit<HandlerContext, "signal">
+  /** Provided to the handler as the ActionUsage service; a backend that runs elsewhere relays reports to it. */
+  readonly usage: ActionUsage.Service
 }
 
 /** Where handlers run. */

@@ -23,6 +23,7 @@ import { ActionExecutionBackend } from "./ActionExecutionBackend.ts"
 import { type ActionExecutionPlan, compile as compilePlan } from "./ActionExecutionPlan.ts"
 import { ActionRegistry } from "./ActionRegistry.ts"
 import type { ActionNotFoundError } from "./ActionRegistry.ts"
+import type * as ActionUsage from "./ActionUsage.ts"
 import { ActionAdmissionDecision } from "./AdmissionDecision.ts"
 import * as Canonical from "./Canonical.ts"
 import { Digest, sha256TextWith } from "./Digest.ts"
@@ -49,6 +50,7 @@ import type { PersistError } from "./internal/durable.ts"
 import { makeDurableStages } from "./internal/durable.ts"
 import { makeGovernedStages } from "./internal/governed.ts"
 import { isRefusal, mint } from "./internal/token.ts"
+import { meter } from "./internal/usage.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import type { InvocationTokenError } from "./InvocationTokenError.ts"
 import * as Origin from "./Origin.ts"
@@ -138,6 +140,7 @@ export const make = (config: Config = {}) =>
       (a, b) => securityOrder.indexOf(a.stage) - securityOrder.indexOf(b.stage)
     )
     const transformers = [...(config.transformers ?? [])]
+    const meters = interceptors.filter((interceptor) => interceptor.charge !== undefined)
     const observers = [...(config.observers ?? [])]
     const teardown = Duration.decode(config.teardown ?? Duration.seconds(1))
     const governor = config.governance
@@ -325,22 +328,47 @@ export const make = (config: Config = {}) =>
     /** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
     const invoke = (attempt: Attempt, compiled: Compiled, cancel?: Deferred.Deferred<void>) => {
       attempt.stage = "invoke"
+      const usage = meter()
       const deadline = attempt.request.deadline
-      if (deadline !== undefined || cancel !== undefined) return invokeGuarded(attempt, compiled, deadline, cancel)
-      attempt.invoked = true
-      return Effect.map(Effect.exit(call(attempt, compiled)), (exit) => settle(attempt, compiled, exit))
+      const once = deadline !== undefined || cancel !== undefined
+        ? invokeGuarded(attempt, compiled, usage.service, deadline, cancel)
+        : invokeOnly(attempt, compiled, usage.service)
+      if (meters.length === 0) return Effect.ensuring(once, Effect.sync(() => usage.close(0)))
+      return charged(attempt, once, usage.close)
     }
 
-    const call = (attempt: Attempt, compiled: Compiled) =>
+    const invokeOnly = (attempt: Attempt, compiled: Compiled, usage: ActionUsage.ActionUsage.Service) => {
+      attempt.invoked = true
+      return Effect.map(Effect.exit(call(attempt, compiled, usage)), (exit) => settle(attempt, compiled, exit))
+    }
+
+    /** The invocation's wall time by the Clock, with what its callable reported, charged to each meter however it ended. */
+    const charged = (
+      attempt: Attempt,
+      once: Effect.Effect<ExecutionOutcome>,
+      close: (wall_microseconds: number) => ActionUsage.Usage
+    ) =>
+      Effect.flatMap(Time.nowMicros, (started) =>
+        Effect.onExit(once, () =>
+          Effect.flatMap(Time.nowMicros, (ended) => {
+            const usage = close(ended - started)
+            if (!attempt.invoked) return Effect.void
+            const evaluated = evaluation(attempt)
+            return Effect.forEach(meters, (interceptor) => interceptor.charge!(evaluated, usage), { discard: true })
+          })))
+
+    const call = (attempt: Attempt, compiled: Compiled, usage: ActionUsage.ActionUsage.Service) =>
       backend.invoke(mint(compiled.definition), {
         definition: compiled.definition,
         input: attempt.input,
-        context: { request_id: attempt.request.request_id, attempt_id: attempt.attempt_id }
+        context: { request_id: attempt.request.request_id, attempt_id: attempt.attempt_id },
+        usage
       })
 
     const invokeGuarded = Effect.fnUntraced(function*(
       attempt: Attempt,
       compiled: Compiled,
+      usage: ActionUsage.ActionUsage.Service,
       deadline: Time.Timestamp | undefined,
       cancel: Deferred.Deferred<void> | undefined
     ) {
@@ -348,7 +376,7 @@ export const make = (config: Config = {}) =>
         return new Cancelled({ ...common(attempt), call_executed: false }, trusted)
       }
       attempt.invoked = true
-      const fiber = yield* Effect.forkDaemon(call(attempt, compiled))
+      const fiber = yield* Effect.forkDaemon(call(attempt, compiled, usage))
       const racers: Array<Effect.Effect<Invoked>> = [
         Effect.map(Fiber.await(fiber), (exit): Invoked => ({ _tag: "exit", exit }))
       ]

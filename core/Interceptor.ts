@@ -4,6 +4,7 @@
  */
 import { Effect } from "effect"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
+import type { Usage } from "./ActionUsage.ts"
 import type { Disposition } from "./AdmissionDecision.ts"
 import type { ApprovalRequest } from "./Approval.ts"
 import type { Sha256Hex } from "./Digest.ts"
@@ -56,6 +57,8 @@ export interface Interceptor {
   readonly id: string
   readonly stage: SecurityStage
   readonly evaluate: (evaluation: Evaluation) => Effect.Effect<Verdict, unknown>
+  /** After the one invocation ran, whatever its outcome: what it consumed, for budgets to charge. */
+  readonly charge?: (evaluation: Evaluation, usage: Usage) => Effect.Effect<void>
 }
 
 /** A user transformation at stage 8: new arguments, revalidated and rechecked before invoke. */

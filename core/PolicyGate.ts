@@ -1,10 +1,14 @@
 /**
  * The policy as executor interceptors: pin the exact snapshot the context names (stage 5), run
  * each gate's intrinsic guards (stage 6) and action policy with budgets (stage 7), and reduce
- * hard, soft and advisory gate results the seed's way.
+ * hard, soft and advisory gate results the seed's way. A budget counts per snapshot, rule,
+ * principal and window: calls are charged at stage 7; wall time, tokens and cost are charged
+ * after the call (see ActionUsage), to the window in which it concluded, so stage 7 denies once
+ * the window's consumed amount has reached the limit and a call in flight may overrun it once.
  */
 import { Effect, Either, Layer, Option } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
+import type { Usage } from "./ActionUsage.ts"
 import * as Approval from "./Approval.ts"
 import { Digest } from "./Digest.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
@@ -16,6 +20,7 @@ import { currentInvocation } from "./InvocationContext.ts"
 import type { CompiledGate, Part, PolicyDecision, PolicyInput } from "./PolicyEvaluator.ts"
 import * as PolicyEvaluator from "./PolicyEvaluator.ts"
 import { normalise, PathResolver } from "./PolicyPath.ts"
+import type { BudgetRule } from "./PolicyRule.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import { recomputeDigest } from "./PolicySnapshot.ts"
 import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
@@ -42,8 +47,6 @@ const unenforced = (snapshot: PolicySnapshot): ReadonlyArray<string> =>
       case "secret_exposure":
       case "environment":
         return [`${rule.rule_id} (${rule.kind})`]
-      case "budget":
-        return rule.budget_kind === "calls" ? [] : [`${rule.rule_id} (budget ${rule.budget_kind})`]
       case "network":
         return rule.modes.some((mode) => mode !== "connect")
           ? [`${rule.rule_id} (network ${rule.modes.join("/")})`]
@@ -236,7 +239,11 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const pinContext = pin ?? (yield* makePin)
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const paths = yield* Effect.serviceOption(PathResolver)
-    const budgets = new Map<string, { window: number; attempts: Set<string> }>()
+    // One entry per snapshot, rule and principal, for its current window only: the attempts a calls budget admitted
+    // (at most its limit), or the amount consumed under any other kind.
+    const budgets = new Map<string, { readonly window: number; readonly attempts: Set<string>; consumed: number }>()
+    // The approval each recent attempt consumed, and for which binding: a recheck (stage 10) must not consume it again.
+    const consumed = new Map<string, { readonly binding: string; readonly request: Approval.ApprovalRequest }>()
 
     const inputOf = (evaluation: Evaluation) =>
       Effect.gen(function*() {
@@ -258,33 +265,64 @@ export const make = (options: Options = {}, pin?: Pin) =>
         return input
       })
 
+    const budgetsOf = (pinned: Pinned, action: string): ReadonlyArray<typeof BudgetRule.Type> =>
+      pinned.snapshot.compiled_rules.filter((rule): rule is typeof BudgetRule.Type =>
+        rule.kind === "budget" && rule.action_patterns.some((pattern) => glob(pattern).test(action))
+      )
+
+    const windowOf = (pinned: Pinned, rule: typeof BudgetRule.Type, principal: string, now: number) => {
+      const key = `${pinned.snapshot.digest}:${rule.rule_id}:${principal}`
+      const window = Math.floor(now / rule.window_microseconds)
+      const entry = budgets.get(key)
+      if (entry !== undefined && entry.window === window) return entry
+      const current = { window, attempts: new Set<string>(), consumed: 0 }
+      budgets.set(key, current)
+      return current
+    }
+
+    const exhausted = (rule: typeof BudgetRule.Type, consumed: number) =>
+      verdict(
+        "deny",
+        "budget.exhausted",
+        `rule ${rule.rule_id}: ${consumed} of ${rule.limit} ${rule.budget_kind} per ${rule.window_microseconds} µs`
+      )
+
+    /** Stage 7: deny when a matching window is spent; otherwise admit, charging each calls budget once per attempt. */
     const charge = (pinned: Pinned, input: PolicyInput, attempt_id: string): Verdict | undefined => {
-      for (const rule of pinned.snapshot.compiled_rules) {
-        if (rule.kind !== "budget" || rule.budget_kind !== "calls") continue
-        if (!rule.action_patterns.some((pattern) => glob(pattern).test(input.action))) continue
-        const key = `${pinned.snapshot.digest}:${rule.rule_id}:${input.principal}`
-        const window = Math.floor(input.now / rule.window_microseconds)
-        const entry = budgets.get(key)
-        const current = entry !== undefined && entry.window === window ? entry : { window, attempts: new Set<string>() }
-        budgets.set(key, current)
-        if (current.attempts.has(attempt_id)) continue
-        if (current.attempts.size >= rule.limit) {
-          return verdict(
-            "deny",
-            "budget.exhausted",
-            `rule ${rule.rule_id}: ${rule.limit} calls per ${rule.window_microseconds} µs`
-          )
-        }
-        current.attempts.add(attempt_id)
+      const rules = budgetsOf(pinned, input.action)
+      for (const rule of rules) {
+        if (rule.budget_kind === "calls") continue
+        const spent = windowOf(pinned, rule, input.principal, input.now)
+        if (spent.consumed >= rule.limit) return exhausted(rule, spent.consumed)
+      }
+      for (const rule of rules) {
+        if (rule.budget_kind !== "calls") continue
+        const spent = windowOf(pinned, rule, input.principal, input.now)
+        if (spent.attempts.has(attempt_id)) continue
+        if (spent.attempts.size >= rule.limit) return exhausted(rule, spent.attempts.size)
+        spent.attempts.add(attempt_id)
       }
       return undefined
     }
 
+    /** After the call: charge what it consumed to each matching wall-time, token and cost budget. */
+    const chargeUsage = (evaluation: Evaluation, usage: Usage) =>
+      Effect.gen(function*() {
+        const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
+        if (Either.isLeft(pinned)) return
+        const now = yield* Time.nowMicros
+        for (const rule of budgetsOf(pinned.right, evaluation.descriptor.name)) {
+          if (rule.budget_kind === "calls") continue
+          windowOf(pinned.right, rule, evaluation.context.authenticated_principal.id, now).consumed +=
+            usage[rule.budget_kind]
+        }
+      })
+
     const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Verdict): Verdict => {
-      const exhausted = charge(pinned, input, evaluation.attempt_id)
-      return exhausted === undefined
+      const spent = charge(pinned, input, evaluation.attempt_id)
+      return spent === undefined
         ? allowed
-        : { ...exhausted, gates: [...(allowed.gates ?? []), refusal("writ.budget", exhausted.code)] }
+        : { ...spent, gates: [...(allowed.gates ?? []), refusal("writ.budget", spent.code)] }
     }
 
     const bindingOf = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput) =>
@@ -304,6 +342,34 @@ export const make = (options: Options = {}, pin?: Pin) =>
         }
       }).pipe(Effect.provideService(Digest, digest), Effect.orDie)
 
+    /** Consume a presented approval once per attempt; the attempt that consumed it, rechecking other arguments, is a mismatch. */
+    const consumeOnce = (
+      approvals: Approval.ApprovalQueue.Service,
+      attempt_id: string,
+      approval_id: string,
+      binding: string,
+      now: number
+    ): Effect.Effect<Either.Either<Approval.ApprovalRequest, Approval.ApprovalError>> => {
+      const earlier = consumed.get(attempt_id)
+      if (earlier !== undefined && earlier.request.approval_id === approval_id) {
+        return Effect.succeed(
+          earlier.binding === binding
+            ? Either.right(earlier.request)
+            : Either.left(new Approval.ApprovalError({ reason: "mismatched", approval_id }))
+        )
+      }
+      return Effect.tap(Effect.either(approvals.consume(approval_id, binding, Time.fromMicros(now))), (used) =>
+        Effect.sync(() => {
+          if (Either.isLeft(used)) {
+            return
+          }
+          consumed.set(attempt_id, { binding, request: used.right })
+          if (consumed.size > 4096) {
+            consumed.delete(consumed.keys().next().value!)
+          }
+        }))
+    }
+
     /** Escalate without blocking: use a presented approval once, or file a new request and return at once. */
     const escalate = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced) =>
       Effect.gen(function*() {
@@ -316,7 +382,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
         const binding = yield* bindingOf(pinned, evaluation, input)
         const presented = evaluation.request.approval_id
         if (presented !== undefined) {
-          const used = yield* Effect.either(queue.value.consume(presented, binding, Time.fromMicros(input.now)))
+          const used = yield* consumeOnce(queue.value, evaluation.attempt_id, presented, binding, input.now)
           if (Either.isLeft(used)) {
             return { ...verdict("deny", `approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
           }
@@ -358,13 +424,20 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const run = (part: Part) => (evaluation: Evaluation) =>
       Effect.gen(function*() {
         const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
-        if (Either.isLeft(pinned)) return pinned.left
+        if (Either.isLeft(pinned)) {
+          return pinned.left
+        }
         const input = yield* inputOf(evaluation)
         const result = reduce(pinned.right, part, input)
         // A gate's result is recorded once: at the policy stage, unless its guard part already refused.
         if (part === "guard") {
           return result.disposition === "allow"
-            ? { ...result, gates: (result.gates ?? []).filter((gate) => gate.decision === "deny") }
+            ? {
+              ...result,
+              gates: (result.gates ?? []).filter((gate) =>
+                gate.decision === "deny"
+              )
+            }
             : result
         }
         if (result.disposition === "deny") return result
@@ -392,7 +465,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
           )
       },
       { id: "policy.guards", stage: "guard", evaluate: run("guard") },
-      { id: "policy.rules", stage: "policy", evaluate: run("policy") }
+      { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage }
     ]
     return interceptors
   })

@@ -12,6 +12,7 @@ import { ActionExecutionBackend } from "../../core/ActionExecutionBackend.ts"
 import * as ActionExecutor from "../../core/ActionExecutor.ts"
 import { ActionRegistry } from "../../core/ActionRegistry.ts"
 import * as ActionRegistryModule from "../../core/ActionRegistry.ts"
+import { ActionUsage } from "../../core/ActionUsage.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { mint } from "../../core/internal/token.ts"
 import { InvocationTokenError } from "../../core/InvocationTokenError.ts"
@@ -134,7 +135,12 @@ describe("gate 1: runtime routes", () => {
 
 describe("gate 1: the invocation token", () => {
   const definition = Demo.actions[1]!
-  const invocation = { definition, input: { a: 1, b: 2 }, context: { request_id: "r", attempt_id: "a" } }
+  const invocation = {
+    definition,
+    input: { a: 1, b: 2 },
+    context: { request_id: "r", attempt_id: "a" },
+    usage: ActionUsage.of({ report: () => Effect.void })
+  }
 
   it.effect("a backend refuses an invoke without a fresh token", () =>
     Effect.gen(function*() {

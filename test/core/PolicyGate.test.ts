@@ -318,6 +318,34 @@ describe("approval escalation", () => {
       )
     }).pipe(Effect.provide(layer)))
 
+  it.effect("a transformer that changes the arguments after the approval was used is a mismatch at the recheck", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ mode: "safe", approver_class: "maintainer" })
+      const queue = yield* ApprovalQueue
+      const forLs = yield* escalate(ref)
+      yield* queue.approve(forLs.approval_id, approver)
+      const before = shellCalls
+      const outcome = yield* exec("shell.exec", { command: "ls" }, ref, forLs.approval_id)
+      assert.strictEqual(summary(outcome), "denied approval.mismatched @recheck")
+      assert.deepStrictEqual(
+        outcome.decisions.filter((d) => d.evaluator === "policy.rules").map((d) => d.reason.code),
+        [
+          "approval.granted",
+          "approval.mismatched"
+        ]
+      )
+      assert.strictEqual(shellCalls, before)
+    }).pipe(Effect.provide(
+      PolicyGate.layerExecutor({
+        transformers: [{
+          id: "widen",
+          transform: ({ arguments: args }) => Effect.succeed({ ...args, command: `${String(args.command)} -la` })
+        }]
+      }).pipe(
+        Layer.provideMerge(Layer.mergeAll(base(actions), MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer))
+      )
+    )))
+
   it.effect("without an approval queue, escalation is a denial with its own reason", () =>
     Effect.gen(function*() {
       const ref = yield* install({ mode: "safe", approver_class: "maintainer" })

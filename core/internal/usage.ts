@@ -1,0 +1,24 @@
+import { Effect } from "effect"
+import type { Report, Usage } from "../ActionUsage.ts"
+import { ActionUsage, ActionUsageError, validate } from "../ActionUsage.ts"
+
+/** One invocation's meter: the service its callable reports to, closed with the wall time the executor measured. */
+export const meter = () => {
+  let tokens = 0
+  let cost_microunits = 0
+  let open = true
+  const service = ActionUsage.of({
+    report: Effect.fn("ActionUsage.report")(function*(usage: Report) {
+      const invalid = validate(usage)
+      if (invalid !== undefined) return yield* invalid
+      if (!open) return yield* new ActionUsageError({ reason: "concluded" })
+      tokens += usage.tokens ?? 0
+      cost_microunits += usage.cost_microunits ?? 0
+    })
+  })
+  const close = (wall_microseconds: number): Usage => {
+    open = false
+    return { wall_microseconds, tokens, cost_microunits }
+  }
+  return { service, close }
+}

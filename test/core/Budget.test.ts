@@ -1,0 +1,242 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Either, FastCheck as fc, Layer, Schema, TestClock } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as Action from "../../core/Action.ts"
+import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import * as ActionUsage from "../../core/ActionUsage.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { EphemeralOperation } from "../../core/ExecutionScope.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { meter } from "../../core/internal/usage.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicyGate from "../../core/PolicyGate.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import type { PolicySnapshotRef } from "../../core/Refs.ts"
+import * as Time from "../../core/Time.ts"
+import { base } from "../fixtures/layers.ts"
+
+let invoked = 0
+const Amount = Schema.optionalWith(Schema.Number, { default: () => 0 })
+const actions = [
+  // Takes `micros` of Clock time, reports what it is told to, then fails or succeeds.
+  Action.make({
+    name: "model.complete",
+    input: Schema.Struct({ micros: Amount, tokens: Amount, cost: Amount, fail: Schema.optional(Schema.Boolean) }),
+    output: Schema.String,
+    handler: ({ cost, fail, micros, tokens }) =>
+      Effect.gen(function*() {
+        invoked++
+        yield* TestClock.adjust(Duration.micros(BigInt(micros)))
+        yield* ActionUsage.report({ tokens, cost_microunits: cost })
+        if (fail === true) return yield* new Action.ActionError({ code: "model.failed", message: "no completion" })
+        return "done"
+      })
+  }),
+  // Makes one of the reports below and returns the refusal, if any, as its result.
+  Action.make({
+    name: "model.report",
+    input: Schema.Struct({ report: Schema.Literal("negative", "fraction", "infinite", "half_bad", "full", "none") }),
+    output: Schema.String,
+    handler: ({ report }) =>
+      Effect.map(
+        Effect.either(ActionUsage.report(reports[report])),
+        Either.match({ onLeft: (error) => `${error.reason} ${error.field}`, onRight: () => "charged" })
+      )
+  })
+]
+
+const reports: Record<string, ActionUsage.Report> = {
+  negative: { tokens: -1 },
+  fraction: { tokens: 1.5 },
+  infinite: { cost_microunits: Number.POSITIVE_INFINITY },
+  half_bad: { tokens: 5, cost_microunits: -2 },
+  full: { tokens: 5 },
+  none: {}
+}
+
+const layer = () =>
+  PolicyGate.layerExecutor().pipe(Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer)))
+
+const minute = 60_000_000
+
+const install = (budget_kind: string, limit: number) =>
+  Effect.gen(function*() {
+    const store = yield* PolicySnapshotStore
+    const policy = Either.getOrThrow(PermissionPolicy.decode({
+      policy_id: "p",
+      version: "1",
+      mode: "allow_all",
+      rules: [{
+        rule_id: "spend",
+        kind: "budget",
+        effect: "limit",
+        action_patterns: ["model.*"],
+        budget_kind,
+        limit,
+        window_microseconds: minute
+      }]
+    }))
+    const snapshot = yield* Effect.orDie(PolicySnapshot.compile(policy))
+    yield* store.put(snapshot)
+    yield* store.activate("p", "1", "ops", Time.fromMicros(0))
+    return { policy_id: "p", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
+  })
+
+const exec = (action: string, args: Record<string, unknown>, ref: PolicySnapshotRef, principal = "alice") =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor
+    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: principal },
+      effect_backend: InProcessBackend.make.ref,
+      policy_snapshot: ref
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* IdGenerator.uuid,
+      action: { name: action },
+      arguments: args,
+      execution_scope: scope
+    })
+    return yield* executor.execute(request, { context })
+  })
+
+const summary = (outcome: { readonly _tag: string; readonly stage: string } & object) =>
+  "reason" in outcome ? `${outcome._tag} ${(outcome.reason as { code: string }).code}` : outcome._tag
+
+/** One call that consumes `amount` of the kind under test. */
+const spending = {
+  tokens: (amount: number) => ({ tokens: amount }),
+  cost_microunits: (amount: number) => ({ cost: amount }),
+  wall_microseconds: (amount: number) => ({ micros: amount })
+} as const
+
+describe("budgets on reported and measured usage", () => {
+  it.effect.each(Object.entries(spending))(
+    "a %s budget denies with budget.exhausted once the window's usage reaches the limit, and refills",
+    ([kind, spend]) =>
+      Effect.gen(function*() {
+        const ref = yield* install(kind, 100)
+        const before = invoked
+        const outcomes = []
+        for (let i = 0; i < 3; i++) outcomes.push(summary(yield* exec("model.complete", spend(60), ref)))
+        // The second call is admitted at 60 of 100 and overruns to 120; the third is refused before its callable.
+        assert.deepStrictEqual(outcomes, ["succeeded", "succeeded", "denied budget.exhausted"])
+        assert.strictEqual(invoked, before + 2)
+        const denied = yield* exec("model.complete", spend(60), ref)
+        assert.strictEqual(denied.stage, "policy")
+        assert.include(denied._tag === "denied" ? denied.reason.detail : "", `120 of 100 ${kind}`)
+        yield* TestClock.adjust(Duration.micros(BigInt(minute)))
+        assert.strictEqual(summary(yield* exec("model.complete", spend(60), ref)), "succeeded")
+      }).pipe(Effect.provide(layer()))
+  )
+
+  it.effect.each(Object.entries(spending))(
+    "a %s budget is partitioned by principal",
+    ([kind, spend]) =>
+      Effect.gen(function*() {
+        const ref = yield* install(kind, 10)
+        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "alice")), "succeeded")
+        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "alice")), "denied budget.exhausted")
+        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "bob")), "succeeded")
+        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "bob")), "denied budget.exhausted")
+      }).pipe(Effect.provide(layer()))
+  )
+
+  it.effect("a limit of zero denies every matching call", () =>
+    Effect.gen(function*() {
+      const ref = yield* install("tokens", 0)
+      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "denied budget.exhausted")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("the wall time of a failed call counts against the budget", () =>
+    Effect.gen(function*() {
+      const ref = yield* install("wall_microseconds", 10_000_000)
+      const failed = yield* exec("model.complete", { micros: 10_000_000, fail: true }, ref)
+      assert.strictEqual(summary(failed), "failed")
+      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "denied budget.exhausted")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("usage is charged to the window in which the call concluded", () =>
+    Effect.gen(function*() {
+      const ref = yield* install("wall_microseconds", 30_000_000)
+      yield* TestClock.adjust(Duration.micros(BigInt(minute - 10_000_000)))
+      // Admitted in the first window, concluded 30 s later in the second: the second window is spent.
+      assert.strictEqual(summary(yield* exec("model.complete", { micros: 30_000_000 }, ref)), "succeeded")
+      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "denied budget.exhausted")
+      yield* TestClock.adjust(Duration.micros(BigInt(minute)))
+      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "succeeded")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("a negative or non-integer report is a typed error naming the field, and charges nothing of it", () =>
+    Effect.gen(function*() {
+      const ref = yield* install("tokens", 5)
+      const results = []
+      for (const report of ["negative", "fraction", "infinite", "half_bad"]) {
+        const outcome = yield* exec("model.report", { report }, ref)
+        results.push(outcome._tag === "succeeded" ? outcome.result : outcome._tag)
+      }
+      assert.deepStrictEqual(results, [
+        "negative tokens",
+        "not_integer tokens",
+        "not_integer cost_microunits",
+        "negative cost_microunits"
+      ])
+      const full = yield* exec("model.report", { report: "full" }, ref)
+      assert.strictEqual(full._tag === "succeeded" ? full.result : full._tag, "charged")
+      assert.strictEqual(summary(yield* exec("model.report", { report: "none" }, ref)), "denied budget.exhausted")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("a refused report the callable does not handle fails the call with a redacted failure", () =>
+    Effect.gen(function*() {
+      const ref = yield* install("tokens", 5)
+      const outcome = yield* exec("model.complete", { tokens: -3 }, ref)
+      assert.strictEqual(outcome._tag === "failed" ? outcome.failure.code : outcome._tag, "handler.failed")
+      assert.strictEqual(summary(yield* exec("model.complete", { tokens: 5 }, ref)), "succeeded")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("a report after the invocation concluded is refused", () =>
+    Effect.gen(function*() {
+      const usage = meter()
+      yield* usage.service.report({ tokens: 3 })
+      assert.deepStrictEqual(usage.close(7), { wall_microseconds: 7, tokens: 3, cost_microunits: 0 })
+      const late = yield* Effect.flip(usage.service.report({ tokens: 1 }))
+      assert.strictEqual(late.reason, "concluded")
+    }))
+
+  it.effect.prop(
+    "in one window a call is admitted exactly while the usage charged before it is under the limit",
+    [fc.integer({ min: 0, max: 200 }), fc.array(fc.integer({ min: 0, max: 80 }), { minLength: 1, maxLength: 6 })],
+    ([limit, amounts]) =>
+      Effect.gen(function*() {
+        const ref = yield* install("tokens", limit)
+        let charged = 0
+        for (const tokens of amounts) {
+          const expected = charged < limit ? "succeeded" : "denied budget.exhausted"
+          assert.strictEqual(summary(yield* exec("model.complete", { tokens }, ref)), expected)
+          if (charged < limit) charged += tokens
+        }
+      }).pipe(Effect.provide(layer())),
+    { fastCheck: { numRuns: 25 } }
+  )
+})
+
+describe("ActionUsage.validate", () => {
+  it.prop("accepts a non-negative safe integer", [fc.nat()], ([n]) => {
+    assert.isUndefined(ActionUsage.validate({ tokens: n, cost_microunits: n }))
+  })
+
+  it.prop(
+    "refuses a negative amount as negative and anything else that is not a safe integer as not_integer",
+    [fc.oneof(fc.integer({ max: -1 }), fc.double().filter((n) => !Number.isSafeInteger(n)))],
+    ([n]) => {
+      const refused = ActionUsage.validate({ cost_microunits: n })
+      assert.strictEqual(refused?.field, "cost_microunits")
+      assert.strictEqual(refused?.reason, Number.isSafeInteger(n) ? "negative" : "not_integer")
+      assert.include(refused?.message, "cost_microunits is")
+    }
+  )
+})
