@@ -4,6 +4,7 @@
  * hard, soft and advisory gate results the seed's way.
  */
 import { Effect, Either, Layer, Option } from "effect"
+import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import * as Approval from "./Approval.ts"
 import { Digest } from "./Digest.ts"
@@ -38,20 +39,19 @@ export interface Pinned {
 const unenforced = (snapshot: PolicySnapshot): ReadonlyArray<string> =>
   snapshot.compiled_rules.flatMap((rule) => {
     switch (rule.kind) {
-      case "mcp":
-      case "secret_exposure":
-      case "environment":
-        return [`${rule.rule_id} (${rule.kind})`]
       case "budget":
         return rule.budget_kind === "calls" ? [] : [`${rule.rule_id} (budget ${rule.budget_kind})`]
-      case "network":
-        return rule.modes.some((mode) => mode !== "connect")
-          ? [`${rule.rule_id} (network ${rule.modes.join("/")})`]
-          : []
       default:
         return []
     }
   })
+
+/** The MCP tool, secrets and environment variables an action declares: what its guards check. */
+const declaredNeeds = ({ environment, mcp, secrets }: ActionDescriptor) => ({
+  ...(mcp === undefined ? {} : { mcp }),
+  ...(secrets === undefined ? {} : { secrets }),
+  ...(environment === undefined ? {} : { environment })
+})
 
 /** Compile a snapshot for evaluation. */
 export const pinned = (snapshot: PolicySnapshot): Pinned => ({
@@ -253,7 +253,8 @@ export const make = (options: Options = {}, pin?: Pin) =>
           ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
           ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
           ...(resolved_path === undefined ? {} : { resolved_path }),
-          ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent })
+          ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent }),
+          ...declaredNeeds(evaluation.descriptor)
         }
         return input
       })

@@ -174,17 +174,17 @@ describe("PolicyGate in the executor", () => {
       const ref = yield* install({
         mode: "allow_all",
         rules: [{
-          rule_id: "gh",
-          kind: "mcp",
-          effect: "allow",
-          server_patterns: ["github"],
-          tool_patterns: [],
-          resource_patterns: []
+          rule_id: "tokens",
+          kind: "budget",
+          effect: "limit",
+          budget_kind: "tokens",
+          limit: 1000,
+          window_microseconds: 60_000_000
         }]
       })
       const outcome = yield* exec("notes.read", {}, ref)
       assert.strictEqual(summary(outcome), "denied policy.unenforced_rule @authorise")
-      assert.include(outcome._tag === "denied" ? outcome.reason.detail : "", "gh (mcp)")
+      assert.include(outcome._tag === "denied" ? outcome.reason.detail : "", "tokens (budget tokens)")
     }).pipe(Effect.provide(layer)))
 
   it.effect("a gate applies only to the tools it names", () =>
