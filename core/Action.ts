@@ -91,8 +91,9 @@ export interface ActionDefinition<I = any, O = any> {
   readonly source: Provenance
   /** The MCP tool it calls; present exactly when its source is `mcp`. */
   readonly mcp?: McpTool
-  /** Secrets and environment variables it declares it needs: policy checks these declarations, not what the code reads. */
+  /** Secrets it needs. Policy checks the declaration; writ hands no value over, and only a backend's containment stops a handler reading others. */
   readonly secrets?: ReadonlyArray<SecretNeed>
+  /** Environment variables it needs, checked like `secrets`: a handler in the host can still read its environment itself. */
   readonly environment?: ReadonlyArray<EnvironmentNeed>
 }
 
