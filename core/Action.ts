@@ -3,7 +3,7 @@
  * away so that nothing but a spent invocation token can reach it.
  */
 import type { Effect } from "effect"
-import { Cause, Option, Schema } from "effect"
+import { Cause, Either, Option, ParseResult, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import type { ActionUsage } from "./ActionUsage.ts"
 import { seal } from "./internal/callable.ts"
@@ -21,6 +21,42 @@ export class Provenance extends Schema.Class<Provenance>("Provenance")({
   kind: Schema.Literal("local", "plugin", "mcp"),
   id: Schema.optional(Identifier)
 }) {}
+
+const DeclaredName = Schema.String.pipe(
+  Schema.pattern(/^[^\s*]+$/, { message: () => "a declared name is non-empty, with no whitespace and no *" }),
+  Schema.maxLength(512)
+)
+
+/** The MCP tool an action calls: its server, its tool, and the resources it reads (names, never patterns). */
+export const McpTool = Schema.Struct({
+  server: DeclaredName,
+  tool: DeclaredName,
+  resources: Schema.optionalWith(Schema.Array(DeclaredName), { default: () => [] })
+})
+
+/** An MCP tool declaration. */
+export type McpTool = typeof McpTool.Type
+
+/** A secret an action needs from the executor: a reference to it only, or its value injected. */
+export const SecretNeed = Schema.Struct({
+  namespace: DeclaredName,
+  exposure: Schema.Literal("reference_only", "inject")
+})
+
+/** A secret need. */
+export type SecretNeed = typeof SecretNeed.Type
+
+/** An environment variable an action needs: read from the host's environment, or injected into the call's. */
+export const EnvironmentNeed = Schema.Struct({
+  variable: Schema.String.pipe(
+    Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]*$/, { message: () => "an environment variable name, with no *" }),
+    Schema.maxLength(256)
+  ),
+  exposure: Schema.Literal("read", "inject")
+})
+
+/** An environment need. */
+export type EnvironmentNeed = typeof EnvironmentNeed.Type
 
 /** What a handler learns about the invocation it serves. */
 export interface HandlerContext {
@@ -54,6 +90,12 @@ export interface ActionDefinition<I = any, O = any> {
   /** The origins that may run it (the Execution Policy seed): absent adds no restriction; empty denies every origin. */
   readonly origins?: ReadonlyArray<ExecutionCaller>
   readonly source: Provenance
+  /** The MCP tool it calls; present exactly when its source is `mcp`. */
+  readonly mcp?: McpTool
+  /** Secrets it needs. Policy checks the declaration; writ hands no value over, and only a backend's containment stops a handler reading others. */
+  readonly secrets?: ReadonlyArray<SecretNeed>
+  /** Environment variables it needs, checked like `secrets`: a handler in the host can still read its environment itself. */
+  readonly environment?: ReadonlyArray<EnvironmentNeed>
 }
 
 /** What `make` takes to declare an action. */
@@ -68,6 +110,9 @@ export interface Spec<I, II, O, OI> {
   readonly containment?: ReadonlyArray<ContainmentKind>
   readonly origins?: ReadonlyArray<ExecutionCaller>
   readonly source?: Provenance
+  readonly mcp?: typeof McpTool.Encoded
+  readonly secrets?: ReadonlyArray<SecretNeed>
+  readonly environment?: ReadonlyArray<EnvironmentNeed>
   readonly handler: Handler<I, O>
 }
 
@@ -88,7 +133,42 @@ const checkName = (action: string, field: string, value: string) => {
   }
 }
 
-/** Declare an action; throws ActionDefinitionError on an invalid name, alias or version. */
+const validated = <A, I>(action: string, field: string, schema: Schema.Schema<A, I>, value: unknown): A => {
+  const decoded = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })(value)
+  if (Either.isRight(decoded)) return decoded.right
+  throw new ActionDefinitionError({ action, field, detail: ParseResult.TreeFormatter.formatErrorSync(decoded.left) })
+}
+
+const needs = <A extends object>(
+  action: string,
+  field: string,
+  schema: Schema.Schema<A, A>,
+  key: keyof A,
+  values: ReadonlyArray<A> | undefined
+): ReadonlyArray<A> => {
+  const checked = (values ?? []).map((value, i) => Object.freeze(validated(action, `${field}[${i}]`, schema, value)))
+  const names = checked.map((value) => value[key])
+  names.forEach((name, i) => {
+    if (names.indexOf(name) !== i) throw new ActionDefinitionError({ action, field, detail: `names ${name} twice` })
+  })
+  return Object.freeze(checked)
+}
+
+const mcpOf = (spec: Spec<any, any, any, any>): McpTool | undefined => {
+  const kind = spec.source?.kind ?? (spec.mcp === undefined ? "local" : "mcp")
+  if (spec.mcp === undefined && kind !== "mcp") return undefined
+  if (spec.mcp === undefined || kind !== "mcp") {
+    throw new ActionDefinitionError({
+      action: spec.name,
+      field: spec.mcp === undefined ? "mcp" : "source",
+      detail: "an MCP action (source mcp) declares its server and tool, and only an MCP action does"
+    })
+  }
+  const tool = validated(spec.name, "mcp", McpTool, spec.mcp)
+  return Object.freeze({ ...tool, resources: Object.freeze([...tool.resources]) })
+}
+
+/** Declare an action; throws ActionDefinitionError on an invalid name, alias, version or MCP, secret or environment declaration. */
 export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I, O> => {
   checkName(spec.name, "name", spec.name)
   spec.aliases?.forEach((alias, i) => checkName(spec.name, `aliases[${i}]`, alias))
@@ -96,6 +176,9 @@ export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I
   if (!Schema.is(Identifier)(version)) {
     throw new ActionDefinitionError({ action: spec.name, field: "version", detail: "must be a non-empty identifier" })
   }
+  const mcp = mcpOf(spec)
+  const secrets = needs(spec.name, "secrets", SecretNeed, "namespace", spec.secrets)
+  const environment = needs(spec.name, "environment", EnvironmentNeed, "variable", spec.environment)
   const definition: ActionDefinition<I, O> = Object.freeze({
     name: spec.name,
     version,
@@ -106,7 +189,10 @@ export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I
     effects: Object.freeze([...(spec.effects ?? [])]),
     containment: Object.freeze([...(spec.containment ?? [])]),
     ...(spec.origins === undefined ? {} : { origins: sortOrigins(spec.origins) }),
-    source: spec.source ?? Provenance.make({ kind: "local" })
+    source: spec.source ?? Provenance.make({ kind: mcp === undefined ? "local" : "mcp" }),
+    ...(mcp === undefined ? {} : { mcp }),
+    ...(secrets.length === 0 ? {} : { secrets }),
+    ...(environment.length === 0 ? {} : { environment })
   })
   seal(definition, spec.handler)
   return definition

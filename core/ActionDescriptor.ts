@@ -3,12 +3,12 @@
  */
 import { Effect, JSONSchema, Schema } from "effect"
 import type { ActionDefinition } from "./Action.ts"
-import { ContainmentKind, Provenance } from "./Action.ts"
+import { ContainmentKind, EnvironmentNeed, McpTool, Provenance, SecretNeed } from "./Action.ts"
 import type { CanonicalJsonError } from "./Canonical.ts"
 import * as Digest from "./Digest.ts"
 import { ExecutionCaller } from "./InvocationContext.ts"
 
-/** A registered action's identity, Schemas (as JSON Schema), effects and provenance, with its digest. */
+/** A registered action's identity, Schemas (as JSON Schema), effects, declared needs and provenance, with its digest. */
 export class ActionDescriptor extends Schema.Class<ActionDescriptor>("ActionDescriptor")({
   name: Schema.String,
   version: Schema.String,
@@ -20,6 +20,9 @@ export class ActionDescriptor extends Schema.Class<ActionDescriptor>("ActionDesc
   containment: Schema.Array(ContainmentKind),
   origins: Schema.optional(Schema.Array(ExecutionCaller)),
   source: Provenance,
+  mcp: Schema.optional(McpTool),
+  secrets: Schema.optional(Schema.Array(SecretNeed)),
+  environment: Schema.optional(Schema.Array(EnvironmentNeed)),
   digest: Digest.Sha256Hex
 }) {}
 
@@ -45,7 +48,10 @@ export const describe = (
     effects: definition.effects,
     containment: definition.containment,
     ...(definition.origins === undefined ? {} : { origins: definition.origins }),
-    source: { ...definition.source }
+    source: { ...definition.source },
+    ...(definition.mcp === undefined ? {} : { mcp: definition.mcp }),
+    ...(definition.secrets === undefined ? {} : { secrets: definition.secrets }),
+    ...(definition.environment === undefined ? {} : { environment: definition.environment })
   }
   return Effect.map(
     Digest.canonical(fields),

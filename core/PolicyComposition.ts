@@ -238,6 +238,10 @@ function* samples(rules: ReadonlyArray<CompiledRule>): Generator<PolicyInput> {
   const commands = new Set<string>()
   const paths = new Set<string>()
   const urls = new Set<string>()
+  const listens = new Set<string>()
+  const hosts = new Set<string>()
+  const mcp = { servers: new Set<string>(), tools: new Set<string>(["writ.sample"]), resources: new Set<string>() }
+  const exposures: Array<Pick<PolicyInput, "secrets" | "environment">> = []
   const nows = new Set<number>([0])
   for (const rule of rules) {
     if ("action_patterns" in rule) {
@@ -262,7 +266,32 @@ function* samples(rules: ReadonlyArray<CompiledRule>): Generator<PolicyInput> {
           const colon = instance.lastIndexOf(":")
           const host = instance.slice(0, colon)
           const port = instance.slice(colon + 1)
-          if (colon > 0 && /^\d+$/.test(port)) urls.add(`https://${host}:${port}/`)
+          if (colon > 0 && /^\d+$/.test(port)) {
+            urls.add(`https://${host}:${port}/`)
+            listens.add(instance)
+          }
+          hosts.add(colon > 0 ? host : instance)
+        }
+      }
+    }
+    if (rule.kind === "mcp") {
+      for (const p of rule.server_patterns) for (const x of instances(p)) mcp.servers.add(x)
+      for (const p of rule.tool_patterns) for (const x of instances(p)) mcp.tools.add(x)
+      for (const p of rule.resource_patterns) for (const x of instances(p)) mcp.resources.add(x)
+    }
+    if (rule.kind === "secret_exposure") {
+      for (const p of rule.secret_namespaces) {
+        for (const namespace of instances(p)) {
+          exposures.push({ secrets: [{ namespace, exposure: "reference_only" }] })
+          exposures.push({ secrets: [{ namespace, exposure: "inject" }] })
+        }
+      }
+    }
+    if (rule.kind === "environment") {
+      for (const p of rule.variable_patterns) {
+        for (const variable of instances(p)) {
+          exposures.push({ environment: [{ variable, exposure: "read" }] })
+          exposures.push({ environment: [{ variable, exposure: "inject" }] })
         }
       }
     }
@@ -271,7 +300,9 @@ function* samples(rules: ReadonlyArray<CompiledRule>): Generator<PolicyInput> {
       for (const t of [rule.not_before, rule.expires_at]) if (t !== undefined) nows.add(Time.toMicros(t))
     }
   }
-  const targets: Array<Pick<PolicyInput, "effects" | "arguments">> = [{ effects: [], arguments: {} }]
+  const targets: Array<Pick<PolicyInput, "effects" | "arguments" | "mcp" | "secrets" | "environment">> = [
+    { effects: [], arguments: {} }
+  ]
   for (const o of operations) {
     targets.push({ effects: [], arguments: { command: o } })
     if (o.startsWith("/")) paths.add(o)
@@ -282,6 +313,15 @@ function* samples(rules: ReadonlyArray<CompiledRule>): Generator<PolicyInput> {
     for (const effects of FS_EFFECTS) targets.push({ effects, arguments: { path: p } })
   }
   for (const url of urls) targets.push({ effects: [], arguments: { url } })
+  for (const address of listens) targets.push({ effects: ["network.listen"], arguments: { address } })
+  for (const host of hosts) targets.push({ effects: ["network.resolve"], arguments: { host } })
+  for (const server of mcp.servers) {
+    for (const tool of mcp.tools) {
+      targets.push({ effects: [], arguments: {}, mcp: { server, tool, resources: [] } })
+      for (const r of mcp.resources) targets.push({ effects: [], arguments: {}, mcp: { server, tool, resources: [r] } })
+    }
+  }
+  for (const exposure of exposures) targets.push({ effects: [], arguments: {}, ...exposure })
   for (const now of nows) {
     for (const action of actions) {
       for (const target of targets) yield { action, principal: "writ.sample", now, ...target }
@@ -293,10 +333,17 @@ function* samples(rules: ReadonlyArray<CompiledRule>): Generator<PolicyInput> {
 const argumentsText = (args: Readonly<Record<string, unknown>>) =>
   `{${Object.entries(args).map(([k, v]) => `${k}: ${typeof v === "string" ? `"${v}"` : String(v)}`).join(", ")}}`
 
+const needsText = ({ environment, mcp, secrets }: PolicyInput) =>
+  [
+    ...(mcp === undefined ? [] : [`mcp ${mcp.server} tool ${mcp.tool}`, ...mcp.resources.map((r) => `resource ${r}`)]),
+    ...(secrets ?? []).map((need) => `secret ${need.namespace} (${need.exposure})`),
+    ...(environment ?? []).map((need) => `environment ${need.variable} (${need.exposure})`)
+  ].map((need) => ` needing ${need}`).join("")
+
 const describeInput = (input: PolicyInput) =>
   `${input.action} ${argumentsText(input.arguments)}${input.effects.length > 0 ? ` [${input.effects.join(",")}]` : ""}${
-    input.now === 0 ? "" : ` at ${Time.fromMicros(input.now)}`
-  }`
+    needsText(input)
+  }${input.now === 0 ? "" : ` at ${Time.fromMicros(input.now)}`}`
 
 const unscoped = (snapshot: PolicySnapshot.PolicySnapshot) =>
   PolicySnapshot.PolicySnapshot.make({ ...snapshot, principal_scope: ["*"], tenant_scope: ["*"] })
@@ -364,8 +411,17 @@ export interface Composition {
 const label = (policy: PermissionPolicy.PermissionPolicy) => `${policy.policy_id}@${policy.version}`
 
 /** Grants a widening authority copies into the parent's gates: allows that lift a default deny, never a deny rule. */
-const GRANTS: ReadonlyArray<CompiledRule["kind"]> = ["action", "filesystem", "network", "subprocess"]
-const isGrant = (rule: CompiledRule) => GRANTS.includes(rule.kind) && rule.effect === "allow"
+const GRANTS: ReadonlyArray<CompiledRule["kind"]> = [
+  "action",
+  "filesystem",
+  "network",
+  "subprocess",
+  "mcp",
+  "secret_exposure",
+  "environment"
+]
+const isGrant = (rule: CompiledRule) =>
+  GRANTS.includes(rule.kind) && rule.effect === "allow" && !("exposure" in rule && rule.exposure === "forbid")
 
 const side = (
   name: "parent" | "child",

@@ -2,6 +2,7 @@
  * Compiled evaluation of a policy snapshot: an index built once per snapshot and gate, so a
  * decision looks only at the rules that can match its action, whatever the rule count.
  */
+import type { EnvironmentNeed, McpTool, SecretNeed } from "./Action.ts"
 import type { Glob } from "./internal/glob.ts"
 import { commandMatches, glob } from "./internal/glob.ts"
 import type { AgentSubject, InvocationContext } from "./InvocationContext.ts"
@@ -26,6 +27,12 @@ export interface PolicyInput {
   readonly resolved_path?: string
   /** The executing agent the executor is bound to. */
   readonly bound_agent?: AgentSubject
+  /** The MCP tool the action declares it calls. */
+  readonly mcp?: McpTool
+  /** The secrets the action declares it needs. */
+  readonly secrets?: ReadonlyArray<SecretNeed>
+  /** The environment variables the action declares it needs. */
+  readonly environment?: ReadonlyArray<EnvironmentNeed>
   readonly now: number
 }
 
@@ -70,8 +77,26 @@ export interface CompiledGate {
   readonly expiry: ReadonlyArray<RuleOf<"expiry">>
   readonly filesystem: ReadonlyArray<{ readonly rule: RuleOf<"filesystem">; readonly roots: ReadonlyArray<string> }>
   readonly subprocess: ReadonlyArray<{ readonly rule: RuleOf<"subprocess">; readonly executables: ReadonlyArray<Glob> }>
-  readonly network: ReadonlyArray<{ readonly rule: RuleOf<"network">; readonly destinations: ReadonlyArray<Glob> }>
+  readonly network: ReadonlyArray<
+    {
+      readonly rule: RuleOf<"network">
+      readonly destinations: ReadonlyArray<Glob>
+      readonly hosts: ReadonlyArray<Glob>
+    }
+  >
+  readonly mcp: ReadonlyArray<McpGrant>
+  readonly secrets: ReadonlyArray<{ readonly rule: RuleOf<"secret_exposure">; readonly names: ReadonlyArray<Glob> }>
+  readonly environment: ReadonlyArray<{ readonly rule: RuleOf<"environment">; readonly names: ReadonlyArray<Glob> }>
   readonly view: (action: string) => ActionView
+}
+
+/** An mcp rule compiled: a rule naming neither tools nor resources covers its whole server. */
+interface McpGrant {
+  readonly rule: RuleOf<"mcp">
+  readonly servers: ReadonlyArray<Glob>
+  readonly tools: ReadonlyArray<Glob>
+  readonly resources: ReadonlyArray<Glob>
+  readonly whole: boolean
 }
 
 const CONTROL_OPERATORS = /[;&|`<>\n\r]|\$\(/
@@ -179,7 +204,20 @@ export const compileGate = (snapshot: PolicySnapshot, gate: GateBinding): Compil
       roots: rule.roots.map((root) => normalise(root) ?? root)
     })),
     subprocess: of("subprocess").map((rule) => ({ rule, executables: rule.executable_patterns.map(glob) })),
-    network: of("network").map((rule) => ({ rule, destinations: rule.destinations.map(glob) })),
+    network: of("network").map((rule) => ({
+      rule,
+      destinations: rule.destinations.map(glob),
+      hosts: rule.destinations.map((d) => glob(hostOf(d)))
+    })),
+    mcp: of("mcp").map((rule) => ({
+      rule,
+      servers: rule.server_patterns.map(glob),
+      tools: rule.tool_patterns.map(glob),
+      resources: rule.resource_patterns.map(glob),
+      whole: rule.tool_patterns.length === 0 && rule.resource_patterns.length === 0
+    })),
+    secrets: of("secret_exposure").map((rule) => ({ rule, names: rule.secret_namespaces.map(glob) })),
+    environment: of("environment").map((rule) => ({ rule, names: rule.variable_patterns.map(glob) })),
     view
   }
 }
@@ -231,6 +269,143 @@ const fsMode = (effects: ReadonlyArray<string>): "read" | "write" | "execute" | 
     ? "read"
     : undefined
 
+/** The host part of a `host:port` destination pattern: what a resolve is matched against. */
+const hostOf = (destination: string) => {
+  const colon = destination.lastIndexOf(":")
+  return colon > 0 && /^(?:\d+|\*)$/.test(destination.slice(colon + 1)) ? destination.slice(0, colon) : destination
+}
+
+const HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])$/
+
+/** A host name as URLs normalise it (case, IPv4 forms), without trailing dots; undefined when it is not one. */
+const hostName = (host: string | undefined) =>
+  host !== undefined && HOST.test(host) && URL.canParse(`http://${host}/`)
+    ? new URL(`http://${host}/`).hostname.replace(/\.+$/, "")
+    : undefined
+
+const connectDestination = (url: string) => {
+  const parsed = URL.canParse(url) ? new URL(url) : undefined
+  if (parsed === undefined) return undefined
+  const port = parsed.port || (parsed.protocol === "https:" ? "443" : parsed.protocol === "http:" ? "80" : "")
+  return `${parsed.hostname.replace(/\.+$/, "")}:${port}`
+}
+
+const listenDestination = (address: string | undefined) => {
+  const [, host, port] = /^(.+):(\d{1,5})$/.exec(address ?? "") ?? []
+  const name = hostName(host)
+  return name === undefined || Number(port) > 65535 ? undefined : `${name}:${Number(port)}`
+}
+
+type NetworkMode = RuleOf<"network">["modes"][number]
+
+/** What a call reaches on the network: a `url` argument connects; a declared `network.listen` effect listens on the
+ * `address` argument (`host:port`) and a declared `network.resolve` effect resolves the `host` argument. */
+const networkTargets = (input: PolicyInput): ReadonlyArray<readonly [NetworkMode, string | undefined]> => {
+  const url = stringArgument(input, "url")
+  return [
+    ...(url === undefined ? [] : [["connect", connectDestination(url)] as const]),
+    ...(input.effects.includes("network.listen")
+      ? [["listen", listenDestination(stringArgument(input, "address"))] as const]
+      : []),
+    ...(input.effects.includes("network.resolve")
+      ? [["resolve", hostName(stringArgument(input, "host"))] as const]
+      : [])
+  ]
+}
+
+/** One thing a call claims, with the rules that deny it and whether any grants it. */
+interface Claim {
+  readonly label: string
+  readonly denied: ReadonlyArray<{ readonly rule_id: string }>
+  readonly granted: boolean
+}
+
+/** Deny dominates over every claim of one kind; then each claim needs a grant (`<kind>.not_allowed`, default deny). */
+const settle = (kind: string, claims: ReadonlyArray<Claim>): PolicyDecision | undefined => {
+  const denied = claims.filter((claim) => claim.denied.length > 0)
+  if (denied.length > 0) {
+    return decision(
+      "deny",
+      `${kind}.denied`,
+      [...new Set(denied.flatMap((claim) => claim.denied))],
+      denied.map((claim) => claim.label).join(", ")
+    )
+  }
+  const missing = claims.find((claim) => !claim.granted)
+  return missing === undefined
+    ? undefined
+    : decision("deny", `${kind}.not_allowed`, [], `no rule grants ${missing.label}`)
+}
+
+const claimOf = <G extends { readonly rule: { readonly rule_id: string; readonly effect: "allow" | "deny" } }>(
+  label: string,
+  hits: ReadonlyArray<G>
+): Claim => ({
+  label,
+  denied: hits.filter((hit) => hit.rule.effect === "deny").map((hit) => hit.rule),
+  granted: hits.some((hit) => hit.rule.effect === "allow")
+})
+
+const networkGuard = (grants: CompiledGate["network"], input: PolicyInput) => {
+  const targets = networkTargets(input)
+  const invalid = targets.find(([, destination]) => destination === undefined)
+  if (invalid !== undefined) return decision("deny", "network.invalid_destination", [], `no ${invalid[0]} destination`)
+  return settle(
+    "network",
+    targets.map(([mode, destination]) =>
+      claimOf(
+        `${mode} ${destination}`,
+        grants.filter((n) =>
+          n.rule.modes.includes(mode) &&
+          (mode === "resolve" ? n.hosts : n.destinations).some((d) => d.test(destination!))
+        )
+      )
+    )
+  )
+}
+
+const mcpGuard = (grants: ReadonlyArray<McpGrant>, { resources, server, tool }: McpTool) => {
+  const onServer = grants.filter((grant) => grant.servers.some((s) => s.test(server)))
+  const covering = (patterns: (grant: McpGrant) => ReadonlyArray<Glob>, name: string) =>
+    onServer.filter((grant) => grant.whole || patterns(grant).some((p) => p.test(name)))
+  return settle("mcp", [
+    claimOf(`${server} tool ${tool}`, covering((grant) => grant.tools, tool)),
+    ...resources.map((resource) =>
+      claimOf(`${server} resource ${resource}`, covering((grant) => grant.resources, resource))
+    )
+  ])
+}
+
+// Exposures are ordered: a grant at one level grants every lower one; a deny (or any `forbid`) denies its level and above.
+const EXPOSURE: Readonly<Record<string, number>> = { forbid: 0, reference_only: 1, read: 1, inject: 2 }
+
+const exposureGuard = (
+  kind: "secret" | "environment",
+  grants: ReadonlyArray<
+    {
+      readonly rule: { readonly rule_id: string; readonly effect: "allow" | "deny"; readonly exposure: string }
+      readonly names: ReadonlyArray<Glob>
+    }
+  >,
+  needs: ReadonlyArray<{ readonly name: string; readonly exposure: string }>
+) =>
+  settle(
+    kind,
+    needs.map(({ exposure, name }) => {
+      const level = EXPOSURE[exposure]!
+      const hits = grants.filter((grant) => grant.names.some((n) => n.test(name))).map((grant) => grant.rule)
+      return {
+        label: `${name} (${exposure})`,
+        denied: hits.filter((rule) =>
+          (rule.effect === "deny" || rule.exposure === "forbid") && level >= EXPOSURE[rule.exposure]!
+        ),
+        granted: hits.some((rule) =>
+          rule.effect === "allow" && rule.exposure !== "forbid" && level <= EXPOSURE[rule.exposure]!
+        )
+      }
+    })
+  )
+
 const guard = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
   const refused = intrinsicRefusal(input)
   if (refused !== undefined) return refused
@@ -256,20 +431,22 @@ const guard = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
       return decision("deny", "subprocess.not_allowed", [], `no rule allows ${base}`)
     }
   }
-  const url = stringArgument(input, "url")
-  if (url !== undefined && gate.network.length > 0) {
-    const parsed = URL.canParse(url) ? new URL(url) : undefined
-    if (parsed === undefined) return decision("deny", "network.invalid_destination", [])
-    const port = parsed.port || (parsed.protocol === "https:" ? "443" : parsed.protocol === "http:" ? "80" : "")
-    const destination = `${parsed.hostname.replace(/\.+$/, "")}:${port}`
-    const hits = gate.network.filter((n) =>
-      n.rule.modes.includes("connect") && n.destinations.some((d) => d.test(destination))
+  const network = gate.network.length > 0 ? networkGuard(gate.network, input) : undefined
+  if (network !== undefined) return network
+  const mcp = input.mcp !== undefined && gate.mcp.length > 0 ? mcpGuard(gate.mcp, input.mcp) : undefined
+  if (mcp !== undefined) return mcp
+  const secret = input.secrets !== undefined && gate.secrets.length > 0
+    ? exposureGuard("secret", gate.secrets, input.secrets.map((s) => ({ name: s.namespace, exposure: s.exposure })))
+    : undefined
+  if (secret !== undefined) return secret
+  const environment = input.environment !== undefined && gate.environment.length > 0
+    ? exposureGuard(
+      "environment",
+      gate.environment,
+      input.environment.map((e) => ({ name: e.variable, exposure: e.exposure }))
     )
-    const denied = hits.filter((n) => n.rule.effect === "deny")
-    if (denied.length > 0) return decision("deny", "network.denied", denied.map((n) => n.rule))
-    if (!hits.some((n) => n.rule.effect === "allow")) return decision("deny", "network.not_allowed", [], destination)
-  }
-  return decision("allow", "guard.passed", [])
+    : undefined
+  return environment ?? decision("allow", "guard.passed", [])
 }
 
 const inWindow = (rule: RuleOf<"expiry">, now: number) =>

@@ -7,6 +7,7 @@
  * the window's consumed amount has reached the limit and a call in flight may overrun it once.
  */
 import { Effect, Either, Layer, Option } from "effect"
+import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import type { Usage } from "./ActionUsage.ts"
 import * as Approval from "./Approval.ts"
@@ -39,22 +40,12 @@ export interface Pinned {
   readonly approver: string | undefined
 }
 
-/** Rules this version of writ compiles and digests but cannot yet enforce for in-process actions. */
-const unenforced = (snapshot: PolicySnapshot): ReadonlyArray<string> =>
-  snapshot.compiled_rules.flatMap((rule) => {
-    switch (rule.kind) {
-      case "mcp":
-      case "secret_exposure":
-      case "environment":
-        return [`${rule.rule_id} (${rule.kind})`]
-      case "network":
-        return rule.modes.some((mode) => mode !== "connect")
-          ? [`${rule.rule_id} (network ${rule.modes.join("/")})`]
-          : []
-      default:
-        return []
-    }
-  })
+/** The MCP tool, secrets and environment variables an action declares: what its guards check. */
+const declaredNeeds = ({ environment, mcp, secrets }: ActionDescriptor) => ({
+  ...(mcp === undefined ? {} : { mcp }),
+  ...(secrets === undefined ? {} : { secrets }),
+  ...(environment === undefined ? {} : { environment })
+})
 
 /** Compile a snapshot for evaluation. */
 export const pinned = (snapshot: PolicySnapshot): Pinned => ({
@@ -211,12 +202,6 @@ export const makePin = Effect.gen(function*() {
       }
       // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
       if (cached !== undefined) return Either.right(cached)
-      const unknowable = unenforced(snapshot)
-      if (unknowable.length > 0) {
-        return Either.left(
-          verdict("deny", "policy.unenforced_rule", `not enforceable here, so nothing runs: ${unknowable.join(", ")}`)
-        )
-      }
       const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(snapshot), Digest, digest))
       if (Either.isLeft(recomputed) || recomputed.right !== ref.digest) {
         return Either.left(
@@ -260,7 +245,8 @@ export const make = (options: Options = {}, pin?: Pin) =>
           ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
           ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
           ...(resolved_path === undefined ? {} : { resolved_path }),
-          ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent })
+          ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent }),
+          ...declaredNeeds(evaluation.descriptor)
         }
         return input
       })

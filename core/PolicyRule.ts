@@ -37,7 +37,7 @@ export const FilesystemRule = Schema.Struct({
   modes: Schema.NonEmptyArray(Schema.Literal("read", "write", "execute"))
 })
 
-/** Allow or deny network destinations (`host:port` patterns), per mode. */
+/** Allow or deny network destinations (`host:port` patterns; a resolve matches their host part), per mode. */
 export const NetworkRule = Schema.Struct({
   kind: Schema.Literal("network"),
   ...ruleFields,
@@ -55,7 +55,7 @@ export const SubprocessRule = Schema.Struct({
   shell: Schema.Literal("forbid", "allow")
 })
 
-/** Allow or deny MCP servers, tools and resources. */
+/** Allow or deny MCP servers, tools and resources; a rule naming no tool and no resource covers its whole server. */
 export const McpRule = Schema.Struct({
   kind: Schema.Literal("mcp"),
   ...ruleFields,
@@ -65,7 +65,7 @@ export const McpRule = Schema.Struct({
   resource_patterns: Schema.Array(Pattern)
 })
 
-/** How secrets in namespaces may be exposed to an action. */
+/** Secret exposure (forbid < reference_only < inject): allow grants up to its level; deny or `forbid` refuses it and above. */
 export const SecretExposureRule = Schema.Struct({
   kind: Schema.Literal("secret_exposure"),
   ...ruleFields,
@@ -74,7 +74,7 @@ export const SecretExposureRule = Schema.Struct({
   exposure: Schema.Literal("forbid", "reference_only", "inject")
 })
 
-/** How environment variables may be exposed to an action. */
+/** Environment exposure (forbid < read < inject): allow grants up to its level; deny or `forbid` refuses it and above. */
 export const EnvironmentRule = Schema.Struct({
   kind: Schema.Literal("environment"),
   ...ruleFields,

@@ -95,7 +95,23 @@ const paths = [
   "rel"
 ]
 const urls = ["https://api.example.com/v1", "https://x.example.com/", "http://evil.example:80/", "not a url"]
-const effects = ["filesystem.read", "filesystem.write", "filesystem.execute", "shell.exec", "network.connect"]
+const addresses = ["127.0.0.1:8080", "api.example.com:443", "evil.example:80", "0.0.0.0:22", "no port"]
+const hosts = ["api.example.com", "x.example.com", "evil.example", "not a host"]
+const effects = [
+  "filesystem.read",
+  "filesystem.write",
+  "filesystem.execute",
+  "shell.exec",
+  "network.connect",
+  "network.listen",
+  "network.resolve"
+]
+// Declared needs, against the mcp, secret_exposure and environment rule pools below.
+const servers = ["github", "jira", "gitlab"]
+const tools = ["search", "create_issue", "delete_repo"]
+const resources = ["repo://writ", "issue://1", "file:///etc/passwd"]
+const namespaces = ["github/token", "aws/root", "slack/webhook"]
+const variables = ["PATH", "AWS_SECRET_ACCESS_KEY", "TERM"]
 const callers: Array<ExecutionCaller> = ["USER", "SELF", "OTHER_AGENT"]
 const agents = ["agent-a", "agent-b", "agent-c"]
 const humans = ["local-chat", "alice", "bob"]
@@ -393,12 +409,14 @@ export const executionScope: fc.Arbitrary<ExecutionScopeRef> = fc.oneof(
   )
 )
 
-/** Arguments as a model might send them: a shell command, a path, a URL, or other values. */
+/** Arguments as a model might send them: a shell command, a path, a URL, a listen address, a host, or other values. */
 export const callArguments: fc.Arbitrary<Record<string, unknown>> = fc.oneof(
   fc.constant({}),
   fc.constantFrom(...commands).map((command) => ({ command })),
   fc.constantFrom(...paths).map((path) => ({ path })),
   fc.constantFrom(...urls).map((url) => ({ url })),
+  fc.constantFrom(...addresses).map((address) => ({ address })),
+  fc.constantFrom(...hosts).map((host) => ({ host })),
   fc.dictionary(fc.constantFrom("a", "b", "query", "count"), fc.oneof(fc.integer(), text(8), fc.boolean()), record)
 )
 
@@ -568,13 +586,33 @@ export const invocationContext = (
 // Evaluator inputs
 // ---------------------------------------------------------------------------------------------
 
-/** A PolicyInput for core/PolicyEvaluator.ts over the given action names: aliases, arguments, effects, principal, origin, time. */
+/** A PolicyInput for core/PolicyEvaluator.ts over the given action names: aliases, arguments, effects, declared
+ * MCP tool, secrets and environment variables, principal, origin, time. */
 export const policyInput = (actions: ReadonlyArray<string> = defaultActions): fc.Arbitrary<PolicyInput> =>
   fc.record({
     action: fc.constantFrom(...actions),
     aliases: fc.subarray([...actions], { maxLength: Math.min(2, actions.length) }),
     effects: fc.subarray(effects),
     arguments: callArguments,
+    mcp: fc.record({
+      server: fc.constantFrom(...servers),
+      tool: fc.constantFrom(...tools),
+      resources: fc.subarray(resources, { maxLength: 2 })
+    }, record),
+    secrets: fc.uniqueArray(
+      fc.record({
+        namespace: fc.constantFrom(...namespaces),
+        exposure: fc.constantFrom("reference_only" as const, "inject" as const)
+      }, record),
+      { minLength: 1, maxLength: 2, selector: (need) => need.namespace }
+    ),
+    environment: fc.uniqueArray(
+      fc.record({
+        variable: fc.constantFrom(...variables),
+        exposure: fc.constantFrom("read" as const, "inject" as const)
+      }, record),
+      { minLength: 1, maxLength: 2, selector: (need) => need.variable }
+    ),
     principal: fc.constantFrom(...principals),
     tenant: fc.constantFrom(...tenants),
     invocation: invocationContext({ actions }),

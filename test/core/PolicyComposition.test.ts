@@ -288,6 +288,55 @@ describe("compose", () => {
       assert.strictEqual(blank._tag === "PolicyValidationError" && blank.path, "widening.authority")
     })))
 
+  it.effect("mcp, secret and environment grants compose the same way: a child widening them needs an authority", () =>
+    withDigest(Effect.gen(function*() {
+      const rules = [
+        { kind: "mcp", effect: "allow", server_patterns: ["github"], tool_patterns: ["search"], resource_patterns: [] },
+        { kind: "mcp", effect: "deny", server_patterns: ["*"], tool_patterns: ["delete_*"], resource_patterns: [] },
+        { kind: "secret_exposure", effect: "allow", secret_namespaces: ["aws/*"], exposure: "reference_only" },
+        { kind: "environment", effect: "allow", variable_patterns: ["PATH"], exposure: "read" }
+      ]
+      const parent = declare({ mode: "allow_all", rules })
+      const withRule = (rule: Record<string, unknown>) => child({ mode: "allow_all", rules: [...rules, rule] })
+      const mcpAll = { kind: "mcp", effect: "allow", server_patterns: ["*"], tool_patterns: [], resource_patterns: [] }
+      const inject = { kind: "secret_exposure", effect: "allow", secret_namespaces: ["aws/*"], exposure: "inject" }
+      const anyVariable = { kind: "environment", effect: "allow", variable_patterns: ["*"], exposure: "read" }
+      const widening: ReadonlyArray<readonly [Record<string, unknown>, string]> = [
+        [mcpAll, "needing mcp"],
+        [inject, "needing secret aws/"],
+        [anyVariable, "needing environment"]
+      ]
+      for (const [rule, needing] of widening) {
+        const error = yield* Effect.flip(PolicyComposition.compose(parent, withRule(rule)))
+        assert.include(error.message, "widens the parent parent@1")
+        assert.include(error.message, needing)
+      }
+      const composed = yield* PolicyComposition.compose(
+        parent,
+        child({ mode: "allow_all", rules: [mcpAll, inject, anyVariable] }),
+        { widening: { authority: "security-review" } }
+      )
+      const decide = verdict(composed.snapshot)
+      const tool = (server: string, name: string) => call("x.y", {}, { mcp: { server, tool: name, resources: [] } })
+      const secret = { secrets: [{ namespace: "aws/key", exposure: "inject" as const }] }
+      assert.strictEqual(decide(tool("jira", "search")), "allow")
+      assert.strictEqual(decide(tool("github", "delete_repo")), "deny mcp.denied @parent")
+      assert.strictEqual(decide(call("x.y", {}, secret)), "allow")
+      assert.strictEqual(decide(call("x.y", {}, { environment: [{ variable: "HOME", exposure: "read" }] })), "allow")
+      // Without an authority the child only narrows, and the parent's grants still bound every call.
+      const noGithub = {
+        kind: "mcp",
+        effect: "deny",
+        server_patterns: ["github"],
+        tool_patterns: [],
+        resource_patterns: []
+      }
+      const narrowed = verdict((yield* PolicyComposition.compose(parent, withRule(noGithub))).snapshot)
+      assert.strictEqual(narrowed(tool("github", "search")), "deny mcp.denied @child")
+      assert.strictEqual(narrowed(tool("jira", "search")), "deny mcp.not_allowed @parent")
+      assert.strictEqual(narrowed(call("x.y", {}, secret)), "deny secret.not_allowed @parent")
+    })))
+
   it.effect("compositions nest: a grandchild composes with a composed parent", () =>
     withDigest(Effect.gen(function*() {
       const root = declare({ mode: "safe", approver_class: "maintainer" })
@@ -396,6 +445,9 @@ const EXPLICIT_DENIALS = new Set([
   "filesystem.denied",
   "subprocess.denied",
   "network.denied",
+  "mcp.denied",
+  "secret.denied",
+  "environment.denied",
   "shell.control_operator",
   ...Origin.OriginDenial.literals
 ])
@@ -680,6 +732,20 @@ describe("writ/testing arbitraries (runtime/Testing.ts), which the laws above re
       assert.deepStrictEqual([...modes].sort(), ["allow_all", "deny_all", "read_only", "rules", "safe"])
       assert.strictEqual(kinds.size, 11)
       assert.deepStrictEqual([...levels].sort(), ["advisory", "hard", "soft"])
+    })))
+
+  it.effect("sampled policies and inputs reach each guard's explicit and default denials, new kinds included", () =>
+    withDigest(Effect.gen(function*() {
+      const codes = new Set<string>()
+      const pairs = fc.tuple(Testing.policy(), fc.array(Testing.policyInput(), { minLength: 20, maxLength: 20 }))
+      for (const [policy, inputs] of fc.sample(pairs, { numRuns: 300, seed: 9 })) {
+        const decide = PolicyComposition.decider(yield* PolicySnapshot.compile(policy))
+        for (const input of inputs) codes.add(decide(input).code)
+      }
+      for (const kind of ["network", "mcp", "secret", "environment"]) {
+        assert.isTrue(codes.has(`${kind}.denied`) && codes.has(`${kind}.not_allowed`), kind)
+      }
+      assert.isTrue(codes.has("network.invalid_destination"))
     })))
 
   it.effect("recipes build contexts of every origin through the host factories, replayably", () =>

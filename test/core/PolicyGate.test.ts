@@ -169,24 +169,6 @@ describe("PolicyGate in the executor", () => {
       assert.strictEqual(summary(yield* exec("run", { command: "ls" }, ref)), "denied policy.denied @policy")
     }).pipe(Effect.provide(layer)))
 
-  it.effect("a rule writ cannot enforce yet denies everything under that snapshot, naming the rule", () =>
-    Effect.gen(function*() {
-      const ref = yield* install({
-        mode: "allow_all",
-        rules: [{
-          rule_id: "gh",
-          kind: "mcp",
-          effect: "allow",
-          server_patterns: ["github"],
-          tool_patterns: [],
-          resource_patterns: []
-        }]
-      })
-      const outcome = yield* exec("notes.read", {}, ref)
-      assert.strictEqual(summary(outcome), "denied policy.unenforced_rule @authorise")
-      assert.include(outcome._tag === "denied" ? outcome.reason.detail : "", "gh (mcp)")
-    }).pipe(Effect.provide(layer)))
-
   it.effect("a gate applies only to the tools it names", () =>
     Effect.gen(function*() {
       const ref = yield* install({
