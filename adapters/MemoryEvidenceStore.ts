@@ -5,14 +5,15 @@
  * Runtimes: every one (effect only).
  */
 import { Context, Effect, Layer, Option, Stream } from "effect"
-import type { Digest } from "../core/Digest.ts"
+import { Digest } from "../core/Digest.ts"
 import * as Evidence from "../core/Evidence.ts"
-import type { ChainHead, EvidenceConflictError } from "../core/EvidenceStore.ts"
+import type { ChainHead } from "../core/EvidenceStore.ts"
 import {
-  admit,
+  admitAll,
   AppendReceipt,
   conflictOf,
   Cursor,
+  EvidenceConflictError,
   EvidenceProjectionSource,
   EvidenceStore,
   EvidenceUnavailableError
@@ -32,15 +33,15 @@ const positionOf = (cursor: Cursor | null): number | undefined =>
 
 /** A fresh in-memory store, serving as both the EvidenceStore and its EvidenceProjectionSource. */
 export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSource.Service, never, Digest> = Effect.map(
-  Effect.context<Digest>(),
-  (context) => {
+  Digest,
+  (digest) => {
     const chains = new Map<string, Array<Evidence.EvidenceRecord>>()
     const byId = new Map<string, Evidence.EvidenceRecord>()
     const hashes = new Set<string>()
     const log: Array<Evidence.EvidenceRecord> = []
 
     // Synchronous, so the head compare and the append are one atomic step.
-    const commit = (record: Evidence.EvidenceRecord): Effect.Effect<AppendReceipt, EvidenceConflictError> => {
+    const commit = (record: Evidence.EvidenceRecord): EvidenceConflictError | AppendReceipt => {
       const chain = chains.get(record.chain_id)
       const last = chain?.[chain.length - 1]
       const conflict = conflictOf(
@@ -48,14 +49,26 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
         last === undefined ? undefined : { sequence: last.sequence, hash: last.chain_hash },
         byId.has(record.record_id) ? "duplicate_record" : hashes.has(record.chain_hash) ? "duplicate_hash" : undefined
       )
-      if (conflict !== undefined) return Effect.fail(conflict)
+      if (conflict !== undefined) return conflict
       if (chain === undefined) chains.set(record.chain_id, [record])
       else chain.push(record)
       byId.set(record.record_id, record)
       hashes.add(record.chain_hash)
       log.push(record)
-      return Effect.succeed(receiptOf(record))
+      return receiptOf(record)
     }
+
+    const appendAll = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+      Effect.flatMap(admitAll(digest, records), (admitted) =>
+        Effect.suspend(() => {
+          const receipts: Array<AppendReceipt> = []
+          for (const record of admitted) {
+            const placed = commit(record)
+            if (placed instanceof EvidenceConflictError) return Effect.fail(placed)
+            receipts.push(placed)
+          }
+          return Effect.succeed(receipts)
+        }))
 
     const read = (chain_id: string, after_sequence = -1): Stream.Stream<Evidence.StoredRecord> =>
       Stream.suspend(() =>
@@ -64,9 +77,8 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
 
     return {
       durable: false,
-      append: Effect.fn("MemoryEvidenceStore.append")(function*(record: Evidence.EvidenceRecord) {
-        return yield* commit(yield* Effect.provide(admit(record), context))
-      }),
+      append: (record) => Effect.map(appendAll([record]), (receipts) => receipts[0]!),
+      appendAll,
       read,
       head: (chain_id) =>
         Effect.sync(() => {
@@ -77,7 +89,7 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
             : Option.some<ChainHead>({ sequence: last.sequence, hash: last.chain_hash })
         }),
       verify: Effect.fn("MemoryEvidenceStore.verify")(function*(chain_id: string, expected_head?: string) {
-        return yield* Effect.provide(Evidence.verify(chain_id, read(chain_id), expected_head), context)
+        return yield* Effect.provideService(Evidence.verify(chain_id, read(chain_id), expected_head), Digest, digest)
       }),
       chains: Effect.sync(() => [...chains.keys()]),
       scan: (after, limit) =>

@@ -24,7 +24,7 @@ import {
   EvidenceStore,
   EvidenceUnavailableError
 } from "../core/EvidenceStore.ts"
-import { admit, conflictOf } from "../core/EvidenceStore.ts"
+import { admitAll, conflictOf } from "../core/EvidenceStore.ts"
 
 /** How the store batches and pages. */
 export interface Options {
@@ -53,44 +53,6 @@ const Scan = Schema.Struct({ after: Schema.Number, limit: Schema.Number })
 const Lookup = Schema.Struct({ chain_id: Schema.String, record_id: Schema.String })
 
 type Columns = { readonly [K in keyof Evidence.StoredRecord]: unknown }
-
-// The compare-and-append statement's parameters, in the order its template below interpolates them.
-const appendParams = (r: Columns): ReadonlyArray<unknown> => [
-  r.record_id,
-  r.record_type,
-  r.chain_id,
-  r.operation_id,
-  r.sequence,
-  r.policy_id,
-  r.policy_version,
-  r.payload_json,
-  r.payload_digest,
-  r.previous_chain_hash,
-  r.chain_hash,
-  r.supersedes_record_id,
-  r.created_at,
-  r.hash_algorithm,
-  r.chain_id,
-  r.sequence,
-  r.sequence,
-  r.chain_id,
-  r.sequence,
-  r.previous_chain_hash
-]
-
-// Inserts the record only if its chain's head is exactly (sequence - 1, previous_chain_hash), or the chain is empty
-// for sequence 0; a duplicate record id or chain hash inserts nothing either. Returns the position when inserted.
-const appendStatement = (sql: SqlClient.SqlClient, r: Columns) =>
-  sql`INSERT INTO evidence_records (record_id, record_type, chain_id, operation_id, sequence, policy_id,
-    policy_version, payload_json, payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at,
-    hash_algorithm)
-    SELECT ${r.record_id}, ${r.record_type}, ${r.chain_id}, ${r.operation_id}, ${r.sequence}, ${r.policy_id},
-      ${r.policy_version}, ${r.payload_json}, ${r.payload_digest}, ${r.previous_chain_hash}, ${r.chain_hash},
-      ${r.supersedes_record_id}, ${r.created_at}, ${r.hash_algorithm}
-    WHERE NOT EXISTS (SELECT 1 FROM evidence_records WHERE chain_id = ${r.chain_id} AND sequence >= ${r.sequence})
-      AND (${r.sequence} = 0 OR EXISTS (SELECT 1 FROM evidence_records
-        WHERE chain_id = ${r.chain_id} AND sequence = ${r.sequence} - 1 AND chain_hash = ${r.previous_chain_hash}))
-    ON CONFLICT DO NOTHING RETURNING position`
 
 const unavailable = (error: SqlError | ParseError): EvidenceUnavailableError =>
   new EvidenceUnavailableError({
@@ -127,11 +89,33 @@ const markers: Columns = {
   hash_algorithm: "hash_algorithm"
 }
 
-type Placed = Exit.Exit<AppendReceipt, EvidenceConflictError>
+const columns = Object.keys(markers) as ReadonlyArray<keyof Columns>
+
+// A record's insert parameters, in the column order of `markers`.
+const rowParams = (record: Columns): ReadonlyArray<unknown> => columns.map((column) => record[column])
+
+// The statement sizes a batch is cut into, so a handful of prepared statements serve every batch.
+const CHUNK_SIZES = [64, 16, 4, 1] as const
+
+const chunked = <A>(items: ReadonlyArray<A>): ReadonlyArray<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  let i = 0
+  for (const size of CHUNK_SIZES) {
+    for (; items.length - i >= size; i += size) out.push(items.slice(i, i + size))
+  }
+  return out
+}
+
+const isHeadRow = (row: unknown): row is { chain_id: string; sequence: number; chain_hash: string } =>
+  typeof row === "object" && row !== null && typeof (row as { chain_id?: unknown }).chain_id === "string" &&
+  typeof (row as { sequence?: unknown }).sequence === "number" &&
+  typeof (row as { chain_hash?: unknown }).chain_hash === "string"
+
+type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError>
 
 interface Pending {
-  readonly record: Evidence.EvidenceRecord
-  readonly resume: (result: Exit.Exit<AppendReceipt, AppendError>) => void
+  readonly records: ReadonlyArray<Evidence.EvidenceRecord>
+  readonly resume: (result: Exit.Exit<ReadonlyArray<AppendReceipt>, AppendError>) => void
 }
 
 /** A store over the SqlClient in context; its writer fiber lives as long as the scope. */
@@ -209,13 +193,34 @@ export const make = (
       execute: () => sql`SELECT chain_id FROM evidence_records GROUP BY chain_id ORDER BY MIN(position)`
     })
 
-    // The hot statement is compiled once by the client's own compiler and run on the transaction's connection as a
-    // prepared statement, without a span and a compile per row (that tripled the cost of an append).
-    const [appendSql, markerParams] = appendStatement(sql, markers).compile()
-    const expectedParams = appendParams(markers)
-    if (markerParams.length !== expectedParams.length || markerParams.some((param, i) => param !== expectedParams[i])) {
-      return yield* Effect.dieMessage("SqlEvidenceStore: the append statement's parameters are out of order")
+    // The hot statements are compiled once per chunk size by the client's own compiler and run on the transaction's
+    // connection as prepared statements, without a span and a compile per row.
+    const insertSql = new Map<number, { readonly text: string; readonly params: ReadonlyArray<unknown> }>(
+      CHUNK_SIZES.map((size) => {
+        const [text, params] = sql`INSERT INTO evidence_records ${
+          sql.insert(Array.from({ length: size }, () => markers))
+        }`
+          .compile()
+        return [size, { text, params }] as const
+      })
+    )
+    if (
+      CHUNK_SIZES.some((size) => insertSql.get(size)!.params.some((param, i) => param !== columns[i % columns.length]))
+    ) {
+      return yield* Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
     }
+    // One record, skipped (no row returned) when its id or hash is already stored.
+    const insertOneSql =
+      sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
+        .compile()[0]
+    const headsSql = new Map<number, string>(CHUNK_SIZES.map((size) =>
+      [
+        size,
+        sql`SELECT chain_id, sequence, chain_hash FROM evidence_records AS e
+          WHERE chain_id IN ${sql.in(Array.from({ length: size }, (_, i) => i))}
+          AND sequence = (SELECT MAX(sequence) FROM evidence_records WHERE chain_id = e.chain_id)`.compile()[0]
+      ] as const
+    ))
 
     // IMMEDIATE takes SQLite's write lock up front: no other writer can move a head until this commit.
     const begin = sql.onDialectOrElse({ sqlite: () => "BEGIN IMMEDIATE", orElse: () => "BEGIN" })
@@ -258,33 +263,95 @@ export const make = (
       ) ?? new EvidenceConflictError({ reason: "sequence", chain_id: record.chain_id, record_id: record.record_id })
     })
 
-    const place = (
+    // The record-by-record path: each record one compare-and-insert, its refusal read back when nothing was inserted.
+    const placeEach = Effect.fnUntraced(function*(
       connection: SqlConnection.Connection,
-      record: Evidence.EvidenceRecord
-    ): Effect.Effect<Placed, SqlError | ParseError> =>
-      ((record.sequence === 0) === (record.previous_chain_hash === null)
-        ? connection.execute(appendSql, appendParams(record), undefined)
-        : Effect.succeed([])).pipe(
-          Effect.flatMap((inserted): Effect.Effect<Placed, SqlError | ParseError> =>
-            inserted.length > 0
-              ? Effect.succeed(Exit.succeed(receiptOf(record)))
-              : Effect.map(refuse(record), Exit.fail)
-          )
-        )
+      records: ReadonlyArray<Evidence.EvidenceRecord>
+    ) {
+      const receipts: Array<AppendReceipt> = []
+      for (const record of records) {
+        const head = yield* findHeadOn(connection, record.chain_id)
+        if (conflictOf(record, head, undefined) !== undefined) return Exit.fail(yield* refuse(record)) as Placed
+        const inserted = yield* connection.execute(insertOneSql, rowParams(record), undefined)
+        if (inserted.length === 0) return Exit.fail(yield* refuse(record)) as Placed
+        receipts.push(receiptOf(record))
+      }
+      return Exit.succeed(receipts) as Placed
+    })
 
-    const commitBatch = (batch: Chunk.Chunk<Pending>) =>
-      transaction((connection) => Effect.forEach(batch, (pending) => place(connection, pending.record))).pipe(
+    const findHeadOn = (connection: SqlConnection.Connection, chain_id: string) =>
+      Effect.map(
+        connection.execute(headsSql.get(1)!, [chain_id], undefined),
+        (rows) => rows.filter(isHeadRow).map((row) => ({ sequence: row.sequence, hash: row.chain_hash }))[0]
+      )
+
+    // Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
+    const readHeads = (connection: SqlConnection.Connection, chain_ids: ReadonlyArray<string>) =>
+      Effect.map(
+        Effect.forEach(
+          chunked(chain_ids),
+          (chunk) => connection.execute(headsSql.get(chunk.length)!, chunk, undefined)
+        ),
+        (pages) =>
+          new Map(
+            pages.flat().filter(isHeadRow).map((
+              row
+            ) => [row.chain_id, { sequence: row.sequence, hash: row.chain_hash }])
+          )
+      )
+
+    // Compare every record against the heads read in this transaction, then insert the accepted ones with a few
+    // multi-row statements under a savepoint. Anything the heads cannot show (a duplicate id or hash) fails an insert:
+    // the savepoint is rolled back and the batch is placed record by record instead.
+    const placeBatch = Effect.fnUntraced(function*(
+      connection: SqlConnection.Connection,
+      batch: ReadonlyArray<Pending>
+    ) {
+      const heads = yield* readHeads(connection, [...new Set(batch.flatMap((p) => p.records.map((r) => r.chain_id)))])
+      const accepted: Array<Evidence.EvidenceRecord> = []
+      const plans = batch.map((pending) => {
+        const receipts: Array<AppendReceipt> = []
+        for (const record of pending.records) {
+          if (conflictOf(record, heads.get(record.chain_id), undefined) !== undefined) {
+            return { receipts, refused: record }
+          }
+          heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
+          accepted.push(record)
+          receipts.push(receiptOf(record))
+        }
+        return { receipts, refused: undefined }
+      })
+      yield* connection.execute("SAVEPOINT evidence_batch", [], undefined)
+      const inserted = yield* Effect.exit(Effect.forEach(
+        chunked(accepted),
+        (chunk) => connection.execute(insertSql.get(chunk.length)!.text, chunk.flatMap(rowParams), undefined),
+        { discard: true }
+      ))
+      if (Exit.isFailure(inserted)) yield* connection.execute("ROLLBACK TO evidence_batch", [], undefined)
+      yield* connection.execute("RELEASE evidence_batch", [], undefined)
+      if (Exit.isFailure(inserted)) {
+        return yield* Effect.forEach(batch, (pending) => placeEach(connection, pending.records))
+      }
+      return yield* Effect.forEach(plans, ({ receipts, refused }) =>
+        refused === undefined
+          ? Effect.succeed(Exit.succeed(receipts) as Placed)
+          : Effect.map(refuse(refused), (error) => Exit.fail(error) as Placed))
+    })
+
+    const commitBatch = (batch: Chunk.Chunk<Pending>) => {
+      const pendings = Chunk.toReadonlyArray(batch)
+      return transaction((connection) => placeBatch(connection, pendings)).pipe(
         Effect.mapError(unavailable),
         Effect.exit,
         Effect.flatMap((exit) =>
-          Effect.sync(() => {
-            let i = 0
-            for (const pending of batch) {
-              pending.resume(Exit.isFailure(exit) ? Exit.failCause(exit.cause) : exit.value[i++]!)
-            }
-          })
+          Effect.sync(() =>
+            pendings.forEach((pending, i) =>
+              pending.resume(Exit.isFailure(exit) ? Exit.failCause(exit.cause) : exit.value[i]!)
+            )
+          )
         )
       )
+    }
 
     const queue = yield* Queue.unbounded<Pending>()
     let closed = false
@@ -321,19 +388,21 @@ export const make = (
           )
         ))
 
+    const appendAll = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+      Effect.flatMap(admitAll(digest, records), (admitted) =>
+        admitted.length === 0
+          ? Effect.succeed<ReadonlyArray<AppendReceipt>>([])
+          : Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
+            if (closed || !queue.unsafeOffer({ records: admitted, resume })) {
+              resume(Exit.fail(new EvidenceUnavailableError({ detail: "the evidence store was closed" })))
+            }
+          }))
+
     const service: EvidenceStore.Service & EvidenceProjectionSource.Service = {
       durable: true,
       // Untraced: a span per append costs more than the append's share of the commit.
-      append: (record) =>
-        Effect.flatMap(
-          Effect.provideService(admit(record), Digest, digest),
-          (admitted) =>
-            Effect.async<AppendReceipt, AppendError>((resume) => {
-              if (closed || !queue.unsafeOffer({ record: admitted, resume })) {
-                resume(Exit.fail(new EvidenceUnavailableError({ detail: "the evidence store was closed" })))
-              }
-            })
-        ),
+      append: (record) => Effect.map(appendAll([record]), (receipts) => receipts[0]!),
+      appendAll,
       read,
       head: Effect.fn("SqlEvidenceStore.head")(function*(chain_id: string) {
         const row = yield* Effect.mapError(findTrustedHead(chain_id), unavailable)

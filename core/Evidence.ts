@@ -128,6 +128,28 @@ export const storedRecordOf = (row: ReadonlyArray<unknown>): StoredRecord | unde
     : undefined
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const SHA256_HEX = /^[0-9a-f]{64}$/
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
+const recordTypes: ReadonlySet<unknown> = new Set(RecordType.literals)
+
+const isUuid = (value: unknown) => typeof value === "string" && UUID.test(value)
+
+const isSha256 = (value: unknown) => typeof value === "string" && SHA256_HEX.test(value)
+
+/** `Schema.is` of the EvidenceRecord fields written out: every store checks every record it is handed with this. */
+export const isEvidenceRecord = (value: unknown): value is EvidenceRecord => {
+  if (typeof value !== "object" || value === null) return false
+  const r = value as { readonly [K in keyof StoredRecord]: unknown }
+  return isUuid(r.record_id) && recordTypes.has(r.record_type) && isUuid(r.chain_id) &&
+    (r.operation_id === null || isUuid(r.operation_id)) && Number.isSafeInteger(r.sequence) &&
+    (r.sequence as number) >= 0 && isText(r.policy_id) &&
+    isText(r.policy_version) && isText(r.payload_json) && isSha256(r.payload_digest) &&
+    (r.previous_chain_hash === null || isSha256(r.previous_chain_hash)) && isSha256(r.chain_hash) &&
+    (r.supersedes_record_id === null || isUuid(r.supersedes_record_id)) && isText(r.created_at) &&
+    TIMESTAMP.test(r.created_at) && isText(r.hash_algorithm)
+}
+
 /** What a writer supplies for a record; the chain position and hashes are filled in when it is sealed. */
 export interface Draft {
   readonly record_type: RecordType
@@ -210,22 +232,30 @@ export const chainInput = (r: Omit<StoredRecord, "chain_hash">): string | undefi
   },"supersedes_record_id":${supersedes_record_id}}`
 }
 
+/** The `sha256-v1` payload digest and chain hash a record's content recomputes to, with a Digest service. */
+export const rehashWith = (
+  digest: Digest.Service,
+  record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }
+): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError> =>
+  Effect.flatMap(digest.sha256Texts([record.payload_json]), ([payload_digest]) => {
+    const fields = { ...record, payload_digest: payload_digest! }
+    const text = chainInput(fields)
+    return text === undefined
+      ? Effect.flatMap(
+        Canonical.stringify(chainFields(fields)),
+        () => Effect.dieMessage("Evidence.chainInput refused a record Canonical.stringify accepts")
+      )
+      : Effect.map(digest.sha256Texts([text]), ([chain_hash]) => ({
+        payload_digest: payload_digest!,
+        chain_hash: chain_hash!
+      }))
+  })
+
 /** The `sha256-v1` payload digest and chain hash a record's content recomputes to; fails when a field is not canonical. */
 export const rehash = (
   record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }
 ): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError, Digest> =>
-  Effect.flatMap(Digest, (digest) =>
-    Effect.flatMap(digest.sha256Texts([record.payload_json]), ([payload_digest]) => {
-      const fields = { ...record, payload_digest: payload_digest! }
-      const text = chainInput(fields)
-      return text === undefined
-        ? Effect.flatMap(Canonical.stringify(chainFields(fields)), () =>
-          Effect.dieMessage("Evidence.chainInput refused a record Canonical.stringify accepts"))
-        : Effect.map(
-          digest.sha256Texts([text]),
-          ([chain_hash]) => ({ payload_digest: payload_digest!, chain_hash: chain_hash! })
-        )
-    }))
+  Effect.flatMap(Digest, (digest) => rehashWith(digest, record))
 
 /** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
 export const seal = (draft: Draft, position: Position) =>

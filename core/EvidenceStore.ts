@@ -72,6 +72,13 @@ export declare namespace EvidenceStore {
     readonly durable: boolean
     /** Compare-and-append: recompute both hashes, then commit only the chain's next record. */
     readonly append: (record: EvidenceRecord) => Effect.Effect<AppendReceipt, AppendError>
+    /**
+     * Append records in order, committed together: every record is admitted before any is committed, then each is
+     * compare-and-appended as if appended alone; the first refusal fails the call, and the records before it stay.
+     */
+    readonly appendAll: (
+      records: ReadonlyArray<EvidenceRecord>
+    ) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
     /** A chain's records after `after_sequence` (default -1), ascending, exactly as stored. */
     readonly read: (
       chain_id: string,
@@ -120,8 +127,6 @@ export declare namespace EvidenceProjectionSource {
   }
 }
 
-const isRecord = Schema.is(Schema.Struct(Evidence.EvidenceRecord.fields))
-
 const isCanonicalPayload = (payload_json: string): boolean => {
   let parsed: unknown
   try {
@@ -139,16 +144,17 @@ const isCanonicalPayload = (payload_json: string): boolean => {
  * a canonical JSON object, and both hashes recompute.
  */
 export const admit = (
+  digest: Digest.Service,
   record: Evidence.EvidenceRecord
-): Effect.Effect<Evidence.EvidenceRecord, EvidenceIntegrityError, Digest> => {
+): Effect.Effect<Evidence.EvidenceRecord, EvidenceIntegrityError> => {
   const refuse = (reason: EvidenceIntegrityError["reason"]) =>
     Effect.fail(
       new EvidenceIntegrityError({ reason, chain_id: String(record?.chain_id), record_id: String(record?.record_id) })
     )
-  if (!isRecord(record)) return refuse("malformed")
+  if (!Evidence.isEvidenceRecord(record)) return refuse("malformed")
   if (record.hash_algorithm !== Evidence.hashAlgorithm) return refuse("unsupported_algorithm")
   if (!isCanonicalPayload(record.payload_json)) return refuse("not_canonical")
-  return Effect.matchEffect(Evidence.rehash(record), {
+  return Effect.matchEffect(Evidence.rehashWith(digest, record), {
     onFailure: () => refuse("malformed"),
     onSuccess: (hashes) =>
       hashes.payload_digest !== record.payload_digest
@@ -158,6 +164,10 @@ export const admit = (
         : Effect.succeed(record)
   })
 }
+
+/** Admit every record (see `admit`) before any is appended. */
+export const admitAll = (digest: Digest.Service, records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+  Effect.forEach(records, (record) => admit(digest, record))
 
 /**
  * Why a record that passed admission cannot extend a chain whose head is `head`, or none: a duplicate record id or

@@ -152,9 +152,15 @@ export class EvidenceWriter extends Context.Tag("writ/EvidenceWriter")<EvidenceW
 
 /** The EvidenceWriter service. */
 export declare namespace EvidenceWriter {
-  /** Seal a draft at its chain's head and append it. */
+  /** Seal drafts at their chain's head and append them. */
   export interface Service {
+    /** Seal one draft at the chain's head and append it. */
     readonly append: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
+    /** Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`). */
+    readonly appendAll: (
+      chain_id: Uuid,
+      drafts: ReadonlyArray<Evidence.Draft>
+    ) => Effect.Effect<ReadonlyArray<AppendReceipt>, EvidenceAppendError>
   }
 }
 
@@ -187,32 +193,37 @@ export const makeWriter = Effect.gen(function*() {
     return { ...head.value, closed: Option.isSome(last) && last.value.record_type === "task_closed" }
   })
 
-  const append = (chain_id: Uuid, draft: Evidence.Draft) => {
+  const appendAll = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => {
     const state = stateOf(chain_id)
     return state.lock.withPermits(1)(
       Effect.gen(function*() {
-        const head = state.head ?? (yield* loadHead(chain_id))
-        if (head?.closed === true) {
-          return yield* new BoundaryError({ reason: "closed", chain_id })
+        let head = state.head ?? (yield* loadHead(chain_id))
+        const records: Array<Evidence.EvidenceRecord> = []
+        for (const draft of drafts) {
+          if (head?.closed === true) return yield* new BoundaryError({ reason: "closed", chain_id })
+          const record = yield* Evidence.seal(draft, {
+            record_id: yield* ids.uuid,
+            chain_id,
+            sequence: head === undefined ? 0 : head.sequence + 1,
+            previous_chain_hash: head?.hash ?? null,
+            created_at: yield* Time.now
+          }).pipe(Effect.provideService(Digest, digest))
+          records.push(record)
+          head = { sequence: record.sequence, hash: record.chain_hash, closed: draft.record_type === "task_closed" }
         }
-        const record = yield* Evidence.seal(draft, {
-          record_id: yield* ids.uuid,
-          chain_id,
-          sequence: head === undefined ? 0 : head.sequence + 1,
-          previous_chain_hash: head?.hash ?? null,
-          created_at: yield* Time.now
-        }).pipe(Effect.provideService(Digest, digest))
-        const receipt = yield* store.append(record)
-        state.head = {
-          sequence: receipt.sequence,
-          hash: receipt.head_hash,
-          closed: draft.record_type === "task_closed"
+        const receipts = yield* store.appendAll(records)
+        const last = receipts[receipts.length - 1]
+        if (last !== undefined) {
+          state.head = { sequence: last.sequence, hash: last.head_hash, closed: head?.closed === true }
         }
-        return receipt
+        return receipts
       }).pipe(Effect.tapError(() => Effect.sync(() => (state.head = undefined))))
     )
   }
-  return EvidenceWriter.of({ append })
+  return EvidenceWriter.of({
+    append: (chain_id, draft) => Effect.map(appendAll(chain_id, [draft]), (receipts) => receipts[0]!),
+    appendAll
+  })
 })
 
 /** The one writer every governed executor and task boundary of a process shares. */

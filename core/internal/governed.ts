@@ -20,12 +20,12 @@ export const makeGovernedStages = (
   digest: Digest.Service,
   ids: IdGenerator.Service
 ) => {
-  /** Append one governed record; a failure is a GovernanceEvidenceError naming whether the callable had run. */
-  const appendEvidence = (operation: OperationContext, draft: Evidence.Draft, call_executed: boolean) =>
-    Effect.mapError(governor.writer.append(operation.chain_id, draft), (error) =>
+  /** Append governed records in one commit; a failure is a GovernanceEvidenceError naming whether the callable had run. */
+  const appendEvidence = (operation: OperationContext, drafts: ReadonlyArray<Evidence.Draft>, call_executed: boolean) =>
+    Effect.mapError(governor.writer.appendAll(operation.chain_id, drafts), (error) =>
       new GovernanceEvidenceError({
         call_executed,
-        record_type: draft.record_type,
+        record_type: drafts[0]!.record_type,
         operation_id: operation.operation_id,
         detail: failureDetail(error)
       }))
@@ -44,20 +44,19 @@ export const makeGovernedStages = (
       reason_code: verdict.code,
       matched_rules: []
     }]
+    const drafts: Array<Evidence.Draft> = []
     for (const gate of gates) {
-      const draft = ledger.gateEvaluated(operation, {
+      drafts.push(ledger.gateEvaluated(operation, {
         ...gate,
         result_id: yield* ids.uuid,
         evaluator,
         stage: attempt.stage,
         arguments_digest: attempt.digest!,
         evaluated_at: yield* Time.now
-      })
-      yield* appendEvidence(operation, draft, false)
+      }))
     }
-    if (verdict.exception !== undefined) {
-      yield* appendEvidence(operation, ledger.exceptionGranted(operation, verdict.exception), false)
-    }
+    if (verdict.exception !== undefined) drafts.push(ledger.exceptionGranted(operation, verdict.exception))
+    if (drafts.length > 0) yield* appendEvidence(operation, drafts, false)
   })
 
   /** Stages 3-4, governed: pin and verify the exact snapshot, derive the operation context, and commit its start. */
@@ -89,8 +88,10 @@ export const makeGovernedStages = (
     if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
     const operation = derived.right
     attempt.stage = "governed_start"
-    yield* appendEvidence(operation, ledger.policyBound(operation, pinned.right), false)
-    yield* appendEvidence(operation, ledger.operationStarted(operation, Object.keys(attempt.args!)), false)
+    yield* appendEvidence(operation, [
+      ledger.policyBound(operation, pinned.right),
+      ledger.operationStarted(operation, Object.keys(attempt.args!))
+    ], false)
     attempt.operation = operation
     return undefined
   })

@@ -311,10 +311,10 @@ for (const [name, stores] of backends) {
         Effect.map(EvidenceStore, (store) =>
           EvidenceStore.of({
             ...store,
-            append: (record) =>
-              armed.terminal && terminalTypes.has(record.record_type)
+            appendAll: (records) =>
+              armed.terminal && records.some((record) => terminalTypes.has(record.record_type))
                 ? Effect.fail(new EvidenceUnavailableError({ detail: "injected" }))
-                : store.append(record)
+                : store.appendAll(records)
           }))
       )
       const layer = Governed.layer().pipe(

@@ -291,6 +291,65 @@ for (const [name, layer, durable] of layers) {
         assert.isTrue(seconds.every(Either.isRight))
       })))
 
+    it.effect("appendAll commits records of one chain in order, each extending the one before", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* EvidenceStore
+        const chain = yield* newChain
+        const records = yield* sealChain(chain, 3)
+        const receipts = yield* store.appendAll(records)
+        assert.deepStrictEqual(receipts.map(plain), records.map(receiptOf))
+        assert.deepStrictEqual(yield* readAll(chain), records.map(stored))
+        assert.deepStrictEqual(yield* store.appendAll([]), [])
+      })))
+
+    it.effect("appendAll admits every record before committing any; a conflict keeps the records before it", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* EvidenceStore
+        const chain = yield* newChain
+        const [first, second, third] = yield* sealChain(chain, 3)
+        const forged = yield* altered(third!, { payload_json: "{\"forged\":true}" })
+        assert.strictEqual(
+          yield* conflict(store.appendAll([first!, second!, forged])),
+          "EvidenceIntegrityError:payload_digest"
+        )
+        assert.deepStrictEqual(yield* readAll(chain), [])
+        const gap = yield* sealAt(chain, 5, second!.chain_hash)
+        assert.strictEqual(yield* conflict(store.appendAll([first!, second!, gap])), "EvidenceConflictError:sequence")
+        assert.deepStrictEqual(yield* readAll(chain), [first!, second!].map(stored))
+        assert.strictEqual(
+          yield* conflict(store.appendAll([second!, third!])),
+          "EvidenceConflictError:duplicate_record"
+        )
+        assert.deepStrictEqual(yield* readAll(chain), [first!, second!].map(stored))
+      })))
+
+    it.effect("a duplicate among concurrent appends fails alone; the appends committed beside it stand", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* EvidenceStore
+        const chains = yield* Effect.all(Array.from({ length: 12 }, () => newChain))
+        const firsts = yield* Effect.forEach(chains, (chain) => sealChain(chain, 1))
+        const [taken] = yield* sealChain(yield* newChain, 1)
+        yield* store.append(taken!)
+        // A record reusing a stored id on a fresh chain: only a write can find it, never a head.
+        const reused = yield* altered(yield* sealAt(yield* newChain, 0, null), { record_id: taken!.record_id }, true)
+        const outcomes = yield* Effect.forEach(
+          [...firsts.map((records) => records[0]!), reused],
+          (record) => Effect.either(store.append(record)),
+          { concurrency: "unbounded" }
+        )
+        assert.deepStrictEqual(
+          outcomes.map((outcome) =>
+            Either.isRight(outcome)
+              ? "ok"
+              : `${outcome.left._tag}:${"reason" in outcome.left ? outcome.left.reason : ""}`
+          ),
+          [...chains.map(() => "ok"), "EvidenceConflictError:duplicate_record"]
+        )
+        for (const [i, chain] of chains.entries()) {
+          assert.deepStrictEqual(yield* readAll(chain), [stored(firsts[i]![0]!)])
+        }
+      })))
+
     it.effect("scan delivers every committed append once, in commit order, page by page", () =>
       provided(Effect.gen(function*() {
         const source = yield* EvidenceProjectionSource

@@ -8,7 +8,7 @@ import * as Action from "../../core/Action.ts"
 import type * as ActionExecutor from "../../core/ActionExecutor.ts"
 import { ActionExecutor as Executor } from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
-import type { StoredRecord } from "../../core/Evidence.ts"
+import type { EvidenceRecord, StoredRecord } from "../../core/Evidence.ts"
 import { EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
 import * as ExecutionContext from "../../core/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
@@ -83,18 +83,24 @@ const declaration = {
   ]
 }
 
-/** An EvidenceStore over the memory layer whose appends fail from the `failAt`-th on (0-based), when set. */
+/** An EvidenceStore over the memory layer whose appends fail from the `failAt`-th record on (0-based), when set. */
 const flaky = (failAt: { current: number | undefined }) =>
   Layer.effect(
     EvidenceStore,
     Effect.map(EvidenceStore, (store) => {
-      let appends = 0
+      let appended = 0
+      const appendAll = (records: ReadonlyArray<EvidenceRecord>) =>
+        Effect.suspend(() => {
+          const from = appended
+          appended += records.length
+          return failAt.current !== undefined && from + records.length > failAt.current
+            ? Effect.fail(new EvidenceUnavailableError({ detail: "injected" }))
+            : store.appendAll(records)
+        })
       return EvidenceStore.of({
         ...store,
-        append: (record) =>
-          failAt.current !== undefined && appends++ >= failAt.current
-            ? Effect.fail(new EvidenceUnavailableError({ detail: "injected" }))
-            : Effect.tap(store.append(record), () => Effect.sync(() => appends))
+        append: (record) => Effect.map(appendAll([record]), (receipts) => receipts[0]!),
+        appendAll
       })
     })
   ).pipe(Layer.provide(MemoryEvidenceStore.layer))
