@@ -213,12 +213,14 @@ export const make = (
     const insertOneSql =
       sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
         .compile()[0]
+    // Each chain's head by its own index seek (a correlated MAX over every row of 64 chains cost ~5 ms a batch).
+    const headSql = (chain: number) =>
+      sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
+        ORDER BY sequence DESC LIMIT 1)`
     const headsSql = new Map<number, string>(CHUNK_SIZES.map((size) =>
       [
         size,
-        sql`SELECT chain_id, sequence, chain_hash FROM evidence_records AS e
-          WHERE chain_id IN ${sql.in(Array.from({ length: size }, (_, i) => i))}
-          AND sequence = (SELECT MAX(sequence) FROM evidence_records WHERE chain_id = e.chain_id)`.compile()[0]
+        sql`${sql.join(" UNION ALL ", false)(Array.from({ length: size }, (_, i) => headSql(i)))}`.compile()[0]
       ] as const
     ))
 

@@ -8,13 +8,16 @@ export const meter = () => {
   let cost_microunits = 0
   let open = true
   const service = ActionUsage.of({
-    report: Effect.fn("ActionUsage.report")(function*(usage: Report) {
-      const invalid = validate(usage)
-      if (invalid !== undefined) return yield* invalid
-      if (!open) return yield* new ActionUsageError({ reason: "concluded" })
-      tokens += usage.tokens ?? 0
-      cost_microunits += usage.cost_microunits ?? 0
-    })
+    // A plain suspended effect: a meter is made per invocation, and building a traced function each time cost more.
+    report: (usage: Report) =>
+      Effect.suspend(() => {
+        const invalid = validate(usage)
+        if (invalid !== undefined) return Effect.fail(invalid)
+        if (!open) return Effect.fail(new ActionUsageError({ reason: "concluded" }))
+        tokens += usage.tokens ?? 0
+        cost_microunits += usage.cost_microunits ?? 0
+        return Effect.void
+      })
   })
   const close = (wall_microseconds: number): Usage => {
     open = false
