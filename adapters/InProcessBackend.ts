@@ -8,6 +8,7 @@ import type { Handler, HandlerContext } from "../core/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../core/ActionExecutionBackend.ts"
 import type { Invocation } from "../core/ActionExecutionBackend.ts"
 import { ActionUsage } from "../core/ActionUsage.ts"
+import type { Report } from "../core/ActionUsage.ts"
 import * as InvocationToken from "../core/InvocationToken.ts"
 import { ActionBackendRef } from "../core/Refs.ts"
 
@@ -27,7 +28,11 @@ const report = ActionBackendCapabilityReport.make({
 
 class InProcessContext implements HandlerContext {
   #controller: AbortController | undefined
-  constructor(readonly request_id: string, readonly attempt_id: string) {}
+  constructor(readonly request_id: string, readonly attempt_id: string, readonly usage: ActionUsage.Service) {}
+  report = (usage: Report) => {
+    const reported = Effect.runSync(Effect.either(this.usage.report(usage)))
+    if (reported._tag === "Left") throw reported.left
+  }
   get signal() {
     return (this.#controller ??= new AbortController()).signal
   }
@@ -41,7 +46,11 @@ const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Ef
     const redeemed = InvocationToken.redeem(token, invocation.definition)
     if (redeemed._tag === "Left") return redeemed
     const handler = redeemed.right
-    const context = new InProcessContext(invocation.context.request_id, invocation.context.attempt_id)
+    const context = new InProcessContext(
+      invocation.context.request_id,
+      invocation.context.attempt_id,
+      invocation.usage
+    )
     let result: ReturnType<Handler>
     try {
       result = handler(invocation.input, context)

@@ -1,9 +1,9 @@
 /**
  * The durable EvidenceStore and EvidenceProjectionSource over `@effect/sql` (`durable: true`), with group commit:
  * concurrent appends queue up, one writer fiber commits everything pending in one transaction, and no append is
- * answered before that commit. Each record is inserted by one compare-and-append statement that checks its chain's
- * head as committed (by this or any other process) plus the batch so far. The projection cursor is the row
- * position: commit order, since SQLite serialises writers.
+ * answered before that commit. Inside it, every chain's head is read (as committed by this or any other process),
+ * each record is compared with its head plus the batch so far, and the accepted records are inserted with a few
+ * multi-row statements. The projection cursor is the row position: commit order, since SQLite serialises writers.
  *
  * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node).
  */
@@ -35,8 +35,6 @@ export interface Options {
 }
 
 const StoredRow = Evidence.StoredRecord
-
-const HeadRow = Schema.Struct({ sequence: Schema.Number, chain_hash: Schema.String })
 
 const TrustedHeadRow = Schema.Struct({ sequence: Schema.NonNegativeInt, chain_hash: Sha256Hex })
 
@@ -132,13 +130,6 @@ export const make = (
     const maxBatch = Math.max(1, options.maxBatch ?? 1024)
     const pageSize = Math.max(1, options.pageSize ?? 1000)
 
-    const findHead = SqlSchema.findOne({
-      Request: Schema.String,
-      Result: HeadRow,
-      execute: (chain_id) =>
-        sql`SELECT sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain_id}
-          ORDER BY sequence DESC LIMIT 1`
-    })
     const findTrustedHead = SqlSchema.findOne({
       Request: Schema.String,
       Result: TrustedHeadRow,
@@ -216,7 +207,7 @@ export const make = (
     // Each chain's head by its own index seek (a correlated MAX over every row of 64 chains cost ~5 ms a batch).
     const headSql = (chain: number) =>
       sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
-        ORDER BY sequence DESC LIMIT 1)`
+        ORDER BY sequence DESC LIMIT 1) AS head`
     const headsSql = new Map<number, string>(CHUNK_SIZES.map((size) =>
       [
         size,
@@ -249,58 +240,55 @@ export const make = (
         return yield* done
       }))
 
-    // Why a record was not appended: a duplicate record id or hash first, then the head it does not extend.
-    const refuse = Effect.fnUntraced(function*(record: Evidence.EvidenceRecord) {
-      const head = yield* findHead(record.chain_id)
+    // Why a record was not appended: a duplicate record id or hash first, then the head it was compared against.
+    const refuse = Effect.fnUntraced(function*(
+      record: Evidence.EvidenceRecord,
+      head: { readonly sequence: number; readonly hash: string } | undefined
+    ) {
       const duplicates = yield* findDuplicates(record)
       const duplicate = duplicates.some((row) => row.record_id === record.record_id)
         ? "duplicate_record"
         : duplicates.length > 0
         ? "duplicate_hash"
         : undefined
-      return conflictOf(
-        record,
-        Option.isNone(head) ? undefined : { sequence: head.value.sequence, hash: head.value.chain_hash },
-        duplicate
-      ) ?? new EvidenceConflictError({ reason: "sequence", chain_id: record.chain_id, record_id: record.record_id })
+      return conflictOf(record, head, duplicate) ??
+        new EvidenceConflictError({ reason: "sequence", chain_id: record.chain_id, record_id: record.record_id })
     })
 
-    // The record-by-record path: each record one compare-and-insert, its refusal read back when nothing was inserted.
+    // Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
+    const readHeads = (connection: SqlConnection.Connection, chain_ids: ReadonlyArray<string>) =>
+      Effect.flatMap(
+        Effect.forEach(
+          chunked(chain_ids),
+          (chunk) => connection.execute(headsSql.get(chunk.length)!, chunk, undefined)
+        ),
+        (pages) => {
+          const rows = pages.flat()
+          return rows.every(isHeadRow)
+            ? Effect.succeed(
+              new Map(rows.map((row) => [row.chain_id, { sequence: row.sequence, hash: row.chain_hash }]))
+            )
+            : Effect.fail(new EvidenceUnavailableError({ detail: "a stored chain head does not decode" }))
+        }
+      )
+
+    // The record-by-record path: each record compared with its chain's head, then inserted unless its id or hash is
+    // already stored.
     const placeEach = Effect.fnUntraced(function*(
       connection: SqlConnection.Connection,
       records: ReadonlyArray<Evidence.EvidenceRecord>
     ) {
       const receipts: Array<AppendReceipt> = []
       for (const record of records) {
-        const head = yield* findHeadOn(connection, record.chain_id)
-        if (conflictOf(record, head, undefined) !== undefined) return Exit.fail(yield* refuse(record)) as Placed
-        const inserted = yield* connection.execute(insertOneSql, rowParams(record), undefined)
-        if (inserted.length === 0) return Exit.fail(yield* refuse(record)) as Placed
+        const head = (yield* readHeads(connection, [record.chain_id])).get(record.chain_id)
+        const inserted = conflictOf(record, head, undefined) === undefined
+          ? yield* connection.execute(insertOneSql, rowParams(record), undefined)
+          : []
+        if (inserted.length === 0) return Exit.fail(yield* refuse(record, head)) as Placed
         receipts.push(receiptOf(record))
       }
       return Exit.succeed(receipts) as Placed
     })
-
-    const findHeadOn = (connection: SqlConnection.Connection, chain_id: string) =>
-      Effect.map(
-        connection.execute(headsSql.get(1)!, [chain_id], undefined),
-        (rows) => rows.filter(isHeadRow).map((row) => ({ sequence: row.sequence, hash: row.chain_hash }))[0]
-      )
-
-    // Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
-    const readHeads = (connection: SqlConnection.Connection, chain_ids: ReadonlyArray<string>) =>
-      Effect.map(
-        Effect.forEach(
-          chunked(chain_ids),
-          (chunk) => connection.execute(headsSql.get(chunk.length)!, chunk, undefined)
-        ),
-        (pages) =>
-          new Map(
-            pages.flat().filter(isHeadRow).map((
-              row
-            ) => [row.chain_id, { sequence: row.sequence, hash: row.chain_hash }])
-          )
-      )
 
     // Compare every record against the heads read in this transaction, then insert the accepted ones with a few
     // multi-row statements under a savepoint. Anything the heads cannot show (a duplicate id or hash) fails an insert:
@@ -314,9 +302,8 @@ export const make = (
       const plans = batch.map((pending) => {
         const receipts: Array<AppendReceipt> = []
         for (const record of pending.records) {
-          if (conflictOf(record, heads.get(record.chain_id), undefined) !== undefined) {
-            return { receipts, refused: record }
-          }
+          const head = heads.get(record.chain_id)
+          if (conflictOf(record, head, undefined) !== undefined) return { receipts, refused: { record, head } }
           heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
           accepted.push(record)
           receipts.push(receiptOf(record))
@@ -337,13 +324,13 @@ export const make = (
       return yield* Effect.forEach(plans, ({ receipts, refused }) =>
         refused === undefined
           ? Effect.succeed(Exit.succeed(receipts) as Placed)
-          : Effect.map(refuse(refused), (error) => Exit.fail(error) as Placed))
+          : Effect.map(refuse(refused.record, refused.head), (error) => Exit.fail(error) as Placed))
     })
 
     const commitBatch = (batch: Chunk.Chunk<Pending>) => {
       const pendings = Chunk.toReadonlyArray(batch)
       return transaction((connection) => placeBatch(connection, pendings)).pipe(
-        Effect.mapError(unavailable),
+        Effect.mapError((error) => error._tag === "EvidenceUnavailableError" ? error : unavailable(error)),
         Effect.exit,
         Effect.flatMap((exit) =>
           Effect.sync(() =>

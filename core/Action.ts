@@ -5,7 +5,7 @@
 import type { Effect } from "effect"
 import { Cause, Either, Option, ParseResult, Schema } from "effect"
 import type * as Scope from "effect/Scope"
-import type { ActionUsage } from "./ActionUsage.ts"
+import type { ActionUsage, Report } from "./ActionUsage.ts"
 import { seal } from "./internal/callable.ts"
 import { type ExecutionCaller, sortOrigins } from "./InvocationContext.ts"
 import { ActionName, Identifier } from "./Refs.ts"
@@ -63,6 +63,8 @@ export interface HandlerContext {
   readonly request_id: string
   readonly attempt_id: string
   readonly signal: AbortSignal
+  /** Report tokens and cost this invocation consumed (for Promise and plain handlers); throws `ActionUsageError` when invalid. */
+  readonly report: (usage: Report) => void
 }
 
 /** A handler: an Effect (which may report its usage), a Promise or a plain value; scoped resources close when the call ends. */

@@ -31,7 +31,7 @@ export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCap
 export interface Invocation {
   readonly definition: ActionDefinition
   readonly input: unknown
-  readonly context: Omit<HandlerContext, "signal">
+  readonly context: Omit<HandlerContext, "signal" | "report">
   /** Provided to the handler as the ActionUsage service; a backend that runs elsewhere relays reports to it. */
   readonly usage: ActionUsage.Service
 }

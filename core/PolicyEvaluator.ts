@@ -206,8 +206,9 @@ export const compileGate = (snapshot: PolicySnapshot, gate: GateBinding): Compil
     subprocess: of("subprocess").map((rule) => ({ rule, executables: rule.executable_patterns.map(glob) })),
     network: of("network").map((rule) => ({
       rule,
-      destinations: rule.destinations.map(glob),
-      hosts: rule.destinations.map((d) => glob(hostOf(d)))
+      // Hosts are matched as URLs normalise them: lowercase.
+      destinations: rule.destinations.map((d) => glob(d.toLowerCase())),
+      hosts: rule.destinations.map((d) => glob(hostOf(d.toLowerCase())))
     })),
     mcp: of("mcp").map((rule) => ({
       rule,
@@ -272,7 +273,7 @@ const fsMode = (effects: ReadonlyArray<string>): "read" | "write" | "execute" | 
 /** The host part of a `host:port` destination pattern: what a resolve is matched against. */
 const hostOf = (destination: string) => {
   const colon = destination.lastIndexOf(":")
-  return colon > 0 && /^(?:\d+|\*)$/.test(destination.slice(colon + 1)) ? destination.slice(0, colon) : destination
+  return colon > 0 && /^[\d*?]+$/.test(destination.slice(colon + 1)) ? destination.slice(0, colon) : destination
 }
 
 const HOST = /^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?|\[[0-9A-Fa-f:.]+\])$/

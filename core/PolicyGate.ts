@@ -251,9 +251,11 @@ export const make = (options: Options = {}, pin?: Pin) =>
         return input
       })
 
-    const budgetsOf = (pinned: Pinned, action: string): ReadonlyArray<typeof BudgetRule.Type> =>
+    // A budget written against an alias binds the action whatever name the call used, as a deny does.
+    const budgetsOf = (pinned: Pinned, names: ReadonlyArray<string>): ReadonlyArray<typeof BudgetRule.Type> =>
       pinned.snapshot.compiled_rules.filter((rule): rule is typeof BudgetRule.Type =>
-        rule.kind === "budget" && rule.action_patterns.some((pattern) => glob(pattern).test(action))
+        rule.kind === "budget" &&
+        rule.action_patterns.some((pattern) => names.some((name) => glob(pattern).test(name)))
       )
 
     const windowOf = (pinned: Pinned, rule: typeof BudgetRule.Type, principal: string, now: number) => {
@@ -275,7 +277,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
 
     /** Stage 7: deny when a matching window is spent; otherwise admit, charging each calls budget once per attempt. */
     const charge = (pinned: Pinned, input: PolicyInput, attempt_id: string): Verdict | undefined => {
-      const rules = budgetsOf(pinned, input.action)
+      const rules = budgetsOf(pinned, [input.action, ...(input.aliases ?? [])])
       for (const rule of rules) {
         if (rule.budget_kind === "calls") continue
         const spent = windowOf(pinned, rule, input.principal, input.now)
@@ -297,7 +299,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
         const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
         if (Either.isLeft(pinned)) return
         const now = yield* Time.nowMicros
-        for (const rule of budgetsOf(pinned.right, evaluation.descriptor.name)) {
+        for (const rule of budgetsOf(pinned.right, [evaluation.descriptor.name, ...evaluation.descriptor.aliases])) {
           if (rule.budget_kind === "calls") continue
           windowOf(pinned.right, rule, evaluation.context.authenticated_principal.id, now).consumed +=
             usage[rule.budget_kind]

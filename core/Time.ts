@@ -13,15 +13,13 @@ export const Timestamp = Schema.String.pipe(
 /** A UTC timestamp with microseconds. */
 export type Timestamp = typeof Timestamp.Type
 
-const LAST_FOUR_DIGIT_YEAR_MICROS = 253_402_300_800_000_000
-
 /** The timestamp of a count of microseconds since the epoch. */
 export const fromMicros = (micros: number): Timestamp => {
   const whole = Math.floor(micros / 1000)
   const fraction = String(micros - whole * 1000).padStart(3, "0")
-  // Between 1970 and 9999 the ISO text always has the pattern's shape; outside, `make` checks (and throws).
+  // For a safe integer from 1970 (up to 2255) the ISO text always has the pattern's shape; otherwise `make` checks.
   return Timestamp.make(new Date(whole).toISOString().slice(0, 23) + fraction + "Z", {
-    disableValidation: micros >= 0 && micros < LAST_FOUR_DIGIT_YEAR_MICROS
+    disableValidation: Number.isSafeInteger(micros) && micros >= 0
   })
 }
 

@@ -48,6 +48,20 @@ const actions = [
   })
 ]
 
+const promised = [
+  // A Promise handler reports through its context; an invalid report throws and charges nothing.
+  Action.make({
+    name: "model.promise",
+    aliases: ["complete"],
+    input: Schema.Struct({ tokens: Schema.Number }),
+    output: Schema.String,
+    handler: ({ tokens }, context) => {
+      context.report({ tokens })
+      return Promise.resolve("done")
+    }
+  })
+]
+
 const reports: Record<string, ActionUsage.Report> = {
   negative: { tokens: -1 },
   fraction: { tokens: 1.5 },
@@ -58,11 +72,13 @@ const reports: Record<string, ActionUsage.Report> = {
 }
 
 const layer = () =>
-  PolicyGate.layerExecutor().pipe(Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer)))
+  PolicyGate.layerExecutor().pipe(
+    Layer.provideMerge(Layer.merge(base([...actions, ...promised]), MemoryPolicySnapshotStore.layer))
+  )
 
 const minute = 60_000_000
 
-const install = (budget_kind: string, limit: number) =>
+const install = (budget_kind: string, limit: number, action_patterns: ReadonlyArray<string> = ["model.*"]) =>
   Effect.gen(function*() {
     const store = yield* PolicySnapshotStore
     const policy = Either.getOrThrow(PermissionPolicy.decode({
@@ -73,7 +89,7 @@ const install = (budget_kind: string, limit: number) =>
         rule_id: "spend",
         kind: "budget",
         effect: "limit",
-        action_patterns: ["model.*"],
+        action_patterns,
         budget_kind,
         limit,
         window_microseconds: minute
@@ -196,6 +212,24 @@ describe("budgets on reported and measured usage", () => {
       const outcome = yield* exec("model.complete", { tokens: -3 }, ref)
       assert.strictEqual(outcome._tag === "failed" ? outcome.failure.code : outcome._tag, "handler.failed")
       assert.strictEqual(summary(yield* exec("model.complete", { tokens: 5 }, ref)), "succeeded")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("a Promise handler reports through its context, and an invalid report fails its call uncharged", () =>
+    Effect.gen(function*() {
+      const ref = yield* install("tokens", 10)
+      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 6 }, ref)), "succeeded")
+      const refused = yield* exec("model.promise", { tokens: -1 }, ref)
+      assert.strictEqual(refused._tag === "failed" ? refused.failure.code : refused._tag, "handler.failed")
+      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 4 }, ref)), "succeeded")
+      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 1 }, ref)), "denied budget.exhausted")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("a budget written against an alias binds the action whatever name the call uses", () =>
+    Effect.gen(function*() {
+      const ref = yield* install("calls", 1, ["complete"])
+      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 0 }, ref)), "succeeded")
+      assert.strictEqual(summary(yield* exec("complete", { tokens: 0 }, ref)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 0 }, ref)), "denied budget.exhausted")
     }).pipe(Effect.provide(layer())))
 
   it.effect("a report after the invocation concluded is refused", () =>

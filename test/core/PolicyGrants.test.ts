@@ -298,7 +298,8 @@ describe("network listen and resolve rules", () => {
     },
     { rule_id: "no-ssh", kind: "network", effect: "deny", destinations: ["*:22"], modes: ["listen"] },
     { rule_id: "names", kind: "network", effect: "allow", destinations: ["*.example.com"], modes: ["resolve"] },
-    { rule_id: "evil", kind: "network", effect: "deny", destinations: ["evil.example.com:*"], modes: ["resolve"] },
+    { rule_id: "evil", kind: "network", effect: "deny", destinations: ["Evil.example.com:*"], modes: ["resolve"] },
+    { rule_id: "odd", kind: "network", effect: "deny", destinations: ["odd.example.com:4*"], modes: ["resolve"] },
     { rule_id: "api", kind: "network", effect: "allow", destinations: ["api.example.com:443"], modes: ["connect"] }
   ]
 
@@ -313,6 +314,9 @@ describe("network listen and resolve rules", () => {
       assert.strictEqual(d(resolve("api.example.com")), "allow")
       assert.strictEqual(d(resolve("Evil.Example.com.")), "deny network.denied [evil]")
       assert.strictEqual(d(resolve("example.org")), "deny network.not_allowed")
+      // A deny's host matches whatever its case or port glob.
+      assert.strictEqual(d(resolve("evil.example.com")), "deny network.denied [evil]")
+      assert.strictEqual(d(resolve("odd.example.com")), "deny network.denied [odd]")
       assert.strictEqual(d({ arguments: { url: "https://api.example.com/v1" } }), "allow")
       // Without the declared effect the argument is not a network target.
       assert.strictEqual(d({ arguments: { address: "0.0.0.0:22", host: "example.org" } }), "allow")
