@@ -29,9 +29,11 @@ const report = ActionBackendCapabilityReport.make({
 class InProcessContext implements HandlerContext {
   #controller: AbortController | undefined
   constructor(readonly request_id: string, readonly attempt_id: string, readonly usage: ActionUsage.Service) {}
-  report = (usage: Report) => {
-    const reported = Effect.runSync(Effect.either(this.usage.report(usage)))
-    if (reported._tag === "Left") throw reported.left
+  get report() {
+    return (usage: Report) => {
+      const reported = Effect.runSync(Effect.either(this.usage.report(usage)))
+      if (reported._tag === "Left") throw reported.left
+    }
   }
   get signal() {
     return (this.#controller ??= new AbortController()).signal

@@ -50,7 +50,7 @@ import type { PersistError } from "./internal/durable.ts"
 import { makeDurableStages } from "./internal/durable.ts"
 import { makeGovernedStages } from "./internal/governed.ts"
 import { isRefusal, mint } from "./internal/token.ts"
-import { meter } from "./internal/usage.ts"
+import { meter, unmetered } from "./internal/usage.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import type { InvocationTokenError } from "./InvocationTokenError.ts"
 import * as Origin from "./Origin.ts"
@@ -328,13 +328,13 @@ export const make = (config: Config = {}) =>
     /** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
     const invoke = (attempt: Attempt, compiled: Compiled, cancel?: Deferred.Deferred<void>) => {
       attempt.stage = "invoke"
-      const usage = meter()
+      const usage = meters.length === 0 ? undefined : meter()
       const deadline = attempt.request.deadline
+      const service = usage?.service ?? unmetered
       const once = deadline !== undefined || cancel !== undefined
-        ? invokeGuarded(attempt, compiled, usage.service, deadline, cancel)
-        : invokeOnly(attempt, compiled, usage.service)
-      if (meters.length === 0) return Effect.ensuring(once, Effect.sync(() => usage.close(0)))
-      return charged(attempt, once, usage.close)
+        ? invokeGuarded(attempt, compiled, service, deadline, cancel)
+        : invokeOnly(attempt, compiled, service)
+      return usage === undefined ? once : charged(attempt, once, usage.close)
     }
 
     const invokeOnly = (attempt: Attempt, compiled: Compiled, usage: ActionUsage.ActionUsage.Service) => {

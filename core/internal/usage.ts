@@ -25,3 +25,12 @@ export const meter = () => {
   }
   return { service, close }
 }
+
+/** The usage service when nothing charges usage: reports are still checked, and go nowhere. */
+export const unmetered = ActionUsage.of({
+  report: (usage: Report) =>
+    Effect.suspend(() => {
+      const invalid = validate(usage)
+      return invalid === undefined ? Effect.void : Effect.fail(invalid)
+    })
+})
