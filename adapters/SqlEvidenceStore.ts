@@ -93,7 +93,7 @@ const columns = Object.keys(markers) as ReadonlyArray<keyof Columns>
 const rowParams = (record: Columns): ReadonlyArray<unknown> => columns.map((column) => record[column])
 
 // The statement sizes a batch is cut into, so a handful of prepared statements serve every batch.
-const CHUNK_SIZES = [64, 16, 4, 1] as const
+const CHUNK_SIZES = [64, 16, 4, 2, 1] as const
 
 const chunked = <A>(items: ReadonlyArray<A>): ReadonlyArray<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
@@ -291,8 +291,8 @@ export const make = (
     })
 
     // Compare every record against the heads read in this transaction, then insert the accepted ones with a few
-    // multi-row statements under a savepoint. Anything the heads cannot show (a duplicate id or hash) fails an insert:
-    // the savepoint is rolled back and the batch is placed record by record instead.
+    // multi-row statements. Anything the heads cannot show (a duplicate id or hash) fails an insert: every insert of the
+    // batch is undone and the batch is placed record by record instead.
     const placeBatch = Effect.fnUntraced(function*(
       connection: SqlConnection.Connection,
       batch: ReadonlyArray<Pending>
@@ -310,14 +310,17 @@ export const make = (
         }
         return { receipts, refused: undefined }
       })
-      yield* connection.execute("SAVEPOINT evidence_batch", [], undefined)
+      // One statement undoes itself when it fails; several need a savepoint to be undone together.
+      const chunks = chunked(accepted)
+      const savepoint = chunks.length > 1
+      if (savepoint) yield* connection.execute("SAVEPOINT evidence_batch", [], undefined)
       const inserted = yield* Effect.exit(Effect.forEach(
-        chunked(accepted),
+        chunks,
         (chunk) => connection.execute(insertSql.get(chunk.length)!.text, chunk.flatMap(rowParams), undefined),
         { discard: true }
       ))
-      if (Exit.isFailure(inserted)) yield* connection.execute("ROLLBACK TO evidence_batch", [], undefined)
-      yield* connection.execute("RELEASE evidence_batch", [], undefined)
+      if (savepoint && Exit.isFailure(inserted)) yield* connection.execute("ROLLBACK TO evidence_batch", [], undefined)
+      if (savepoint) yield* connection.execute("RELEASE evidence_batch", [], undefined)
       if (Exit.isFailure(inserted)) {
         return yield* Effect.forEach(batch, (pending) => placeEach(connection, pending.records))
       }
