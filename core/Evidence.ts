@@ -83,49 +83,24 @@ const isText = (value: unknown): value is string => typeof value === "string"
 
 const isNullableText = (value: unknown): value is string | null => value === null || typeof value === "string"
 
+const storedFields = Object.keys(StoredRecord.fields) as ReadonlyArray<keyof StoredRecord>
+
+/** `Schema.is(StoredRecord)` written out field by field. */
+const isStoredRecord = (r: { readonly [K in keyof StoredRecord]?: unknown }): r is StoredRecord =>
+  isText(r.record_id) && isText(r.record_type) && isText(r.chain_id) && isNullableText(r.operation_id) &&
+  typeof r.sequence === "number" && isText(r.policy_id) && isText(r.policy_version) && isText(r.payload_json) &&
+  isText(r.payload_digest) && isNullableText(r.previous_chain_hash) && isText(r.chain_hash) &&
+  isNullableText(r.supersedes_record_id) && isText(r.created_at) && isText(r.hash_algorithm)
+
 /**
  * A stored record from a row of its fields in `StoredRecord`'s field order, checked as `Schema.is(StoredRecord)`
  * would, or undefined: a store's hot read path decodes every row it returns with this.
  */
 export const storedRecordOf = (row: ReadonlyArray<unknown>): StoredRecord | undefined => {
-  const [
-    record_id,
-    record_type,
-    chain_id,
-    operation_id,
-    sequence,
-    policy_id,
-    policy_version,
-    payload_json,
-    payload_digest,
-    previous_chain_hash,
-    chain_hash,
-    supersedes_record_id,
-    created_at,
-    hash_algorithm
-  ] = row
-  return row.length === 14 && isText(record_id) && isText(record_type) && isText(chain_id) &&
-      isNullableText(operation_id) && typeof sequence === "number" && isText(policy_id) &&
-      isText(policy_version) && isText(payload_json) && isText(payload_digest) &&
-      isNullableText(previous_chain_hash) && isText(chain_hash) && isNullableText(supersedes_record_id) &&
-      isText(created_at) && isText(hash_algorithm)
-    ? {
-      record_id,
-      record_type,
-      chain_id,
-      operation_id,
-      sequence,
-      policy_id,
-      policy_version,
-      payload_json,
-      payload_digest,
-      previous_chain_hash,
-      chain_hash,
-      supersedes_record_id,
-      created_at,
-      hash_algorithm
-    }
-    : undefined
+  if (row.length !== storedFields.length) return undefined
+  const record: { -readonly [K in keyof StoredRecord]?: unknown } = {}
+  for (let i = 0; i < storedFields.length; i++) record[storedFields[i]!] = row[i]
+  return isStoredRecord(record) ? record : undefined
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/

@@ -1,14 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, FastCheck as fc, Layer, Schema, TestClock } from "effect"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/Action.ts"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
 import * as ActionUsage from "../../core/ActionUsage.ts"
-import * as ExecutionContext from "../../core/ExecutionContext.ts"
-import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
-import { EphemeralOperation } from "../../core/ExecutionScope.ts"
-import * as IdGenerator from "../../core/IdGenerator.ts"
 import { meter } from "../../core/internal/usage.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
@@ -16,7 +10,7 @@ import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import * as Time from "../../core/Time.ts"
-import { base } from "../fixtures/layers.ts"
+import { base, run } from "../fixtures/layers.ts"
 
 let invoked = 0
 const Amount = Schema.optionalWith(Schema.Number, { default: () => 0 })
@@ -102,23 +96,7 @@ const install = (budget_kind: string, limit: number, action_patterns: ReadonlyAr
   })
 
 const exec = (action: string, args: Record<string, unknown>, ref: PolicySnapshotRef, principal = "alice") =>
-  Effect.gen(function*() {
-    const executor = yield* ActionExecutor
-    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
-      execution_scope: scope,
-      authenticated_principal: { id: principal },
-      effect_backend: InProcessBackend.make.ref,
-      policy_snapshot: ref
-    })
-    const request = ExecutionRequest.make({
-      request_id: yield* IdGenerator.uuid,
-      action: { name: action },
-      arguments: args,
-      execution_scope: scope
-    })
-    return yield* executor.execute(request, { context })
-  })
+  run(action, args, {}, { policy_snapshot: ref, authenticated_principal: { id: principal } })
 
 const summary = (outcome: { readonly _tag: string; readonly stage: string } & object) =>
   "reason" in outcome ? `${outcome._tag} ${(outcome.reason as { code: string }).code}` : outcome._tag

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Stream } from "effect"
+import { Arbitrary, Effect, Either, FastCheck, Layer, Schema, Stream } from "effect"
 import fc from "fast-check"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as Canonical from "../../core/Canonical.ts"
@@ -239,6 +239,36 @@ describe("Evidence", () => {
         { numRuns: 500 }
       )
     ))
+
+  it.effect("the hand-written record checks decide exactly as Schema.is does", () =>
+    Effect.sync(() => {
+      const records = Arbitrary.make(Schema.Struct(Evidence.EvidenceRecord.fields))
+      const junk = FastCheck.oneof(
+        FastCheck.constant(null),
+        FastCheck.constant(undefined),
+        FastCheck.string(),
+        FastCheck.integer(),
+        FastCheck.double(),
+        FastCheck.boolean()
+      )
+      const fields = Object.keys(Evidence.EvidenceRecord.fields)
+      const isRecord = Schema.is(Schema.Struct(Evidence.EvidenceRecord.fields))
+      const isStored = Schema.is(Evidence.StoredRecord)
+      FastCheck.assert(
+        FastCheck.property(
+          records,
+          FastCheck.option(FastCheck.tuple(FastCheck.constantFrom(...fields), junk)),
+          (record, change) => {
+            const value: Record<string, unknown> = { ...record }
+            if (change !== null) value[change[0]] = change[1]
+            assert.strictEqual(Evidence.isEvidenceRecord(value), isRecord(value))
+            const row = Object.keys(Evidence.StoredRecord.fields).map((field) => value[field])
+            assert.strictEqual(Evidence.storedRecordOf(row) !== undefined, isStored(value))
+          }
+        ),
+        { numRuns: 1000 }
+      )
+    }))
 
   it.effect("verify passes on the stream's own failure", () =>
     Effect.gen(function*() {

@@ -1,22 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Schema } from "effect"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as Action from "../../core/Action.ts"
 import * as ActionDescriptor from "../../core/ActionDescriptor.ts"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/ExecutionContext.ts"
-import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
-import { EphemeralOperation } from "../../core/ExecutionScope.ts"
-import * as IdGenerator from "../../core/IdGenerator.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import * as Time from "../../core/Time.ts"
-import { base } from "../fixtures/layers.ts"
+import { base, run as execute } from "../fixtures/layers.ts"
 
 const snapshotOf = (version: string, declaration: Record<string, unknown>) =>
   PolicySnapshot.compile(
@@ -406,26 +401,10 @@ const install = (version: string, rules: ReadonlyArray<Record<string, unknown>>)
     return { policy_id: "grants", version, digest: snapshot.digest }
   })
 
-const run = (ref: { policy_id: string; version: string; digest: string }, action: string, args = {}) =>
+const run = (ref: PolicySnapshotRef, action: string, args = {}) =>
   Effect.gen(function*() {
-    const executor = yield* ActionExecutor
-    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
-      execution_scope: scope,
-      authenticated_principal: { id: "alice" },
-      effect_backend: InProcessBackend.make.ref,
-      policy_snapshot: ref as never
-    })
     const before = calls
-    const outcome = yield* executor.execute(
-      ExecutionRequest.make({
-        request_id: yield* IdGenerator.uuid,
-        action: { name: action },
-        arguments: args,
-        execution_scope: scope
-      }),
-      { context }
-    )
+    const outcome = yield* execute(action, args, {}, { policy_snapshot: ref })
     const ran = calls > before ? " (ran)" : ""
     return outcome._tag === "denied" ? `denied ${outcome.reason.code} @${outcome.stage}${ran}` : `${outcome._tag}${ran}`
   })
