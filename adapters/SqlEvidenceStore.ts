@@ -190,8 +190,7 @@ export const make = (
       CHUNK_SIZES.map((size) => {
         const [text, params] = sql`INSERT INTO evidence_records ${
           sql.insert(Array.from({ length: size }, () => markers))
-        }`
-          .compile()
+        } ON CONFLICT DO NOTHING RETURNING position`.compile()
         return [size, { text, params }] as const
       })
     )
@@ -291,8 +290,8 @@ export const make = (
     })
 
     // Compare every record against the heads read in this transaction, then insert the accepted ones with a few
-    // multi-row statements. Anything the heads cannot show (a duplicate id or hash) fails an insert: every insert of the
-    // batch is undone and the batch is placed record by record instead.
+    // multi-row statements. Anything the heads cannot show (a duplicate id or hash) is skipped by an insert: every
+    // insert of the batch is then undone and the batch is placed record by record instead.
     const placeBatch = Effect.fnUntraced(function*(
       connection: SqlConnection.Connection,
       batch: ReadonlyArray<Pending>
@@ -310,20 +309,18 @@ export const make = (
         }
         return { receipts, refused: undefined }
       })
-      // One statement undoes itself when it fails; several need a savepoint to be undone together.
-      const chunks = chunked(accepted)
-      const savepoint = chunks.length > 1
-      if (savepoint) yield* connection.execute("SAVEPOINT evidence_batch", [], undefined)
-      const inserted = yield* Effect.exit(Effect.forEach(
-        chunks,
-        (chunk) => connection.execute(insertSql.get(chunk.length)!.text, chunk.flatMap(rowParams), undefined),
-        { discard: true }
-      ))
-      if (savepoint && Exit.isFailure(inserted)) yield* connection.execute("ROLLBACK TO evidence_batch", [], undefined)
-      if (savepoint) yield* connection.execute("RELEASE evidence_batch", [], undefined)
-      if (Exit.isFailure(inserted)) {
-        return yield* Effect.forEach(batch, (pending) => placeEach(connection, pending.records))
+      // A duplicate is skipped, not an error: a chunk returning fewer rows than it holds undoes the whole batch. Any
+      // error is the store's own and fails the batch.
+      yield* connection.execute("SAVEPOINT evidence_batch", [], undefined)
+      let complete = true
+      for (const chunk of chunked(accepted)) {
+        const rows = yield* connection.execute(insertSql.get(chunk.length)!.text, chunk.flatMap(rowParams), undefined)
+        complete = rows.length === chunk.length
+        if (!complete) break
       }
+      if (!complete) yield* connection.execute("ROLLBACK TO evidence_batch", [], undefined)
+      yield* connection.execute("RELEASE evidence_batch", [], undefined)
+      if (!complete) return yield* Effect.forEach(batch, (pending) => placeEach(connection, pending.records))
       return yield* Effect.forEach(plans, ({ receipts, refused }) =>
         refused === undefined
           ? Effect.succeed(Exit.succeed(receipts) as Placed)
