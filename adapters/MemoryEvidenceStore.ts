@@ -7,25 +7,17 @@
 import { Context, Effect, Layer, Option, Stream } from "effect"
 import { Digest } from "../core/Digest.ts"
 import * as Evidence from "../core/Evidence.ts"
-import type { ChainHead } from "../core/EvidenceStore.ts"
+import type { AppendReceipt, ChainHead } from "../core/EvidenceStore.ts"
 import {
   admitAll,
-  AppendReceipt,
   conflictOf,
   Cursor,
   EvidenceConflictError,
   EvidenceProjectionSource,
   EvidenceStore,
-  EvidenceUnavailableError
+  EvidenceUnavailableError,
+  receiptOf
 } from "../core/EvidenceStore.ts"
-
-const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>
-  new AppendReceipt({
-    chain_id: record.chain_id,
-    record_id: record.record_id,
-    sequence: record.sequence,
-    head_hash: record.chain_hash
-  }, { disableValidation: true })
 
 // A cursor is the count of appends already delivered.
 const positionOf = (cursor: Cursor | null): number | undefined =>

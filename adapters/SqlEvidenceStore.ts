@@ -24,7 +24,7 @@ import {
   EvidenceStore,
   EvidenceUnavailableError
 } from "../core/EvidenceStore.ts"
-import { admitAll, conflictOf } from "../core/EvidenceStore.ts"
+import { admitAll, conflictOf, receiptOf } from "../core/EvidenceStore.ts"
 
 /** How the store batches and pages. */
 export interface Options {
@@ -56,14 +56,6 @@ const unavailable = (error: SqlError | ParseError): EvidenceUnavailableError =>
   new EvidenceUnavailableError({
     detail: error._tag === "ParseError" ? "a stored evidence row does not decode" : `${error.message}: ${error.cause}`
   })
-
-const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>
-  new AppendReceipt({
-    chain_id: record.chain_id,
-    record_id: record.record_id,
-    sequence: record.sequence,
-    head_hash: record.chain_hash
-  }, { disableValidation: true })
 
 // A cursor is the position of the last delivered row.
 const positionOf = (cursor: Cursor | null): number | undefined =>

@@ -169,6 +169,15 @@ export const admit = (
 export const admitAll = (digest: Digest.Service, records: ReadonlyArray<Evidence.EvidenceRecord>) =>
   Effect.forEach(records, (record) => admit(digest, record))
 
+/** The receipt of a committed record: its chain, id, sequence and the head it made. */
+export const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>
+  new AppendReceipt({
+    chain_id: record.chain_id,
+    record_id: record.record_id,
+    sequence: record.sequence,
+    head_hash: record.chain_hash
+  }, { disableValidation: true })
+
 /**
  * Why a record that passed admission cannot extend a chain whose head is `head`, or none: a duplicate record id or
  * hash first (so appending the same record twice says so), then the sequence, then the previous hash.
