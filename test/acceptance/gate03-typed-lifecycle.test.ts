@@ -8,7 +8,7 @@ import { ActionExecutor } from "../../core/ActionExecutor.ts"
 import { callExecuted, ExecutionOutcome, reasonCode } from "../../core/ExecutionOutcome.ts"
 import * as Interceptor from "../../core/Interceptor.ts"
 import * as Time from "../../core/Time.ts"
-import { toolSet } from "../fixtures/actions.ts"
+import { started, toolSet } from "../fixtures/actions.ts"
 import { call, executor, run } from "../fixtures/layers.ts"
 
 const tools = toolSet()
@@ -26,11 +26,15 @@ const byArgument = Interceptor.make("by-argument", "policy", (e) => {
   }
 })
 
+const sleepStarted = (before: number) => started(() => tools.counter.count("sleep"), before)
+
 const cancelled = Effect.gen(function*() {
   const executor = yield* ActionExecutor
   const cancel = yield* Deferred.make<void>()
   const { context, request } = yield* call("sleep", { millis: 60_000 })
+  const before = tools.counter.count("sleep")
   const fiber = yield* Effect.fork(executor.execute(request, { context, cancel }))
+  yield* sleepStarted(before)
   yield* TestClock.adjust("1 second")
   yield* Deferred.succeed(cancel, undefined)
   return yield* Fiber.join(fiber)
@@ -38,7 +42,9 @@ const cancelled = Effect.gen(function*() {
 
 const timedOut = Effect.gen(function*() {
   const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+  const before = tools.counter.count("sleep")
   const fiber = yield* Effect.fork(run("sleep", { millis: 60_000 }, { deadline }))
+  yield* sleepStarted(before)
   yield* TestClock.adjust("2 seconds")
   return yield* Fiber.join(fiber)
 })

@@ -6,7 +6,7 @@ import { ActionRegistry } from "../../core/ActionRegistry.ts"
 import * as Interceptor from "../../core/Interceptor.ts"
 import { stages } from "../../core/Stage.ts"
 import * as Time from "../../core/Time.ts"
-import { toolSet } from "../fixtures/actions.ts"
+import { started, toolSet } from "../fixtures/actions.ts"
 import { call, executor, run } from "../fixtures/layers.ts"
 
 const tools = toolSet()
@@ -107,7 +107,9 @@ describe("ActionExecutor (minimal profile)", () => {
   it.effect("a deadline that passes during the call is timed_out, with teardown completed", () =>
     Effect.gen(function*() {
       const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+      const before = tools.counter.count("sleep")
       const fiber = yield* Effect.fork(run("sleep", { millis: 60_000 }, { deadline }))
+      yield* started(() => tools.counter.count("sleep"), before)
       yield* TestClock.adjust("2 seconds")
       const outcome = yield* Fiber.join(fiber)
       assert.strictEqual(outcome._tag, "timed_out")
@@ -132,7 +134,9 @@ describe("ActionExecutor (minimal profile)", () => {
       const executor = yield* ActionExecutor
       const cancel = yield* Deferred.make<void>()
       const { context, request } = yield* call("sleep", { millis: 60_000 })
+      const before = tools.counter.count("sleep")
       const fiber = yield* Effect.fork(executor.execute(request, { context, cancel }))
+      yield* started(() => tools.counter.count("sleep"), before)
       yield* TestClock.adjust("1 second")
       yield* Deferred.succeed(cancel, undefined)
       const outcome = yield* Fiber.join(fiber)
@@ -147,11 +151,15 @@ describe("ActionExecutor (minimal profile)", () => {
         name: "stubborn",
         input: Schema.Struct({}),
         output: Schema.Void,
-        handler: () =>
-          Effect.acquireRelease(Effect.void, () => Effect.sleep("1 hour")).pipe(Effect.zipRight(Effect.never))
+        handler: () => {
+          tools.counter.hit("stubborn")
+          return Effect.acquireRelease(Effect.void, () => Effect.sleep("1 hour")).pipe(Effect.zipRight(Effect.never))
+        }
       }))
       const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+      const before = tools.counter.count("stubborn")
       const fiber = yield* Effect.fork(run("stubborn", {}, { deadline }))
+      yield* started(() => tools.counter.count("stubborn"), before)
       yield* TestClock.adjust("1 second")
       yield* TestClock.adjust("1 second")
       const outcome = yield* Fiber.join(fiber)
