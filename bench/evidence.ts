@@ -176,32 +176,8 @@ const firstOperation = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   ))
 
 // --------------------------------------------------------------------------------------------
-// The raw side: better-sqlite3 directly, the evidence table's shape, the same durability
+// The raw side: better-sqlite3 directly on the same migrated table, at the same durability
 // --------------------------------------------------------------------------------------------
-
-// adapters/internal/migrations/0001_evidence.ts, verbatim.
-const EVIDENCE_DDL = `CREATE TABLE evidence_records (
-    position INTEGER PRIMARY KEY AUTOINCREMENT,
-    record_id TEXT NOT NULL UNIQUE,
-    record_type TEXT NOT NULL,
-    chain_id TEXT NOT NULL,
-    operation_id TEXT,
-    sequence INTEGER NOT NULL,
-    policy_id TEXT NOT NULL,
-    policy_version TEXT NOT NULL,
-    payload_json TEXT NOT NULL,
-    payload_digest TEXT NOT NULL,
-    previous_chain_hash TEXT,
-    chain_hash TEXT NOT NULL UNIQUE,
-    supersedes_record_id TEXT,
-    created_at TEXT NOT NULL,
-    hash_algorithm TEXT NOT NULL,
-    UNIQUE (chain_id, sequence)
-  );
-  CREATE TRIGGER evidence_records_no_update BEFORE UPDATE ON evidence_records
-    BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;
-  CREATE TRIGGER evidence_records_no_delete BEFORE DELETE ON evidence_records
-    BEGIN SELECT RAISE(ABORT, 'evidence is append-only'); END;`
 
 const INSERT = `INSERT INTO evidence_records (record_id, record_type, chain_id, operation_id, sequence, policy_id,
   policy_version, payload_json, payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at,
@@ -216,7 +192,6 @@ const makeRaw = (filename: string, templates: ReadonlyArray<Row>) => {
   const db = new Database(filename)
   db.pragma("journal_mode = WAL")
   db.pragma("synchronous = FULL")
-  db.exec(EVIDENCE_DDL)
   const insert = db.prepare(INSERT)
   let hashes: Array<string> = []
   const chains = new Map<number, { readonly chain_id: string; sequence: number; previous: string | null }>()
@@ -375,6 +350,8 @@ const appends = async (dir: string) => {
     // Warm the whole governed path up (JIT) before either pair is timed; c=1 is timed first.
     await governed(many, 2).run()
     const templates = await runtime.runPromise(firstOperation)
+    // The raw side's file is migrated by adapters/Sqlite.ts too: the same table, indexes and triggers.
+    await migrate(path.join(dir, "raw.db"))
     raw = makeRaw(path.join(dir, "raw.db"), templates)
     const rawDb = raw
 
