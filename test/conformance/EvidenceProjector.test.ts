@@ -10,7 +10,6 @@ import * as NodeDigest from "../../adapters/NodeDigest.ts"
 import * as SqlEvidenceStore from "../../adapters/SqlEvidenceStore.ts"
 import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
 import * as Action from "../../core/Action.ts"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
 import * as ActionRegistry from "../../core/ActionRegistry.ts"
 import type { Digest } from "../../core/Digest.ts"
 import { Sha256Hex } from "../../core/Digest.ts"
@@ -18,9 +17,6 @@ import type { RecordType, StoredRecord } from "../../core/Evidence.ts"
 import { terminalTypes } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { Cursor, EvidenceProjectionSource, EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
-import * as ExecutionContext from "../../core/ExecutionContext.ts"
-import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
-import { EphemeralOperation } from "../../core/ExecutionScope.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
@@ -31,6 +27,7 @@ import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import * as StateStore from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
+import { run } from "../fixtures/layers.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
 
 const platform = Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)
@@ -344,23 +341,7 @@ for (const [name, stores] of backends) {
         const ref: PolicySnapshotRef = { policy_id: "projector", version: "1", digest: snapshot.digest }
         const boundary = yield* Governance.openBoundary(ref)
         const exec = (n: number, action: string, args: Record<string, unknown>) =>
-          Effect.gen(function*() {
-            const executor = yield* ActionExecutor
-            const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-            const context = yield* ExecutionContext.bind({
-              execution_scope: scope,
-              authenticated_principal: { id: "alice" },
-              effect_backend: InProcessBackend.make.ref,
-              policy_snapshot: ref
-            })
-            const request = ExecutionRequest.make({
-              request_id: `op-${n}`,
-              action: { name: action },
-              arguments: args,
-              execution_scope: scope
-            })
-            return yield* executor.execute(request, { context, boundary })
-          })
+          run(action, args, { request_id: `op-${n}` }, { policy_snapshot: ref }, { boundary })
         assert.strictEqual((yield* exec(1, "notes.write", { text: "a" }))._tag, "succeeded")
         yield* EvidenceProjector.drain()
         armed.terminal = true

@@ -19,7 +19,7 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import type * as Interceptor from "../../core/Interceptor.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
-import { base } from "../fixtures/layers.ts"
+import { base, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 const CANARY = "canary-7f3a9c-secret"
@@ -129,23 +129,12 @@ const exec = (
   extra: { readonly approval_id?: string; readonly metadata?: Record<string, unknown> } = {}
 ) =>
   Effect.gen(function*() {
-    const executor = yield* Executor
-    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
-      execution_scope: scope,
-      authenticated_principal: { id: "alice" },
-      effect_backend: InProcessBackend.make.ref,
-      policy_snapshot: ref
-    })
-    const request = ExecutionRequest.make({
+    const request = {
       request_id: yield* IdGenerator.uuid,
-      action: { name: action },
-      arguments: args,
-      execution_scope: scope,
       ...(extra.metadata === undefined ? {} : { metadata: extra.metadata }),
       ...(extra.approval_id === undefined ? {} : { approval_id: Uuid.make(extra.approval_id) })
-    })
-    return yield* executor.execute(request, { context, ...(boundary === undefined ? {} : { boundary }) })
+    }
+    return yield* run(action, args, request, { policy_snapshot: ref }, boundary === undefined ? {} : { boundary })
   })
 
 const records = (chain_id: string) =>

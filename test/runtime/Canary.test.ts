@@ -8,8 +8,6 @@ import * as ActionExecutor from "../../core/ActionExecutor.ts"
 import * as ActionRegistry from "../../core/ActionRegistry.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
-import * as ExecutionContext from "../../core/ExecutionContext.ts"
-import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
 import { DurableRun, EphemeralOperation } from "../../core/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../../core/ExecutionScope.ts"
 import * as Governance from "../../core/Governance.ts"
@@ -18,6 +16,7 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import { StateStore } from "../../core/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 
@@ -66,23 +65,17 @@ const call = (
   ref: PolicySnapshotRef,
   scope: ExecutionScopeRef,
   action: string,
-  options: ActionExecutor.ExecuteOptions["boundary"]
+  boundary: ActionExecutor.ExecuteOptions["boundary"]
 ) =>
   Effect.gen(function*() {
-    const executor = yield* ActionExecutor.ActionExecutor
-    const context = yield* ExecutionContext.bind({
-      execution_scope: scope,
-      authenticated_principal: { id: "alice" },
-      effect_backend: InProcessBackend.make.ref,
-      policy_snapshot: ref
-    })
-    const request = ExecutionRequest.make({
-      request_id: yield* IdGenerator.uuid,
-      action: { name: action },
-      arguments: { token: CANARY },
-      execution_scope: scope
-    })
-    return yield* executor.execute(request, { context, ...(options === undefined ? {} : { boundary: options }) })
+    const request = { request_id: yield* IdGenerator.uuid, execution_scope: scope }
+    return yield* run(
+      action,
+      { token: CANARY },
+      request,
+      { policy_snapshot: ref },
+      boundary === undefined ? {} : { boundary }
+    )
   })
 
 const install = installPolicy(declaration)
