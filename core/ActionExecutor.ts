@@ -140,7 +140,6 @@ export const make = (config: Config = {}) =>
       (a, b) => securityOrder.indexOf(a.stage) - securityOrder.indexOf(b.stage)
     )
     const transformers = [...(config.transformers ?? [])]
-    const meters = interceptors.filter((interceptor) => interceptor.charge !== undefined)
     const observers = [...(config.observers ?? [])]
     const teardown = Duration.decode(config.teardown ?? Duration.seconds(1))
     const governor = config.governance
@@ -290,6 +289,10 @@ export const make = (config: Config = {}) =>
           ...(verdict.approval === undefined ? {} : { approval: verdict.approval })
         }, trusted)
         ;(attempt.decisions ??= []).push(decision)
+        if (verdict.metered === true && interceptor.charge !== undefined) {
+          const meters = attempt.meters ??= []
+          if (!meters.includes(interceptor)) meters.push(interceptor)
+        }
         if (attempt.operation !== undefined) {
           yield* governed!.recordVerdict(attempt.operation, attempt, interceptor.id, verdict)
         }
@@ -328,13 +331,14 @@ export const make = (config: Config = {}) =>
     /** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
     const invoke = (attempt: Attempt, compiled: Compiled, cancel?: Deferred.Deferred<void>) => {
       attempt.stage = "invoke"
-      const usage = meters.length === 0 ? undefined : meter()
+      const meters = attempt.meters
+      const usage = meters === undefined ? undefined : meter()
       const deadline = attempt.request.deadline
       const service = usage?.service ?? unmetered
       const once = deadline !== undefined || cancel !== undefined
         ? invokeGuarded(attempt, compiled, service, deadline, cancel)
         : invokeOnly(attempt, compiled, service)
-      return usage === undefined ? once : charged(attempt, once, usage.close)
+      return usage === undefined ? once : charged(attempt, once, usage.close, meters!)
     }
 
     const invokeOnly = (attempt: Attempt, compiled: Compiled, usage: ActionUsage.ActionUsage.Service) => {
@@ -346,7 +350,8 @@ export const make = (config: Config = {}) =>
     const charged = (
       attempt: Attempt,
       once: Effect.Effect<ExecutionOutcome>,
-      close: (wall_microseconds: number) => ActionUsage.Usage
+      close: (wall_microseconds: number) => ActionUsage.Usage,
+      meters: ReadonlyArray<Interceptor>
     ) =>
       Effect.flatMap(Time.nowMicros, (started) =>
         Effect.onExit(once, () =>

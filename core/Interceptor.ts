@@ -50,6 +50,8 @@ export interface Verdict {
   /** The gate results behind the verdict; absent for an evaluator without gates, empty when nothing was evaluated. */
   readonly gates?: ReadonlyArray<GateOutcome>
   readonly exception?: GrantedException
+  /** This evaluator charges the invocation's usage: its `charge` sees what the call consumed (unset: nothing is metered for it). */
+  readonly metered?: boolean
 }
 
 /** A security evaluator at one of stages 5-7; it decides, and may be re-run at stage 10. */
@@ -57,7 +59,7 @@ export interface Interceptor {
   readonly id: string
   readonly stage: SecurityStage
   readonly evaluate: (evaluation: Evaluation) => Effect.Effect<Verdict, unknown>
-  /** After the one invocation ran, whatever its outcome: what it consumed, for budgets to charge. */
+  /** After the one invocation its verdict metered ran, whatever its outcome: what it consumed, for budgets to charge. */
   readonly charge?: (evaluation: Evaluation, usage: Usage) => Effect.Effect<void>
 }
 

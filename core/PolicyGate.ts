@@ -276,8 +276,12 @@ export const make = (options: Options = {}, pin?: Pin) =>
       )
 
     /** Stage 7: deny when a matching window is spent; otherwise admit, charging each calls budget once per attempt. */
-    const charge = (pinned: Pinned, input: PolicyInput, attempt_id: string): Verdict | undefined => {
-      const rules = budgetsOf(pinned, [input.action, ...(input.aliases ?? [])])
+    const charge = (
+      pinned: Pinned,
+      rules: ReadonlyArray<typeof BudgetRule.Type>,
+      input: PolicyInput,
+      attempt_id: string
+    ): Verdict | undefined => {
       for (const rule of rules) {
         if (rule.budget_kind === "calls") continue
         const spent = windowOf(pinned, rule, input.principal, input.now)
@@ -306,11 +310,15 @@ export const make = (options: Options = {}, pin?: Pin) =>
         }
       })
 
+    /** An allowed verdict, unless a budget is spent; metered when a wall-time, token or cost budget binds the action. */
     const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Verdict): Verdict => {
-      const spent = charge(pinned, input, evaluation.attempt_id)
-      return spent === undefined
-        ? allowed
-        : { ...spent, gates: [...(allowed.gates ?? []), refusal("writ.budget", spent.code)] }
+      const rules = budgetsOf(pinned, [input.action, ...(input.aliases ?? [])])
+      if (rules.length === 0) return allowed
+      const spent = charge(pinned, rules, input, evaluation.attempt_id)
+      if (spent !== undefined) {
+        return { ...spent, gates: [...(allowed.gates ?? []), refusal("writ.budget", spent.code)] }
+      }
+      return rules.some((rule) => rule.budget_kind !== "calls") ? { ...allowed, metered: true } : allowed
     }
 
     const bindingOf = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput) =>

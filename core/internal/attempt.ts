@@ -50,6 +50,8 @@ export interface Attempt {
   operation?: OperationContext
   /** The receipt of its committed terminal record. */
   receipt?: AppendReceipt
+  /** The interceptors whose verdicts metered this attempt's invocation, to be charged its usage. */
+  meters?: Array<Interceptor>
 }
 
 /** What a stage returns: an outcome concludes the attempt; undefined goes on to the next stage. */
