@@ -96,10 +96,16 @@ const chunked = <A>(items: ReadonlyArray<A>): ReadonlyArray<ReadonlyArray<A>> =>
   return out
 }
 
+const isInserted = (result: unknown) =>
+  typeof result === "object" && result !== null && (result as { changes?: unknown }).changes === 1
+
 const isHeadRow = (row: unknown): row is { chain_id: string; sequence: number; chain_hash: string } =>
   typeof row === "object" && row !== null && typeof (row as { chain_id?: unknown }).chain_id === "string" &&
   typeof (row as { sequence?: unknown }).sequence === "number" &&
   typeof (row as { chain_hash?: unknown }).chain_hash === "string"
+
+// A batch to place again record by record, in a transaction of its own: an insert found its id or hash stored.
+const retry = { _tag: "Retry" } as const
 
 type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError>
 
@@ -176,25 +182,16 @@ export const make = (
       execute: () => sql`SELECT chain_id FROM evidence_records GROUP BY chain_id ORDER BY MIN(position)`
     })
 
-    // The hot statements are compiled once per chunk size by the client's own compiler and run on the transaction's
-    // connection as prepared statements, without a span and a compile per row.
-    const insertSql = new Map<number, { readonly text: string; readonly params: ReadonlyArray<unknown> }>(
-      CHUNK_SIZES.map((size) => {
-        const [text, params] = sql`INSERT INTO evidence_records ${
-          sql.insert(Array.from({ length: size }, () => markers))
-        } ON CONFLICT DO NOTHING RETURNING position`.compile()
-        return [size, { text, params }] as const
-      })
-    )
-    if (
-      CHUNK_SIZES.some((size) => insertSql.get(size)!.params.some((param, i) => param !== columns[i % columns.length]))
-    ) {
+    // The insert is compiled once by the client's own compiler and run on the transaction's connection as a prepared
+    // statement, once per record: SQLite inserts a multi-row VALUES list several times slower per row.
+    const [insertSql, insertParams] = sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING`
+      .compile()
+    if (insertParams.some((param, i) => param !== columns[i])) {
       return yield* Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
     }
-    // One record, skipped (no row returned) when its id or hash is already stored.
-    const insertOneSql =
-      sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
-        .compile()[0]
+    // One record, skipped (no row changed) when its id or hash is already stored.
+    const insert = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
+      Effect.map(connection.executeRaw(insertSql, rowParams(record)), isInserted)
     // Each chain's head by its own index seek (a correlated MAX over every row of 64 chains cost ~5 ms a batch).
     const headSql = (chain: number) =>
       sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
@@ -272,47 +269,37 @@ export const make = (
       const receipts: Array<AppendReceipt> = []
       for (const record of records) {
         const head = (yield* readHeads(connection, [record.chain_id])).get(record.chain_id)
-        const inserted = conflictOf(record, head, undefined) === undefined
-          ? yield* connection.execute(insertOneSql, rowParams(record), undefined)
-          : []
-        if (inserted.length === 0) return Exit.fail(yield* refuse(record, head)) as Placed
+        const inserted = conflictOf(record, head, undefined) === undefined && (yield* insert(connection, record))
+        if (!inserted) return Exit.fail(yield* refuse(record, head)) as Placed
         receipts.push(receiptOf(record))
       }
       return Exit.succeed(receipts) as Placed
     })
 
-    // Compare every record against the heads read in this transaction, then insert the accepted ones with a few
-    // multi-row statements. Anything the heads cannot show (a duplicate id or hash) is skipped by an insert: every
-    // insert of the batch is then undone and the batch is placed record by record instead.
+    // Compare every record against the heads read in this transaction, then insert the accepted ones. Anything the
+    // heads cannot show (a duplicate id or hash) is skipped by its insert: the batch is then undone and placed record
+    // by record in a transaction of its own (`Retry`).
     const placeBatch = Effect.fnUntraced(function*(
       connection: SqlConnection.Connection,
       batch: ReadonlyArray<Pending>
     ) {
       const heads = yield* readHeads(connection, [...new Set(batch.flatMap((p) => p.records.map((r) => r.chain_id)))])
-      const accepted: Array<Evidence.EvidenceRecord> = []
       const plans = batch.map((pending) => {
         const receipts: Array<AppendReceipt> = []
         for (const record of pending.records) {
           const head = heads.get(record.chain_id)
           if (conflictOf(record, head, undefined) !== undefined) return { receipts, refused: { record, head } }
           heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
-          accepted.push(record)
           receipts.push(receiptOf(record))
         }
         return { receipts, refused: undefined }
       })
-      // A duplicate is skipped, not an error: a chunk returning fewer rows than it holds undoes the whole batch. Any
-      // error is the store's own and fails the batch.
-      yield* connection.execute("SAVEPOINT evidence_batch", [], undefined)
-      let complete = true
-      for (const chunk of chunked(accepted)) {
-        const rows = yield* connection.execute(insertSql.get(chunk.length)!.text, chunk.flatMap(rowParams), undefined)
-        complete = rows.length === chunk.length
-        if (!complete) break
+      for (const [i, plan] of plans.entries()) {
+        const records = batch[i]!.records
+        for (let r = 0; r < plan.receipts.length; r++) {
+          if (!(yield* insert(connection, records[r]!))) return yield* Effect.fail(retry)
+        }
       }
-      if (!complete) yield* connection.execute("ROLLBACK TO evidence_batch", [], undefined)
-      yield* connection.execute("RELEASE evidence_batch", [], undefined)
-      if (!complete) return yield* Effect.forEach(batch, (pending) => placeEach(connection, pending.records))
       return yield* Effect.forEach(plans, ({ receipts, refused }) =>
         refused === undefined
           ? Effect.succeed(Exit.succeed(receipts) as Placed)
@@ -322,7 +309,11 @@ export const make = (
     const commitBatch = (batch: Chunk.Chunk<Pending>) => {
       const pendings = Chunk.toReadonlyArray(batch)
       return transaction((connection) => placeBatch(connection, pendings)).pipe(
-        Effect.mapError((error) => error._tag === "EvidenceUnavailableError" ? error : unavailable(error)),
+        Effect.catchTag("Retry", () =>
+          transaction((connection) => Effect.forEach(pendings, (pending) => placeEach(connection, pending.records)))),
+        Effect.mapError((error) =>
+          error._tag === "EvidenceUnavailableError" ? error : unavailable(error)
+        ),
         Effect.exit,
         Effect.flatMap((exit) =>
           Effect.sync(() =>
