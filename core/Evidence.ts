@@ -4,7 +4,7 @@
  */
 import { Chunk, Effect, Either, Schema, Stream } from "effect"
 import * as Canonical from "./Canonical.ts"
-import { Digest, Sha256Hex } from "./Digest.ts"
+import { Digest, Sha256Hex, sha256TextWith } from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
 import { Timestamp } from "./Time.ts"
 
@@ -207,24 +207,30 @@ export const chainInput = (r: Omit<StoredRecord, "chain_hash">): string | undefi
   },"supersedes_record_id":${supersedes_record_id}}`
 }
 
+// The chain hash of a record whose payload digest is known; a field that cannot be canonical fails as Canonical does.
+const chainHashWith = (
+  digest: Digest.Service,
+  fields: Omit<StoredRecord, "chain_hash">
+): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError> => {
+  const text = chainInput(fields)
+  return text === undefined
+    ? Effect.flatMap(
+      Canonical.stringify(chainFields(fields)),
+      () => Effect.dieMessage("Evidence.chainInput refused a record Canonical.stringify accepts")
+    )
+    : sha256TextWith(digest, text)
+}
+
 /** The `sha256-v1` payload digest and chain hash a record's content recomputes to, with a Digest service. */
 export const rehashWith = (
   digest: Digest.Service,
   record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }
 ): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError> =>
-  Effect.flatMap(digest.sha256Texts([record.payload_json]), ([payload_digest]) => {
-    const fields = { ...record, payload_digest: payload_digest! }
-    const text = chainInput(fields)
-    return text === undefined
-      ? Effect.flatMap(
-        Canonical.stringify(chainFields(fields)),
-        () => Effect.dieMessage("Evidence.chainInput refused a record Canonical.stringify accepts")
-      )
-      : Effect.map(digest.sha256Texts([text]), ([chain_hash]) => ({
-        payload_digest: payload_digest!,
-        chain_hash: chain_hash!
-      }))
-  })
+  Effect.flatMap(sha256TextWith(digest, record.payload_json), (payload_digest) =>
+    Effect.map(
+      chainHashWith(digest, { ...record, payload_digest }),
+      (chain_hash) => ({ payload_digest, chain_hash })
+    ))
 
 /** The `sha256-v1` payload digest and chain hash a record's content recomputes to; fails when a field is not canonical. */
 export const rehash = (
@@ -232,24 +238,70 @@ export const rehash = (
 ): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError, Digest> =>
   Effect.flatMap(Digest, (digest) => rehashWith(digest, record))
 
+/** Where consecutive sealed records go: the first one's chain position, every record's id, and when they are sealed. */
+export interface Positions {
+  readonly chain_id: Uuid
+  readonly sequence: number
+  readonly previous_chain_hash: Sha256Hex | null
+  readonly record_ids: ReadonlyArray<Uuid>
+  readonly created_at: Timestamp
+}
+
+/**
+ * Seal drafts in turn with a Digest service, each extending the one before it from `at`: canonical payloads, both
+ * hashes. Fails when a payload is not canonical JSON.
+ */
+export const sealAllWith = (
+  digest: Digest.Service,
+  drafts: ReadonlyArray<Draft>,
+  at: Positions
+): Effect.Effect<ReadonlyArray<EvidenceRecord>, Canonical.CanonicalJsonError> =>
+  Effect.suspend(() => {
+    const payloads: Array<string> = []
+    for (const draft of drafts) {
+      const text = Canonical.stringify(draft.payload)
+      if (Either.isLeft(text)) return Effect.fail(text.left)
+      payloads.push(text.right)
+    }
+    return Effect.flatMap(digest.sha256Texts(payloads), (payloadDigests) => {
+      const records: Array<EvidenceRecord> = []
+      const sealFrom = (i: number, previous_chain_hash: Sha256Hex | null): Effect.Effect<
+        ReadonlyArray<EvidenceRecord>,
+        Canonical.CanonicalJsonError
+      > => {
+        if (i === drafts.length) return Effect.succeed(records)
+        const draft = drafts[i]!
+        const unsealed = {
+          record_id: at.record_ids[i]!,
+          record_type: draft.record_type,
+          chain_id: at.chain_id,
+          operation_id: draft.operation_id,
+          sequence: at.sequence + i,
+          policy_id: draft.policy_id,
+          policy_version: draft.policy_version,
+          payload_json: payloads[i]!,
+          payload_digest: payloadDigests[i]!,
+          previous_chain_hash,
+          supersedes_record_id: draft.supersedes_record_id ?? null,
+          created_at: at.created_at,
+          hash_algorithm: hashAlgorithm
+        }
+        return Effect.flatMap(chainHashWith(digest, unsealed), (chain_hash) => {
+          records.push(new EvidenceRecord({ ...unsealed, chain_hash }, { disableValidation: true }))
+          return sealFrom(i + 1, chain_hash)
+        })
+      }
+      return sealFrom(0, at.previous_chain_hash)
+    })
+  })
+
 /** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
 export const seal = (draft: Draft, position: Position) =>
-  Effect.flatMap(Canonical.stringify(draft.payload), (payload_json) => {
-    const unsealed = {
-      ...position,
-      record_type: draft.record_type,
-      operation_id: draft.operation_id,
-      policy_id: draft.policy_id,
-      policy_version: draft.policy_version,
-      payload_json,
-      supersedes_record_id: draft.supersedes_record_id ?? null,
-      hash_algorithm: hashAlgorithm
-    }
-    return Effect.map(
-      rehash(unsealed),
-      (hashes) => new EvidenceRecord({ ...unsealed, ...hashes }, { disableValidation: true })
-    )
-  })
+  Effect.flatMap(Digest, (digest) =>
+    Effect.map(
+      sealAllWith(digest, [draft], { ...position, record_ids: [position.record_id] }),
+      (records) => records[0]!
+    ))
 
 /** A record's own content checked: its recomputed chain hash, or why it fails (unknown algorithm, hashes that do not recompute). */
 export const checkContent = (

@@ -139,35 +139,68 @@ const isCanonicalPayload = (payload_json: string): boolean => {
   return Either.isRight(text) && text.right === payload_json
 }
 
-/**
- * The admission check of every EvidenceStore layer: the record decodes, its algorithm is `sha256-v1`, its payload is
- * a canonical JSON object, and both hashes recompute.
- */
-export const admit = (
-  digest: Digest.Service,
-  record: Evidence.EvidenceRecord
-): Effect.Effect<Evidence.EvidenceRecord, EvidenceIntegrityError> => {
-  const refuse = (reason: EvidenceIntegrityError["reason"]) =>
-    Effect.fail(
-      new EvidenceIntegrityError({ reason, chain_id: String(record?.chain_id), record_id: String(record?.record_id) })
-    )
-  if (!Evidence.isEvidenceRecord(record)) return refuse("malformed")
-  if (record.hash_algorithm !== Evidence.hashAlgorithm) return refuse("unsupported_algorithm")
-  if (!isCanonicalPayload(record.payload_json)) return refuse("not_canonical")
-  return Effect.matchEffect(Evidence.rehashWith(digest, record), {
-    onFailure: () => refuse("malformed"),
-    onSuccess: (hashes) =>
-      hashes.payload_digest !== record.payload_digest
-        ? refuse("payload_digest")
-        : hashes.chain_hash !== record.chain_hash
-        ? refuse("chain_hash")
-        : Effect.succeed(record)
+const integrityError = (record: unknown, reason: EvidenceIntegrityError["reason"]) => {
+  const fields = record as { readonly chain_id?: unknown; readonly record_id?: unknown } | null | undefined
+  return new EvidenceIntegrityError({
+    reason,
+    chain_id: String(fields?.chain_id),
+    record_id: String(fields?.record_id)
   })
 }
 
-/** Admit every record (see `admit`) before any is appended. */
-export const admitAll = (digest: Digest.Service, records: ReadonlyArray<Evidence.EvidenceRecord>) =>
-  Effect.forEach(records, (record) => admit(digest, record))
+type Form =
+  | { readonly refused: EvidenceIntegrityError["reason"]; readonly input?: undefined }
+  | { readonly refused?: undefined; readonly input: string }
+
+// A record's chain-hash input, or why its form is refused before any hash is recomputed.
+const formOf = (record: Evidence.EvidenceRecord): Form => {
+  if (!Evidence.isEvidenceRecord(record)) return { refused: "malformed" }
+  if (record.hash_algorithm !== Evidence.hashAlgorithm) return { refused: "unsupported_algorithm" }
+  if (!isCanonicalPayload(record.payload_json)) return { refused: "not_canonical" }
+  const input = Evidence.chainInput(record)
+  return input === undefined ? { refused: "malformed" } : { input }
+}
+
+/**
+ * The admission check of every EvidenceStore layer, record by record in order: the record decodes, its algorithm is
+ * `sha256-v1`, its payload is a canonical JSON object, and both hashes recompute. Every record is admitted before any
+ * is appended, and the first refused fails the call; the hashes of a whole batch are computed in one Digest call.
+ */
+export const admitAll = (
+  digest: Digest.Service,
+  records: ReadonlyArray<Evidence.EvidenceRecord>
+): Effect.Effect<ReadonlyArray<Evidence.EvidenceRecord>, EvidenceIntegrityError> =>
+  Effect.suspend(() => {
+    const texts: Array<string> = []
+    const inputs: Array<string> = []
+    let refused: EvidenceIntegrityError | undefined
+    for (const record of records) {
+      const form = formOf(record)
+      if (form.refused !== undefined) {
+        refused = integrityError(record, form.refused)
+        break
+      }
+      texts.push(record.payload_json)
+      inputs.push(form.input)
+    }
+    const formed = texts.length
+    if (formed === 0) return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
+    return Effect.flatMap(digest.sha256Texts(texts.concat(inputs)), (hashes) => {
+      for (let i = 0; i < formed; i++) {
+        const record = records[i]!
+        if (hashes[i] !== record.payload_digest) return Effect.fail(integrityError(record, "payload_digest"))
+        if (hashes[formed + i] !== record.chain_hash) return Effect.fail(integrityError(record, "chain_hash"))
+      }
+      return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
+    })
+  })
+
+/** Admit one record (see `admitAll`). */
+export const admit = (
+  digest: Digest.Service,
+  record: Evidence.EvidenceRecord
+): Effect.Effect<Evidence.EvidenceRecord, EvidenceIntegrityError> =>
+  Effect.map(admitAll(digest, [record]), (admitted) => admitted[0]!)
 
 /** The receipt of a committed record: its chain, id, sequence and the head it made. */
 export const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>

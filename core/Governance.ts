@@ -197,24 +197,24 @@ export const makeWriter = Effect.gen(function*() {
     const state = stateOf(chain_id)
     return state.lock.withPermits(1)(
       Effect.gen(function*() {
-        let head = state.head ?? (yield* loadHead(chain_id))
-        const records: Array<Evidence.EvidenceRecord> = []
-        for (const draft of drafts) {
-          if (head?.closed === true) return yield* new BoundaryError({ reason: "closed", chain_id })
-          const record = yield* Evidence.seal(draft, {
-            record_id: yield* ids.uuid,
-            chain_id,
-            sequence: head === undefined ? 0 : head.sequence + 1,
-            previous_chain_hash: head?.hash ?? null,
-            created_at: yield* Time.now
-          }).pipe(Effect.provideService(Digest, digest))
-          records.push(record)
-          head = { sequence: record.sequence, hash: record.chain_hash, closed: draft.record_type === "task_closed" }
+        const head = state.head ?? (yield* loadHead(chain_id))
+        const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
+        if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
+          return yield* new BoundaryError({ reason: "closed", chain_id })
         }
+        const record_ids: Array<Uuid> = []
+        for (let i = 0; i < drafts.length; i++) record_ids.push(yield* ids.uuid)
+        const records = yield* Evidence.sealAllWith(digest, drafts, {
+          chain_id,
+          sequence: head === undefined ? 0 : head.sequence + 1,
+          previous_chain_hash: head?.hash ?? null,
+          record_ids,
+          created_at: yield* Time.now
+        })
         const receipts = yield* store.appendAll(records)
         const last = receipts[receipts.length - 1]
         if (last !== undefined) {
-          state.head = { sequence: last.sequence, hash: last.head_hash, closed: head?.closed === true }
+          state.head = { sequence: last.sequence, hash: last.head_hash, closed: closing !== -1 }
         }
         return receipts
       }).pipe(Effect.tapError(() => Effect.sync(() => (state.head = undefined))))
