@@ -481,14 +481,7 @@ export const make = (config: Config = {}) =>
         )
       }
       if (governed === undefined) return yield* operate(attempt, compiled, cancel)
-      const refused = yield* governed.start(attempt, compiled, boundary)
-      if (refused !== undefined) return refused
-      const operation = attempt.operation!
-      return yield* operate(attempt, compiled, cancel).pipe(
-        Effect.catchAll((error) => governed.abandon(attempt, error)),
-        Effect.flatMap((outcome) => governed.conclude(attempt, operation, outcome)),
-        Effect.onInterrupt(() => governed.concludeInterrupted(attempt))
-      )
+      return yield* governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
     })
 
     /** Stages 5-12: security interceptors, transformation and recheck, then the one invocation. */

@@ -71,9 +71,9 @@ export class OutcomeEvidenceError extends Schema.TaggedError<OutcomeEvidenceErro
   }
 }
 
-/** A task boundary's chain that cannot take another record: it is closed. */
+/** A task boundary's chain that cannot take a record: it is closed, or closing and so takes no new operation. */
 export class BoundaryError extends Schema.TaggedError<BoundaryError>()("BoundaryError", {
-  reason: Schema.Literal("closed"),
+  reason: Schema.Literal("closed", "closing"),
   chain_id: Schema.String
 }) {
   override get message() {
@@ -145,6 +145,10 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
 interface ChainState {
   readonly lock: Effect.Semaphore
   head: { readonly sequence: number; readonly hash: Sha256Hex; readonly closed: boolean } | undefined
+  /** Operations running under `track`. */
+  running: number
+  /** Set when a close begins, never unset; open once no operation is running. */
+  closing: Effect.Latch | undefined
 }
 
 /** Appends to chains: one lock per chain covers head lookup, record construction and append. */
@@ -161,6 +165,10 @@ export declare namespace EvidenceWriter {
       chain_id: Uuid,
       drafts: ReadonlyArray<Evidence.Draft>
     ) => Effect.Effect<ReadonlyArray<AppendReceipt>, EvidenceAppendError>
+    /** Run one operation on the chain: a close waits until it has ended, however it ends. */
+    readonly track: <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) => Effect.Effect<A, E>
+    /** Refuse new `operation_started` on the chain for good, wait until no tracked operation runs, then append `draft`. */
+    readonly close: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
   }
 }
 
@@ -180,7 +188,7 @@ export const makeWriter = Effect.gen(function*() {
   const stateOf = (chain_id: string) => {
     let state = chains.get(chain_id)
     if (state === undefined) {
-      state = { lock: Effect.unsafeMakeSemaphore(1), head: undefined }
+      state = { lock: Effect.unsafeMakeSemaphore(1), head: undefined, running: 0, closing: undefined }
       chains.set(chain_id, state)
     }
     return state
@@ -202,6 +210,9 @@ export const makeWriter = Effect.gen(function*() {
         if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
           return yield* new BoundaryError({ reason: "closed", chain_id })
         }
+        if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
+          return yield* new BoundaryError({ reason: "closing", chain_id })
+        }
         const record_ids: Array<Uuid> = []
         for (let i = 0; i < drafts.length; i++) record_ids.push(yield* ids.uuid)
         const records = yield* Evidence.sealAllWith(digest, drafts, {
@@ -220,10 +231,31 @@ export const makeWriter = Effect.gen(function*() {
       }).pipe(Effect.tapError(() => Effect.sync(() => (state.head = undefined))))
     )
   }
-  return EvidenceWriter.of({
-    append: (chain_id, draft) => Effect.map(appendAll(chain_id, [draft]), (receipts) => receipts[0]!),
-    appendAll
-  })
+  const append = (chain_id: Uuid, draft: Evidence.Draft) =>
+    Effect.map(appendAll(chain_id, [draft]), (receipts) => receipts[0]!)
+
+  // Counted and released in one uninterruptible region, so no exit of the operation can skip the release.
+  const track = <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) =>
+    Effect.uninterruptibleMask((restore) => {
+      const state = stateOf(chain_id)
+      state.running++
+      return Effect.ensuring(
+        restore(operation),
+        Effect.sync(() => {
+          if (--state.running === 0) state.closing?.unsafeOpen()
+        })
+      )
+    })
+
+  // The wait holds no lock; an interrupted close leaves the chain closing, and a later close completes it.
+  const close = (chain_id: Uuid, draft: Evidence.Draft) =>
+    Effect.suspend(() => {
+      const state = stateOf(chain_id)
+      state.closing ??= Effect.unsafeMakeLatch(state.running === 0)
+      return Effect.zipRight(state.closing.await, append(chain_id, draft))
+    })
+
+  return EvidenceWriter.of({ append, appendAll, track, close })
 })
 
 /** The one writer every governed executor and task boundary of a process shares. */
@@ -241,10 +273,10 @@ export const openBoundary = (policy: PolicySnapshotRef) =>
     })
   })
 
-/** Close a task boundary with its one `task_closed` record; a second close fails with BoundaryError. */
+/** Close a task boundary with its one `task_closed` once its operations in flight end, refusing new ones; a second close fails with BoundaryError. */
 export const closeBoundary = (boundary: TaskBoundary) =>
   Effect.flatMap(EvidenceWriter, (writer) =>
-    writer.append(boundary.chain_id, {
+    writer.close(boundary.chain_id, {
       record_type: "task_closed",
       operation_id: null,
       policy_id: boundary.policy.policy_id,

@@ -148,5 +148,23 @@ export const makeGovernedStages = (
         Effect.fail(error)
       )
 
-  return { recordVerdict, start, conclude, concludeInterrupted, abandon }
+  /** Stages 4-13, governed: start the operation, run it, and conclude it; its boundary's close waits until it ends. */
+  const govern = (
+    attempt: Attempt,
+    compiled: Compiled,
+    boundary: TaskBoundary | undefined,
+    operate: Effect.Effect<ExecutionOutcome, ExecutionError>
+  ) => {
+    const governed = Effect.flatMap(
+      start(attempt, compiled, boundary),
+      (refused) =>
+        refused !== undefined ? Effect.succeed(refused) : operate.pipe(
+          Effect.catchAll((error) => abandon(attempt, error)),
+          Effect.flatMap((outcome) => conclude(attempt, attempt.operation!, outcome))
+        )
+    ).pipe(Effect.onInterrupt(() => concludeInterrupted(attempt)))
+    return boundary === undefined ? governed : governor.writer.track(boundary.chain_id, governed)
+  }
+
+  return { recordVerdict, govern }
 }

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Layer, Option, Stream } from "effect"
+import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, Stream } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
@@ -23,13 +23,14 @@ import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import * as Time from "../../core/Time.ts"
-import { toolSet } from "../fixtures/actions.ts"
+import { heldAction, toolSet } from "../fixtures/actions.ts"
 import { base } from "../fixtures/layers.ts"
 
 const tools = toolSet()
+const held = heldAction("hold")
 
 const stores = Layer.mergeAll(MemoryEvidenceStore.layer, MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer)
-  .pipe(Layer.provideMerge(base(tools.actions)))
+  .pipe(Layer.provideMerge(base([...tools.actions, held.action])))
 
 const layer = Governed.layer().pipe(
   Layer.provideMerge(Governance.layerWriter),
@@ -452,5 +453,111 @@ describe("TaskCertificate.verify", () => {
       assert.strictEqual(yield* verdict({ evidence_chain_head: earlier }), "broken_link")
       assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, "a".repeat(64))), "broken_link")
       assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, earlier)), "broken_link")
+    }).pipe(Effect.provide(layer)))
+})
+
+/** Real time for a forked close to get as far as it can: it waits on no clock, only on the operations in flight. */
+const settle = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+
+const typesOf = (records: ReadonlyArray<StoredRecord>) => records.map((r) => r.record_type)
+
+/** A boundary with `hold` in flight and a close of it forked once the handler has entered. */
+const closeWhileHeld = Effect.gen(function*() {
+  const gate = yield* held.arm
+  const ref = yield* install
+  const boundary = yield* Governance.openBoundary(ref)
+  const running = yield* Effect.fork(exec(boundary, "hold", {}))
+  yield* Deferred.await(gate.entered)
+  const closing = yield* Effect.fork(Governance.closeBoundary(boundary))
+  return { ref, boundary, running, closing, release: Deferred.succeed(gate.release, undefined) }
+})
+
+const gradeOf = (chain_id: string) =>
+  Effect.map(
+    Effect.flatMap(headOf(chain_id), (head) => TaskCertificate.mint(chain_id, head)),
+    (certificate) => certificate.process_grade
+  )
+
+describe("Governance.closeBoundary", () => {
+  it.effect("waits for the operation in flight, which concludes first; then task_closed, and the certificate is FULL", () =>
+    Effect.gen(function*() {
+      const { boundary, closing, release, running } = yield* closeWhileHeld
+      yield* settle
+      assert.isTrue(Option.isNone(yield* Fiber.poll(closing)))
+      assert.notInclude(typesOf(yield* recordsOf(boundary.chain_id)), "task_closed")
+      yield* release
+      assert.strictEqual((yield* Fiber.join(running))._tag, "succeeded")
+      yield* Fiber.join(closing)
+      assert.deepStrictEqual(typesOf(yield* recordsOf(boundary.chain_id)).slice(-2), [
+        "callable_completed",
+        "task_closed"
+      ])
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("an operation whose start follows the close's is refused before operation_started and never runs", () =>
+    Effect.gen(function*() {
+      const { boundary, closing, release, running } = yield* closeWhileHeld
+      yield* settle
+      const before = tools.counter.count("add")
+      const late = yield* Effect.flip(exec(boundary, "add", { a: 1, b: 1 }))
+      assert.strictEqual(late._tag, "GovernanceEvidenceError")
+      const refusal = late as Governance.GovernanceEvidenceError
+      assert.deepStrictEqual([refusal.call_executed, refusal.record_type], [false, "policy_bound"])
+      assert.include(refusal.detail, "is closing")
+      assert.strictEqual(tools.counter.count("add"), before)
+      yield* release
+      assert.strictEqual((yield* Fiber.join(running))._tag, "succeeded")
+      yield* Fiber.join(closing)
+      const records = yield* recordsOf(boundary.chain_id)
+      assert.strictEqual(typesOf(records).filter((type) => type === "operation_started").length, 1)
+      assert.strictEqual(typesOf(records).at(-1), "task_closed")
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a close waits only for its own chain: another boundary runs, closes and certifies meanwhile", () =>
+    Effect.gen(function*() {
+      const { boundary, closing, ref, release, running } = yield* closeWhileHeld
+      const other = yield* Governance.openBoundary(ref)
+      assert.strictEqual((yield* exec(other, "add", { a: 1, b: 2 }))._tag, "succeeded")
+      yield* Governance.closeBoundary(other)
+      assert.strictEqual(yield* gradeOf(other.chain_id), "FULL")
+      yield* settle
+      assert.isTrue(Option.isNone(yield* Fiber.poll(closing)))
+      yield* release
+      yield* Fiber.join(running)
+      yield* Fiber.join(closing)
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("an operation interrupted while the close waits concludes with operation_cancelled before task_closed", () =>
+    Effect.gen(function*() {
+      const { boundary, closing, running } = yield* closeWhileHeld
+      yield* settle
+      yield* Fiber.interrupt(running)
+      yield* Fiber.join(closing)
+      assert.deepStrictEqual(typesOf(yield* recordsOf(boundary.chain_id)).slice(-2), [
+        "operation_cancelled",
+        "task_closed"
+      ])
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("an interrupted close leaves the boundary refusing new operations; closing it again completes it", () =>
+    Effect.gen(function*() {
+      const { boundary, closing, release, running } = yield* closeWhileHeld
+      yield* settle
+      yield* Fiber.interrupt(closing)
+      const late = yield* Effect.flip(exec(boundary, "add", { a: 1, b: 1 }))
+      assert.include((late as Governance.GovernanceEvidenceError).detail, "is closing")
+      yield* release
+      assert.strictEqual((yield* Fiber.join(running))._tag, "succeeded")
+      yield* Governance.closeBoundary(boundary)
+      assert.deepStrictEqual(typesOf(yield* recordsOf(boundary.chain_id)).slice(-2), [
+        "callable_completed",
+        "task_closed"
+      ])
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+      assert.strictEqual((yield* Effect.flip(Governance.closeBoundary(boundary)))._tag, "BoundaryError")
     }).pipe(Effect.provide(layer)))
 })
