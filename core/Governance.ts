@@ -93,6 +93,8 @@ export interface OperationInputs {
 
 const describeCause = (error: { readonly _tag: string; readonly message: string }) => `${error._tag}: ${error.message}`
 
+const encodeRequest = Schema.encodeEither(ExecutionRequest)
+
 // A backend's capability report is an immutable value; its digest is computed once per report.
 const capabilityDigests = new WeakMap<ActionBackendCapabilityReport, Sha256Hex>()
 
@@ -109,9 +111,7 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
       capability.backend.id !== context.effect_backend.id ||
       capability.backend.version !== context.effect_backend.version
     ) return Either.left("governance.backend_mismatch" as const)
-    const request_digest = yield* Effect.either(
-      Effect.flatMap(Schema.encode(ExecutionRequest)(request), canonical)
-    )
+    const request_digest = yield* Effect.either(Effect.flatMap(encodeRequest(request), canonical))
     if (Either.isLeft(request_digest)) return Either.left("request.not_canonical" as const)
     const capability_digest = capabilityDigests.get(capability) ?? (yield* Effect.orDie(
       Effect.tap(
