@@ -41,8 +41,8 @@ import { collect, loop, median } from "./internal/measure.ts"
 
 const ROUNDS = 5
 const WARMUP = 1
-const C1_ACTIONS = 20
-const C1_RAW_APPENDS = 100
+const C1_ACTIONS = 100
+const C1_RAW_APPENDS = 400
 const FIBERS = 64
 const C64_ACTIONS_PER_FIBER = 4
 const RAW_BATCH = 64
