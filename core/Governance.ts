@@ -160,7 +160,7 @@ export declare namespace EvidenceWriter {
   export interface Service {
     /** Seal one draft at the chain's head and append it. */
     readonly append: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
-    /** Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`). */
+    /** Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`); once begun, an append is not interrupted. */
     readonly appendAll: (
       chain_id: Uuid,
       drafts: ReadonlyArray<Evidence.Draft>
@@ -202,33 +202,37 @@ export const makeWriter = Effect.gen(function*() {
   })
 
   const appendAll = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => {
+    if (drafts.length === 0) return Effect.succeed<ReadonlyArray<AppendReceipt>>([])
     const state = stateOf(chain_id)
+    // Waiting for the lock can be interrupted; an append, once begun, runs to its commit or its failure.
     return state.lock.withPermits(1)(
-      Effect.gen(function*() {
-        const head = state.head ?? (yield* loadHead(chain_id))
-        const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
-        if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
-          return yield* new BoundaryError({ reason: "closed", chain_id })
-        }
-        if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
-          return yield* new BoundaryError({ reason: "closing", chain_id })
-        }
-        const record_ids: Array<Uuid> = []
-        for (let i = 0; i < drafts.length; i++) record_ids.push(yield* ids.uuid)
-        const records = yield* Evidence.sealAllWith(digest, drafts, {
-          chain_id,
-          sequence: head === undefined ? 0 : head.sequence + 1,
-          previous_chain_hash: head?.hash ?? null,
-          record_ids,
-          created_at: yield* Time.now
-        })
-        const receipts = yield* store.appendAll(records)
-        const last = receipts[receipts.length - 1]
-        if (last !== undefined) {
-          state.head = { sequence: last.sequence, hash: last.head_hash, closed: closing !== -1 }
-        }
-        return receipts
-      }).pipe(Effect.tapError(() => Effect.sync(() => (state.head = undefined))))
+      Effect.uninterruptible(
+        Effect.gen(function*() {
+          const head = state.head ?? (yield* loadHead(chain_id))
+          const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
+          if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
+            return yield* new BoundaryError({ reason: "closed", chain_id })
+          }
+          if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
+            return yield* new BoundaryError({ reason: "closing", chain_id })
+          }
+          const record_ids: Array<Uuid> = []
+          for (let i = 0; i < drafts.length; i++) record_ids.push(yield* ids.uuid)
+          const records = yield* Evidence.sealAllWith(digest, drafts, {
+            chain_id,
+            sequence: head === undefined ? 0 : head.sequence + 1,
+            previous_chain_hash: head?.hash ?? null,
+            record_ids,
+            created_at: yield* Time.now
+          })
+          const receipts = yield* store.appendAll(records)
+          const last = receipts[receipts.length - 1]
+          if (last !== undefined) {
+            state.head = { sequence: last.sequence, hash: last.head_hash, closed: closing !== -1 }
+          }
+          return receipts
+        }).pipe(Effect.tapError(() => Effect.sync(() => (state.head = undefined))))
+      )
     )
   }
   const append = (chain_id: Uuid, draft: Evidence.Draft) =>

@@ -48,6 +48,8 @@ export interface Attempt {
   readonly profile: RuntimeProfile
   /** The governed operation, once stage 4 opened it. */
   operation?: OperationContext
+  /** Its terminal record was appended, or is being: an interruption must not append another. */
+  concluded?: boolean
   /** The receipt of its committed terminal record. */
   receipt?: AppendReceipt
   /** The interceptors whose verdicts metered this attempt's invocation, to be charged its usage. */

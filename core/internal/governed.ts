@@ -88,11 +88,12 @@ export const makeGovernedStages = (
     if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
     const operation = derived.right
     attempt.stage = "governed_start"
+    // Set before the append (which, once begun, completes): an interruption right after it still closes the operation.
+    attempt.operation = operation
     yield* appendEvidence(operation, [
       ledger.policyBound(operation, pinned.right),
       ledger.operationStarted(operation, Object.keys(attempt.args!))
-    ], false)
-    attempt.operation = operation
+    ], false).pipe(Effect.tapError(() => Effect.sync(() => delete attempt.operation)))
     return undefined
   })
 
@@ -100,6 +101,7 @@ export const makeGovernedStages = (
   const conclude = Effect.fnUntraced(
     function*(attempt: Attempt, operation: OperationContext, outcome: ExecutionOutcome) {
       const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(digest, outcome.result) : null
+      attempt.concluded = true
       const appended = yield* Effect.either(
         governor.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
       )
@@ -126,7 +128,7 @@ export const makeGovernedStages = (
 
   /** A governed operation interrupted from outside still closes with `operation_cancelled`, best effort. */
   const concludeInterrupted = (attempt: Attempt) =>
-    attempt.operation === undefined
+    attempt.operation === undefined || attempt.concluded === true
       ? Effect.void
       : Effect.asVoid(Effect.exit(conclude(
         attempt,
@@ -139,12 +141,13 @@ export const makeGovernedStages = (
     attempt.operation === undefined || attempt.invoked
       ? Effect.fail(error)
       : Effect.zipRight(
-        Effect.exit(
-          governor.writer.append(
-            attempt.operation.chain_id,
-            ledger.terminal(attempt.operation, denied(attempt, "evidence.append_failed"), null)
+        Effect.exit(Effect.suspend(() => {
+          attempt.concluded = true
+          return governor.writer.append(
+            attempt.operation!.chain_id,
+            ledger.terminal(attempt.operation!, denied(attempt, "evidence.append_failed"), null)
           )
-        ),
+        })),
         Effect.fail(error)
       )
 

@@ -560,4 +560,61 @@ describe("Governance.closeBoundary", () => {
       assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
       assert.strictEqual((yield* Effect.flip(Governance.closeBoundary(boundary)))._tag, "BoundaryError")
     }).pipe(Effect.provide(layer)))
+
+  it.effect("an operation interrupted while its start commits still concludes, and the close certifies FULL", () =>
+    Effect.gen(function*() {
+      const ref = yield* install
+      const boundary = yield* Governance.openBoundary(ref)
+      // An operation before it, so the writer holds a cached head an unfinished append would leave stale.
+      assert.strictEqual((yield* exec(boundary, "add", { a: 1, b: 2 }))._tag, "succeeded")
+      const hold = { committed: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+      startHold.armed = hold
+      const running = yield* Effect.fork(exec(boundary, "add", { a: 1, b: 2 }))
+      yield* Deferred.await(hold.committed)
+      const interrupting = yield* Effect.fork(Fiber.interrupt(running))
+      yield* Deferred.succeed(hold.release, undefined)
+      yield* Fiber.join(interrupting)
+      yield* Governance.closeBoundary(boundary)
+      assert.deepStrictEqual(typesOf(yield* recordsOf(boundary.chain_id)).slice(-4), [
+        "policy_bound",
+        "operation_started",
+        "operation_cancelled",
+        "task_closed"
+      ])
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+    }).pipe(Effect.provide(startHeldLayer)))
 })
+
+/** When armed, the memory store holds the next batch holding an `operation_started` after committing it. */
+const startHold: {
+  armed: { readonly committed: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> } | undefined
+} = { armed: undefined }
+
+const startHeldLayer = Governed.layer().pipe(
+  Layer.provideMerge(Governance.layerWriter),
+  Layer.provideMerge(
+    Layer.mergeAll(
+      Layer.effect(
+        EvidenceStore,
+        Effect.map(MemoryEvidenceStore.make, (store) =>
+          EvidenceStore.of({
+            ...store,
+            appendAll: (records) =>
+              Effect.flatMap(store.appendAll(records), (receipts) => {
+                const hold = startHold.armed
+                if (hold === undefined || !records.some((r) => r.record_type === "operation_started")) {
+                  return Effect.succeed(receipts)
+                }
+                startHold.armed = undefined
+                return Effect.as(
+                  Effect.zipRight(Deferred.succeed(hold.committed, undefined), Deferred.await(hold.release)),
+                  receipts
+                )
+              })
+          }))
+      ),
+      MemoryPolicySnapshotStore.layer,
+      MemoryApprovalQueue.layer
+    ).pipe(Layer.provideMerge(base([...tools.actions, held.action])))
+  )
+)
