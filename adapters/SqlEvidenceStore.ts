@@ -2,8 +2,9 @@
  * The durable EvidenceStore and EvidenceProjectionSource over `@effect/sql` (`durable: true`), with group commit:
  * concurrent appends queue up, one writer fiber commits everything pending in one transaction, and no append is
  * answered before that commit. Inside it, every chain's head is read (as committed by this or any other process),
- * each record is compared with its head plus the batch so far, and the accepted records are inserted with a few
- * multi-row statements. The projection cursor is the row position: commit order, since SQLite serialises writers.
+ * each record is compared with its head plus the batch so far, and the accepted records are inserted one prepared
+ * statement each (a duplicate id or hash, which no head shows, undoes the batch and it is placed record by record in
+ * a transaction of its own). The projection cursor is the row position: commit order, since SQLite serialises writers.
  *
  * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node).
  */
@@ -96,9 +97,6 @@ const chunked = <A>(items: ReadonlyArray<A>): ReadonlyArray<ReadonlyArray<A>> =>
   return out
 }
 
-const isInserted = (result: unknown) =>
-  typeof result === "object" && result !== null && (result as { changes?: unknown }).changes === 1
-
 const isHeadRow = (row: unknown): row is { chain_id: string; sequence: number; chain_hash: string } =>
   typeof row === "object" && row !== null && typeof (row as { chain_id?: unknown }).chain_id === "string" &&
   typeof (row as { sequence?: unknown }).sequence === "number" &&
@@ -182,16 +180,22 @@ export const make = (
       execute: () => sql`SELECT chain_id FROM evidence_records GROUP BY chain_id ORDER BY MIN(position)`
     })
 
-    // The insert is compiled once by the client's own compiler and run on the transaction's connection as a prepared
-    // statement, once per record: SQLite inserts a multi-row VALUES list several times slower per row.
-    const [insertSql, insertParams] = sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING`
-      .compile()
+    // The inserts are compiled once by the client's own compiler and run on the transaction's connection as prepared
+    // statements, once per record: SQLite inserts a multi-row VALUES list several times slower per row.
+    const [insertSql, insertParams] = sql`INSERT INTO evidence_records ${sql.insert(markers)}`.compile()
     if (insertParams.some((param, i) => param !== columns[i])) {
       return yield* Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
     }
-    // One record, skipped (no row changed) when its id or hash is already stored.
+    // A batch's insert: any failure (a stored id or hash, which only a write can find, or the store's own) undoes the
+    // batch, which is then placed again record by record.
     const insert = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
-      Effect.map(connection.executeRaw(insertSql, rowParams(record)), isInserted)
+      Effect.catchTag(connection.execute(insertSql, rowParams(record), undefined), "SqlError", () => Effect.fail(retry))
+    // One record of the record-by-record path, skipped (no row returned) when its id or hash is already stored.
+    const insertOneSql =
+      sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
+        .compile()[0]
+    const insertOne = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
+      Effect.map(connection.execute(insertOneSql, rowParams(record), undefined), (rows) => rows.length === 1)
     // Each chain's head by its own index seek (a correlated MAX over every row of 64 chains cost ~5 ms a batch).
     const headSql = (chain: number) =>
       sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
@@ -213,7 +217,9 @@ export const make = (
     ): Effect.Effect<A, E | SqlError> =>
       Effect.scoped(Effect.gen(function*() {
         const connection = yield* sql.reserve
-        yield* connection.execute(begin, [], undefined)
+        const rollback = connection.execute("ROLLBACK", [], undefined).pipe(Effect.orElse(() => Effect.void))
+        // A BEGIN refused because a transaction is somehow still open: undo that one too, so none outlives its batch.
+        yield* Effect.tapError(connection.execute(begin, [], undefined), () => rollback)
         const done = yield* Effect.exit(
           Effect.provideService(body(connection), SqlClient.TransactionConnection, [connection, 0])
         )
@@ -222,7 +228,7 @@ export const make = (
           : undefined
         if (committed === undefined || Exit.isFailure(committed)) {
           // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
-          yield* connection.execute("ROLLBACK", [], undefined).pipe(Effect.orElse(() => Effect.void))
+          yield* rollback
           if (committed !== undefined) yield* committed
         }
         return yield* done
@@ -269,7 +275,7 @@ export const make = (
       const receipts: Array<AppendReceipt> = []
       for (const record of records) {
         const head = (yield* readHeads(connection, [record.chain_id])).get(record.chain_id)
-        const inserted = conflictOf(record, head, undefined) === undefined && (yield* insert(connection, record))
+        const inserted = conflictOf(record, head, undefined) === undefined && (yield* insertOne(connection, record))
         if (!inserted) return Exit.fail(yield* refuse(record, head)) as Placed
         receipts.push(receiptOf(record))
       }
@@ -277,8 +283,8 @@ export const make = (
     })
 
     // Compare every record against the heads read in this transaction, then insert the accepted ones. Anything the
-    // heads cannot show (a duplicate id or hash) is skipped by its insert: the batch is then undone and placed record
-    // by record in a transaction of its own (`Retry`).
+    // heads cannot show (a duplicate id or hash) fails its insert: the batch is then undone and placed record by
+    // record in a transaction of its own (`Retry`).
     const placeBatch = Effect.fnUntraced(function*(
       connection: SqlConnection.Connection,
       batch: ReadonlyArray<Pending>
@@ -296,9 +302,7 @@ export const make = (
       })
       for (const [i, plan] of plans.entries()) {
         const records = batch[i]!.records
-        for (let r = 0; r < plan.receipts.length; r++) {
-          if (!(yield* insert(connection, records[r]!))) return yield* Effect.fail(retry)
-        }
+        for (let r = 0; r < plan.receipts.length; r++) yield* insert(connection, records[r]!)
       }
       return yield* Effect.forEach(plans, ({ receipts, refused }) =>
         refused === undefined
