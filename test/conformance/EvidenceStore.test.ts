@@ -323,6 +323,35 @@ for (const [name, layer, durable] of layers) {
         assert.deepStrictEqual(yield* readAll(chain), [first!, second!].map(stored))
       })))
 
+    it.effect("appendAll refuses the first bad record in order, whatever is wrong with the records after it", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* EvidenceStore
+        const chain = yield* newChain
+        const [first, second, third] = yield* sealChain(chain, 3)
+        const wrongHash = yield* altered(second!, { chain_hash: Sha256Hex.make("0".repeat(64)) })
+        const malformed = yield* altered(third!, { record_id: "not-a-uuid" as Uuid })
+        const refusal = (records: ReadonlyArray<EvidenceRecord>) =>
+          Effect.map(
+            Effect.flip(store.appendAll(records)),
+            (error) => "reason" in error ? `${error._tag}:${error.reason}:${error.record_id}` : error._tag
+          )
+        assert.strictEqual(
+          yield* refusal([first!, wrongHash, malformed]),
+          `EvidenceIntegrityError:chain_hash:${second!.record_id}`
+        )
+        const wrongPayload = yield* altered(third!, { payload_json: "{\"forged\":true}" })
+        const unsupported = yield* altered(second!, { hash_algorithm: "sha256-v2" })
+        assert.strictEqual(
+          yield* refusal([first!, unsupported, wrongPayload]),
+          `EvidenceIntegrityError:unsupported_algorithm:${second!.record_id}`
+        )
+        assert.strictEqual(
+          yield* refusal([first!, second!, wrongPayload]),
+          `EvidenceIntegrityError:payload_digest:${third!.record_id}`
+        )
+        assert.deepStrictEqual(yield* readAll(chain), [])
+      })))
+
     it.effect("a duplicate among concurrent appends fails alone; the appends committed beside it stand", () =>
       provided(Effect.gen(function*() {
         const store = yield* EvidenceStore

@@ -2,7 +2,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, FastCheck as fc, Layer, Schema, TestClock } from "effect"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/Action.ts"
+import * as ActionExecutor from "../../core/ActionExecutor.ts"
 import * as ActionUsage from "../../core/ActionUsage.ts"
+import type { Interceptor } from "../../core/Interceptor.ts"
 import { meter } from "../../core/internal/usage.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
@@ -139,6 +141,26 @@ describe("budgets on reported and measured usage", () => {
         assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "bob")), "denied budget.exhausted")
       }).pipe(Effect.provide(layer()))
   )
+
+  it.effect("an interceptor's charge sees an invocation's usage only when its verdict metered that invocation", () => {
+    const charged: Array<ActionUsage.Usage> = []
+    let metered = false
+    const counter: Interceptor = {
+      id: "test.meter",
+      stage: "policy",
+      evaluate: () => Effect.sync(() => ({ disposition: "allow", code: "test.allowed", metered })),
+      charge: (_, usage) => Effect.sync(() => void charged.push(usage))
+    }
+    return Effect.gen(function*() {
+      assert.strictEqual(summary(yield* run("model.complete", { tokens: 7, micros: 5 })), "succeeded")
+      assert.deepStrictEqual(charged, [])
+      metered = true
+      assert.strictEqual(summary(yield* run("model.complete", { tokens: 7, micros: 5 })), "succeeded")
+      assert.deepStrictEqual(charged, [{ wall_microseconds: 5, tokens: 7, cost_microunits: 0 }])
+    }).pipe(
+      Effect.provide(ActionExecutor.layerMinimal({ interceptors: [counter] }).pipe(Layer.provideMerge(base(actions))))
+    )
+  })
 
   it.effect("a limit of zero denies every matching call", () =>
     Effect.gen(function*() {
