@@ -1,13 +1,14 @@
 /**
- * What one invocation consumed, for budgets. The executor measures wall time itself, with the
- * Clock, around the one invocation, whatever its outcome. Tokens and cost are reported by the
+ * What one invocation consumed, for budgets. When a verdict meters the invocation (a budget binds
+ * it), the executor measures wall time itself, with the Clock, around the one invocation, whatever
+ * its outcome. Tokens and cost are reported by the
  * callable, for its own invocation only: the backend provides this service to an Effect handler,
  * which calls `ActionUsage.report({ tokens, cost_microunits })` as often as it likes (reports add
  * up). A caller cannot report usage: a request field or a report after the fact would let the one
  * who spends the budget decide what it is charged. Usage is charged after the call, so a call
  * admitted while its window had budget left may overrun that budget once. A report that is
- * negative, not a safe integer, or made after its invocation concluded is an ActionUsageError and
- * charges nothing.
+ * negative or not a safe integer, or (when metered) made after its invocation concluded, is an
+ * ActionUsageError and charges nothing; unmetered, a valid report goes nowhere.
  */
 import { Context, Effect, Schema } from "effect"
 

@@ -3,13 +3,13 @@ import { Arbitrary, Effect, Either, FastCheck, Layer, Schema, Stream } from "eff
 import fc from "fast-check"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as Canonical from "../../core/Canonical.ts"
-import { Sha256Hex } from "../../core/Digest.ts"
+import { Digest, Sha256Hex } from "../../core/Digest.ts"
 import * as Evidence from "../../core/Evidence.ts"
 import type { StoredRecord } from "../../core/Evidence.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import { Timestamp } from "../../core/Time.ts"
-import { altered, sealChain } from "../fixtures/evidence.ts"
+import { altered, draft, sealChain } from "../fixtures/evidence.ts"
 
 const testLayer = Layer.merge(WebCryptoDigest.layer, IdGenerator.layerSeeded("evidence-core"))
 
@@ -103,6 +103,43 @@ describe("Evidence", () => {
         payload: { latency: 1.5 }
       }, { ...record!, previous_chain_hash: null }))
       assert.deepStrictEqual([refused._tag, refused.reason, refused.path], ["CanonicalJsonError", "float", "$.latency"])
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("sealAllWith seals drafts in turn, each extending the one before, and equals sealing them one by one", () =>
+    Effect.gen(function*() {
+      const digest = yield* Digest
+      const chain_id = yield* IdGenerator.uuid
+      const drafts = [0, 1, 2].map(draft)
+      const record_ids = [yield* IdGenerator.uuid, yield* IdGenerator.uuid, yield* IdGenerator.uuid]
+      const sealed = yield* Evidence.sealAllWith(digest, drafts, {
+        chain_id,
+        sequence: 4,
+        previous_chain_hash: Sha256Hex.make("a".repeat(64)),
+        record_ids,
+        created_at: at
+      })
+      let previous_chain_hash: Sha256Hex | null = Sha256Hex.make("a".repeat(64))
+      for (const [i, record] of sealed.entries()) {
+        const alone = yield* Evidence.seal(drafts[i]!, {
+          record_id: record_ids[i]!,
+          chain_id,
+          sequence: 4 + i,
+          previous_chain_hash,
+          created_at: at
+        })
+        assert.deepStrictEqual({ ...record }, { ...alone })
+        previous_chain_hash = record.chain_hash
+      }
+      const refused = yield* Effect.flip(
+        Evidence.sealAllWith(digest, [drafts[0]!, { ...drafts[1]!, payload: { f: 0.5 } }], {
+          chain_id,
+          sequence: 0,
+          previous_chain_hash: null,
+          record_ids,
+          created_at: at
+        })
+      )
+      assert.deepStrictEqual([refused.reason, refused.path], ["float", "$.f"])
     }).pipe(Effect.provide(testLayer)))
 
   it.effect("the chain hash covers every field but itself, and the payload digest covers the payload bytes", () =>
