@@ -20,6 +20,16 @@ export const makeGovernedStages = (
   digest: Digest.Service,
   ids: IdGenerator.Service
 ) => {
+  /**
+   * Mark the attempt (operation started, or terminal under way) and append, as one uninterruptible step: an
+   * interruption lands before both or after the append is answered, so the mark always says what was appended.
+   */
+  const marked = <A, E>(mark: () => unknown, append: Effect.Effect<A, E>) =>
+    Effect.uninterruptible(Effect.suspend(() => {
+      mark()
+      return append
+    }))
+
   /** Append governed records in one commit; a failure is a GovernanceEvidenceError naming whether the callable had run. */
   const appendEvidence = (operation: OperationContext, drafts: ReadonlyArray<Evidence.Draft>, call_executed: boolean) =>
     Effect.mapError(governor.writer.appendAll(operation.chain_id, drafts), (error) =>
@@ -88,12 +98,13 @@ export const makeGovernedStages = (
     if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
     const operation = derived.right
     attempt.stage = "governed_start"
-    // Set before the append (which, once begun, completes): an interruption right after it still closes the operation.
-    attempt.operation = operation
-    yield* appendEvidence(operation, [
-      ledger.policyBound(operation, pinned.right),
-      ledger.operationStarted(operation, Object.keys(attempt.args!))
-    ], false).pipe(Effect.tapError(() => Effect.sync(() => delete attempt.operation)))
+    yield* marked(
+      () => (attempt.operation = operation),
+      appendEvidence(operation, [
+        ledger.policyBound(operation, pinned.right),
+        ledger.operationStarted(operation, Object.keys(attempt.args!))
+      ], false).pipe(Effect.tapError(() => Effect.sync(() => delete attempt.operation)))
+    )
     return undefined
   })
 
@@ -101,10 +112,10 @@ export const makeGovernedStages = (
   const conclude = Effect.fnUntraced(
     function*(attempt: Attempt, operation: OperationContext, outcome: ExecutionOutcome) {
       const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(digest, outcome.result) : null
-      attempt.concluded = true
-      const appended = yield* Effect.either(
+      const appended = yield* Effect.either(marked(
+        () => (attempt.concluded = true),
         governor.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
-      )
+      ))
       if (Either.isRight(appended)) {
         attempt.receipt = appended.right
         return outcome
@@ -141,13 +152,13 @@ export const makeGovernedStages = (
     attempt.operation === undefined || attempt.invoked
       ? Effect.fail(error)
       : Effect.zipRight(
-        Effect.exit(Effect.suspend(() => {
-          attempt.concluded = true
-          return governor.writer.append(
-            attempt.operation!.chain_id,
-            ledger.terminal(attempt.operation!, denied(attempt, "evidence.append_failed"), null)
+        Effect.exit(marked(
+          () => (attempt.concluded = true),
+          governor.writer.append(
+            attempt.operation.chain_id,
+            ledger.terminal(attempt.operation, denied(attempt, "evidence.append_failed"), null)
           )
-        })),
+        )),
         Effect.fail(error)
       )
 
