@@ -4,8 +4,9 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
-import { Console, Effect, Either, JSONSchema, Option } from "effect"
+import { Console, Effect, Either, JSONSchema, Option, Schema } from "effect"
 import * as PolicyFormat from "../../adapters/PolicyFormat.ts"
+import * as Action from "../../core/Action.ts"
 import * as InvocationContext from "../../core/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
@@ -80,6 +81,13 @@ const explainOptions = {
     Options.withDefault(""),
     Options.withDescription("the action's declared effects, comma-separated (e.g. filesystem.write)")
   ),
+  declares: Options.text("declares").pipe(
+    Options.withDefault("{}"),
+    Options.withDescription(
+      "what the action declares beyond its effects, as Action.make takes it: a JSON object with any of " +
+        "mcp {server, tool, resources}, secrets [{namespace, exposure}], environment [{variable, exposure}]"
+    )
+  ),
   principal: Options.text("principal").pipe(Options.withDefault("cli-user")),
   tenant: Options.text("tenant").pipe(Options.optional),
   origin,
@@ -88,6 +96,23 @@ const explainOptions = {
     Options.withDescription("the agent the request came through (delegation to the executing agent)")
   )
 }
+
+/** An action's declared MCP tool, secrets and environment, exactly as `Action.make` takes them. */
+const Declarations = Schema.Struct({
+  mcp: Schema.optionalWith(Action.McpTool, { exact: true }),
+  secrets: Schema.optionalWith(Schema.Array(Action.SecretNeed), { exact: true }),
+  environment: Schema.optionalWith(Schema.Array(Action.EnvironmentNeed), { exact: true })
+})
+
+const decodeDeclarations = Schema.decodeUnknownEither(Declarations, { onExcessProperty: "error", errors: "first" })
+
+/** Parse `--declares`; bad input names the offending field. */
+const parseDeclarations = (text: string) =>
+  Either.flatMap(parseJsonObject(text, "--declares"), (value) =>
+    Either.mapLeft(
+      decodeDeclarations(value),
+      (error) => new CliInputError({ message: `--declares ${PermissionPolicy.validationError(error).message}` })
+    ))
 
 /** The executing agent `explain` evaluates as. */
 const executingAgent = InvocationContext.agent("writ-agent")
@@ -129,6 +154,7 @@ const explain = Command.make("explain", explainOptions, (options) =>
   Effect.gen(function*() {
     const { snapshot } = yield* load(options.file)
     const args = yield* parseJsonObject(options.args, "--args")
+    const declared = yield* parseDeclarations(options.declares)
     const invocation = invocationOf(options.origin, options.viaAgent, options.principal)
     const input: PolicyInput = {
       action: options.action,
@@ -138,7 +164,8 @@ const explain = Command.make("explain", explainOptions, (options) =>
       now: yield* Time.nowMicros,
       bound_agent: executingAgent,
       ...(Option.isSome(options.tenant) ? { tenant: options.tenant.value } : {}),
-      ...(invocation === undefined ? {} : { invocation })
+      ...(invocation === undefined ? {} : { invocation }),
+      ...declared
     }
     const verdict = PolicyGate.explain(PolicyGate.pinned(snapshot), input)
     const result = {

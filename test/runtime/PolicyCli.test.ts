@@ -60,6 +60,41 @@ describe("writ policy", () => {
     assert.include(detail, "rules rule-1")
   }, 120_000)
 
+  it("explain takes the MCP tool, secrets and environment an action declares, as Action.make does", () => {
+    const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
+    const grants = join(dir, "grants.json")
+    writeFileSync(
+      grants,
+      JSON.stringify({
+        policy_id: "grants",
+        version: "1",
+        mode: "allow_all",
+        rules: [
+          {
+            kind: "mcp",
+            effect: "allow",
+            server_patterns: ["github"],
+            tool_patterns: ["search"],
+            resource_patterns: []
+          }
+        ]
+      })
+    )
+    const explain = (declares: string) => {
+      const result = writ("policy", "explain", grants, "--json", "--action", "issues.search", "--declares", declares)
+      return [result.status, result.status === 2 ? result.stderr.trim() : JSON.parse(result.stdout).reason]
+    }
+    assert.deepStrictEqual(explain("{\"mcp\":{\"server\":\"github\",\"tool\":\"search\"}}"), [0, "policy.allowed"])
+    assert.deepStrictEqual(explain("{\"mcp\":{\"server\":\"github\",\"tool\":\"delete_repo\"}}"), [
+      1,
+      "mcp.not_allowed"
+    ])
+    const [status, message] = explain("{\"mcp\":{\"server\":\"github\"}}")
+    assert.strictEqual(status, 2)
+    assert.include(message, "--declares $.mcp.tool: is missing")
+    assert.include(explain("{\"secret\":[]}")[1], "--declares $.secret: is not a field")
+  }, 60_000)
+
   it("schema prints the declaration's JSON Schema", () => {
     const schema = JSON.parse(writ("policy", "schema").stdout)
     assert.includeMembers(schema.required, ["policy_id", "version"])
