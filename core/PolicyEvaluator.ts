@@ -299,12 +299,17 @@ const listenDestination = (address: string | undefined) => {
 
 type NetworkMode = RuleOf<"network">["modes"][number]
 
-/** What a call reaches on the network: a `url` argument connects; a declared `network.listen` effect listens on the
- * `address` argument (`host:port`) and a declared `network.resolve` effect resolves the `host` argument. */
+/** What a call reaches on the network: a `url` argument connects (and a declared `network.connect` effect needs one);
+ * a declared `network.listen` effect listens on the `address` argument (`host:port`) and a declared
+ * `network.resolve` effect resolves the `host` argument. */
 const networkTargets = (input: PolicyInput): ReadonlyArray<readonly [NetworkMode, string | undefined]> => {
   const url = stringArgument(input, "url")
   return [
-    ...(url === undefined ? [] : [["connect", connectDestination(url)] as const]),
+    ...(url !== undefined
+      ? [["connect", connectDestination(url)] as const]
+      : input.effects.includes("network.connect")
+      ? [["connect", undefined] as const]
+      : []),
     ...(input.effects.includes("network.listen")
       ? [["listen", listenDestination(stringArgument(input, "address"))] as const]
       : []),

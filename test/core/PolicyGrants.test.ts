@@ -326,6 +326,9 @@ describe("network listen and resolve rules", () => {
       for (const host of [undefined, "", "a b", "a/b", "user@host"]) {
         assert.strictEqual(d(resolve(host)), "deny network.invalid_destination", String(host))
       }
+      // A declared connect names its destination in `url`; without one there is nothing a grant could cover.
+      assert.strictEqual(d({ effects: ["network.connect"], arguments: {} }), "deny network.invalid_destination")
+      assert.strictEqual(d({ effects: ["network.connect"], arguments: { url: "https://api.example.com/v1" } }), "allow")
       assert.strictEqual(
         d({
           effects: ["network.listen", "network.resolve"],
