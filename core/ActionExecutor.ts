@@ -45,11 +45,12 @@ import { IdempotencyStore, keyOf } from "./IdempotencyStore.ts"
 import { IdGenerator } from "./IdGenerator.ts"
 import type { Concluded, Evaluation, Interceptor, Observer, Transformer, Verdict } from "./Interceptor.ts"
 import type { Attempt, Compiled, StageResult } from "./internal/attempt.ts"
-import { common, denied, describeParseError, outcomeOf, reason, trusted } from "./internal/attempt.ts"
+import { common, denied, describeParseError, outcomeOf, reason } from "./internal/attempt.ts"
 import type { PersistError } from "./internal/durable.ts"
 import { makeDurableStages } from "./internal/durable.ts"
 import { makeGovernedStages } from "./internal/governed.ts"
 import { isRefusal, mint } from "./internal/token.ts"
+import { trustedMake } from "./internal/trusted.ts"
 import { meter, unmetered } from "./internal/usage.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import type { InvocationTokenError } from "./InvocationTokenError.ts"
@@ -253,7 +254,7 @@ export const make = (config: Config = {}) =>
     /** Stage 3: deadline admission; a deadline already past concludes before the callable. */
     const admitDeadline = Effect.fnUntraced(function*(attempt: Attempt, deadline: Time.Timestamp) {
       return (yield* Time.nowMicros) >= Time.toMicros(deadline)
-        ? new TimedOut({ ...common(attempt), call_executed: false }, trusted)
+        ? trustedMake(TimedOut, { ...common(attempt), call_executed: false })
         : undefined
     })
 
@@ -278,7 +279,7 @@ export const make = (config: Config = {}) =>
         const verdict: Verdict = Exit.isSuccess(exit)
           ? exit.value
           : { disposition: "deny", code: "control.evaluator_error" }
-        const decision = new ActionAdmissionDecision({
+        const decision = trustedMake(ActionAdmissionDecision, {
           disposition: verdict.disposition,
           reason: reason(verdict.code, verdict.detail),
           evaluator: interceptor.id,
@@ -287,7 +288,7 @@ export const make = (config: Config = {}) =>
           evidence: [],
           ...(verdict.retry_at === undefined ? {} : { retry_at: verdict.retry_at }),
           ...(verdict.approval === undefined ? {} : { approval: verdict.approval })
-        }, trusted)
+        })
         ;(attempt.decisions ??= []).push(decision)
         if (verdict.metered === true && interceptor.charge !== undefined) {
           const meters = attempt.meters ??= []
@@ -318,13 +319,13 @@ export const make = (config: Config = {}) =>
       if (invalid !== undefined) return invalid
       attempt.stage = "recheck"
       const changed = attempt.digest !== before
-      attempt.recheck = new Recheck({
+      attempt.recheck = trustedMake(Recheck, {
         ran: changed,
         reason: changed ? "arguments_changed" : "arguments_unchanged",
         evaluators: changed ? compiled.interceptors.map((interceptor) => interceptor.id) : [],
         digest_before: before,
         digest_after: attempt.digest!
-      }, trusted)
+      })
       return changed ? yield* authorise(attempt, true) : undefined
     })
 
@@ -378,7 +379,7 @@ export const make = (config: Config = {}) =>
       cancel: Deferred.Deferred<void> | undefined
     ) {
       if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
-        return new Cancelled({ ...common(attempt), call_executed: false }, trusted)
+        return trustedMake(Cancelled, { ...common(attempt), call_executed: false })
       }
       attempt.invoked = true
       const fiber = yield* Effect.forkDaemon(call(attempt, compiled, usage))
@@ -398,7 +399,7 @@ export const make = (config: Config = {}) =>
         call_executed: true,
         teardown: Either.isRight(stopped) ? "completed" as const : "abandoned" as const
       }
-      return first.by === "deadline" ? new TimedOut(fields, trusted) : new Cancelled(fields, trusted)
+      return first.by === "deadline" ? trustedMake(TimedOut, fields) : trustedMake(Cancelled, fields)
     })
 
     /** Stage 13: normalise the callable's exit into an outcome; failures are captured and redacted. */
@@ -407,14 +408,14 @@ export const make = (config: Config = {}) =>
       if (Exit.isSuccess(exit)) {
         const encoded = compiled.encodeOutput(exit.value)
         return Either.isRight(encoded)
-          ? new Succeeded({ ...common(attempt), result: encoded.right }, trusted)
-          : new Failed({
+          ? trustedMake(Succeeded, { ...common(attempt), result: encoded.right })
+          : trustedMake(Failed, {
             ...common(attempt),
-            failure: new FailureSummary(
-              { code: "output.invalid", message: describeParseError(encoded.left, "result") },
-              trusted
-            )
-          }, trusted)
+            failure: trustedMake(FailureSummary, {
+              code: "output.invalid",
+              message: describeParseError(encoded.left, "result")
+            })
+          })
       }
       const refused = Cause.failureOption(exit.cause).pipe(Option.filter(isRefusal))
       if (Option.isSome(refused)) {
@@ -423,12 +424,12 @@ export const make = (config: Config = {}) =>
         return denied(attempt, "invoke.token_refused", (refused.value as InvocationTokenError).reason)
       }
       if (Cause.isInterruptedOnly(exit.cause)) {
-        return new Cancelled({ ...common(attempt), call_executed: true }, trusted)
+        return trustedMake(Cancelled, { ...common(attempt), call_executed: true })
       }
-      return new Failed(
-        { ...common(attempt), failure: new FailureSummary(captureFailure(exit.cause), trusted) },
-        trusted
-      )
+      return trustedMake(Failed, {
+        ...common(attempt),
+        failure: trustedMake(FailureSummary, captureFailure(exit.cause))
+      })
     }
 
     const notify = (outcome: ExecutionOutcome, receipt?: AppendReceipt) => {
@@ -474,7 +475,7 @@ export const make = (config: Config = {}) =>
                 state,
                 attempt,
                 scope.run_id,
-                new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)
+                trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked })
               )
             )
           )
@@ -498,7 +499,7 @@ export const make = (config: Config = {}) =>
         const refused = yield* transform(attempt, compiled)
         if (refused !== undefined) return refused
       } else if (needsDigest) {
-        attempt.recheck = new Recheck({ ran: false, reason: "no_transformation", evaluators: [] }, trusted)
+        attempt.recheck = trustedMake(Recheck, { ran: false, reason: "no_transformation", evaluators: [] })
       }
       const key = attempt.request.idempotency_key
       if (key === undefined || Option.isNone(idempotency)) return yield* invoke(attempt, compiled, cancel)
@@ -519,11 +520,11 @@ export const make = (config: Config = {}) =>
       const stored = yield* store.get(key)
       if (Option.isSome(stored)) {
         attempt.stage = "invoke"
-        return new Succeeded({
+        return trustedMake(Succeeded, {
           ...common(attempt),
           result: stored.value.result,
           replay_of: stored.value.attempt_id
-        }, trusted)
+        })
       }
       const outcome = yield* invoke(attempt, compiled, cancel)
       if (outcome._tag === "succeeded") yield* store.put(key, outcome)
@@ -545,7 +546,7 @@ export const make = (config: Config = {}) =>
         return run(attempt, options.cancel, options.boundary).pipe(
           Effect.tap((outcome) => notify(outcome, attempt.receipt)),
           Effect.onInterrupt(() =>
-            notify(new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted))
+            notify(trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked }))
           )
         )
       })

@@ -6,6 +6,7 @@ import { Chunk, Effect, Either, Schema, Stream } from "effect"
 import * as Canonical from "./Canonical.ts"
 import { Digest, Sha256Hex, sha256TextWith } from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
+import { trustedMake } from "./internal/trusted.ts"
 import { Timestamp } from "./Time.ts"
 
 /** The closed record taxonomy. */
@@ -287,7 +288,7 @@ export const sealAllWith = (
           hash_algorithm: hashAlgorithm
         }
         return Effect.flatMap(chainHashWith(digest, unsealed), (chain_hash) => {
-          records.push(new EvidenceRecord({ ...unsealed, chain_hash }, { disableValidation: true }))
+          records.push(trustedMake(EvidenceRecord, { ...unsealed, chain_hash }))
           return sealFrom(i + 1, chain_hash)
         })
       }

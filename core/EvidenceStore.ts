@@ -11,6 +11,7 @@ import { Sha256Hex } from "./Digest.ts"
 import * as Evidence from "./Evidence.ts"
 import type { EvidenceRecord, StoredRecord, VerificationResult } from "./Evidence.ts"
 import { Uuid } from "./IdGenerator.ts"
+import { trustedMake } from "./internal/trusted.ts"
 
 /** What a committed append returns; nothing returns one before its transaction commits. */
 export class AppendReceipt extends Schema.Class<AppendReceipt>("AppendReceipt")({
@@ -204,12 +205,12 @@ export const admit = (
 
 /** The receipt of a committed record: its chain, id, sequence and the head it made. */
 export const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>
-  new AppendReceipt({
+  trustedMake(AppendReceipt, {
     chain_id: record.chain_id,
     record_id: record.record_id,
     sequence: record.sequence,
     head_hash: record.chain_hash
-  }, { disableValidation: true })
+  })
 
 /**
  * Why a record that passed admission cannot extend a chain whose head is `head`, or none: a duplicate record id or

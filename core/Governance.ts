@@ -14,6 +14,7 @@ import { EvidenceStore } from "./EvidenceStore.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import { ExecutionRequest } from "./ExecutionRequest.ts"
 import { IdGenerator, Uuid } from "./IdGenerator.ts"
+import { trustedMake } from "./internal/trusted.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import { ActionBackendRef, Identifier, PolicySnapshotRef } from "./Refs.ts"
 import * as Time from "./Time.ts"
@@ -121,7 +122,7 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
     ))
     const scope = request.execution_scope
     return Either.right(
-      new OperationContext({
+      trustedMake(OperationContext, {
         operation_id: yield* IdGenerator.pipe(Effect.flatMap((ids) => ids.uuid)),
         task_boundary_id: boundary.task_boundary_id,
         chain_id: boundary.chain_id,
@@ -138,7 +139,7 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
         policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest },
         backend: { id: capability.backend.id, version: capability.backend.version, capability_digest },
         arguments_digest
-      }, { disableValidation: true })
+      })
     )
   })
 

@@ -17,6 +17,7 @@ import type { Interceptor } from "../Interceptor.ts"
 import type { ActionRef } from "../Refs.ts"
 import type { RuntimeProfile } from "../RuntimeProfile.ts"
 import type { Stage } from "../Stage.ts"
+import { trustedMake } from "./trusted.ts"
 
 /** An action compiled once per executor: its plan, identity and Schema codecs. */
 export interface Compiled {
@@ -59,9 +60,6 @@ export interface Attempt {
 /** What a stage returns: an outcome concludes the attempt; undefined goes on to the next stage. */
 export type StageResult = ExecutionOutcome | undefined
 
-/** Construction options for values the executor built itself from validated parts. */
-export const trusted = { disableValidation: true } as const
-
 const noDecisions: ReadonlyArray<ActionAdmissionDecision> = Object.freeze([])
 
 /** The fields every outcome of this attempt shares. */
@@ -79,11 +77,11 @@ export const common = (attempt: Attempt) => {
 
 /** A decision reason. */
 export const reason = (code: string, detail?: string) =>
-  new DecisionReason(detail === undefined ? { code } : { code, detail }, trusted)
+  trustedMake(DecisionReason, detail === undefined ? { code } : { code, detail })
 
 /** A denial of this attempt at its current stage. */
 export const denied = (attempt: Attempt, code: string, detail?: string): ExecutionOutcome =>
-  new Denied({ ...common(attempt), reason: reason(code, detail) }, trusted)
+  trustedMake(Denied, { ...common(attempt), reason: reason(code, detail) })
 
 /** The outcome a non-allow decision concludes the attempt with. */
 export const outcomeOf = (
@@ -93,19 +91,19 @@ export const outcomeOf = (
 ): ExecutionOutcome => {
   switch (disposition) {
     case "deny":
-      return new Denied({ ...common(attempt), reason: decision.reason }, trusted)
+      return trustedMake(Denied, { ...common(attempt), reason: decision.reason })
     case "defer":
-      return new Deferred({
+      return trustedMake(Deferred, {
         ...common(attempt),
         reason: decision.reason,
         ...(decision.retry_at === undefined ? {} : { retry_at: decision.retry_at })
-      }, trusted)
+      })
     case "escalate":
-      return new Escalated({
+      return trustedMake(Escalated, {
         ...common(attempt),
         reason: decision.reason,
         ...(decision.approval === undefined ? {} : { approval: decision.approval })
-      }, trusted)
+      })
   }
 }
 

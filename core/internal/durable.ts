@@ -7,7 +7,8 @@ import type { StateStore } from "../StateStore.ts"
 import { IntentDraft, OperationAttempt, summarize } from "../StateStore.ts"
 import * as Time from "../Time.ts"
 import type { Attempt } from "./attempt.ts"
-import { denied, resultDigest, trusted } from "./attempt.ts"
+import { denied, resultDigest } from "./attempt.ts"
+import { trustedMake } from "./trusted.ts"
 
 /** The durable profile could not commit an attempt; `call_executed` says whether the callable had run (it is never retried). */
 export class PersistError extends Schema.TaggedError<PersistError>()("PersistError", {
@@ -42,7 +43,7 @@ export const makeDurableStages = (digest: Digest.Service) => {
     const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(digest, outcome.result) : null
     const summary = summarize(outcome, result_digest)
     const committed = yield* Effect.either(store.commitAttempt({
-      attempt: new OperationAttempt({
+      attempt: trustedMake(OperationAttempt, {
         attempt_id: attempt.attempt_id,
         run_id,
         request_id: attempt.request.request_id,
@@ -51,12 +52,12 @@ export const makeDurableStages = (digest: Digest.Service) => {
         arguments_digest: attempt.digest ?? null,
         outcome: summary,
         created_at: yield* Time.now
-      }, trusted),
+      }),
       intents: [
-        new IntentDraft({
+        trustedMake(IntentDraft, {
           topic: "writ.outcome",
           payload_json: Either.getOrThrow(Canonical.stringify({ attempt_id: attempt.attempt_id, ...summary }))
-        }, trusted)
+        })
       ]
     }))
     if (Either.isRight(committed)) return outcome

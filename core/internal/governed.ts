@@ -10,8 +10,9 @@ import { IdGenerator } from "../IdGenerator.ts"
 import type { Verdict } from "../Interceptor.ts"
 import * as Time from "../Time.ts"
 import type { Attempt, Compiled } from "./attempt.ts"
-import { common, denied, resultDigest, trusted } from "./attempt.ts"
+import { common, denied, resultDigest } from "./attempt.ts"
 import * as ledger from "./ledger.ts"
+import { trustedMake } from "./trusted.ts"
 
 /** The governed stages (4, 11 and 13) of one executor: evidence committed as control flow through its writer. */
 export const makeGovernedStages = (
@@ -144,7 +145,7 @@ export const makeGovernedStages = (
       : Effect.asVoid(Effect.exit(conclude(
         attempt,
         attempt.operation,
-        new Cancelled({ ...common(attempt), call_executed: attempt.invoked }, trusted)
+        trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked })
       )))
 
   /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
