@@ -222,8 +222,8 @@ const chainHashWith = (
     : sha256TextWith(digest, text)
 }
 
-/** The `sha256-v1` payload digest and chain hash a record's content recomputes to, with a Digest service. */
-export const rehashWith = (
+// The `sha256-v1` payload digest and chain hash a record's content recomputes to, with a Digest service.
+const rehashWith = (
   digest: Digest.Service,
   record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }
 ): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError> =>

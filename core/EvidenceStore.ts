@@ -196,13 +196,6 @@ export const admitAll = (
     })
   })
 
-/** Admit one record (see `admitAll`). */
-export const admit = (
-  digest: Digest.Service,
-  record: Evidence.EvidenceRecord
-): Effect.Effect<Evidence.EvidenceRecord, EvidenceIntegrityError> =>
-  Effect.map(admitAll(digest, [record]), (admitted) => admitted[0]!)
-
 /** The receipt of a committed record: its chain, id, sequence and the head it made. */
 export const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>
   trustedMake(AppendReceipt, {
