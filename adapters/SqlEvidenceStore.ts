@@ -27,12 +27,28 @@ import {
 } from "../core/EvidenceStore.ts"
 import { admitAll, conflictOf, receiptOf } from "../core/EvidenceStore.ts"
 
+/** One append's result in a commit: its receipts, or why it was not appended. */
+export type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError>
+
+/** Commits a batch of admitted appends in one transaction: each append's result, in order; it never fails as a whole. */
+export type Commit = (
+  batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
+) => Effect.Effect<ReadonlyArray<Placed>>
+
+/** Where batches of at least `from` appends are committed instead of on the store's own connection. */
+export interface Offload {
+  readonly commit: Commit
+  readonly from: number
+}
+
 /** How the store batches and pages. */
 export interface Options {
   /** The most appends one transaction commits (default 1024). */
   readonly maxBatch?: number
   /** Rows per page when a chain is read (default 1000). */
   readonly pageSize?: number
+  /** Another committer for larger batches (see `adapters/EvidenceThread.ts`); the store's own commits the rest. */
+  readonly offload?: Offload
 }
 
 const StoredRow = Evidence.StoredRecord
@@ -105,12 +121,164 @@ const isHeadRow = (row: unknown): row is { chain_id: string; sequence: number; c
 // A batch to place again record by record, in a transaction of its own: an insert found its id or hash stored.
 const retry = { _tag: "Retry" } as const
 
-type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError>
-
 interface Pending {
   readonly records: ReadonlyArray<Evidence.EvidenceRecord>
   readonly resume: (result: Exit.Exit<ReadonlyArray<AppendReceipt>, AppendError>) => void
 }
+
+/** The commit over the SqlClient in context: a batch's transaction, or record by record when an insert fails. */
+export const makeCommit: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const findDuplicates = SqlSchema.findAll({
+    Request: Identity,
+    Result: DuplicateRow,
+    execute: ({ chain_hash, record_id }) =>
+      sql`SELECT record_id FROM evidence_records WHERE record_id = ${record_id} OR chain_hash = ${chain_hash}`
+  })
+
+  // The inserts are compiled once by the client's own compiler and run on the transaction's connection as prepared
+  // statements, once per record: SQLite inserts a multi-row VALUES list several times slower per row.
+  const [insertSql, insertParams] = sql`INSERT INTO evidence_records ${sql.insert(markers)}`.compile()
+  if (insertParams.some((param, i) => param !== columns[i])) {
+    return yield* Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
+  }
+  // A batch's insert: any failure (a stored id or hash, which only a write can find, or the store's own) undoes the
+  // batch, which is then placed again record by record.
+  const insert = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
+    Effect.catchTag(connection.execute(insertSql, rowParams(record), undefined), "SqlError", () => Effect.fail(retry))
+  // One record of the record-by-record path, skipped (no row returned) when its id or hash is already stored.
+  const insertOneSql =
+    sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
+      .compile()[0]
+  const insertOne = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
+    Effect.map(connection.execute(insertOneSql, rowParams(record), undefined), (rows) => rows.length === 1)
+  // Each chain's head by its own index seek (a correlated MAX over every row of 64 chains cost ~5 ms a batch).
+  const headSql = (chain: number) =>
+    sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
+      ORDER BY sequence DESC LIMIT 1) AS head`
+  const headsSql = new Map<number, string>(CHUNK_SIZES.map((size) =>
+    [
+      size,
+      sql`${sql.join(" UNION ALL ", false)(Array.from({ length: size }, (_, i) => headSql(i)))}`.compile()[0]
+    ] as const
+  ))
+
+  // IMMEDIATE takes SQLite's write lock up front: no other writer can move a head until this commit.
+  const begin = sql.onDialectOrElse({ sqlite: () => "BEGIN IMMEDIATE", orElse: () => "BEGIN" })
+
+  // Not `sql.withTransaction`: it turns a failed COMMIT into a defect and leaves SQLite's transaction open (a
+  // COMMIT refused for a deferred constraint or SQLITE_BUSY does not end it); here it fails and is rolled back.
+  const transaction = <A, E>(
+    body: (connection: SqlConnection.Connection) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | SqlError> =>
+    Effect.scoped(Effect.gen(function*() {
+      const connection = yield* sql.reserve
+      const rollback = connection.execute("ROLLBACK", [], undefined).pipe(Effect.orElse(() => Effect.void))
+      // A BEGIN refused because a transaction is somehow still open: undo that one too, so none outlives its batch.
+      yield* Effect.tapError(connection.execute(begin, [], undefined), () => rollback)
+      const done = yield* Effect.exit(
+        Effect.provideService(body(connection), SqlClient.TransactionConnection, [connection, 0])
+      )
+      const committed = Exit.isSuccess(done)
+        ? yield* Effect.exit(connection.execute("COMMIT", [], undefined))
+        : undefined
+      if (committed === undefined || Exit.isFailure(committed)) {
+        // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
+        yield* rollback
+        if (committed !== undefined) yield* committed
+      }
+      return yield* done
+    }))
+
+  // Why a record was not appended: a duplicate record id or hash first, then the head it was compared against.
+  const refuse = Effect.fnUntraced(function*(
+    record: Evidence.EvidenceRecord,
+    head: { readonly sequence: number; readonly hash: string } | undefined
+  ) {
+    const duplicates = yield* findDuplicates(record)
+    const duplicate = duplicates.some((row) => row.record_id === record.record_id)
+      ? "duplicate_record"
+      : duplicates.length > 0
+      ? "duplicate_hash"
+      : undefined
+    return conflictOf(record, head, duplicate) ??
+      new EvidenceConflictError({ reason: "sequence", chain_id: record.chain_id, record_id: record.record_id })
+  })
+
+  // Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
+  const readHeads = (connection: SqlConnection.Connection, chain_ids: ReadonlyArray<string>) =>
+    Effect.flatMap(
+      Effect.forEach(
+        chunked(chain_ids),
+        (chunk) => connection.execute(headsSql.get(chunk.length)!, chunk, undefined)
+      ),
+      (pages) => {
+        const rows = pages.flat()
+        return rows.every(isHeadRow)
+          ? Effect.succeed(
+            new Map(rows.map((row) => [row.chain_id, { sequence: row.sequence, hash: row.chain_hash }]))
+          )
+          : Effect.fail(new EvidenceUnavailableError({ detail: "a stored chain head does not decode" }))
+      }
+    )
+
+  // The record-by-record path: each record compared with its chain's head, then inserted unless its id or hash is
+  // already stored.
+  const placeEach = Effect.fnUntraced(function*(
+    connection: SqlConnection.Connection,
+    records: ReadonlyArray<Evidence.EvidenceRecord>
+  ) {
+    const receipts: Array<AppendReceipt> = []
+    for (const record of records) {
+      const head = (yield* readHeads(connection, [record.chain_id])).get(record.chain_id)
+      const inserted = conflictOf(record, head, undefined) === undefined && (yield* insertOne(connection, record))
+      if (!inserted) return Exit.fail(yield* refuse(record, head)) as Placed
+      receipts.push(receiptOf(record))
+    }
+    return Exit.succeed(receipts) as Placed
+  })
+
+  // Compare every record against the heads read in this transaction, then insert the accepted ones. Anything the
+  // heads cannot show (a duplicate id or hash) fails its insert: the batch is then undone and placed record by
+  // record in a transaction of its own (`Retry`).
+  const placeBatch = Effect.fnUntraced(function*(
+    connection: SqlConnection.Connection,
+    batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
+  ) {
+    const heads = yield* readHeads(connection, [...new Set(batch.flatMap((records) => records.map((r) => r.chain_id)))])
+    const plans = batch.map((records) => {
+      const receipts: Array<AppendReceipt> = []
+      for (const record of records) {
+        const head = heads.get(record.chain_id)
+        if (conflictOf(record, head, undefined) !== undefined) return { receipts, refused: { record, head } }
+        heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
+        receipts.push(receiptOf(record))
+      }
+      return { receipts, refused: undefined }
+    })
+    for (const [i, plan] of plans.entries()) {
+      const records = batch[i]!
+      for (let r = 0; r < plan.receipts.length; r++) yield* insert(connection, records[r]!)
+    }
+    return yield* Effect.forEach(plans, ({ receipts, refused }) =>
+      refused === undefined
+        ? Effect.succeed(Exit.succeed(receipts) as Placed)
+        : Effect.map(refuse(refused.record, refused.head), (error) => Exit.fail(error) as Placed))
+  })
+
+  return (batch) =>
+    transaction((connection) => placeBatch(connection, batch)).pipe(
+      Effect.catchTag("Retry", () =>
+        transaction((connection) => Effect.forEach(batch, (records) => placeEach(connection, records)))),
+      Effect.mapError((error) =>
+        error._tag === "EvidenceUnavailableError" ? error : unavailable(error)
+      ),
+      Effect.exit,
+      Effect.map((exit): ReadonlyArray<Placed> =>
+        Exit.isSuccess(exit) ? exit.value : batch.map(() => Exit.failCause(exit.cause))
+      )
+    )
+})
 
 /** A store over the SqlClient in context; its writer fiber lives as long as the scope. */
 export const make = (
@@ -132,12 +300,6 @@ export const make = (
       execute: (chain_id) =>
         sql`SELECT sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain_id}
           ORDER BY sequence DESC LIMIT 1`
-    })
-    const findDuplicates = SqlSchema.findAll({
-      Request: Identity,
-      Result: DuplicateRow,
-      execute: ({ chain_hash, record_id }) =>
-        sql`SELECT record_id FROM evidence_records WHERE record_id = ${record_id} OR chain_hash = ${chain_hash}`
     })
     // A page is read as value rows and checked by `Evidence.storedRecordOf` rather than decoded by a Schema: verify
     // reads every row of a chain, and a Schema decode cost several times the row's two hashes.
@@ -180,152 +342,14 @@ export const make = (
       execute: () => sql`SELECT chain_id FROM evidence_records GROUP BY chain_id ORDER BY MIN(position)`
     })
 
-    // The inserts are compiled once by the client's own compiler and run on the transaction's connection as prepared
-    // statements, once per record: SQLite inserts a multi-row VALUES list several times slower per row.
-    const [insertSql, insertParams] = sql`INSERT INTO evidence_records ${sql.insert(markers)}`.compile()
-    if (insertParams.some((param, i) => param !== columns[i])) {
-      return yield* Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
-    }
-    // A batch's insert: any failure (a stored id or hash, which only a write can find, or the store's own) undoes the
-    // batch, which is then placed again record by record.
-    const insert = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
-      Effect.catchTag(connection.execute(insertSql, rowParams(record), undefined), "SqlError", () => Effect.fail(retry))
-    // One record of the record-by-record path, skipped (no row returned) when its id or hash is already stored.
-    const insertOneSql =
-      sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
-        .compile()[0]
-    const insertOne = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
-      Effect.map(connection.execute(insertOneSql, rowParams(record), undefined), (rows) => rows.length === 1)
-    // Each chain's head by its own index seek (a correlated MAX over every row of 64 chains cost ~5 ms a batch).
-    const headSql = (chain: number) =>
-      sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
-        ORDER BY sequence DESC LIMIT 1) AS head`
-    const headsSql = new Map<number, string>(CHUNK_SIZES.map((size) =>
-      [
-        size,
-        sql`${sql.join(" UNION ALL ", false)(Array.from({ length: size }, (_, i) => headSql(i)))}`.compile()[0]
-      ] as const
-    ))
-
-    // IMMEDIATE takes SQLite's write lock up front: no other writer can move a head until this commit.
-    const begin = sql.onDialectOrElse({ sqlite: () => "BEGIN IMMEDIATE", orElse: () => "BEGIN" })
-
-    // Not `sql.withTransaction`: it turns a failed COMMIT into a defect and leaves SQLite's transaction open (a
-    // COMMIT refused for a deferred constraint or SQLITE_BUSY does not end it); here it fails and is rolled back.
-    const transaction = <A, E>(
-      body: (connection: SqlConnection.Connection) => Effect.Effect<A, E>
-    ): Effect.Effect<A, E | SqlError> =>
-      Effect.scoped(Effect.gen(function*() {
-        const connection = yield* sql.reserve
-        const rollback = connection.execute("ROLLBACK", [], undefined).pipe(Effect.orElse(() => Effect.void))
-        // A BEGIN refused because a transaction is somehow still open: undo that one too, so none outlives its batch.
-        yield* Effect.tapError(connection.execute(begin, [], undefined), () => rollback)
-        const done = yield* Effect.exit(
-          Effect.provideService(body(connection), SqlClient.TransactionConnection, [connection, 0])
-        )
-        const committed = Exit.isSuccess(done)
-          ? yield* Effect.exit(connection.execute("COMMIT", [], undefined))
-          : undefined
-        if (committed === undefined || Exit.isFailure(committed)) {
-          // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
-          yield* rollback
-          if (committed !== undefined) yield* committed
-        }
-        return yield* done
-      }))
-
-    // Why a record was not appended: a duplicate record id or hash first, then the head it was compared against.
-    const refuse = Effect.fnUntraced(function*(
-      record: Evidence.EvidenceRecord,
-      head: { readonly sequence: number; readonly hash: string } | undefined
-    ) {
-      const duplicates = yield* findDuplicates(record)
-      const duplicate = duplicates.some((row) => row.record_id === record.record_id)
-        ? "duplicate_record"
-        : duplicates.length > 0
-        ? "duplicate_hash"
-        : undefined
-      return conflictOf(record, head, duplicate) ??
-        new EvidenceConflictError({ reason: "sequence", chain_id: record.chain_id, record_id: record.record_id })
-    })
-
-    // Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
-    const readHeads = (connection: SqlConnection.Connection, chain_ids: ReadonlyArray<string>) =>
-      Effect.flatMap(
-        Effect.forEach(
-          chunked(chain_ids),
-          (chunk) => connection.execute(headsSql.get(chunk.length)!, chunk, undefined)
-        ),
-        (pages) => {
-          const rows = pages.flat()
-          return rows.every(isHeadRow)
-            ? Effect.succeed(
-              new Map(rows.map((row) => [row.chain_id, { sequence: row.sequence, hash: row.chain_hash }]))
-            )
-            : Effect.fail(new EvidenceUnavailableError({ detail: "a stored chain head does not decode" }))
-        }
-      )
-
-    // The record-by-record path: each record compared with its chain's head, then inserted unless its id or hash is
-    // already stored.
-    const placeEach = Effect.fnUntraced(function*(
-      connection: SqlConnection.Connection,
-      records: ReadonlyArray<Evidence.EvidenceRecord>
-    ) {
-      const receipts: Array<AppendReceipt> = []
-      for (const record of records) {
-        const head = (yield* readHeads(connection, [record.chain_id])).get(record.chain_id)
-        const inserted = conflictOf(record, head, undefined) === undefined && (yield* insertOne(connection, record))
-        if (!inserted) return Exit.fail(yield* refuse(record, head)) as Placed
-        receipts.push(receiptOf(record))
-      }
-      return Exit.succeed(receipts) as Placed
-    })
-
-    // Compare every record against the heads read in this transaction, then insert the accepted ones. Anything the
-    // heads cannot show (a duplicate id or hash) fails its insert: the batch is then undone and placed record by
-    // record in a transaction of its own (`Retry`).
-    const placeBatch = Effect.fnUntraced(function*(
-      connection: SqlConnection.Connection,
-      batch: ReadonlyArray<Pending>
-    ) {
-      const heads = yield* readHeads(connection, [...new Set(batch.flatMap((p) => p.records.map((r) => r.chain_id)))])
-      const plans = batch.map((pending) => {
-        const receipts: Array<AppendReceipt> = []
-        for (const record of pending.records) {
-          const head = heads.get(record.chain_id)
-          if (conflictOf(record, head, undefined) !== undefined) return { receipts, refused: { record, head } }
-          heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
-          receipts.push(receiptOf(record))
-        }
-        return { receipts, refused: undefined }
-      })
-      for (const [i, plan] of plans.entries()) {
-        const records = batch[i]!.records
-        for (let r = 0; r < plan.receipts.length; r++) yield* insert(connection, records[r]!)
-      }
-      return yield* Effect.forEach(plans, ({ receipts, refused }) =>
-        refused === undefined
-          ? Effect.succeed(Exit.succeed(receipts) as Placed)
-          : Effect.map(refuse(refused.record, refused.head), (error) => Exit.fail(error) as Placed))
-    })
-
+    const local = yield* makeCommit
+    const offload = options.offload
     const commitBatch = (batch: Chunk.Chunk<Pending>) => {
       const pendings = Chunk.toReadonlyArray(batch)
-      return transaction((connection) => placeBatch(connection, pendings)).pipe(
-        Effect.catchTag("Retry", () =>
-          transaction((connection) => Effect.forEach(pendings, (pending) => placeEach(connection, pending.records)))),
-        Effect.mapError((error) =>
-          error._tag === "EvidenceUnavailableError" ? error : unavailable(error)
-        ),
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Effect.sync(() =>
-            pendings.forEach((pending, i) =>
-              pending.resume(Exit.isFailure(exit) ? Exit.failCause(exit.cause) : exit.value[i]!)
-            )
-          )
-        )
+      const commit = offload !== undefined && pendings.length >= offload.from ? offload.commit : local
+      return Effect.map(
+        commit(pendings.map((pending) => pending.records)),
+        (placed) => pendings.forEach((pending, i) => pending.resume(placed[i]!))
       )
     }
 
