@@ -28,18 +28,12 @@ import {
 import { admitAll, conflictOf, receiptOf } from "../core/EvidenceStore.ts"
 
 /** One append's result in a commit: its receipts, or why it was not appended. */
-export type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError>
+type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError>
 
 /** Commits a batch of admitted appends in one transaction: each append's result, in order; it never fails as a whole. */
-export type Commit = (
+type Commit = (
   batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
 ) => Effect.Effect<ReadonlyArray<Placed>>
-
-/** Where batches of at least `from` appends are committed instead of on the store's own connection. */
-export interface Offload {
-  readonly commit: Commit
-  readonly from: number
-}
 
 /** How the store batches and pages. */
 export interface Options {
@@ -47,8 +41,6 @@ export interface Options {
   readonly maxBatch?: number
   /** Rows per page when a chain is read (default 1000). */
   readonly pageSize?: number
-  /** Another committer for larger batches (see `adapters/EvidenceThread.ts`); the store's own commits the rest. */
-  readonly offload?: Offload
 }
 
 const StoredRow = Evidence.StoredRecord
@@ -127,7 +119,7 @@ interface Pending {
 }
 
 /** The commit over the SqlClient in context: a batch's transaction, or record by record when an insert fails. */
-export const makeCommit: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.gen(function*() {
+const makeCommit: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const findDuplicates = SqlSchema.findAll({
     Request: Identity,
@@ -342,11 +334,9 @@ export const make = (
       execute: () => sql`SELECT chain_id FROM evidence_records GROUP BY chain_id ORDER BY MIN(position)`
     })
 
-    const local = yield* makeCommit
-    const offload = options.offload
+    const commit = yield* makeCommit
     const commitBatch = (batch: Chunk.Chunk<Pending>) => {
       const pendings = Chunk.toReadonlyArray(batch)
-      const commit = offload !== undefined && pendings.length >= offload.from ? offload.commit : local
       return Effect.map(
         commit(pendings.map((pending) => pending.records)),
         (placed) => pendings.forEach((pending, i) => pending.resume(placed[i]!))
