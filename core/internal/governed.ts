@@ -41,20 +41,23 @@ export const makeGovernedStages = (
         detail: failureDetail(error)
       }))
 
-  /** Stage 11, as each decision is produced: one `gate_evaluated` per gate result, then any granted exception. */
+  /**
+   * Stage 11, as each decision is produced: one `gate_evaluated` per gate result (a verdict without gates is its
+   * evaluator's one hard gate, except a deferral: capacity is never a gate result), then any granted exception.
+   */
   const recordVerdict = Effect.fnUntraced(function*(
     operation: OperationContext,
     attempt: Attempt,
     evaluator: string,
     verdict: Verdict
   ) {
-    const gates = verdict.gates ?? [{
+    const gates = verdict.gates ?? (verdict.disposition === "defer" ? [] : [{
       gate_id: evaluator,
       level: "hard" as const,
       decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
       reason_code: verdict.code,
       matched_rules: []
-    }]
+    }])
     const drafts: Array<Evidence.Draft> = []
     for (const gate of gates) {
       drafts.push(ledger.gateEvaluated(operation, {

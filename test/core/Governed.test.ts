@@ -19,6 +19,7 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import type * as Interceptor from "../../core/Interceptor.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
+import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import { base, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
@@ -324,6 +325,27 @@ describe("governed execution", () => {
       assert.strictEqual(calls.write, before)
       assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("a deferral after the start is no gate result: the operation closes with operation_denied, and no gate counts it", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const outcome = yield* exec(ref, boundary, "notes.write", { text: "later" })
+      assert.strictEqual(outcome._tag, "deferred")
+      yield* Governance.closeBoundary(boundary)
+      const chain = yield* records(boundary.chain_id)
+      assert.deepStrictEqual(types(chain), ["policy_bound", "operation_started", "operation_denied", "task_closed"])
+      const denied = JSON.parse(chain[2]!.payload_json)
+      assert.deepStrictEqual([denied.disposition, denied.reason_code], ["defer", "capacity.unavailable"])
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, chain[3]!.chain_hash)
+      assert.strictEqual(certificate.process_grade, "FULL")
+      assert.deepStrictEqual(Object.values(certificate.gate_summary).filter((count) => count !== 0), [])
+    }).pipe(Effect.provide(layerWith(undefined, {
+      interceptors: [{
+        id: "capacity",
+        stage: "authorise",
+        evaluate: () => Effect.succeed({ disposition: "defer", code: "capacity.unavailable" })
+      }]
+    }))))
 
   it.effect("observers see the committed terminal record's identifiers, and a failing observer changes nothing", () => {
     const seen: Array<Interceptor.Concluded["evidence"]> = []
