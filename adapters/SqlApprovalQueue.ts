@@ -14,6 +14,7 @@ import { ApprovalError, ApprovalQueue, ApprovalRecord, ApprovalRequest, Approval
 import * as Canonical from "../core/Canonical.ts"
 import { Identifier } from "../core/Refs.ts"
 import * as Time from "../core/Time.ts"
+import { writeTransaction } from "./internal/transaction.ts"
 
 const RecordRow = Schema.Struct({
   request_json: Schema.parseJson(ApprovalRequest),
@@ -48,6 +49,7 @@ const orDie = <A, E, R>(effect: Effect.Effect<A, E | SqlError | ParseResult.Pars
 /** An ApprovalQueue over the SqlClient in context. */
 export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClient> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const transaction = writeTransaction(sql)
 
   const Id = Schema.Struct({ approval_id: Schema.String })
   const findStatus = SqlSchema.findOne({
@@ -113,40 +115,44 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
   const decide = (state: "approved" | "rejected") =>
     Effect.fn(`SqlApprovalQueue.${state === "approved" ? "approve" : "reject"}`)(
       function*(approval_id: string, approver: Approver) {
-        return yield* sql.withTransaction(Effect.gen(function*() {
-          const [decided] = yield* decideOne({
-            approval_id,
-            state,
-            approver_id: approver.id,
-            approver_class: approver.approver_class
+        return yield* transaction(() =>
+          Effect.gen(function*() {
+            const [decided] = yield* decideOne({
+              approval_id,
+              state,
+              approver_id: approver.id,
+              approver_class: approver.approver_class
+            })
+            if (decided !== undefined) return toRecord(decided)
+            const status = yield* findStatus({ approval_id })
+            const fail = (reason: ApprovalError["reason"]) => new ApprovalError({ reason, approval_id })
+            if (Option.isNone(status)) return yield* fail("forged")
+            if (status.value.state !== "pending") return yield* fail("decided")
+            return yield* fail("wrong_approver")
           })
-          if (decided !== undefined) return toRecord(decided)
-          const status = yield* findStatus({ approval_id })
-          const fail = (reason: ApprovalError["reason"]) => new ApprovalError({ reason, approval_id })
-          if (Option.isNone(status)) return yield* fail("forged")
-          if (status.value.state !== "pending") return yield* fail("decided")
-          return yield* fail("wrong_approver")
-        }))
+        )
       },
       orDie
     )
 
   const consume = Effect.fn("SqlApprovalQueue.consume")(
     function*(approval_id: string, binding_digest: string, now: Time.Timestamp) {
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        const [used] = yield* consumeOne({ approval_id, binding_digest, now: Time.toMicros(now) })
-        if (used !== undefined) return used.request_json
-        const status = yield* findStatus({ approval_id })
-        const fail = (reason: ApprovalError["reason"]) => new ApprovalError({ reason, approval_id })
-        if (Option.isNone(status)) return yield* fail("forged")
-        const found = status.value
-        if (found.state === "consumed") return yield* fail("reused")
-        if (found.state === "rejected") return yield* fail("rejected")
-        if (found.state === "pending") return yield* fail("pending")
-        if (found.binding_digest !== binding_digest) return yield* fail("mismatched")
-        if (Time.toMicros(now) >= found.expires_at_micros) return yield* fail("expired")
-        return yield* Effect.dieMessage(`approval ${approval_id} is usable but the compare-and-set missed it`)
-      }))
+      return yield* transaction(() =>
+        Effect.gen(function*() {
+          const [used] = yield* consumeOne({ approval_id, binding_digest, now: Time.toMicros(now) })
+          if (used !== undefined) return used.request_json
+          const status = yield* findStatus({ approval_id })
+          const fail = (reason: ApprovalError["reason"]) => new ApprovalError({ reason, approval_id })
+          if (Option.isNone(status)) return yield* fail("forged")
+          const found = status.value
+          if (found.state === "consumed") return yield* fail("reused")
+          if (found.state === "rejected") return yield* fail("rejected")
+          if (found.state === "pending") return yield* fail("pending")
+          if (found.binding_digest !== binding_digest) return yield* fail("mismatched")
+          if (Time.toMicros(now) >= found.expires_at_micros) return yield* fail("expired")
+          return yield* Effect.dieMessage(`approval ${approval_id} is usable but the compare-and-set missed it`)
+        })
+      )
     },
     orDie
   )

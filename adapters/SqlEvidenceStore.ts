@@ -26,6 +26,7 @@ import {
   EvidenceUnavailableError
 } from "../core/EvidenceStore.ts"
 import { admitAll, conflictOf, receiptOf } from "../core/EvidenceStore.ts"
+import { writeTransaction } from "./internal/transaction.ts"
 
 /** One append's result in a commit: its receipts, or why it was not appended. */
 type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError>
@@ -155,32 +156,7 @@ const makeCommit: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.gen
     ] as const
   ))
 
-  // IMMEDIATE takes SQLite's write lock up front: no other writer can move a head until this commit.
-  const begin = sql.onDialectOrElse({ sqlite: () => "BEGIN IMMEDIATE", orElse: () => "BEGIN" })
-
-  // Not `sql.withTransaction`: it turns a failed COMMIT into a defect and leaves SQLite's transaction open (a
-  // COMMIT refused for a deferred constraint or SQLITE_BUSY does not end it); here it fails and is rolled back.
-  const transaction = <A, E>(
-    body: (connection: SqlConnection.Connection) => Effect.Effect<A, E>
-  ): Effect.Effect<A, E | SqlError> =>
-    Effect.scoped(Effect.gen(function*() {
-      const connection = yield* sql.reserve
-      const rollback = connection.execute("ROLLBACK", [], undefined).pipe(Effect.orElse(() => Effect.void))
-      // A BEGIN refused because a transaction is somehow still open: undo that one too, so none outlives its batch.
-      yield* Effect.tapError(connection.execute(begin, [], undefined), () => rollback)
-      const done = yield* Effect.exit(
-        Effect.provideService(body(connection), SqlClient.TransactionConnection, [connection, 0])
-      )
-      const committed = Exit.isSuccess(done)
-        ? yield* Effect.exit(connection.execute("COMMIT", [], undefined))
-        : undefined
-      if (committed === undefined || Exit.isFailure(committed)) {
-        // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
-        yield* rollback
-        if (committed !== undefined) yield* committed
-      }
-      return yield* done
-    }))
+  const transaction = writeTransaction(sql)
 
   // Why a record was not appended: a duplicate record id or hash first, then the head it was compared against.
   const refuse = Effect.fnUntraced(function*(

@@ -21,6 +21,7 @@ import {
 } from "../core/PolicySnapshotStore.ts"
 import { Identifier } from "../core/Refs.ts"
 import { Timestamp } from "../core/Time.ts"
+import { writeTransaction } from "./internal/transaction.ts"
 
 const key = (policy_id: string, version: string) => `${policy_id}@${version}`
 
@@ -71,6 +72,7 @@ const orDieSql = <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>): Effect.Ef
 export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.SqlClient | Digest.Digest> = Effect.gen(
   function*() {
     const sql = yield* SqlClient.SqlClient
+    const transaction = writeTransaction(sql)
     const context = yield* Effect.context<Digest.Digest>()
 
     const findSnapshot = SqlSchema.findOne({
@@ -149,12 +151,14 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       function*(snapshot: PolicySnapshot) {
         const { digest, policy_id, version } = snapshot
         const json = yield* stagedJson(snapshot)
-        const stored = yield* sql.withTransaction(Effect.gen(function*() {
-          yield* sql`INSERT INTO policy_snapshots (policy_id, version, digest, snapshot_json, release_state)
+        const stored = yield* transaction(() =>
+          Effect.gen(function*() {
+            yield* sql`INSERT INTO policy_snapshots (policy_id, version, digest, snapshot_json, release_state)
             VALUES (${policy_id}, ${version}, ${digest}, ${json}, 'staged')
             ON CONFLICT (policy_id, version) DO NOTHING`
-          return yield* findDigest({ policy_id, version })
-        }))
+            return yield* findDigest({ policy_id, version })
+          })
+        )
         if (Option.isNone(stored)) return yield* Effect.dieMessage(`policy ${key(policy_id, version)} vanished`)
         if (stored.value.digest === digest) return
         return yield* new PolicyConflictError({
@@ -172,12 +176,14 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       function*(policy_id: string, version: string, by: string, at: Timestamp) {
         // As PolicySnapshot.make does in the memory store: an invalid activator is a defect, not a stored value.
         yield* Schema.validate(Identifier)(by).pipe(Effect.orDie)
-        return yield* sql.withTransaction(Effect.gen(function*() {
-          // Write first, so the transaction takes the write lock before it reads.
-          yield* sql`UPDATE policy_snapshots SET release_state = 'active', activated_by = ${by}, activated_at = ${at}
+        return yield* transaction(() =>
+          Effect.gen(function*() {
+            // Write first, so the transaction takes the write lock before it reads.
+            yield* sql`UPDATE policy_snapshots SET release_state = 'active', activated_by = ${by}, activated_at = ${at}
             WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'staged'`
-          return yield* read(policy_id, version)
-        }))
+            return yield* read(policy_id, version)
+          })
+        )
       },
       orDieSql
     )
@@ -185,20 +191,24 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     const bind = Effect.fn("SqlPolicySnapshotStore.bind")(
       function*(scope: BindingScope, policy_id: string, version: string) {
         const { scope_kind, scope_value } = scopeColumns(scope)
-        yield* sql.withTransaction(Effect.gen(function*() {
-          // Write first (only an active snapshot is bound), then read why nothing was written.
-          yield* sql`INSERT INTO policy_bindings (scope_kind, scope_value, policy_id, version)
+        yield* transaction(() =>
+          Effect.gen(function*() {
+            // Write first (only an active snapshot is bound), then read why nothing was written.
+            yield* sql`INSERT INTO policy_bindings (scope_kind, scope_value, policy_id, version)
             SELECT ${scope_kind}, ${scope_value}, policy_id, version FROM policy_snapshots
             WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'active'
             ON CONFLICT (scope_kind, scope_value) DO UPDATE SET policy_id = excluded.policy_id, version = excluded.version`
-          const state = yield* findState({ policy_id, version }).pipe(
-            Effect.catchTag("ParseError", (error) => Effect.die(error))
-          )
-          if (Option.isNone(state)) return yield* notFound(policy_id, version)
-          if (state.value.release_state !== "active") {
-            return yield* new PolicyNotFoundError({ detail: `policy ${key(policy_id, version)} is staged, not active` })
-          }
-        }))
+            const state = yield* findState({ policy_id, version }).pipe(
+              Effect.catchTag("ParseError", (error) => Effect.die(error))
+            )
+            if (Option.isNone(state)) return yield* notFound(policy_id, version)
+            if (state.value.release_state !== "active") {
+              return yield* new PolicyNotFoundError({
+                detail: `policy ${key(policy_id, version)} is staged, not active`
+              })
+            }
+          })
+        )
       },
       orDieSql
     )

@@ -14,6 +14,7 @@ import { IdGenerator } from "../core/IdGenerator.ts"
 import type { Uuid } from "../core/IdGenerator.ts"
 import * as StateStore from "../core/StateStore.ts"
 import * as Time from "../core/Time.ts"
+import { writeTransaction } from "./internal/transaction.ts"
 
 const TerminalColumns = Schema.Struct({
   status: Schema.String,
@@ -142,6 +143,7 @@ const batch = 400
 /** A StateStore over the SqlClient in context (its schema comes from the 0002_state migration). */
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const transaction = writeTransaction(sql)
   const ids = yield* IdGenerator
 
   const findRun = SqlSchema.findOne({
@@ -206,12 +208,14 @@ export const make = Effect.gen(function*() {
 
   // Read, decide, write: one transaction, so a failure at any step leaves the intent as it was.
   const redeliver = (intent_id: string, step: (intent: StateStore.OutboxIntent) => StateStore.OutboxIntent) =>
-    sql.withTransaction(Effect.gen(function*() {
-      const intent = yield* loadIntent(intent_id)
-      const next = step(intent)
-      if (next !== intent) yield* saveDelivery(next)
-      return next
-    }))
+    transaction(() =>
+      Effect.gen(function*() {
+        const intent = yield* loadIntent(intent_id)
+        const next = step(intent)
+        if (next !== intent) yield* saveDelivery(next)
+        return next
+      })
+    )
 
   const insertAttempt = SqlSchema.void({
     Request: AttemptFromRow,
@@ -263,10 +267,12 @@ export const make = Effect.gen(function*() {
       const created_at = yield* Time.now
       const parent_run_id = "parent_run_id" in input ? input.parent_run_id : null
       const run = StateStore.preparedRun(run_id, created_at, input)
-      yield* sql.withTransaction(Effect.gen(function*() {
-        if (parent_run_id !== null) yield* loadRun(parent_run_id)
-        yield* insertRun(run)
-      }))
+      yield* transaction(() =>
+        Effect.gen(function*() {
+          if (parent_run_id !== null) yield* loadRun(parent_run_id)
+          yield* insertRun(run)
+        })
+      )
       return run
     }, storage),
     getRun: Effect.fn("StateStore.getRun")(function*(run_id: string) {
@@ -288,14 +294,16 @@ export const make = Effect.gen(function*() {
         const now = yield* Time.now
         const refuse = (reason: "not_an_edge" | "stale_status", actual: StateStore.RunStatus) =>
           Effect.fail(new StateStore.IllegalTransitionError({ reason, run_id, from, to, actual }))
-        return yield* sql.withTransaction(Effect.gen(function*() {
-          const run = yield* loadRun(run_id)
-          if (!StateStore.canTransition(from, to)) return yield* refuse("not_an_edge", run.status)
-          if (run.status !== from) return yield* refuse("stale_status", run.status)
-          const next = StateStore.advanced(run, to, now)
-          if (yield* casRun(next, from)) return next
-          return yield* refuse("stale_status", (yield* loadRun(run_id)).status)
-        }))
+        return yield* transaction(() =>
+          Effect.gen(function*() {
+            const run = yield* loadRun(run_id)
+            if (!StateStore.canTransition(from, to)) return yield* refuse("not_an_edge", run.status)
+            if (run.status !== from) return yield* refuse("stale_status", run.status)
+            const next = StateStore.advanced(run, to, now)
+            if (yield* casRun(next, from)) return next
+            return yield* refuse("stale_status", (yield* loadRun(run_id)).status)
+          })
+        )
       },
       storage
     ),
@@ -324,7 +332,7 @@ export const make = Effect.gen(function*() {
         if (yield* casRun(next, run.status)) return StateStore.FinishResult.make({ won: true, run: next })
         return yield* Effect.suspend(() => decide)
       })
-      return yield* sql.withTransaction(decide)
+      return yield* transaction(() => decide)
     }, storage),
     observations: Effect.fn("StateStore.observations")(function*(run_id: string) {
       return yield* SqlSchema.findAll({
@@ -339,15 +347,17 @@ export const make = Effect.gen(function*() {
       for (let i = 0; i < input.intents.length; i++) intent_ids.push(yield* ids.uuid)
       const now = yield* Time.now
       const intents = input.intents.map((draft, i) => StateStore.pendingIntent(draft, intent_ids[i]!, attempt, now))
-      yield* sql.withTransaction(Effect.gen(function*() {
-        yield* loadRun(attempt.run_id)
-        const existing = yield* sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt.attempt_id}`
-        if (existing.length > 0) {
-          return yield* new StateStore.DuplicateAttemptError({ attempt_id: attempt.attempt_id })
-        }
-        yield* insertAttempt(attempt)
-        yield* insertIntents(intents)
-      }))
+      yield* transaction(() =>
+        Effect.gen(function*() {
+          yield* loadRun(attempt.run_id)
+          const existing = yield* sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt.attempt_id}`
+          if (existing.length > 0) {
+            return yield* new StateStore.DuplicateAttemptError({ attempt_id: attempt.attempt_id })
+          }
+          yield* insertAttempt(attempt)
+          yield* insertIntents(intents)
+        })
+      )
       return StateStore.CommittedAttempt.make({ attempt, intents })
     }, storage),
     listAttempts: Effect.fn("StateStore.listAttempts")(function*(run_id: string) {
@@ -385,22 +395,24 @@ export const make = Effect.gen(function*() {
     applyProjection: Effect.fn("StateStore.applyProjection")(function*(input: StateStore.ApplyProjection) {
       const record_ids = Arr.dedupe(input.rows.map((row) => row.record_id))
       const operation_ids = Arr.dedupe(input.rows.flatMap((row) => row.operation_id ?? []))
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        const plan = yield* StateStore.planProjection(input.rows, {
-          records: yield* inBatches(record_ids, recordsByIds),
-          operations: yield* inBatches(operation_ids, operationsByIds)
-        })
-        yield* Effect.forEach(Arr.chunksOf(plan.inserts, batch), insertRecords, { discard: true })
-        yield* Effect.forEach(Arr.chunksOf(plan.operations, batch), upsertOperations, { discard: true })
-        yield* sql`INSERT INTO projection_cursors (projector, cursor) VALUES (${input.projector}, ${input.cursor})
+      return yield* transaction(() =>
+        Effect.gen(function*() {
+          const plan = yield* StateStore.planProjection(input.rows, {
+            records: yield* inBatches(record_ids, recordsByIds),
+            operations: yield* inBatches(operation_ids, operationsByIds)
+          })
+          yield* Effect.forEach(Arr.chunksOf(plan.inserts, batch), insertRecords, { discard: true })
+          yield* Effect.forEach(Arr.chunksOf(plan.operations, batch), upsertOperations, { discard: true })
+          yield* sql`INSERT INTO projection_cursors (projector, cursor) VALUES (${input.projector}, ${input.cursor})
           ON CONFLICT (projector) DO UPDATE SET cursor = excluded.cursor`
-        return StateStore.ProjectionApplied.make({
-          projector: input.projector,
-          cursor: input.cursor,
-          inserted: plan.inserts.length,
-          unchanged: plan.unchanged
+          return StateStore.ProjectionApplied.make({
+            projector: input.projector,
+            cursor: input.cursor,
+            inserted: plan.inserts.length,
+            unchanged: plan.unchanged
+          })
         })
-      }))
+      )
     }, storage),
     projectedOperations: Effect.fn("StateStore.projectedOperations")(
       function*(filter: StateStore.OperationFilter = {}) {
