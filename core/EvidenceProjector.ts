@@ -33,6 +33,15 @@ export class ProjectionIntegrityError extends Schema.TaggedError<ProjectionInteg
   }
 }
 
+/** Drain options that cannot be honoured: nothing is scanned, projected or appended. */
+export class DrainOptionsError extends Schema.TaggedError<DrainOptionsError>()("DrainOptionsError", {
+  detail: Schema.String
+}) {
+  override get message() {
+    return `invalid projector options: ${this.detail}`
+  }
+}
+
 /** What one drain did. */
 export interface DrainReport {
   readonly inserted: number
@@ -43,6 +52,7 @@ export interface DrainReport {
 /** Options of a drain. */
 export interface DrainOptions {
   readonly projector?: string
+  /** Receipts per scan, a positive integer (default 500). */
   readonly batch?: number
 }
 
@@ -55,6 +65,10 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   const digest = yield* Digest
   const projector = options.projector ?? defaultProjector
   const batch = options.batch ?? 500
+  // A batch that scans nothing would report an empty drain, and recovery would then act on a stale projection.
+  if (!Number.isSafeInteger(batch) || batch < 1) {
+    return yield* new DrainOptionsError({ detail: `batch must be a positive integer, got ${batch}` })
+  }
   let cursor = Option.getOrNull(yield* state.projectionCursor(projector))
   let inserted = 0
   let unchanged = 0

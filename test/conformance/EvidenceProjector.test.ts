@@ -396,6 +396,23 @@ for (const [name, stores] of backends) {
         assert.include(report.unclosable[0]!.reason, "closed")
         assert.deepStrictEqual(yield* recordsOf(chain), before)
       })))
+
+    it.effect("a batch that is not a positive integer is refused before anything is projected or appended", () =>
+      provided(Effect.gen(function*() {
+        const { a, open } = yield* workload
+        yield* EvidenceProjector.drain()
+        yield* append(a, "callable_completed", open, "end")
+        const before = yield* recordsOf(a)
+        for (const batch of [0, -1, 2.5, Number.NaN]) {
+          const drained = yield* Effect.flip(EvidenceProjector.drain({ batch }))
+          assert.strictEqual(drained._tag, "DrainOptionsError")
+          assert.include(drained.message, `got ${batch}`)
+          const recovered = yield* Effect.flip(EvidenceProjector.recover({ batch }))
+          assert.strictEqual(recovered._tag, "DrainOptionsError")
+        }
+        assert.deepStrictEqual(yield* recordsOf(a), before)
+        assert.strictEqual((yield* unprojected).length, 1)
+      })))
   })
 }
 
