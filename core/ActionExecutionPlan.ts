@@ -61,13 +61,24 @@ const governedDetail: Partial<Record<Stage, string>> = {
   persist: "governed: durable state is a projection of committed evidence (EvidenceProjector)"
 }
 
+const durableDetail: Partial<Record<Stage, string>> = {
+  governed_start: "durable profile: no governed operation, policy pin or evidence",
+  evidence_checkpoint: "durable profile: no pre-call evidence to commit",
+  persist: "durable: the attempt, its outcome and its outbox intents commit in one StateStore transaction"
+}
+
 const minimalSkipped = new Set<Stage>(["governed_start", "evidence_checkpoint", "persist"])
+const durableSkipped = new Set<Stage>(["governed_start", "evidence_checkpoint"])
 const governedSkipped = new Set<Stage>(["persist"])
 
 /** Compile the plan for one action: security stages in fixed order, transforms after, evidence stages when governed. */
 export const compile = (inputs: PlanInputs): ActionExecutionPlan => {
   const governed = inputs.profile === "governed" || inputs.profile === "certifiable"
-  const alwaysSkipped = governed ? governedSkipped : minimalSkipped
+  const [alwaysSkipped, details] = governed
+    ? [governedSkipped, governedDetail]
+    : inputs.profile === "durable"
+    ? [durableSkipped, durableDetail]
+    : [minimalSkipped, {}]
   const evaluatorsOf = (stage: Stage): ReadonlyArray<string> => {
     switch (stage) {
       case "authorise":
@@ -98,7 +109,7 @@ export const compile = (inputs: PlanInputs): ActionExecutionPlan => {
       return PlannedStage.make({
         stage,
         mode: runs(stage, evaluators) ? "run" : "skip",
-        detail: (governed ? governedDetail[stage] : undefined) ?? minimalDetail[stage],
+        detail: details[stage] ?? minimalDetail[stage],
         evaluators
       })
     })

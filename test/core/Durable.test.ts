@@ -83,6 +83,19 @@ describe("durable-ungoverned execution", () => {
       assert.notInclude(JSON.stringify([attempt, intents]), SECRET)
     }).pipe(Effect.provide(layer())))
 
+  it.effect("its plan runs the persist stage and skips the governed ones", () =>
+    Effect.gen(function*() {
+      const plan = yield* Effect.flatMap(ActionExecutor.ActionExecutor, (executor) =>
+        executor.plan({ name: "notes.write" }))
+      const modes = Object.fromEntries(plan.stages.map((stage) => [stage.stage, stage.mode]))
+      assert.deepStrictEqual([modes.governed_start, modes.evidence_checkpoint, modes.persist], ["skip", "skip", "run"])
+      const persist = plan.stages.find((stage) =>
+        stage.stage === "persist"
+      )!
+      assert.include(persist.detail, "StateStore transaction")
+      assert.isTrue(plan.stages.every((stage) => !stage.detail.includes("minimal profile")))
+    }).pipe(Effect.provide(layer())))
+
   it.effect("binds only a running Run, and refuses an ephemeral scope", () =>
     Effect.gen(function*() {
       const store = yield* StateStore
