@@ -89,7 +89,8 @@ export const make = Effect.gen(function*() {
         )
       }
     ),
-    finish: Effect.fn("StateStore.finish")(function*(run_id: string, terminal: StateStore.RunTerminal) {
+    finish: Effect.fn("StateStore.finish")(function*(run_id: string, offered: StateStore.RunTerminal) {
+      const terminal = yield* StateStore.checkedTerminal(offered)
       const now = yield* Time.now
       return yield* atomically(() =>
         Either.flatMap(findRun(run_id), (run) => {
@@ -145,7 +146,10 @@ export const make = Effect.gen(function*() {
     }),
     pendingIntents: Effect.fn("StateStore.pendingIntents")(function*(limit: number) {
       return yield* Effect.sync(() =>
-        [...intents.values()].filter((intent) => intent.delivery_state === "pending").slice(0, Math.max(0, limit))
+        [...intents.values()].filter((intent) => intent.delivery_state === "pending").slice(
+          0,
+          StateStore.rowLimit(limit)
+        )
       )
     }),
     markDelivered: Effect.fn("StateStore.markDelivered")(function*(intent_id: string) {

@@ -307,7 +307,8 @@ export const make = Effect.gen(function*() {
       },
       storage
     ),
-    finish: Effect.fn("StateStore.finish")(function*(run_id: string, terminal: StateStore.RunTerminal) {
+    finish: Effect.fn("StateStore.finish")(function*(run_id: string, offered: StateStore.RunTerminal) {
+      const terminal = yield* StateStore.checkedTerminal(offered)
       const now = yield* Time.now
       // Under SQLite the transaction serialises writers; under a weaker isolation a lost compare-and-set decides again.
       const decide: Effect.Effect<
@@ -372,7 +373,7 @@ export const make = Effect.gen(function*() {
         Request: Schema.NonNegativeInt,
         Result: StateStore.OutboxIntent,
         execute: (n) => sql`SELECT * FROM outbox_intents WHERE delivery_state = 'pending' ORDER BY position LIMIT ${n}`
-      })(Math.max(0, Math.floor(limit)))
+      })(StateStore.rowLimit(limit))
     }, storage),
     markDelivered: Effect.fn("StateStore.markDelivered")(function*(intent_id: string) {
       const now = yield* Time.now

@@ -3,8 +3,8 @@
  * outcome, operation attempts committed with their outbox intents in one transaction, outbox
  * delivery state, and the durable projection of committed evidence with its cursor.
  */
-import { Context, Either, Schema } from "effect"
-import type { Effect, Option } from "effect"
+import { Context, Effect, Either, Schema } from "effect"
+import type { Option } from "effect"
 import { Sha256Hex } from "./Digest.ts"
 import { RecordType, terminalTypes } from "./Evidence.ts"
 import { Cursor } from "./EvidenceStore.ts"
@@ -180,6 +180,14 @@ export const advanced = (run: Run, to: ActiveRunStatus, now: Timestamp): Run =>
   }, { disableValidation: true })
 
 /** A Run ended by `terminal` at `now` (never before its start). */
+/** The terminal outcome `finish` was given, checked before anything is read: one that is not a valid RunTerminal is a defect. */
+export const checkedTerminal = (terminal: RunTerminal): Effect.Effect<RunTerminal> =>
+  Effect.orDie(Schema.validate(RunTerminal)(terminal))
+
+/** How many rows a `limit` asks for, the same in every store: its floor, at least 0; Infinity is every row, NaN none. */
+export const rowLimit = (limit: number): number =>
+  Number.isNaN(limit) ? 0 : Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.floor(limit)))
+
 export const concluded = (run: Run, terminal: RunTerminal, now: Timestamp): Run =>
   new Run({
     ...run,

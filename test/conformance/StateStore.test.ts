@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, TestClock } from "effect"
+import { Cause, Effect, Exit, Layer, Option, TestClock } from "effect"
 import * as path from "node:path"
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as Sqlite from "../../adapters/Sqlite.ts"
@@ -171,6 +171,17 @@ for (const [name, layer] of layers) {
         assert.strictEqual((yield* store.observations(run.run_id)).length, 20)
       })))
 
+    it.effect("a terminal outcome that is not a valid RunTerminal is a defect, and the Run is left as it was", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const run = yield* running
+        const forged = { ...terminal("completed"), reason_code: "", cost: -3 } as unknown as StateStore.RunTerminal
+        const exit = yield* Effect.exit(store.finish(run.run_id, forged))
+        assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
+        assert.strictEqual((yield* store.getRun(run.run_id)).status, "running")
+        assert.deepStrictEqual(yield* store.observations(run.run_id), [])
+      })))
+
     it.effect("timestamps come from the Clock and stay ordered even when the clock goes back", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore
@@ -290,6 +301,9 @@ for (const [name, layer] of layers) {
         const [one, two, three] = intents.map((i) => i.intent_id)
         assert.deepStrictEqual((yield* store.pendingIntents(2)).map((i) => i.intent_id), [one, two])
         assert.deepStrictEqual(yield* store.pendingIntents(0), [])
+        for (const [limit, taken] of [[Infinity, 3], [2.7, 2], [-1, 0], [Number.NaN, 0]] as const) {
+          assert.strictEqual((yield* store.pendingIntents(limit)).length, taken, `limit ${limit}`)
+        }
 
         yield* TestClock.adjust("3 seconds")
         const delivered = yield* store.markDelivered(one!)
