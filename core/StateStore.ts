@@ -311,18 +311,18 @@ export const pendingIntent = (
     delivered_at: null
   })
 
-/** An intent after one successful delivery attempt (a delivered intent stays as it is). */
+/** An intent after one successful delivery attempt (a settled intent, delivered or failed for good, stays as it is). */
 export const delivered = (intent: OutboxIntent, now: Timestamp): OutboxIntent =>
-  intent.delivery_state === "delivered" ? intent : new OutboxIntent({
+  intent.delivery_state !== "pending" ? intent : new OutboxIntent({
     ...intent,
     delivery_state: "delivered",
     delivery_attempts: intent.delivery_attempts + 1,
     delivered_at: now
   }, { disableValidation: true })
 
-/** An intent after one failed delivery attempt (a delivered intent stays as it is: delivery already happened). */
+/** An intent after one failed delivery attempt (a settled intent, delivered or failed for good, stays as it is). */
 export const undelivered = (intent: OutboxIntent, reason_code: string, options: MarkFailedOptions = {}): OutboxIntent =>
-  intent.delivery_state === "delivered" ? intent : new OutboxIntent({
+  intent.delivery_state !== "pending" ? intent : new OutboxIntent({
     ...intent,
     delivery_state: options.retry === true ? "pending" : "failed",
     delivery_attempts: intent.delivery_attempts + 1,
@@ -595,11 +595,11 @@ export declare namespace StateStore {
     ) => Effect.Effect<ReadonlyArray<OperationAttempt>, StateStoreUnavailableError>
     /** Up to `limit` intents awaiting delivery, oldest first. */
     readonly pendingIntents: (limit: number) => Effect.Effect<ReadonlyArray<OutboxIntent>, StateStoreUnavailableError>
-    /** Record a delivery; marking a delivered intent again changes nothing. */
+    /** Record a delivery; an intent already delivered or failed for good stays as it is. */
     readonly markDelivered: (
       intent_id: string
     ) => Effect.Effect<OutboxIntent, StateNotFoundError | StateStoreUnavailableError>
-    /** Record a failed delivery: failed for good, or still pending with `retry`; a delivered intent stays delivered. */
+    /** Record a failed delivery: failed for good, or still pending with `retry`; a settled intent stays as it is. */
     readonly markFailed: (
       intent_id: string,
       reason_code: string,

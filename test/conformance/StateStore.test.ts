@@ -289,7 +289,7 @@ for (const [name, layer] of layers) {
         assert.notInclude(JSON.stringify(read), "s3cr3t")
       })))
 
-    it.effect("outbox: pending until delivered; a failed delivery is retried or failed for good; the attempt never changes", () =>
+    it.effect("outbox: pending until delivered; a failed delivery is retried or failed for good, and a settled intent stays settled; the attempt never changes", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore
         const run = yield* running
@@ -325,6 +325,9 @@ for (const [name, layer] of layers) {
           [dead.delivery_state, dead.delivery_attempts, dead.last_reason_code],
           ["failed", 2, "sink.rejected"]
         )
+        assert.deepStrictEqual((yield* store.pendingIntents(10)).map((i) => i.intent_id), [three])
+        assert.deepStrictEqual(yield* store.markFailed(two!, "sink.back", { retry: true }), dead)
+        assert.deepStrictEqual(yield* store.markDelivered(two!), dead)
         assert.deepStrictEqual((yield* store.pendingIntents(10)).map((i) => i.intent_id), [three])
         assert.deepStrictEqual([dead.topic, dead.payload_json, dead.attempt_id], ["two", "{\"topic\":\"two\"}", a!])
         assert.deepStrictEqual(yield* store.listAttempts(run.run_id), [committed])
