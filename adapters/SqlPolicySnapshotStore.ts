@@ -37,6 +37,17 @@ const SnapshotRow = Schema.Struct({
 
 const DigestRow = Schema.Struct({ digest: Schema.String })
 
+const CurrentRow = Schema.Struct({
+  digest: Schema.String,
+  release_state: Schema.Literal("staged", "active"),
+  activated_at: Schema.NullOr(Timestamp),
+  activated_by: Schema.NullOr(Identifier),
+  unchanged: Schema.Literal(0, 1)
+})
+
+/** A row's release state and activation metadata. */
+type StateColumns = Pick<typeof SnapshotRow.Type, "release_state" | "activated_at" | "activated_by">
+
 const StateRow = Schema.Struct({ release_state: Schema.Literal("staged", "active") })
 
 const BindingRow = Schema.Struct({
@@ -81,6 +92,13 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       execute: ({ policy_id, version }) =>
         sql`SELECT snapshot_json, digest, release_state, activated_at, activated_by FROM policy_snapshots
           WHERE policy_id = ${policy_id} AND version = ${version}`
+    })
+    const findCurrent = SqlSchema.findOne({
+      Request: Schema.Struct({ policy_id: Schema.String, version: Schema.String, json: Schema.String }),
+      Result: CurrentRow,
+      execute: ({ json, policy_id, version }) =>
+        sql`SELECT digest, release_state, activated_at, activated_by, snapshot_json = ${json} AS unchanged
+          FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`
     })
     const findDigest = SqlSchema.findOne({
       Request: Key,
@@ -131,20 +149,48 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         return staged
       })
 
+    // The last snapshot a read built for each policy version, with the verified text it came from.
+    const served = new Map<string, { readonly json: string; readonly snapshot: PolicySnapshot }>()
+
+    const serve = (policy: string, json: string, staged: PolicySnapshot, row: StateColumns) => {
+      const last = served.get(policy)
+      const same = last !== undefined && last.json === json &&
+        last.snapshot.release_state === row.release_state &&
+        (last.snapshot.activated_at ?? null) === row.activated_at &&
+        (last.snapshot.activated_by ?? null) === row.activated_by
+      const snapshot = same ? last.snapshot : new PolicySnapshot({
+        ...staged,
+        release_state: row.release_state,
+        ...(row.activated_at === null ? {} : { activated_at: row.activated_at }),
+        ...(row.activated_by === null ? {} : { activated_by: row.activated_by })
+      }, { disableValidation: true })
+      served.set(policy, { json, snapshot })
+      return snapshot
+    }
+
     const read = (policy_id: string, version: string) =>
       Effect.gen(function*() {
+        const policy = key(policy_id, version)
+        const last = served.get(policy)
+        // A text once verified is compared in the database, not read back; a changed text or digest is read again,
+        // verified again, and refused.
+        if (last !== undefined) {
+          const row = yield* findCurrent({ policy_id, version, json: last.json }).pipe(
+            Effect.catchTag("ParseError", () => Effect.fail(corrupt(policy_id, version, "its row does not decode")))
+          )
+          if (Option.isNone(row)) return yield* notFound(policy_id, version)
+          if (row.value.unchanged === 1 && row.value.digest === last.snapshot.digest) {
+            return serve(policy, last.json, verified.get(last.json)!, row.value)
+          }
+        }
         const row = yield* findSnapshot({ policy_id, version }).pipe(
           Effect.catchTag("ParseError", () => Effect.fail(corrupt(policy_id, version, "its row does not decode")))
         )
         if (Option.isNone(row)) return yield* notFound(policy_id, version)
-        const { activated_at, activated_by, digest, release_state, snapshot_json } = row.value
-        const staged = verified.get(snapshot_json) ?? (yield* verify(policy_id, version, digest, snapshot_json))
-        return new PolicySnapshot({
-          ...staged,
-          release_state,
-          ...(activated_at === null ? {} : { activated_at }),
-          ...(activated_by === null ? {} : { activated_by })
-        }, { disableValidation: true })
+        const { digest, snapshot_json } = row.value
+        const cached = verified.get(snapshot_json)
+        const staged = cached?.digest === digest ? cached : yield* verify(policy_id, version, digest, snapshot_json)
+        return serve(policy, snapshot_json, staged, row.value)
       })
 
     const put = Effect.fn("SqlPolicySnapshotStore.put")(

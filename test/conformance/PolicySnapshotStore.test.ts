@@ -234,4 +234,18 @@ describe("PolicySnapshotStore: sql", () => {
       const reformatted = yield* Effect.flip(store.get("p", "1"))
       assert.include(reformatted.detail, "canonical")
     }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+
+  it.effect("a snapshot already served is checked against its row on every read: a changed digest is refused", () =>
+    Effect.gen(function*() {
+      const store = yield* PolicySnapshotStore
+      const sql = yield* SqlClient.SqlClient
+      yield* store.put(yield* snapshot("p", "1"))
+      const served = yield* store.activate("p", "1", "ops", at)
+      assert.strictEqual(yield* store.get("p", "1"), yield* store.get("p", "1"))
+      assert.strictEqual((yield* store.get("p", "1")).digest, served.digest)
+      yield* sql`DROP TRIGGER policy_snapshots_immutable`
+      yield* sql`UPDATE policy_snapshots SET digest = ${"0".repeat(64)}`
+      const refused = yield* Effect.flip(store.get("p", "1"))
+      assert.include(refused.detail, "digest does not recompute")
+    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
 })
