@@ -1,7 +1,9 @@
 /**
  * The durable PolicySnapshotStore over `@effect/sql`: each snapshot is stored as the canonical JSON of its encoded
- * staged form (immutable, guarded by a trigger), with its release state and activation metadata beside it; every
- * read decodes that JSON, checks it is still canonical and that its digest recomputes, and refuses it otherwise.
+ * staged form (immutable, guarded by a trigger), with its release state and activation metadata beside it. Every
+ * read checks the stored text: the first decodes it, checks it is canonical and that its digest recomputes, and
+ * refuses it otherwise; later ones compare it, in the database, with the text verified, and verify it again when
+ * it or its digest changed.
  * A storage failure has no place in the port's errors and is a defect.
  *
  * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node).
