@@ -47,6 +47,8 @@ const CurrentRow = Schema.Struct({
   unchanged: Schema.Literal(0, 1)
 })
 
+const isCurrentRow = Schema.is(CurrentRow)
+
 /** A row's release state and activation metadata. */
 type StateColumns = Pick<typeof SnapshotRow.Type, "release_state" | "activated_at" | "activated_by">
 
@@ -95,13 +97,13 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         sql`SELECT snapshot_json, digest, release_state, activated_at, activated_by FROM policy_snapshots
           WHERE policy_id = ${policy_id} AND version = ${version}`
     })
-    const findCurrent = SqlSchema.findOne({
-      Request: Schema.Struct({ policy_id: Schema.String, version: Schema.String, json: Schema.String }),
-      Result: CurrentRow,
-      execute: ({ json, policy_id, version }) =>
+    // Checked with `Schema.is`, not decoded: this read runs once per governed call.
+    const findCurrent = (policy_id: string, version: string, json: string) =>
+      Effect.map(
         sql`SELECT digest, release_state, activated_at, activated_by, snapshot_json = ${json} AS unchanged
-          FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`
-    })
+          FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`,
+        (rows) => rows[0]
+      )
     const findDigest = SqlSchema.findOne({
       Request: Key,
       Result: DigestRow,
@@ -177,12 +179,11 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         // A text once verified is compared in the database, not read back; a changed text or digest is read again,
         // verified again, and refused.
         if (last !== undefined) {
-          const row = yield* findCurrent({ policy_id, version, json: last.json }).pipe(
-            Effect.catchTag("ParseError", () => Effect.fail(corrupt(policy_id, version, "its row does not decode")))
-          )
-          if (Option.isNone(row)) return yield* notFound(policy_id, version)
-          if (row.value.unchanged === 1 && row.value.digest === last.snapshot.digest) {
-            return serve(policy, last.json, verified.get(last.json)!, row.value)
+          const row = yield* findCurrent(policy_id, version, last.json)
+          if (row === undefined) return yield* notFound(policy_id, version)
+          if (!isCurrentRow(row)) return yield* corrupt(policy_id, version, "its row does not decode")
+          if (row.unchanged === 1 && row.digest === last.snapshot.digest) {
+            return serve(policy, last.json, verified.get(last.json)!, row)
           }
         }
         const row = yield* findSnapshot({ policy_id, version }).pipe(
