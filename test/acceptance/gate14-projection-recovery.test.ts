@@ -8,7 +8,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Schema, Stream } from "effect"
-import { build } from "esbuild"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -20,9 +19,8 @@ import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "../../core/EvidenceStore.ts"
 import { StateStore } from "../../core/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { bundleChild, root } from "../fixtures/child.ts"
 import { callableRequests, expectedTerminal } from "../fixtures/crash-workload.ts"
-
-const root = path.resolve(import.meta.dirname, "../..")
 
 /** Where a child is killed: immediately before or after the n-th (1-based) commit of one kind. */
 interface KillPoint {
@@ -275,16 +273,7 @@ const sum = (values: ReadonlyArray<number>) => values.reduce((total, value) => t
 beforeAll(async () => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), "writ-gate14-"))
   script = path.join(work, "crash-child.cjs")
-  await build({
-    entryPoints: [path.join(root, "test/fixtures/crash-child.ts")],
-    bundle: true,
-    minify: true,
-    platform: "node",
-    format: "cjs",
-    external: ["better-sqlite3"],
-    outfile: script,
-    logLevel: "silent"
-  })
+  await bundleChild({ entry: path.join(root, "test/fixtures/crash-child.ts") }, script)
   // The template: migrated, the policy installed, no evidence (a child killed before its first append).
   template = path.join(work, "template.db")
   const exit = await Effect.runPromise(

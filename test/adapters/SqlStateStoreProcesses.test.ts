@@ -5,7 +5,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { build } from "esbuild"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -13,9 +12,8 @@ import * as Sqlite from "../../adapters/Sqlite.ts"
 import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import * as StateStore from "../../core/StateStore.ts"
+import { bundleChild, root } from "../fixtures/child.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
-
-const root = path.resolve(import.meta.dirname, "../..")
 
 const child = (script: string, args: ReadonlyArray<string>) =>
   Effect.async<{ code: number | null; stdout: string; stderr: string }>((resume) => {
@@ -35,17 +33,7 @@ describe("two processes finish the same Runs", () => {
     Effect.gen(function*() {
       const dir = yield* tempDir
       const script = path.join(dir, "child.cjs")
-      yield* Effect.promise(() =>
-        build({
-          entryPoints: [path.join(root, "test/fixtures/finish-child.ts")],
-          bundle: true,
-          platform: "node",
-          format: "cjs",
-          external: ["better-sqlite3"],
-          outfile: script,
-          logLevel: "silent"
-        })
-      )
+      yield* Effect.promise(() => bundleChild({ entry: path.join(root, "test/fixtures/finish-child.ts") }, script))
       const filename = path.join(dir, "writ.db")
       const runs = 2000
       const ids = yield* Effect.gen(function*() {

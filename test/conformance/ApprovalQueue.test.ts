@@ -1,7 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
-import { build } from "esbuild"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
@@ -11,6 +10,7 @@ import { ApprovalQueue, ApprovalRecord, ApprovalRequest } from "../../core/Appro
 import { Sha256Hex } from "../../core/Digest.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import * as Time from "../../core/Time.ts"
+import { bundleChild, root } from "../fixtures/child.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
 
 const sqlOn = (database: Layer.Layer<SqlClient.SqlClient>) => SqlApprovalQueue.layer.pipe(Layer.provideMerge(database))
@@ -225,23 +225,11 @@ Effect.runPromise(program).then(() => process.exit(0), (error) => {
 })
 `
 
-const root = path.resolve(import.meta.dirname, "../..")
-
 /** Run `count` consumer processes against one database at once; each resolves to the ids it won. */
 const raceProcesses = (dir: string, count: number, args: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const script = path.join(dir, "consumer.cjs")
-    yield* Effect.promise(() =>
-      build({
-        stdin: { contents: consumer, resolveDir: import.meta.dirname, loader: "ts" },
-        bundle: true,
-        platform: "node",
-        format: "cjs",
-        external: ["better-sqlite3"],
-        outfile: script,
-        logLevel: "silent"
-      })
-    )
+    yield* Effect.promise(() => bundleChild({ contents: consumer, resolveDir: import.meta.dirname }, script))
     return yield* Effect.async<ReadonlyArray<ReadonlyArray<string>>, string>((resume) => {
       let ready = 0
       const children = Array.from({ length: count }, () =>
