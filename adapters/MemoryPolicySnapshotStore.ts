@@ -2,29 +2,33 @@
  * The in-memory PolicySnapshotStore: reference semantics for every other layer. Runtimes: every one.
  */
 import { Effect, Layer } from "effect"
-import { PolicySnapshot } from "../core/PolicySnapshot.ts"
+import type { Digest } from "../core/Digest.ts"
+import { checkDigest, PolicySnapshot } from "../core/PolicySnapshot.ts"
 import type { BindingScope } from "../core/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
+  candidatesOf,
+  pairKey,
   PolicyConflictError,
   PolicyNotFoundError,
   PolicySnapshotStore
 } from "../core/PolicySnapshotStore.ts"
 
+// What errors name; the maps are keyed by `pairKey`.
 const key = (policy_id: string, version: string) => `${policy_id}@${version}`
 
 const scopeKey = (scope: BindingScope) =>
   scope._tag === "global" ? "global" : scope._tag === "role" ? `role:${scope.role}` : `resource:${scope.resource}`
 
 /** A fresh in-memory store. */
-export const make = Effect.sync((): PolicySnapshotStore.Service => {
+export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapshotStore.Service => {
   const snapshots = new Map<string, PolicySnapshot>()
-  const bindings = new Map<string, string>()
+  const bindings = new Map<string, { readonly policy_id: string; readonly version: string }>()
 
   // Read when the effect runs, not when it is built.
   const get = (policy_id: string, version: string) =>
     Effect.suspend(() => {
-      const found = snapshots.get(key(policy_id, version))
+      const found = snapshots.get(pairKey(policy_id, version))
       return found === undefined
         ? Effect.fail(new PolicyNotFoundError({ detail: `no policy ${key(policy_id, version)} is stored` }))
         : Effect.succeed(found)
@@ -32,36 +36,40 @@ export const make = Effect.sync((): PolicySnapshotStore.Service => {
 
   return {
     put: (snapshot) =>
-      Effect.suspend(() => {
-        const stored = snapshots.get(key(snapshot.policy_id, snapshot.version))
-        if (stored === undefined) {
-          const { activated_at: _at, activated_by: _by, ...content } = snapshot
-          snapshots.set(
-            key(snapshot.policy_id, snapshot.version),
-            PolicySnapshot.make({ ...content, release_state: "staged" })
+      Effect.zipRight(
+        Effect.provide(checkDigest(snapshot), context),
+        Effect.suspend(() => {
+          const stored = snapshots.get(pairKey(snapshot.policy_id, snapshot.version))
+          if (stored === undefined) {
+            const { activated_at: _at, activated_by: _by, ...content } = snapshot
+            snapshots.set(
+              pairKey(snapshot.policy_id, snapshot.version),
+              PolicySnapshot.make({ ...content, release_state: "staged" })
+            )
+            return Effect.void
+          }
+          return stored.digest === snapshot.digest ? Effect.void : Effect.fail(
+            new PolicyConflictError({
+              policy_id: snapshot.policy_id,
+              version: snapshot.version,
+              stored_digest: stored.digest,
+              offered_digest: snapshot.digest
+            })
           )
-          return Effect.void
-        }
-        return stored.digest === snapshot.digest ? Effect.void : Effect.fail(
-          new PolicyConflictError({
-            policy_id: snapshot.policy_id,
-            version: snapshot.version,
-            stored_digest: stored.digest,
-            offered_digest: snapshot.digest
-          })
-        )
-      }),
+        })
+      ),
     activate: (policy_id, version, by, at) =>
       Effect.map(get(policy_id, version), (stored) => {
-        if (stored.release_state === "active") return stored
+        // Checked even when already active, as the SQL store checks before it writes: an invalid one is a defect.
         const active = PolicySnapshot.make({ ...stored, release_state: "active", activated_by: by, activated_at: at })
-        snapshots.set(key(policy_id, version), active)
+        if (stored.release_state === "active") return stored
+        snapshots.set(pairKey(policy_id, version), active)
         return active
       }),
     bind: (scope, policy_id, version) =>
       Effect.flatMap(get(policy_id, version), (stored) =>
         stored.release_state === "active"
-          ? Effect.sync(() => void bindings.set(scopeKey(scope), key(policy_id, version)))
+          ? Effect.sync(() => void bindings.set(scopeKey(scope), { policy_id, version }))
           : Effect.fail(
             new PolicyNotFoundError({ detail: `policy ${key(policy_id, version)} is staged, not active` })
           )),
@@ -73,9 +81,10 @@ export const make = Effect.sync((): PolicySnapshotStore.Service => {
           ["global"]
         ]
         for (const tier of tiers) {
-          const bound = [...new Set(tier.flatMap((scope) => bindings.get(scope) ?? []))]
-          if (bound.length > 1) return Effect.fail(new AmbiguousPolicyError({ candidates: bound.sort() }))
-          if (bound.length === 1) return Effect.succeed(snapshots.get(bound[0]!)!)
+          const refs = tier.flatMap((scope) => bindings.get(scope) ?? [])
+          const bound = candidatesOf(refs)
+          if (bound.length > 1) return Effect.fail(new AmbiguousPolicyError({ candidates: bound }))
+          if (refs.length > 0) return Effect.succeed(snapshots.get(pairKey(refs[0]!.policy_id, refs[0]!.version))!)
         }
         return Effect.fail(new PolicyNotFoundError({ detail: "no policy is bound for this call" }))
       }),
@@ -83,5 +92,5 @@ export const make = Effect.sync((): PolicySnapshotStore.Service => {
   }
 })
 
-/** The in-memory PolicySnapshotStore. */
-export const layer: Layer.Layer<PolicySnapshotStore> = Layer.effect(PolicySnapshotStore, make)
+/** The in-memory PolicySnapshotStore (checking offered digests with the Digest in context). */
+export const layer: Layer.Layer<PolicySnapshotStore, never, Digest> = Layer.effect(PolicySnapshotStore, make)

@@ -13,10 +13,11 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, Schema } from "effect"
 import * as Canonical from "../core/Canonical.ts"
 import type * as Digest from "../core/Digest.ts"
-import { PolicySnapshot, recomputeDigest } from "../core/PolicySnapshot.ts"
+import { checkDigest, PolicySnapshot, recomputeDigest } from "../core/PolicySnapshot.ts"
 import type { BindingScope, BindingTarget } from "../core/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
+  candidatesOf,
   PolicyConflictError,
   PolicyNotFoundError,
   PolicySnapshotStore
@@ -145,6 +146,9 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         if ((yield* stagedJson(staged)) !== snapshot_json) {
           return yield* corrupt(policy_id, version, "its snapshot is not in canonical form")
         }
+        if (staged.policy_id !== policy_id || staged.version !== version) {
+          return yield* corrupt(policy_id, version, `its snapshot is ${key(staged.policy_id, staged.version)}`)
+        }
         const recomputed = yield* recomputeDigest(staged).pipe(Effect.provide(context), Effect.orDie)
         if (recomputed !== staged.digest || recomputed !== digest) {
           return yield* corrupt(policy_id, version, `its digest does not recompute (${recomputed})`)
@@ -192,13 +196,16 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         if (Option.isNone(row)) return yield* notFound(policy_id, version)
         const { digest, snapshot_json } = row.value
         const cached = verified.get(snapshot_json)
-        const staged = cached?.digest === digest ? cached : yield* verify(policy_id, version, digest, snapshot_json)
+        const staged = cached?.digest === digest && cached.policy_id === policy_id && cached.version === version
+          ? cached
+          : yield* verify(policy_id, version, digest, snapshot_json)
         return serve(policy, snapshot_json, staged, row.value)
       })
 
     const put = Effect.fn("SqlPolicySnapshotStore.put")(
       function*(snapshot: PolicySnapshot) {
         const { digest, policy_id, version } = snapshot
+        yield* Effect.provide(checkDigest(snapshot), context)
         const json = yield* stagedJson(snapshot)
         const stored = yield* transaction(() =>
           Effect.gen(function*() {
@@ -223,8 +230,9 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
 
     const activate = Effect.fn("SqlPolicySnapshotStore.activate")(
       function*(policy_id: string, version: string, by: string, at: Timestamp) {
-        // As PolicySnapshot.make does in the memory store: an invalid activator is a defect, not a stored value.
+        // As PolicySnapshot.make does in the memory store: an invalid activator or time is a defect, not a stored value.
         yield* Schema.validate(Identifier)(by).pipe(Effect.orDie)
+        yield* Schema.validate(Timestamp)(at).pipe(Effect.orDie)
         return yield* transaction(() =>
           Effect.gen(function*() {
             // Write first, so the transaction takes the write lock before it reads.
@@ -267,8 +275,8 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         const rows = yield* findBindings(target).pipe(Effect.catchTag("ParseError", (error) => Effect.die(error)))
         for (const tier of ["resource", "role", "global"] as const) {
           const candidates = rows.filter((row) => row.scope_kind === tier)
-          const bound = [...new Set(candidates.map((row) => key(row.policy_id, row.version)))]
-          if (bound.length > 1) return yield* new AmbiguousPolicyError({ candidates: bound.sort() })
+          const bound = candidatesOf(candidates)
+          if (bound.length > 1) return yield* new AmbiguousPolicyError({ candidates: bound })
           if (candidates.length > 0) return yield* read(candidates[0]!.policy_id, candidates[0]!.version)
         }
         return yield* new PolicyNotFoundError({ detail: "no policy is bound for this call" })

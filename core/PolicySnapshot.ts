@@ -141,3 +141,13 @@ export const compile = (
 
 /** Recompute a snapshot's digest from exactly the digested fields. */
 export const recomputeDigest = (snapshot: PolicySnapshot) => Digest.canonical(digestInput(snapshot))
+
+/** A snapshot offered to a store, checked: one whose content does not recompute to its digest (only a hand-built one can) is a defect. */
+export const checkDigest = (snapshot: PolicySnapshot): Effect.Effect<void, never, Digest.Digest> =>
+  Effect.flatMap(
+    Effect.orDie(recomputeDigest(snapshot)),
+    (recomputed) =>
+      recomputed === snapshot.digest ? Effect.void : Effect.dieMessage(
+        `policy ${snapshot.policy_id}@${snapshot.version}: its digest ${snapshot.digest} does not recompute (${recomputed})`
+      )
+  )

@@ -36,7 +36,7 @@ const read = Action.make({
 
 const layerWith = (resolver: Layer.Layer<never> | Layer.Layer<PathResolver>) =>
   PolicyGate.layerExecutor().pipe(
-    Layer.provideMerge(Layer.mergeAll(base([read]), MemoryPolicySnapshotStore.layer, resolver))
+    Layer.provideMerge(Layer.merge(MemoryPolicySnapshotStore.layer, resolver).pipe(Layer.provideMerge(base([read]))))
   )
 
 const readThrough = (path: string) =>

@@ -1,11 +1,12 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
+import { Cause, Effect, Either, Exit, Layer } from "effect"
 import * as path from "node:path"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
 import * as Sqlite from "../../adapters/Sqlite.ts"
 import * as SqlPolicySnapshotStore from "../../adapters/SqlPolicySnapshotStore.ts"
+import { Sha256Hex } from "../../core/Digest.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
@@ -16,7 +17,7 @@ const sqlOn = (database: Layer.Layer<SqlClient.SqlClient>) =>
   SqlPolicySnapshotStore.layer.pipe(Layer.provideMerge(Layer.merge(database, NodeDigest.layer)))
 
 const layers = [
-  ["memory", MemoryPolicySnapshotStore.layer],
+  ["memory", MemoryPolicySnapshotStore.layer.pipe(Layer.provide(NodeDigest.layer))],
   ["sql", sqlOn(sqliteLayer())]
 ] as const
 
@@ -183,6 +184,49 @@ for (const [name, layer] of layers) {
         assert.strictEqual(unknown._tag, "PolicyNotFoundError")
         assert.strictEqual((yield* store.resolve({ roles: ["dev"] })).version, "1")
       })))
+
+    it.effect("identifiers may contain \"@\": (a@b, c) and (a, b@c) are two snapshots, and an ambiguity names both", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        yield* store.put(yield* snapshot("a@b", "c"))
+        yield* store.put(yield* snapshot("a", "b@c", "notes.*"))
+        const got = yield* store.get("a", "b@c")
+        assert.deepStrictEqual([got.policy_id, got.version], ["a", "b@c"])
+        yield* store.activate("a@b", "c", "ops", at)
+        yield* store.activate("a", "b@c", "ops", at)
+        yield* store.bind({ _tag: "role", role: "dev" }, "a@b", "c")
+        yield* store.bind({ _tag: "role", role: "ops" }, "a", "b@c")
+        const ambiguous = yield* Effect.flip(store.resolve({ roles: ["dev", "ops"] }))
+        assert.deepStrictEqual(ambiguous._tag === "AmbiguousPolicyError" && ambiguous.candidates, ["a@b@c", "a@b@c"])
+      })))
+
+    it.effect("a snapshot whose digest does not recompute is a defect on put, and nothing is stored", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const honest = yield* snapshot("p", "1")
+        const bogus = PolicySnapshot.PolicySnapshot.make({ ...honest, digest: Sha256Hex.make("a".repeat(64)) })
+        const exit = yield* Effect.exit(store.put(bogus))
+        assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause))
+        assert.strictEqual((yield* Effect.flip(store.get("p", "1")))._tag, "PolicyNotFoundError")
+        yield* store.put(honest)
+        assert.strictEqual((yield* store.get("p", "1")).digest, honest.digest)
+      })))
+
+    it.effect("activate with an invalid time or activator is a defect, even for a snapshot already active", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        yield* store.put(yield* snapshot("p", "1"))
+        const dies = (by: string, when: Time.Timestamp) =>
+          Effect.map(
+            Effect.exit(store.activate("p", "1", by, when)),
+            (exit) => Exit.isFailure(exit) && Cause.isDie(exit.cause)
+          )
+        assert.isTrue(yield* dies("ops", "yesterday" as Time.Timestamp))
+        assert.strictEqual((yield* store.get("p", "1")).release_state, "staged")
+        yield* store.activate("p", "1", "ops", at)
+        assert.isTrue(yield* dies("", at))
+        assert.strictEqual((yield* store.get("p", "1")).activated_by, "ops")
+      })))
   })
 }
 
@@ -247,5 +291,25 @@ describe("PolicySnapshotStore: sql", () => {
       yield* sql`UPDATE policy_snapshots SET digest = ${"0".repeat(64)}`
       const refused = yield* Effect.flip(store.get("p", "1"))
       assert.include(refused.detail, "digest does not recompute")
+    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+})
+
+describe("PolicySnapshotStore: sql, another version's content under a key", () => {
+  it.effect("a row holding another version's verified text and digest is refused, by get and by resolve", () =>
+    Effect.gen(function*() {
+      const store = yield* PolicySnapshotStore
+      const sql = yield* SqlClient.SqlClient
+      yield* store.put(yield* snapshot("p", "1"))
+      yield* store.put(yield* snapshot("p", "2", "notes.*"))
+      yield* store.activate("p", "2", "ops", at)
+      yield* store.bind({ _tag: "global" }, "p", "2")
+      assert.strictEqual((yield* store.get("p", "2")).version, "2")
+      yield* sql`DROP TRIGGER policy_snapshots_immutable`
+      yield* sql`UPDATE policy_snapshots SET
+        snapshot_json = (SELECT snapshot_json FROM policy_snapshots WHERE version = '1'),
+        digest = (SELECT digest FROM policy_snapshots WHERE version = '1')
+        WHERE policy_id = 'p' AND version = '2'`
+      assert.include((yield* Effect.flip(store.get("p", "2"))).detail, "its snapshot is p@1")
+      assert.strictEqual((yield* Effect.flip(store.resolve({ roles: [] })))._tag, "PolicyNotFoundError")
     }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
 })

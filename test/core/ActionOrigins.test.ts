@@ -105,7 +105,7 @@ describe("origins declared on the action itself", () => {
     }).pipe(
       Effect.provide(
         PolicyGate.layerExecutor({}, { boundAgent: agentA }).pipe(
-          Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+          Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
         )
       )
     ))

@@ -69,7 +69,7 @@ const reports: Record<string, ActionUsage.Report> = {
 
 const layer = () =>
   PolicyGate.layerExecutor().pipe(
-    Layer.provideMerge(Layer.merge(base([...actions, ...promised]), MemoryPolicySnapshotStore.layer))
+    Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base([...actions, ...promised]))))
   )
 
 const minute = 60_000_000

@@ -38,7 +38,9 @@ const actions = [
 ]
 
 const layer = PolicyGate.layerExecutor().pipe(
-  Layer.provideMerge(Layer.mergeAll(base(actions), MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer))
+  Layer.provideMerge(
+    Layer.merge(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer).pipe(Layer.provideMerge(base(actions)))
+  )
 )
 
 const install = (declaration: Record<string, unknown>, activate = true) =>
@@ -202,7 +204,7 @@ describe("PolicyGate in the executor", () => {
 describe("PolicyGate and the invocation's origin", () => {
   const agentB = InvocationContext.agent("agent-b")
   const originLayer = PolicyGate.layerExecutor({}, { boundAgent: agentB }).pipe(
-    Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+    Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
   )
 
   it.effect("origin comes from the host's invocation context, carried through the fiber, never from the request", () =>
@@ -324,7 +326,11 @@ describe("approval escalation", () => {
           transform: ({ arguments: args }) => Effect.succeed({ ...args, command: `${String(args.command)} -la` })
         }]
       }).pipe(
-        Layer.provideMerge(Layer.mergeAll(base(actions), MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer))
+        Layer.provideMerge(
+          Layer.merge(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer).pipe(
+            Layer.provideMerge(base(actions))
+          )
+        )
       )
     )))
 
@@ -337,7 +343,7 @@ describe("approval escalation", () => {
       )
     }).pipe(Effect.provide(
       PolicyGate.layerExecutor().pipe(
-        Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+        Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
       )
     )))
 })

@@ -392,7 +392,7 @@ const actions = [
 ]
 
 const layer = PolicyGate.layerExecutor().pipe(
-  Layer.provideMerge(Layer.merge(base(actions), MemoryPolicySnapshotStore.layer))
+  Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
 )
 
 const install = (version: string, rules: ReadonlyArray<Record<string, unknown>>) =>

@@ -317,13 +317,15 @@ describe("TaskCertificate.mint", () => {
       const replaced = yield* mintWith(Effect.flatMap(PolicySnapshotStore, (store) => Effect.flatMap(other, store.put)))
       assert.strictEqual(replaced.reason, "missing_policy")
       assert.include(replaced.detail, "is not the snapshot the chain recorded")
-      const forged = yield* mintWith(
-        Effect.flatMap(PolicySnapshotStore, (store) =>
-          Effect.flatMap(
-            other,
-            (snapshot) => store.put(PolicySnapshot.PolicySnapshot.make({ ...snapshot, digest: boundary.policy.digest }))
-          ))
+      // A store serving content that does not recompute to the digest it claims (writ's own stores refuse it on put).
+      const forging = Layer.effect(
+        PolicySnapshotStore,
+        Effect.gen(function*() {
+          const snapshot = PolicySnapshot.PolicySnapshot.make({ ...(yield* other), digest: boundary.policy.digest })
+          return { ...(yield* MemoryPolicySnapshotStore.make), get: () => Effect.succeed(snapshot) }
+        })
       )
+      const forged = yield* Effect.flip(TaskCertificate.mint(boundary.chain_id, head).pipe(Effect.provide(forging)))
       assert.strictEqual(forged.reason, "missing_policy")
       assert.include(forged.detail, "does not recompute")
       // The original store still certifies the same chain.
