@@ -7,7 +7,7 @@
  */
 import { Migrator, SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { loader } from "./internal/migrations/index.ts"
 
 /** SQLite's `synchronous` setting: FULL syncs every commit; NORMAL may lose the last commits on power loss (never corrupts). */
@@ -36,4 +36,16 @@ export const layer = (options: Options) =>
   Layer.effectDiscard(prepare(options.synchronous)).pipe(
     Layer.provideMerge(SqliteClient.layer({ filename: options.filename })),
     Layer.orDie
+  )
+
+/** Whether an existing file holds a writ database (writ's migration table and its evidence table), read, not changed. */
+export const isWritDatabase = (filename: string) =>
+  Effect.scoped(
+    Effect.flatMap(Layer.build(SqliteClient.layer({ filename, readonly: true, disableWAL: true })), (context) =>
+      Effect.map(
+        Context.get(context, SqlClient.SqlClient)`SELECT name FROM sqlite_master
+          WHERE type = 'table' AND name IN ('effect_sql_migrations', 'evidence_records')`,
+        (rows) =>
+          rows.length === 2
+      ))
   )

@@ -187,7 +187,7 @@ const demo = Command.make(
   ({ db, json }) =>
     Effect.gen(function*() {
       const filename = Option.isSome(db) ? db.value : yield* freshDemoDb
-      yield* checkDatabase(filename)
+      yield* checkDatabase(filename, "new_or_existing")
       const session = yield* Effect.provide(governedSession, embedded(filename, "certifiable"))
       const { boundary, certified, plan, profile, rows } = session
       const holds = certified.verification.valid && certificateHolds(certified.certificate)
@@ -305,7 +305,7 @@ const exec = Command.make(
       if (Option.isNone(db)) {
         return yield* new CliInputError({ message: `--db FILE is required by the ${profile} profile` })
       }
-      yield* checkDatabase(db.value)
+      yield* checkDatabase(db.value, "new_or_existing")
       const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile))
       const { boundary, certified, outcome, run } = result
       if (json) {

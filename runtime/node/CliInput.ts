@@ -3,6 +3,7 @@
  * JSON argument parsing, the `--db` check, and the exit code for negative verdicts.
  */
 import { Cause, Console, Effect, Either, Exit, Layer, Schema } from "effect"
+import * as fs from "node:fs"
 import * as Sqlite from "../../adapters/Sqlite.ts"
 
 /** Bad input on the command line: exit code 2. */
@@ -37,15 +38,33 @@ const describeDefect = (cause: Cause.Cause<unknown>): string => {
   return inner instanceof Error ? inner.message : String(inner)
 }
 
-/** Open and migrate the SQLite file named by `--db` once, before anything runs: one that cannot be opened is bad input. */
-export const checkDatabase = (filename: string) =>
-  Effect.flatMap(
-    Effect.exit(Effect.scoped(Layer.build(Sqlite.layer({ filename })))),
-    (exit) =>
-      Exit.isSuccess(exit) ? Effect.void : new CliInputError({
-        message: `--db ${filename}: cannot be opened as a writ database (${describeDefect(exit.cause)})`
-      })
-  )
+/** Where `--db` may point: an existing writ database, or also a file not yet written (the commands that create one). */
+export type DatabaseUse = "existing" | "new_or_existing"
+
+/**
+ * Check the SQLite file named by `--db` once, before anything runs, then open and migrate it. Bad input: a name that
+ * keeps nothing ("" or ":memory:"), a file that cannot be opened, or one with content that is not a writ database
+ * (which is left exactly as it was).
+ */
+export const checkDatabase = (filename: string, use: DatabaseUse) =>
+  Effect.gen(function*() {
+    const refuse = (why: string) => new CliInputError({ message: `--db ${JSON.stringify(filename)}: ${why}` })
+    if (filename === "" || filename === ":memory:") return yield* refuse("names no file, so nothing would be kept")
+    const written = use === "existing" || (fs.existsSync(filename) && fs.statSync(filename).size > 0)
+    if (written) {
+      const writ = yield* Effect.exit(Sqlite.isWritDatabase(filename))
+      if (Exit.isFailure(writ)) {
+        return yield* refuse(`cannot be opened as a writ database (${describeDefect(writ.cause)})`)
+      }
+      if (!writ.value) {
+        return yield* refuse("is not a writ database (it has no writ evidence table); it was not changed")
+      }
+    }
+    const opened = yield* Effect.exit(Effect.scoped(Layer.build(Sqlite.layer({ filename }))))
+    if (Exit.isFailure(opened)) {
+      return yield* refuse(`cannot be opened as a writ database (${describeDefect(opened.cause)})`)
+    }
+  })
 
 /** A failure that is not bad input (a store or evidence failure, or a defect): its message on stderr and exit code 1. */
 export const exitOneOnFailure = <A, E extends { readonly _tag: string; readonly message: string }, R>(

@@ -26,7 +26,7 @@ const chainOption = Options.text("chain").pipe(
 
 /** Run a command's body on the embedded stores of an existing database, checked first. */
 export const withStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
-  Effect.zipRight(checkDatabase(filename), Effect.provide(body, Embedded.layerStores({ filename })))
+  Effect.zipRight(checkDatabase(filename, "existing"), Effect.provide(body, Embedded.layerStores({ filename })))
 
 const readChain = (chain_id: string) =>
   Effect.flatMap(

@@ -7,7 +7,8 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, type Layer } from "effect"
 import { execFile } from "node:child_process"
-import { copyFileSync, existsSync, mkdtempSync, writeFileSync } from "node:fs"
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { beforeAll } from "vitest"
@@ -16,6 +17,12 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import { StateStore } from "../../core/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { root } from "../fixtures/sources.ts"
+
+// better-sqlite3 directly, to write a database that is not writ's.
+const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string) => {
+  readonly exec: (source: string) => unknown
+  readonly close: () => unknown
+}
 
 const bin = join(root, "dist/runtime/node/bin.js")
 /** Run the built binary without blocking the test worker: its exit status and both streams. */
@@ -234,6 +241,40 @@ describe("writ exec, evidence, certificate, recover", () => {
     assert.strictEqual(refused.status, 2)
     assert.include(refused.stderr, "cannot be opened as a writ database")
   }, 240_000)
+
+  it(
+    "a --db that keeps nothing, or another program's database, is refused with exit 2 and left as it was",
+    async () => {
+      const dir = freshDir()
+      const foreign = join(dir, "other.db")
+      const empty = join(dir, "empty.db")
+      const other = new Database(foreign)
+      other.exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('ada')")
+      other.close()
+      writeFileSync(empty, "")
+      const before = readFileSync(foreign)
+      const args = ["calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "durable"]
+      const cases: Array<[Array<string>, string]> = [
+        [["exec", ...args, "--db", ""], "names no file"],
+        [["exec", ...args, "--db", ":memory:"], "names no file"],
+        [["demo", "--db", ":memory:"], "names no file"],
+        [["exec", ...args, "--db", foreign], "is not a writ database"],
+        [["evidence", "verify", "--db", foreign], "is not a writ database"],
+        [["evidence", "log", "--db", foreign], "is not a writ database"],
+        [["recover", "--db", foreign], "is not a writ database"],
+        [["evidence", "verify", "--db", empty], "is not a writ database"]
+      ]
+      const results = await Promise.all(cases.map(([args]) => writ(...args)))
+      for (const [i, [args, message]] of cases.entries()) {
+        assert.strictEqual(results[i]!.status, 2, `${args.join(" ")}: ${results[i]!.stderr}`)
+        assert.include(results[i]!.stderr, message, args.join(" "))
+      }
+      assert.deepStrictEqual(readFileSync(foreign), before)
+      assert.strictEqual(readFileSync(empty).length, 0)
+      assert.deepStrictEqual(readdirSync(dir).sort(), ["empty.db", "other.db"])
+    },
+    240_000
+  )
 
   it("evidence verify and log read the demo's db: a timeline with gate ids, decisions and reason codes", async () => {
     const verified = await writJson("evidence", "verify", "--db", demoDb)
