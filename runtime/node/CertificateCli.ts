@@ -8,7 +8,7 @@ import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, ParseResult, Schema } from "effect"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import { CliInputError, exitOneOnFailure, parseJsonObject, parseSha256, setExitCode } from "./CliInput.ts"
-import { db, withStores } from "./EvidenceCli.ts"
+import { db, knownChain, withStores } from "./EvidenceCli.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 
@@ -38,7 +38,10 @@ const mint = Command.make(
   ({ chain, db, expectedHead, json: _ }) =>
     Effect.gen(function*() {
       const head = yield* parseSha256(expectedHead, "--expected-head")
-      const minted = yield* withStores(db, Effect.either(TaskCertificate.mint(chain, head)))
+      const minted = yield* withStores(
+        db,
+        Effect.flatMap(knownChain(chain), (chain_id) => Effect.either(TaskCertificate.mint(chain_id, head)))
+      )
       if (Either.isRight(minted)) return yield* Console.log(certificateJson(minted.right))
       const error = minted.left
       if (error.reason === "unavailable") return yield* error

@@ -4,10 +4,11 @@
  * 0 ok, 1 a chain that does not verify (or an operation recovery could not close), 2 bad input.
  */
 import { Command, Options } from "@effect/cli"
-import { Chunk, Console, Effect, Option, Stream } from "effect"
+import { Chunk, Console, Effect, Option, Schema, Stream } from "effect"
 import type { StoredRecord, VerificationResult } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { EvidenceStore } from "../../core/EvidenceStore.ts"
+import { Uuid } from "../../core/IdGenerator.ts"
 import * as Embedded from "../Embedded.ts"
 import { checkDatabase, CliInputError, exitOneOnFailure, parseSha256, setExitCode } from "./CliInput.ts"
 import { factsLine, recordFacts, short, table } from "./Render.ts"
@@ -27,6 +28,20 @@ const chainOption = Options.text("chain").pipe(
 /** Run a command's body on the embedded stores of an existing database, checked first. */
 export const withStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
   Effect.zipRight(checkDatabase(filename, "existing"), Effect.provide(body, Embedded.layerStores({ filename })))
+
+const isUuid = Schema.is(Uuid)
+
+/** A `--chain` id checked against the database: a malformed or unknown id is bad input, not a broken chain. */
+export const knownChain = (chain_id: string) =>
+  Effect.gen(function*() {
+    if (!isUuid(chain_id)) {
+      return yield* new CliInputError({ message: `--chain ${chain_id} is not a chain id (a UUID)` })
+    }
+    if (Option.isNone(yield* (yield* EvidenceStore).head(chain_id))) {
+      return yield* new CliInputError({ message: `--chain ${chain_id}: the database holds no chain with this id` })
+    }
+    return chain_id
+  })
 
 const readChain = (chain_id: string) =>
   Effect.flatMap(
@@ -72,7 +87,7 @@ const verify = Command.make(
         db,
         Effect.gen(function*() {
           const store = yield* EvidenceStore
-          const chains = Option.isSome(chain) ? [chain.value] : yield* store.chains
+          const chains = Option.isSome(chain) ? [yield* knownChain(chain.value)] : yield* store.chains
           return yield* Effect.forEach(chains, (chain_id) => store.verify(chain_id, expected))
         })
       )
@@ -109,7 +124,7 @@ const log = Command.make(
       const chains = yield* withStores(
         db,
         Effect.gen(function*() {
-          const ids = Option.isSome(chain) ? [chain.value] : yield* (yield* EvidenceStore).chains
+          const ids = Option.isSome(chain) ? [yield* knownChain(chain.value)] : yield* (yield* EvidenceStore).chains
           const all = yield* Effect.forEach(ids, (chain_id) =>
             Effect.map(readChain(chain_id), (records) => ({ chain_id, records })))
           return Option.isSome(run)

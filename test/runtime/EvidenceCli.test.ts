@@ -206,6 +206,7 @@ describe("writ exec, evidence, certificate, recover", () => {
 
   it("bad input exits 2 with a message naming it, and nothing runs", async () => {
     const dir = freshDir()
+    const unknownChain = "00000000-0000-4000-8000-000000000000"
     const db = join(dir, "never.db")
     const cases: Array<[Array<string>, string]> = [
       [["exec", "calc.add", "--profile", "bogus", "--db", db], "minimal, durable, governed, certifiable"],
@@ -226,6 +227,13 @@ describe("writ exec, evidence, certificate, recover", () => {
       [
         ["certificate", "mint", "--db", demoDb, "--chain", demo.chain_id, "--expected-head", "XYZ"],
         "--expected-head is not"
+      ],
+      [["evidence", "verify", "--db", demoDb, "--chain", "nosuch"], "--chain nosuch is not a chain id"],
+      [["evidence", "log", "--db", demoDb, "--chain", "nosuch"], "--chain nosuch is not a chain id"],
+      [["evidence", "verify", "--db", demoDb, "--chain", unknownChain], "the database holds no chain with this id"],
+      [
+        ["certificate", "mint", "--db", demoDb, "--chain", unknownChain, "--expected-head", demo.head],
+        "the database holds no chain with this id"
       ]
     ]
     const results = await Promise.all(cases.map(([args]) => writ(...args)))
