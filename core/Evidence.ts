@@ -7,7 +7,7 @@ import * as Canonical from "./Canonical.ts"
 import { Digest, Sha256Hex, sha256TextWith } from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
 import { trustedMake } from "./internal/trusted.ts"
-import { Timestamp } from "./Time.ts"
+import { isInstant, Timestamp } from "./Time.ts"
 
 /** The closed record taxonomy. */
 export const RecordType = Schema.Literal(
@@ -106,7 +106,6 @@ export const storedRecordOf = (row: ReadonlyArray<unknown>): StoredRecord | unde
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const SHA256_HEX = /^[0-9a-f]{64}$/
-const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
 const recordTypes: ReadonlySet<unknown> = new Set(RecordType.literals)
 
 const isUuid = (value: unknown) => typeof value === "string" && UUID.test(value)
@@ -123,7 +122,7 @@ export const isEvidenceRecord = (value: unknown): value is EvidenceRecord => {
     isText(r.policy_version) && isText(r.payload_json) && isSha256(r.payload_digest) &&
     (r.previous_chain_hash === null || isSha256(r.previous_chain_hash)) && isSha256(r.chain_hash) &&
     (r.supersedes_record_id === null || isUuid(r.supersedes_record_id)) && isText(r.created_at) &&
-    TIMESTAMP.test(r.created_at) && isText(r.hash_algorithm)
+    isInstant(r.created_at) && isText(r.hash_algorithm)
 }
 
 /** What a writer supplies for a record; the chain position and hashes are filled in when it is sealed. */

@@ -4,9 +4,21 @@
  */
 import { Clock, Effect, Schema } from "effect"
 
+const SHAPE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
+
+// A text of the shape names a real instant when the date reads back unchanged (no month 13, February 30, hour 24).
+const isReal = (text: string) => {
+  const millis = Date.parse(text.slice(0, 23) + "Z")
+  return Number.isFinite(millis) && new Date(millis).toISOString().slice(0, 23) === text.slice(0, 23)
+}
+
+/** Whether a text is a timestamp: the shape, and a real instant. */
+export const isInstant = (text: string): boolean => SHAPE.test(text) && isReal(text)
+
 /** A UTC timestamp with microseconds: `2026-11-29T18:33:51.123456Z`. */
 export const Timestamp = Schema.String.pipe(
-  Schema.pattern(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/),
+  Schema.pattern(SHAPE),
+  Schema.filter((text) => isReal(text) || "not a real UTC instant"),
   Schema.brand("Timestamp")
 )
 

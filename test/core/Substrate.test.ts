@@ -40,6 +40,26 @@ describe("Time", () => {
     assert.strictEqual(stamp, "2026-11-29T18:33:51.123456Z")
     assert.strictEqual(Time.toMicros(stamp), micros)
   })
+
+  it("a timestamp is a real instant: month 13, February 30 and hour 24 are refused, as is a wrong shape", () => {
+    const is = Schema.is(Time.Timestamp)
+    for (const valid of ["2026-11-29T18:33:51.123456Z", "2024-02-29T23:59:59.999999Z", "1970-01-01T00:00:00.000000Z"]) {
+      assert.isTrue(is(valid), valid)
+    }
+    for (
+      const invalid of [
+        "2020-13-01T00:00:00.000000Z",
+        "2023-02-29T00:00:00.000000Z",
+        "2026-02-30T00:00:00.000000Z",
+        "2026-01-01T24:00:00.000000Z",
+        "2026-01-01T00:60:00.000000Z",
+        "2026-01-01T00:00:00.000Z",
+        "yesterday"
+      ]
+    ) {
+      assert.isFalse(is(invalid), invalid)
+    }
+  })
 })
 
 describe("Digest", () => {
