@@ -80,14 +80,20 @@ export declare namespace ApprovalQueue {
 }
 
 /** What an approval is bound to: the exact action (its descriptor digest pins the version) and arguments, the
- * principal and tenant, the origin and the policy snapshot. */
+ * principal and tenant, the origin (who asked: the executing agent, the human and the calling agent, and the caller
+ * kinds) and the policy snapshot. */
 export interface Binding {
   readonly action: string
   readonly action_digest: string
   readonly arguments_digest: string
   readonly principal: string
   readonly tenant: string | null
-  readonly origin: { readonly executing_agent: string; readonly origins: ReadonlyArray<string> } | null
+  readonly origin: {
+    readonly executing_agent: string
+    readonly human: string | null
+    readonly calling_agent: string | null
+    readonly origins: ReadonlyArray<string>
+  } | null
   readonly policy: PolicySnapshotRef
 }
 

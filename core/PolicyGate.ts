@@ -330,7 +330,12 @@ export const make = (options: Options = {}, pin?: Pin) =>
         tenant: input.tenant ?? null,
         origin: input.invocation === undefined || input.invocation._tag === "unknown"
           ? null
-          : { executing_agent: input.invocation.executing_agent.id, origins: input.invocation.origins },
+          : {
+            executing_agent: input.invocation.executing_agent.id,
+            human: input.invocation.human?.id ?? null,
+            calling_agent: input.invocation.calling_agent?.id ?? null,
+            origins: input.invocation.origins
+          },
         policy: {
           policy_id: pinned.snapshot.policy_id,
           version: pinned.snapshot.version,

@@ -302,6 +302,23 @@ describe("approval escalation", () => {
       )
     }).pipe(Effect.provide(layer)))
 
+  it.effect("an approval is bound to who asked: one filed for carol's request does not run mallory's", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ mode: "safe", approver_class: "maintainer" })
+      const agent = InvocationContext.agent("agent-a")
+      const asking = (human: string) => InvocationContext.user(InvocationContext.human(human), agent, "alice", {})
+      const run = (human: string, approval_id?: string) =>
+        InvocationContext.withInvocation(exec("shell.exec", { command: "ls" }, ref, approval_id), asking(human))
+      const escalated = yield* run("carol")
+      assert.strictEqual(escalated._tag, "escalated")
+      const approval = escalated._tag === "escalated" ? escalated.approval! : undefined!
+      yield* (yield* ApprovalQueue).approve(approval.approval_id, approver)
+      const before = shellCalls
+      assert.strictEqual(summary(yield* run("mallory", approval.approval_id)), "denied approval.mismatched @policy")
+      assert.strictEqual(summary(yield* run("carol", approval.approval_id)), "succeeded @outcome")
+      assert.strictEqual(shellCalls, before + 1)
+    }).pipe(Effect.provide(layer)))
+
   it.effect("a transformer that changes the arguments after the approval was used is a mismatch at the recheck", () =>
     Effect.gen(function*() {
       const ref = yield* install({ mode: "safe", approver_class: "maintainer" })
