@@ -196,7 +196,7 @@ export const recover = Command.make("recover", { db, json }, ({ db, json }) =>
     }
     yield* Console.log(
       json ? JSON.stringify(result, null, 2) : [
-        `projected ${result.drained.inserted} new records (${result.drained.unchanged} already projected)`,
+        `projected ${result.drained.inserted} new records (${result.drained.unchanged} scanned again were already projected)`,
         result.closed.length === 0
           ? "no orphaned operation"
           : `closed as external_result_ambiguous: ${result.closed.join(", ")}`,
