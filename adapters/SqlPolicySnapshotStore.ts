@@ -18,6 +18,7 @@ import type { BindingScope, BindingTarget } from "../core/PolicySnapshotStore.ts
 import {
   AmbiguousPolicyError,
   candidatesOf,
+  pairKey,
   PolicyConflictError,
   PolicyNotFoundError,
   PolicySnapshotStore
@@ -157,8 +158,11 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         return staged
       })
 
-    // The last snapshot a read built for each policy version, with the verified text it came from.
-    const served = new Map<string, { readonly json: string; readonly snapshot: PolicySnapshot }>()
+    // The last snapshot a read built for each policy version, with the verified text and staged form it came from.
+    const served = new Map<
+      string,
+      { readonly json: string; readonly staged: PolicySnapshot; readonly snapshot: PolicySnapshot }
+    >()
 
     const serve = (policy: string, json: string, staged: PolicySnapshot, row: StateColumns) => {
       const last = served.get(policy)
@@ -172,13 +176,13 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         ...(row.activated_at === null ? {} : { activated_at: row.activated_at }),
         ...(row.activated_by === null ? {} : { activated_by: row.activated_by })
       }, { disableValidation: true })
-      served.set(policy, { json, snapshot })
+      served.set(policy, { json, staged, snapshot })
       return snapshot
     }
 
     const read = (policy_id: string, version: string) =>
       Effect.gen(function*() {
-        const policy = key(policy_id, version)
+        const policy = pairKey(policy_id, version)
         const last = served.get(policy)
         // A text once verified is compared in the database, not read back; a changed text or digest is read again,
         // verified again, and refused.
@@ -187,7 +191,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
           if (row === undefined) return yield* notFound(policy_id, version)
           if (!isCurrentRow(row)) return yield* corrupt(policy_id, version, "its row does not decode")
           if (row.unchanged === 1 && row.digest === last.snapshot.digest) {
-            return serve(policy, last.json, verified.get(last.json)!, row)
+            return serve(policy, last.json, last.staged, row)
           }
         }
         const row = yield* findSnapshot({ policy_id, version }).pipe(

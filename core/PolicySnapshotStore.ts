@@ -38,7 +38,6 @@ export class AmbiguousPolicyError extends Schema.TaggedError<AmbiguousPolicyErro
   }
 }
 
-/** Where a binding applies: every call, calls by a role, or calls on one resource. */
 /** A (policy_id, version) pair as a string no other pair shares: an identifier may itself contain "@". */
 export const pairKey = (policy_id: string, version: string): string => `${policy_id.length}:${policy_id}@${version}`
 
@@ -48,6 +47,7 @@ export const candidatesOf = (pairs: ReadonlyArray<{ readonly policy_id: string; 
     .map((pair) => `${pair.policy_id}@${pair.version}`)
     .sort()
 
+/** Where a binding applies: every call, calls by a role, or calls on one resource. */
 export const BindingScope = Schema.Union(
   Schema.TaggedStruct("global", {}),
   Schema.TaggedStruct("role", { role: Identifier }),

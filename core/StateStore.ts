@@ -179,7 +179,6 @@ export const advanced = (run: Run, to: ActiveRunStatus, now: Timestamp): Run =>
     started_at: run.started_at ?? (to === "running" ? latest(now, run.created_at) : null)
   }, { disableValidation: true })
 
-/** A Run ended by `terminal` at `now` (never before its start). */
 /** The terminal outcome `finish` was given, checked before anything is read: one that is not a valid RunTerminal is a defect. */
 export const checkedTerminal = (terminal: RunTerminal): Effect.Effect<RunTerminal> =>
   Effect.orDie(Schema.validate(RunTerminal)(terminal))
