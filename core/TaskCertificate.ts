@@ -80,7 +80,8 @@ export const CertificateFailureCode = Schema.Literal(
   "incomplete_operations",
   "summary_mismatch",
   "grade_mismatch",
-  "policy_mismatch"
+  "policy_mismatch",
+  "minted_before_close"
 )
 
 /** Why a certificate does not hold. */
@@ -118,11 +119,13 @@ interface Facts {
   readonly evidence_chain_head: Sha256Hex
   readonly gate_summary: GateSummary
   readonly process_grade: ProcessGrade
+  /** When the closing record was written: no certificate is minted before it. */
+  readonly closed_at: Time.Timestamp
 }
 
 /**
- * What one pass over a chain learns, record by record, in bounded memory apart from the open operations. It never
- * fails: the first problem is kept, and reported only if the chain also verifies (a verification failure comes first).
+ * What one pass over a chain learns, record by record, in memory bounded by its operation count (each operation id
+ * is kept, so none can start twice). It never fails: the first problem is kept, and reported only if the chain also verifies (a verification failure comes first).
  */
 class Reading {
   problem: Problem | undefined
@@ -133,6 +136,7 @@ class Reading {
   digest: { readonly value: Sha256Hex; readonly record_id: string } | undefined
   boundary: Uuid | undefined
   readonly open = new Map<string, string>()
+  readonly started = new Set<string>()
   readonly counts = {
     hard_allow: 0,
     hard_deny: 0,
@@ -178,9 +182,10 @@ class Reading {
         if (problem !== undefined) return problem
         if (record.record_type === "task_closed") this.closed = record
         if (record.record_type !== "operation_started") return undefined
-        if (record.operation_id === null || this.open.has(record.operation_id)) {
+        if (record.operation_id === null || this.started.has(record.operation_id)) {
           return this.fault("incomplete_operations", "operation_started without a fresh operation id", record)
         }
+        this.started.add(record.operation_id)
         this.open.set(record.operation_id, record.record_id)
         return undefined
       }
@@ -325,15 +330,22 @@ const inspect = Effect.fnUntraced(function*(chain_id: string, expected_head: str
     policy_digest: recorded.value,
     evidence_chain_head: head.right,
     gate_summary,
-    process_grade: gate_summary.exceptions > 0 ? "DEGRADED" : "FULL"
+    process_grade: gate_summary.exceptions > 0 ? "DEGRADED" : "FULL",
+    closed_at: Time.Timestamp.make(closed.created_at)
   } satisfies Facts
 })
 
-/** Mint a certificate for a closed task boundary's chain, verified against a trusted expected head. */
+/** Mint a certificate for a closed task boundary's chain, verified against a trusted expected head; it is minted no earlier than the task closed. */
 export const mint = Effect.fn("TaskCertificate.mint")(function*(chain_id: string, expected_head: string) {
-  const facts = yield* inspect(chain_id, expected_head)
+  const { closed_at, ...facts } = yield* inspect(chain_id, expected_head)
   const ids = yield* IdGenerator
-  return new TaskCertificate({ certificate_id: yield* ids.uuid, ...facts, minted_at: yield* Time.now })
+  const now = yield* Time.now
+  // Timestamps have one fixed shape, so their texts order as their instants.
+  return new TaskCertificate({
+    certificate_id: yield* ids.uuid,
+    ...facts,
+    minted_at: now < closed_at ? closed_at : now
+  })
 })
 
 const sameSummary = (a: GateSummary, b: GateSummary) =>
@@ -369,6 +381,13 @@ export const verify = Effect.fn("TaskCertificate.verify")(function*(certificate:
   }
   if (facts.process_grade !== certificate.process_grade) {
     return failed("grade_mismatch", `the chain grades ${facts.process_grade}`)
+  }
+  // Timestamps have one fixed shape, so their texts order as their instants.
+  if (certificate.minted_at < facts.closed_at) {
+    return failed(
+      "minted_before_close",
+      `minted at ${certificate.minted_at}, before the task closed at ${facts.closed_at}`
+    )
   }
   return new CertificateVerification({ valid: true, failure_code: null, detail: null })
 })

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, Stream } from "effect"
+import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, Stream, TestClock } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
@@ -332,7 +332,7 @@ describe("TaskCertificate.mint", () => {
       assert.strictEqual((yield* TaskCertificate.mint(boundary.chain_id, head)).policy_digest, boundary.policy.digest)
     }).pipe(Effect.provide(layer)))
 
-  it.effect("incomplete_operations: a start without a terminal, a terminal never started, two terminals", () =>
+  it.effect("incomplete_operations: a start without a terminal, a terminal never started, two terminals, a reused id", () =>
     Effect.gen(function*() {
       const ref = yield* install
       const writer = yield* Governance.EvidenceWriter
@@ -384,6 +384,17 @@ describe("TaskCertificate.mint", () => {
         "incomplete_operations",
         twice.ids[2]
       ])
+      // An operation id is fresh only once: started again after its operation concluded, it is not a new operation.
+      const reused = yield* refused([
+        ["operation_started", a],
+        ["callable_completed", a],
+        ["operation_started", a],
+        ["operation_denied", a]
+      ])
+      assert.deepStrictEqual([reused.error.reason, reused.error.failed_record_id], [
+        "incomplete_operations",
+        reused.ids[2]
+      ])
     }).pipe(Effect.provide(layer)))
 
   it.effect("a record changed between the store and the certificate is content_mismatch; a store error is unavailable", () =>
@@ -423,8 +434,9 @@ describe("TaskCertificate.mint", () => {
 })
 
 describe("TaskCertificate.verify", () => {
-  it.effect("a fresh certificate verifies; an altered summary, grade, policy, boundary or head does not", () =>
+  it.effect("a fresh certificate verifies; an altered summary, grade, policy, boundary, head or mint time does not", () =>
     Effect.gen(function*() {
+      yield* TestClock.adjust("1 hour")
       const { boundary, head } = yield* fullTask
       const certificate = yield* TaskCertificate.mint(boundary.chain_id, head)
       const verdict = (altered: Partial<TaskCertificate.TaskCertificate>) =>
@@ -455,6 +467,10 @@ describe("TaskCertificate.verify", () => {
       assert.strictEqual(yield* verdict({ evidence_chain_head: earlier }), "broken_link")
       assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, "a".repeat(64))), "broken_link")
       assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, earlier)), "broken_link")
+      const closed_at = records.at(-1)!.created_at
+      assert.isTrue(certificate.minted_at >= closed_at)
+      assert.strictEqual(yield* verdict({ minted_at: Time.fromMicros(0) }), "minted_before_close")
+      assert.strictEqual(yield* verdict({ minted_at: Time.Timestamp.make(closed_at) }), null)
     }).pipe(Effect.provide(layer)))
 })
 
