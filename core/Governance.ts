@@ -74,7 +74,7 @@ export class OutcomeEvidenceError extends Schema.TaggedError<OutcomeEvidenceErro
 
 /** A task boundary's chain that cannot take a record: it is closed, or closing and so takes no new operation. */
 export class BoundaryError extends Schema.TaggedError<BoundaryError>()("BoundaryError", {
-  reason: Schema.Literal("closed", "closing"),
+  reason: Schema.Literal("closed", "closing", "abandoned"),
   chain_id: Schema.String
 }) {
   override get message() {
@@ -145,6 +145,8 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
 
 interface ChainState {
   readonly lock: Effect.Semaphore
+  /** Whether this writer opened the chain's boundary: only the writer that opened a boundary closes it. */
+  opened: boolean
   head: { readonly sequence: number; readonly hash: Sha256Hex; readonly closed: boolean } | undefined
   /** Operations running under `track`. */
   running: number
@@ -161,6 +163,15 @@ export declare namespace EvidenceWriter {
   export interface Service {
     /** Seal one draft at the chain's head and append it. */
     readonly append: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
+    /**
+     * Seal one draft after the record its caller last read (`after`) and append it: if the chain has moved on since,
+     * the store refuses it (EvidenceConflictError) instead of the draft following records its caller never saw.
+     */
+    readonly appendAfter: (
+      chain_id: Uuid,
+      after: Evidence.StoredRecord,
+      draft: Evidence.Draft
+    ) => Effect.Effect<AppendReceipt, EvidenceAppendError>
     /** Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`); once begun, an append is not interrupted. */
     readonly appendAll: (
       chain_id: Uuid,
@@ -168,7 +179,12 @@ export declare namespace EvidenceWriter {
     ) => Effect.Effect<ReadonlyArray<AppendReceipt>, EvidenceAppendError>
     /** Run one operation on the chain: a close waits until it has ended, however it ends. */
     readonly track: <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) => Effect.Effect<A, E>
-    /** Refuse new `operation_started` on the chain for good, wait until no tracked operation runs, then append `draft`. */
+    /** Take ownership of a new boundary's chain: this writer, and no other, may close it. */
+    readonly open: (chain_id: Uuid) => Effect.Effect<void>
+    /**
+     * Refuse new `operation_started` on the chain for good, wait until no tracked operation runs, then append `draft`;
+     * a chain this writer did not open is abandoned (BoundaryError) and never closes.
+     */
     readonly close: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
   }
 }
@@ -189,7 +205,7 @@ export const makeWriter = Effect.gen(function*() {
   const stateOf = (chain_id: string) => {
     let state = chains.get(chain_id)
     if (state === undefined) {
-      state = { lock: Effect.unsafeMakeSemaphore(1), head: undefined, running: 0, closing: undefined }
+      state = { lock: Effect.unsafeMakeSemaphore(1), opened: false, head: undefined, running: 0, closing: undefined }
       chains.set(chain_id, state)
     }
     return state
@@ -202,18 +218,23 @@ export const makeWriter = Effect.gen(function*() {
     return { ...head.value, closed: Option.isSome(last) && last.value.record_type === "task_closed" }
   })
 
-  const appendAll = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => {
+  const appendFrom = (
+    chain_id: Uuid,
+    drafts: ReadonlyArray<Evidence.Draft>,
+    expected: ChainState["head"] | undefined
+  ) => {
     if (drafts.length === 0) return Effect.succeed<ReadonlyArray<AppendReceipt>>([])
     const state = stateOf(chain_id)
     // Waiting for the lock can be interrupted; an append, once begun, runs to its commit or its failure.
     return state.lock.withPermits(1)(
       Effect.uninterruptible(
         Effect.gen(function*() {
-          const head = state.head ?? (yield* loadHead(chain_id))
+          const head = expected ?? state.head ?? (yield* loadHead(chain_id))
           const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
           if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
             return yield* new BoundaryError({ reason: "closed", chain_id })
           }
+          if (closing !== -1 && !state.opened) return yield* new BoundaryError({ reason: "abandoned", chain_id })
           if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
             return yield* new BoundaryError({ reason: "closing", chain_id })
           }
@@ -236,8 +257,18 @@ export const makeWriter = Effect.gen(function*() {
       )
     )
   }
+  const appendAll = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => appendFrom(chain_id, drafts, undefined)
   const append = (chain_id: Uuid, draft: Evidence.Draft) =>
     Effect.map(appendAll(chain_id, [draft]), (receipts) => receipts[0]!)
+  const appendAfter = (chain_id: Uuid, after: Evidence.StoredRecord, draft: Evidence.Draft) =>
+    Effect.map(
+      appendFrom(chain_id, [draft], {
+        sequence: after.sequence,
+        hash: after.chain_hash as Sha256Hex,
+        closed: after.record_type === "task_closed"
+      }),
+      (receipts) => receipts[0]!
+    )
 
   // Counted and released in one uninterruptible region, so no exit of the operation can skip the release.
   const track = <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) =>
@@ -260,22 +291,29 @@ export const makeWriter = Effect.gen(function*() {
       return Effect.zipRight(state.closing.await, append(chain_id, draft))
     })
 
-  return EvidenceWriter.of({ append, appendAll, track, close })
+  const open = (chain_id: Uuid) => Effect.sync(() => void (stateOf(chain_id).opened = true))
+
+  return EvidenceWriter.of({ append, appendAfter, appendAll, track, open, close })
 })
 
 /** The one writer every governed executor and task boundary of a process shares. */
 export const layerWriter = Layer.effect(EvidenceWriter, makeWriter)
 
-/** Open a task boundary under one policy snapshot: it mints the chain its operations append to. */
+/**
+ * Open a task boundary under one policy snapshot: it mints the chain its operations append to, owned by the process's
+ * writer. Only that writer closes it: a boundary whose process ends first is abandoned and can never be certified.
+ */
 export const openBoundary = (policy: PolicySnapshotRef) =>
   Effect.gen(function*() {
     const ids = yield* IdGenerator
-    return new TaskBoundary({
+    const boundary = new TaskBoundary({
       task_boundary_id: yield* ids.uuid,
       chain_id: yield* ids.uuid,
       policy: { policy_id: policy.policy_id, version: policy.version, digest: policy.digest },
       opened_at: yield* Time.now
     })
+    yield* (yield* EvidenceWriter).open(boundary.chain_id)
+    return boundary
   })
 
 /** Close a task boundary with its one `task_closed` once its operations in flight end, refusing new ones; a second close fails with BoundaryError. */

@@ -83,15 +83,19 @@ const storesWith = <R>(stores: Layer.Layer<R, never, IdGenerator.IdGenerator | D
     Layer.provideMerge(platform)
   )
 
+/** One record appended by the test's writer, which owns (opened) every chain it closes. */
 const append = (chain_id: Uuid, record_type: RecordType, operation_id: Uuid | null, step: string) =>
   Effect.flatMap(Governance.EvidenceWriter, (writer) =>
-    writer.append(chain_id, {
-      record_type,
-      operation_id,
-      policy_id: "projector",
-      policy_version: "1",
-      payload: { step }
-    }))
+    Effect.zipRight(
+      record_type === "task_closed" ? writer.open(chain_id) : Effect.void,
+      writer.append(chain_id, {
+        record_type,
+        operation_id,
+        policy_id: "projector",
+        policy_version: "1",
+        payload: { step }
+      })
+    ))
 
 /** A governed operation's records: bound, started, one gate, and its terminal record if it has one. */
 const operation = (chain_id: Uuid, terminal: RecordType | undefined) =>

@@ -561,6 +561,25 @@ describe("Governance.closeBoundary", () => {
       assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
     }).pipe(Effect.provide(layer)))
 
+  it.effect("a boundary belongs to the writer that opened it: left open when its process ends, it is abandoned for good", () =>
+    Effect.gen(function*() {
+      const boundary = yield* Governance.openBoundary(yield* install)
+      assert.strictEqual((yield* exec(boundary, "add", { a: 1, b: 2 }))._tag, "succeeded")
+      const head = yield* headOf(boundary.chain_id)
+      // Another process's writer, holding every id of the boundary, cannot close it.
+      const stranger = yield* Effect.flip(
+        Governance.closeBoundary(boundary).pipe(
+          Effect.provideServiceEffect(Governance.EvidenceWriter, Governance.makeWriter)
+        )
+      )
+      assert.isTrue(stranger._tag === "BoundaryError" && stranger.reason === "abandoned")
+      assert.strictEqual(yield* headOf(boundary.chain_id), head)
+      assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, head)), "not_closed")
+      // The writer that opened it still closes it.
+      yield* Governance.closeBoundary(boundary)
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+    }).pipe(Effect.provide(layer)))
+
   it.effect("an interrupted close leaves the boundary refusing new operations; closing it again completes it", () =>
     Effect.gen(function*() {
       const { boundary, closing, release, running } = yield* closeWhileHeld
