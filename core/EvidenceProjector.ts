@@ -4,10 +4,10 @@
  * commits rows and cursor together; recovery drains it and closes each orphaned operation with
  * `external_result_ambiguous`, never inventing a result and never invoking anything.
  */
-import { Effect, Either, Option, Schema } from "effect"
+import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
 import { Digest } from "./Digest.ts"
 import * as Evidence from "./Evidence.ts"
-import { EvidenceProjectionSource } from "./EvidenceStore.ts"
+import { EvidenceProjectionSource, EvidenceStore } from "./EvidenceStore.ts"
 import type { Cursor } from "./EvidenceStore.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import { Uuid } from "./IdGenerator.ts"
@@ -108,12 +108,15 @@ export interface RecoveryReport {
 
 /**
  * Drain the projector, then close every started operation that has no terminal record with
- * `external_result_ambiguous` (the call may or may not have run), then drain again. Run it only
- * when no executor is writing to the same store.
+ * `external_result_ambiguous` (the call may or may not have run), then drain again. Each closing record follows the
+ * chain as recovery read it: an operation concluded since is left alone, and a chain that moves on meanwhile (a
+ * writer, another recovery) refuses the close, so no operation gets a second terminal. Run it only when no executor
+ * is writing to the same store: an operation still running elsewhere looks orphaned.
  */
 export const recover = Effect.fn("EvidenceProjector.recover")(function*(options: DrainOptions = {}) {
   const state = yield* StateStore
   const source = yield* EvidenceProjectionSource
+  const store = yield* EvidenceStore
   const writer = yield* EvidenceWriter
   yield* drain(options)
   const open = yield* state.projectedOperations({ open_only: true })
@@ -126,7 +129,12 @@ export const recover = Effect.fn("EvidenceProjector.recover")(function*(options:
       unclosable.push({ operation_id: operation.operation_id, reason: "started record not found" })
       continue
     }
-    const appended = yield* Effect.either(writer.append(Uuid.make(operation.chain_id), {
+    const since = yield* Stream.runCollect(store.read(operation.chain_id, started.value.sequence))
+    if (
+      Chunk.some(since, (r) => r.operation_id === operation.operation_id && Evidence.terminalTypes.has(r.record_type))
+    ) continue
+    const last = Option.getOrElse(Chunk.last(since), () => started.value)
+    const appended = yield* Effect.either(writer.appendAfter(Uuid.make(operation.chain_id), last, {
       record_type: "external_result_ambiguous",
       operation_id: operation.operation_id,
       policy_id: started.value.policy_id,

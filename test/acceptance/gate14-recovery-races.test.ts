@@ -1,0 +1,155 @@
+/**
+ * Gate 14 next to other writers: recovery while a live process concludes an operation, and two recoveries at once.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Either, Fiber, Layer, Schema, Stream } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as Action from "../../core/Action.ts"
+import * as ActionRegistry from "../../core/ActionRegistry.ts"
+import { terminalTypes } from "../../core/Evidence.ts"
+import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
+import { EvidenceStore } from "../../core/EvidenceStore.ts"
+import * as Governance from "../../core/Governance.ts"
+import * as Governed from "../../core/Governed.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
+import type { PolicySnapshotRef } from "../../core/Refs.ts"
+import { StateStore } from "../../core/StateStore.ts"
+import * as Time from "../../core/Time.ts"
+import * as Embedded from "../../runtime/Embedded.ts"
+import { run } from "../fixtures/layers.ts"
+
+const tempFile = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "writ-recovery-"))),
+  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+).pipe(Effect.map((dir) => path.join(dir, "writ.db")))
+
+/** A "process": its own connection, stores and EvidenceWriter on the shared file. */
+const build = <ROut>(layer: Layer.Layer<ROut, unknown, never>) => Layer.build(layer)
+
+const declaration = {
+  policy_id: "review",
+  version: "1",
+  rules: [{ rule_id: "allow-notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] }],
+  gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes"] }]
+}
+
+/** A live executor process whose `notes.block` callable waits inside the call until released. */
+const liveProcess = (filename: string, entered: Deferred.Deferred<void>, release: Deferred.Deferred<void>) =>
+  Governed.layer().pipe(
+    Layer.provideMerge(Layer.merge(
+      ActionRegistry.layerWith([
+        Action.make({
+          name: "notes.block",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          handler: () =>
+            Effect.zipRight(Deferred.succeed(entered, undefined), Effect.as(Deferred.await(release), "done"))
+        })
+      ]),
+      InProcessBackend.layer
+    )),
+    Layer.provideMerge(Embedded.layerStores({ filename }))
+  )
+
+const install = Effect.gen(function*() {
+  const store = yield* PolicySnapshotStore
+  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode(declaration))))
+  yield* store.put(snapshot)
+  yield* store.activate(declaration.policy_id, declaration.version, "ops", Time.fromMicros(0))
+  return {
+    policy_id: snapshot.policy_id,
+    version: snapshot.version,
+    digest: snapshot.digest
+  } satisfies PolicySnapshotRef
+})
+
+const chainRecords = (chain_id: string) =>
+  Effect.flatMap(EvidenceStore, (store) => Effect.map(Stream.runCollect(store.read(chain_id)), Chunk.toReadonlyArray))
+
+/** A recovery process whose StateStore runs `hook` right after it lists the open operations. */
+const recoveryProcess = (filename: string, hook: Effect.Effect<void>) =>
+  Layer.effect(
+    StateStore,
+    Effect.map(StateStore, (state) =>
+      StateStore.of({
+        ...state,
+        projectedOperations: (filter) =>
+          Effect.tap(state.projectedOperations(filter), () => filter?.open_only === true ? hook : Effect.void)
+      }))
+  ).pipe(Layer.provideMerge(Embedded.layerStores({ filename })))
+
+/**
+ * Recovery next to other writers: each closing record follows the chain as recovery read it, so an operation that
+ * concluded meanwhile, or that another recovery closed first, never gets a second terminal record.
+ */
+describe("gate 14: recovery racing another writer", () => {
+  it.scoped("an operation that concludes after recovery listed it open keeps its one terminal record", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempFile
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const live = yield* build(liveProcess(filename, entered, release))
+      const { boundary, fiber } = yield* Effect.gen(function*() {
+        const ref = yield* install
+        const boundary = yield* Governance.openBoundary(ref)
+        const fiber = yield* Effect.fork(
+          run("notes.block", {}, { request_id: "live-1" }, { policy_snapshot: ref }, { boundary })
+        )
+        yield* Deferred.await(entered)
+        return { boundary, fiber }
+      }).pipe(Effect.provide(live))
+
+      // The live call finishes (and commits callable_completed) after recover has listed it as open.
+      const finishLive = Effect.zipRight(Deferred.succeed(release, undefined), Effect.asVoid(Fiber.await(fiber)))
+      const recovery = yield* build(recoveryProcess(filename, finishLive))
+      yield* EvidenceProjector.recover().pipe(Effect.provide(recovery))
+
+      const records = yield* chainRecords(boundary.chain_id).pipe(Effect.provide(recovery))
+      const terminals = records.filter((r) => terminalTypes.has(r.record_type)).map((r) => r.record_type)
+      assert.deepStrictEqual(
+        terminals,
+        ["callable_completed"],
+        "every started operation has exactly one terminal record"
+      )
+    }))
+
+  it.scoped("two recoveries at once close an orphan once", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempFile
+      // An orphan: started, gated, never concluded (what a SIGKILL before the terminal append leaves).
+      const seed = yield* build(Embedded.layerStores({ filename }))
+      const chain_id = yield* Effect.gen(function*() {
+        const writer = yield* Governance.EvidenceWriter
+        const chain = yield* IdGenerator.uuid
+        const op = yield* IdGenerator.uuid
+        for (const record_type of ["policy_bound", "operation_started", "gate_evaluated"] as const) {
+          yield* writer.append(chain, {
+            record_type,
+            operation_id: op,
+            policy_id: "p",
+            policy_version: "1",
+            payload: {}
+          })
+        }
+        return chain
+      }).pipe(Effect.provide(seed))
+
+      // `writ recover` started twice (two shells, or a unit and an operator): the second runs while the first is
+      // between its listing and its append.
+      const second = yield* build(Embedded.layerStores({ filename }))
+      const first = yield* build(
+        recoveryProcess(filename, Effect.orDie(Effect.asVoid(EvidenceProjector.recover().pipe(Effect.provide(second)))))
+      )
+      yield* EvidenceProjector.recover().pipe(Effect.provide(first))
+
+      const records = yield* chainRecords(chain_id).pipe(Effect.provide(first))
+      const terminals = records.filter((r) => terminalTypes.has(r.record_type)).map((r) => r.record_type)
+      assert.deepStrictEqual(terminals, ["external_result_ambiguous"], "exactly one terminal record")
+    }))
+})
