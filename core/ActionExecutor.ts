@@ -381,15 +381,17 @@ export const make = (config: Config = {}) =>
       if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
         return trustedMake(Cancelled, { ...common(attempt), call_executed: false })
       }
+      // A deadline that passed during the pre-call stages stops the call before the token is released.
+      const remaining = deadline === undefined ? undefined : Time.toMicros(deadline) - (yield* Time.nowMicros)
+      if (remaining !== undefined && remaining <= 0) {
+        return trustedMake(TimedOut, { ...common(attempt), call_executed: false })
+      }
       attempt.invoked = true
       const fiber = yield* Effect.forkDaemon(call(attempt, compiled, usage))
       const racers: Array<Effect.Effect<Invoked>> = [
         Effect.map(Fiber.await(fiber), (exit): Invoked => ({ _tag: "exit", exit }))
       ]
-      if (deadline !== undefined) {
-        const remaining = Time.toMicros(deadline) - (yield* Time.nowMicros)
-        racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(Math.max(0, remaining)))), byDeadline))
-      }
+      if (remaining !== undefined) racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(remaining))), byDeadline))
       if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
       const first = yield* Effect.raceAll(racers).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
       if (first._tag === "exit") return settle(attempt, compiled, first.exit)

@@ -129,6 +129,23 @@ describe("ActionExecutor (minimal profile)", () => {
       assert.strictEqual(tools.counter.count("sleep"), before)
     }).pipe(Effect.provide(executor(tools.actions))))
 
+  it.effect("a deadline that passes during the pre-call stages is timed_out before the callable", () =>
+    Effect.gen(function*() {
+      const before = tools.counter.count("sleep")
+      const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+      const outcome = yield* run("sleep", { millis: 1 }, { deadline })
+      assert.strictEqual(outcome._tag, "timed_out")
+      if (outcome._tag === "timed_out") assert.isFalse(outcome.call_executed)
+      assert.strictEqual(tools.counter.count("sleep"), before)
+    }).pipe(Effect.provide(executor(tools.actions, {
+      // A slow policy stage: the deadline passes after its admission and before the call.
+      interceptors: [{
+        id: "slow",
+        stage: "policy",
+        evaluate: () => Effect.as(TestClock.adjust("2 seconds"), Interceptor.allow())
+      }]
+    }))))
+
   it.effect("a cancellation request interrupts the callable and returns cancelled", () =>
     Effect.gen(function*() {
       const executor = yield* ActionExecutor
