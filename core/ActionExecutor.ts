@@ -442,7 +442,10 @@ export const make = (config: Config = {}) =>
           outcome,
           evidence: { chain_id: receipt.chain_id, record_id: receipt.record_id, head_hash: receipt.head_hash }
         }
-      return Effect.forEach(observers, (observer) => Effect.exit(observer.observe(event)), { discard: true })
+      // Suspended: an observer that throws while building its effect changes nothing either.
+      return Effect.forEach(observers, (observer) => Effect.exit(Effect.suspend(() => observer.observe(event))), {
+        discard: true
+      })
     }
 
     /** Stages 1-14 in order; a governed profile opens its operation at stage 4 and closes it at stage 13. */
@@ -547,8 +550,14 @@ export const make = (config: Config = {}) =>
         if (observers.length === 0) return run(attempt, options.cancel, options.boundary)
         return run(attempt, options.cancel, options.boundary).pipe(
           Effect.tap((outcome) => notify(outcome, attempt.receipt)),
+          // Told in the background: the interrupted caller waits for no observer. A governed operation is told only
+          // with its committed terminal record.
           Effect.onInterrupt(() =>
-            notify(trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked }))
+            attempt.operation !== undefined && attempt.receipt === undefined
+              ? Effect.void
+              : Effect.asVoid(Effect.forkDaemon(
+                notify(trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked }), attempt.receipt)
+              ))
           )
         )
       })

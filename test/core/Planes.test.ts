@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Ref } from "effect"
+import { Effect, Fiber, Ref } from "effect"
 import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
 import * as Interceptor from "../../core/Interceptor.ts"
 import { toolSet } from "../fixtures/actions.ts"
@@ -129,7 +129,13 @@ describe("interceptors, transformers and observers", () => {
         Effect.all([run("add", { a: 1, b: 2 }), run("add", { a: "x" })]),
         executor(tools.actions, {
           observers: [
-            { id: "throws", observe: () => Effect.die("observer defect") },
+            { id: "dies", observe: () => Effect.die("observer defect") },
+            {
+              id: "throws",
+              observe: () => {
+                throw new Error("observer threw before making its effect")
+              }
+            },
             { id: "fails", observe: () => Effect.fail("observer failure") },
             { id: "records", observe: (event) => Ref.update(seen, (all) => [...all, event.outcome]) }
           ]
@@ -138,4 +144,17 @@ describe("interceptors, transformers and observers", () => {
       assert.deepStrictEqual(outcomes.map((o) => o._tag), ["succeeded", "denied"])
       assert.deepStrictEqual((yield* Ref.get(seen)).map((o) => o._tag), ["succeeded", "denied"])
     }))
+
+  const stuck = { told: 0 }
+  it.effect("an interrupted execution waits for no observer", () =>
+    Effect.gen(function*() {
+      const running = yield* Effect.fork(run("sleep", { millis: 60_000 }))
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(running)
+      assert.isTrue((yield* Fiber.await(running))._tag === "Failure")
+      yield* Effect.yieldNow()
+      assert.strictEqual(stuck.told, 1, "the stuck observer was still told, in the background")
+    }).pipe(Effect.provide(executor(tools.actions, {
+      observers: [{ id: "stuck", observe: () => Effect.zipRight(Effect.sync(() => void stuck.told++), Effect.never) }]
+    }))))
 })
