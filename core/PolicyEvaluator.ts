@@ -223,9 +223,9 @@ export const compileGate = (snapshot: PolicySnapshot, gate: GateBinding): Compil
   }
 }
 
-/** Compile every gate of a snapshot, in gate order. */
+/** Compile every gate of a snapshot, in its gates' `order` (whatever order a stored snapshot lists them in). */
 export const compile = (snapshot: PolicySnapshot): ReadonlyArray<CompiledGate> =>
-  snapshot.gate_bindings.map((gate) => compileGate(snapshot, gate))
+  [...snapshot.gate_bindings].sort((a, b) => a.order - b.order).map((gate) => compileGate(snapshot, gate))
 
 const decision = (
   disposition: PolicyDecision["disposition"],

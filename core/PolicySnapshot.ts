@@ -11,6 +11,10 @@ import { CompiledRule, GateBinding, Pattern } from "./PolicyRule.ts"
 import { Identifier } from "./Refs.ts"
 import { Timestamp } from "./Time.ts"
 
+// Rules and gates each run in a unique `order`: a snapshot with two of one order is not a snapshot.
+const uniqueOrders = <A extends { readonly order: number }>(items: ReadonlyArray<A>) =>
+  new Set(items.map((item) => item.order)).size === items.length || "orders must be unique"
+
 /** A compiled, digest-pinned policy snapshot, staged or active. */
 export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot")({
   policy_id: Identifier,
@@ -18,8 +22,8 @@ export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot
   digest: Digest.Sha256Hex,
   principal_scope: Schema.NonEmptyArray(Pattern),
   tenant_scope: Schema.NonEmptyArray(Pattern),
-  compiled_rules: Schema.Array(CompiledRule),
-  gate_bindings: Schema.Array(GateBinding),
+  compiled_rules: Schema.Array(CompiledRule).pipe(Schema.filter(uniqueOrders)),
+  gate_bindings: Schema.Array(GateBinding).pipe(Schema.filter(uniqueOrders)),
   provenance: PolicyProvenance,
   release_state: Schema.Literal("staged", "active"),
   activated_at: Schema.optional(Timestamp),

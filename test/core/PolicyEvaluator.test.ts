@@ -3,6 +3,7 @@ import { Effect, Either } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as InvocationContext from "../../core/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
+import * as PolicyEvaluator from "../../core/PolicyEvaluator.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
@@ -195,6 +196,32 @@ describe("rules mode", () => {
       assert.strictEqual(
         d({ action: "calc.add", principal: "team-a", now, invocation: expired }),
         "deny authority.expired"
+      )
+    }))
+})
+
+describe("gate order", () => {
+  it.effect("gates run in their `order`, whatever order a stored snapshot lists them in", () =>
+    Effect.gen(function*() {
+      const snapshot = yield* snapshotOf({
+        rules: [{ rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["*"] }],
+        gates: [
+          { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow"] },
+          { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow"] },
+          { gate_id: "audit", level: "advisory", order: 2, rule_ids: ["allow"] }
+        ]
+      })
+      const reversed = PolicySnapshot.PolicySnapshot.make({
+        ...snapshot,
+        gate_bindings: [...snapshot.gate_bindings].reverse()
+      })
+      assert.deepStrictEqual(reversed.gate_bindings.map((g) => g.gate_id), ["audit", "review", "base"])
+      assert.deepStrictEqual(PolicyEvaluator.compile(reversed).map((g) => g.gate.gate_id), ["base", "review", "audit"])
+      // Two gates of one order are no snapshot at all.
+      const twice = [snapshot.gate_bindings[0]!, { ...snapshot.gate_bindings[1]!, order: 0 }]
+      assert.throws(
+        () => PolicySnapshot.PolicySnapshot.make({ ...snapshot, gate_bindings: twice }),
+        /orders must be unique/
       )
     }))
 })
