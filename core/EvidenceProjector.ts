@@ -19,11 +19,21 @@ export const projectionVersion = 1
 /** The projector's default name in the StateStore cursor table. */
 export const defaultProjector = "evidence"
 
-/** A committed record the projector cannot trust: missing, or its content or hash differs from its receipt. Operator attention. */
+/**
+ * A committed record the projector cannot trust: missing, its content or hash differs from its receipt, or it does not
+ * link to the record before it on its chain. Operator attention.
+ */
 export class ProjectionIntegrityError extends Schema.TaggedError<ProjectionIntegrityError>()(
   "ProjectionIntegrityError",
   {
-    reason: Schema.Literal("missing", "content_mismatch", "receipt_mismatch", "unsupported_algorithm", "malformed"),
+    reason: Schema.Literal(
+      "missing",
+      "content_mismatch",
+      "receipt_mismatch",
+      "broken_link",
+      "unsupported_algorithm",
+      "malformed"
+    ),
     chain_id: Schema.String,
     record_id: Schema.String
   }
@@ -58,9 +68,13 @@ export interface DrainOptions {
 
 const decodeRow = Schema.decodeUnknownEither(ProjectedRecord)
 
+// Chains whose last hash one drain remembers; past it the map starts again and a chain's predecessor is read back.
+const REMEMBERED_CHAINS = 10_000
+
 /** Project every committed append after the durable cursor; replay is a no-op; a conflict fails closed. */
 export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: DrainOptions = {}) {
   const source = yield* EvidenceProjectionSource
+  const store = yield* EvidenceStore
   const state = yield* StateStore
   const digest = yield* Digest
   const projector = options.projector ?? defaultProjector
@@ -72,6 +86,18 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   let cursor = Option.getOrNull(yield* state.projectionCursor(projector))
   let inserted = 0
   let unchanged = 0
+  // The hash each chain's record at `sequence` carries: what the chain's next record must name as its previous.
+  const heads = new Map<string, { readonly sequence: number; readonly hash: string }>()
+  const previousHash = (record: Evidence.StoredRecord) =>
+    Effect.gen(function*() {
+      if (record.sequence === 0) return null
+      const known = heads.get(record.chain_id)
+      if (known !== undefined && known.sequence === record.sequence - 1) return known.hash
+      const before = yield* Stream.runHead(store.read(record.chain_id, record.sequence - 2))
+      return Option.isSome(before) && before.value.sequence === record.sequence - 1
+        ? before.value.chain_hash
+        : undefined
+    })
   while (true) {
     const page = yield* source.scan(cursor, batch)
     if (page.receipts.length === 0 || page.next_cursor === null) break
@@ -87,6 +113,9 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
       if (content.right !== receipt.head_hash || record.sequence !== receipt.sequence) {
         return yield* fail("receipt_mismatch")
       }
+      if ((yield* previousHash(record)) !== record.previous_chain_hash) return yield* fail("broken_link")
+      if (heads.size >= REMEMBERED_CHAINS && !heads.has(record.chain_id)) heads.clear()
+      heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
       const row = decodeRow({ ...record, projection_version: projectionVersion })
       if (Either.isLeft(row)) return yield* fail("malformed")
       rows.push(row.right)

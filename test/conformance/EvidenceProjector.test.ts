@@ -11,8 +11,9 @@ import * as SqlEvidenceStore from "../../adapters/SqlEvidenceStore.ts"
 import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
 import * as Action from "../../core/Action.ts"
 import * as ActionRegistry from "../../core/ActionRegistry.ts"
-import type { Digest } from "../../core/Digest.ts"
+import { Digest } from "../../core/Digest.ts"
 import { Sha256Hex } from "../../core/Digest.ts"
+import * as Evidence from "../../core/Evidence.ts"
 import type { RecordType, StoredRecord } from "../../core/Evidence.ts"
 import { terminalTypes } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
@@ -458,5 +459,44 @@ describe("EvidenceProjector: sql tampering", () => {
       const stuck = yield* Effect.flip(EvidenceProjector.drain({ batch: 1 }))
       assert.isTrue(stuck._tag === "ProjectionIntegrityError" && stuck.record_id === tampered.record_id)
       assert.strictEqual(yield* state.projectedRecordCount(), 17, "it never skips the record")
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a record rewritten with consistent hashes that no longer links to its predecessor fails the drain: broken_link", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const state = yield* StateStore.StateStore
+      const store = yield* EvidenceStore
+      const chain = yield* IdGenerator.uuid
+      yield* operation(chain, "callable_completed")
+      const [first, second] = yield* recordsOf(chain)
+      // The second record re-sealed with other content after the first: its own hashes recompute, its link does not
+      // reach the third record, which still names the original second.
+      const [forged] = yield* Evidence.sealAllWith(yield* Digest, [{
+        record_type: "gate_evaluated",
+        operation_id: second!.operation_id as Uuid,
+        policy_id: "projector",
+        policy_version: "1",
+        payload: { step: "forged" }
+      }], {
+        chain_id: chain,
+        sequence: 1,
+        previous_chain_hash: Sha256Hex.make(first!.chain_hash),
+        record_ids: [second!.record_id as Uuid],
+        created_at: Time.Timestamp.make(second!.created_at)
+      })
+      yield* sql`DROP TRIGGER evidence_records_no_update`
+      yield* sql`UPDATE evidence_records SET record_type = ${forged!.record_type}, payload_json = ${
+        forged!.payload_json
+      },
+        payload_digest = ${forged!.payload_digest}, chain_hash = ${forged!.chain_hash}
+        WHERE record_id = ${second!.record_id}`
+      assert.strictEqual((yield* store.verify(chain)).failure_code, "broken_link")
+      const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 1 }))
+      assert.isTrue(error._tag === "ProjectionIntegrityError" && error.reason === "broken_link")
+      assert.strictEqual(
+        error._tag === "ProjectionIntegrityError" && error.record_id,
+        (yield* recordsOf(chain))[2]!.record_id
+      )
+      assert.strictEqual(yield* state.projectedRecordCount(), 2, "the records before the break are projected")
     }).pipe(Effect.provide(layer)))
 })
