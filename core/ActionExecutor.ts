@@ -181,7 +181,8 @@ export const make = (config: Config = {}) =>
         ref: { name: definition.name, version: definition.version },
         decode: strictDecoder(definition.input),
         encode: Schema.encodeUnknownEither(definition.input),
-        encodeOutput: Schema.encodeUnknownEither(definition.output)
+        encodeOutput: Schema.encodeUnknownEither(definition.output),
+        fields: declaredFields(definition.input)
       })
       compiledPlans.set(definition, compiled)
       return compiled
@@ -567,6 +568,19 @@ export const make = (config: Config = {}) =>
 
     return ActionExecutor.of({ profile, execute, plan })
   })
+
+/** The string field names an input schema declares (none, when its type has no property signatures to read). */
+const declaredFields = (input: Schema.Schema.Any): ReadonlySet<string> => {
+  try {
+    return new Set(
+      SchemaAST.getPropertySignatures(SchemaAST.typeAST(input.ast)).flatMap((signature) =>
+        typeof signature.name === "string" ? [signature.name] : []
+      )
+    )
+  } catch {
+    return new Set()
+  }
+}
 
 const byDeadline: Invoked = { _tag: "stopped", by: "deadline", teardown: "completed" }
 const byCancel: Invoked = { _tag: "stopped", by: "cancel", teardown: "completed" }

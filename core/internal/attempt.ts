@@ -30,6 +30,8 @@ export interface Compiled {
   readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
   readonly encode: (a: unknown) => Either.Either<unknown, ParseResult.ParseError>
   readonly encodeOutput: (a: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  /** The field names the input schema declares: the only argument keys evidence may name (others are data). */
+  readonly fields: ReadonlySet<string>
 }
 
 /** The mutable working state of one attempt; it never leaves the executor. */

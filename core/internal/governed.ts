@@ -106,7 +106,7 @@ export const makeGovernedStages = (
       () => (attempt.operation = operation),
       appendEvidence(operation, [
         ledger.policyBound(operation, pinned.right),
-        ledger.operationStarted(operation, Object.keys(attempt.args!))
+        ledger.operationStarted(operation, attempt.compiled!.fields, attempt.args!)
       ], false).pipe(Effect.tapError(() => Effect.sync(() => delete attempt.operation)))
     )
     return undefined

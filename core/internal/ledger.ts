@@ -28,8 +28,15 @@ export const policyBound = (operation: OperationContext, snapshot: PolicySnapsho
     gate_count: snapshot.gate_bindings.length
   })
 
-/** `operation_started`: the frozen operation context, with argument field names but never their values. */
-export const operationStarted = (operation: OperationContext, argument_fields: ReadonlyArray<string>): Draft =>
+/**
+ * `operation_started`: the frozen operation context, with the count of argument keys and the names of those its input
+ * schema declares, never their values (keys a schema does not declare, a record's, are values too).
+ */
+export const operationStarted = (
+  operation: OperationContext,
+  declared: ReadonlySet<string>,
+  args: { readonly [key: string]: unknown }
+): Draft =>
   draft(operation, "operation_started", {
     task_boundary_id: operation.task_boundary_id,
     attempt_id: operation.attempt_id,
@@ -43,7 +50,8 @@ export const operationStarted = (operation: OperationContext, argument_fields: R
     policy_digest: operation.policy.digest,
     backend: { ...operation.backend },
     arguments_digest: operation.arguments_digest,
-    argument_fields: [...argument_fields].sort()
+    argument_fields: Object.keys(args).filter((key) => declared.has(key)).sort(),
+    argument_count: Object.keys(args).length
   })
 
 /** `gate_evaluated`: one gate's result, bound to the argument digest it evaluated. */

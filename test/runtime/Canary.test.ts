@@ -20,7 +20,8 @@ import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 
-// Handled as an argument, returned as a result and carried in a public failure message: never stored.
+// Handled as an argument (a value, and a key of a record argument), returned as a result and carried in a public
+// failure message: never stored.
 const CANARY = "sk-canary-5f0e1d2c3b4a"
 
 const actions = [
@@ -35,6 +36,12 @@ const actions = [
     input: Schema.Struct({ token: Schema.String }),
     output: Schema.Void,
     handler: ({ token }) => Effect.fail(new Action.ActionError({ code: "vault.rejected", message: token }))
+  }),
+  Action.make({
+    name: "vault.tag",
+    input: Schema.Record({ key: Schema.String, value: Schema.String }),
+    output: Schema.Void,
+    handler: () => undefined
   }),
   Action.make({
     name: "vault.publish",
@@ -71,7 +78,7 @@ const call = (
     const request = { request_id: yield* IdGenerator.uuid, execution_scope: scope }
     return yield* run(
       action,
-      { token: CANARY },
+      action === "vault.tag" ? { [CANARY]: "labelled" } : { token: CANARY },
       request,
       { policy_snapshot: ref },
       boundary === undefined ? {} : { boundary }
@@ -93,7 +100,7 @@ describe("no secret reaches storage", () => {
         const ref = yield* install
         const boundary = yield* Governance.openBoundary(ref)
         const scope = () => Effect.map(IdGenerator.uuid, (scope_id) => EphemeralOperation.make({ scope_id }))
-        for (const action of ["vault.use", "vault.fail", "vault.publish"]) {
+        for (const action of ["vault.use", "vault.fail", "vault.tag", "vault.publish"]) {
           const outcome = yield* call(ref, yield* scope(), action, boundary)
           outcomes.push(outcome._tag)
           if (outcome._tag === "escalated") {
@@ -114,7 +121,7 @@ describe("no secret reaches storage", () => {
           outcomes.push((yield* call(ref, DurableRun.make({ run_id: run.run_id }), action, undefined))._tag)
         }
       }).pipe(Effect.provide(durable))
-      assert.deepStrictEqual(outcomes, ["succeeded", "failed", "escalated", "succeeded", "failed"])
+      assert.deepStrictEqual(outcomes, ["succeeded", "failed", "succeeded", "escalated", "succeeded", "failed"])
       const files = fs.readdirSync(dir).filter((file) => file.startsWith("writ.db"))
       assert.include(files, "writ.db")
       let bytes = 0
