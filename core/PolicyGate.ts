@@ -441,12 +441,26 @@ export const make = (options: Options = {}, pin?: Pin) =>
             }
             : result
         }
+        // A gate whose guard part denied was recorded at the guard stage: its policy part adds no second result.
+        const guarded = reduce(pinned.right, "guard", input).gates ?? []
+        if (guarded.some((gate) => gate.decision === "deny")) {
+          const recorded = new Set(guarded.flatMap((gate) => gate.decision === "deny" ? [gate.gate_id] : []))
+          return yield* settled(pinned.right, input, evaluation, {
+            ...result,
+            gates: (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id))
+          })
+        }
+        return yield* settled(pinned.right, input, evaluation, result)
+      })
+
+    const settled = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, result: Verdict) =>
+      Effect.gen(function*() {
         if (result.disposition === "deny") return result
         if (result.disposition === "escalate") {
-          const escalated = yield* escalate(pinned.right, evaluation, input, result)
-          return escalated.disposition === "allow" ? charged(pinned.right, input, evaluation, escalated) : escalated
+          const escalated = yield* escalate(pinned, evaluation, input, result)
+          return escalated.disposition === "allow" ? charged(pinned, input, evaluation, escalated) : escalated
         }
-        return charged(pinned.right, input, evaluation, result)
+        return charged(pinned, input, evaluation, result)
       })
 
     const interceptors: ReadonlyArray<Interceptor> = [

@@ -56,6 +56,13 @@ const actions = [
   }),
   Action.make({ name: "notes.sign", input: Schema.Struct({}), output: Schema.Void, handler: () => undefined }),
   Action.make({
+    name: "notes.save",
+    input: Schema.Struct({ path: Schema.String }),
+    output: Schema.Void,
+    effects: ["filesystem.write"],
+    handler: () => undefined
+  }),
+  Action.make({
     name: "notes.publish",
     input: Schema.Struct({ text: Schema.String }),
     output: Schema.String,
@@ -386,5 +393,37 @@ describe("governed execution", () => {
         "review:allow:policy.allowed"
       ])
       assert.isFalse(chain.some((r) => r.record_type === "exception_granted"))
+    }).pipe(Effect.provide(layerWith())))
+})
+
+describe("gate results", () => {
+  // An advisory gate that also guards the filesystem: its guard part refuses /secrets, its policy part allows.
+  const audited = installPolicy({
+    policy_id: "audited",
+    version: "1",
+    rules: [
+      { rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+      { rule_id: "fs", kind: "filesystem", effect: "allow", roots: ["/"], modes: ["write"] },
+      { rule_id: "fs-secrets", kind: "filesystem", effect: "deny", roots: ["/secrets"], modes: ["write"] }
+    ],
+    gates: [
+      { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow", "fs"] },
+      { gate_id: "audit", level: "advisory", order: 1, rule_ids: ["allow", "fs", "fs-secrets"] }
+    ]
+  })
+
+  it.effect("a gate whose guard part denies is one gate result: an advisory one is recorded once, as a deny", () =>
+    Effect.gen(function*() {
+      const ref = yield* audited
+      const boundary = yield* Governance.openBoundary(ref)
+      assert.strictEqual((yield* exec(ref, boundary, "notes.save", { path: "/secrets/key" }))._tag, "succeeded")
+      assert.strictEqual((yield* exec(ref, boundary, "notes.save", { path: "/tmp/note" }))._tag, "succeeded")
+      const gates = (yield* records(boundary.chain_id))
+        .filter((record) => record.record_type === "gate_evaluated")
+        .map((record) => {
+          const payload = JSON.parse(record.payload_json)
+          return `${payload.gate_id}:${payload.decision}`
+        })
+      assert.deepStrictEqual(gates, ["audit:deny", "base:allow", "base:allow", "audit:allow"])
     }).pipe(Effect.provide(layerWith())))
 })
