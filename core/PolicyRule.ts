@@ -97,7 +97,8 @@ export const ApprovalRule = Schema.Struct({
   kind: Schema.Literal("approval"),
   ...ruleFields,
   effect: Schema.Literal("require_approval"),
-  action_patterns: Patterns,
+  // Empty: the rule requires approval of nothing and only names the authority a soft deny escalates to.
+  action_patterns: Schema.Array(Pattern),
   operations: Patterns,
   approver_class: Schema.NullOr(Identifier),
   expires_after_microseconds: Schema.Int.pipe(Schema.positive())

@@ -58,6 +58,23 @@ const compileRules = (
     ...mapRules(policy).map((rule): [DeclaredRule, string, string] => [rule, "rules-mode", "$"]),
     ...policy.rules.map((rule, i): [DeclaredRule, string, string] => [rule, "declared", `$.rules.${i}`])
   ]
+  // A policy-level approver with no approval rule still names the authority an unresolved soft deny escalates to: it
+  // is compiled into a rule (matching no action), so it lives in the digested rules like every executable part.
+  if (approver !== null && !sources.some(([rule]) => rule.kind === "approval")) {
+    sources.push([
+      {
+        rule_id: "approver_class",
+        kind: "approval",
+        effect: "require_approval",
+        action_patterns: [],
+        operations: ["*"],
+        approver_class: approver,
+        expires_after_microseconds: 3_600_000_000
+      },
+      "approver_class",
+      "$.approver_class"
+    ])
+  }
   const seen = new Map<string, string>()
   const compiled: Array<CompiledRule> = []
   const generated = new Set<string>()
@@ -119,7 +136,10 @@ const compileGates = (
     }
     gates.push({ ...gate, rule_ids })
   }
-  const unbound = all.find((id) => !bound.has(id))
+  // A rule that can apply to no action (an approval of nothing, naming the authority) needs no gate.
+  const unbound = rules.find((rule) =>
+    !bound.has(rule.rule_id) && !(rule.kind === "approval" && rule.action_patterns.length === 0)
+  )?.rule_id
   if (unbound !== undefined) return fail("$.gates", `rule "${unbound}" is bound to no gate`)
   return Either.right(gates.sort((a, b) => a.order - b.order))
 }

@@ -426,4 +426,29 @@ describe("gate results", () => {
         })
       assert.deepStrictEqual(gates, ["audit:deny", "base:allow", "base:allow", "audit:allow"])
     }).pipe(Effect.provide(layerWith())))
+
+  const softly = (approver: Record<string, string>) =>
+    installPolicy({
+      policy_id: "softly",
+      version: approver.approver_class === undefined ? "plain" : "with-authority",
+      ...approver,
+      rules: [
+        { rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+        { rule_id: "no-publish", kind: "action", effect: "deny", action_patterns: ["notes.publish"] }
+      ],
+      gates: [
+        { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow"] },
+        { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow", "no-publish"] }
+      ]
+    })
+
+  it.effect("an unresolved soft deny escalates to the approver the policy names, with no approval rule; else it is denied", () =>
+    Effect.gen(function*() {
+      const named = yield* softly({ approver_class: "lead" })
+      const escalated = yield* exec(named, yield* Governance.openBoundary(named), "notes.publish", { text: "t" })
+      assert.isTrue(escalated._tag === "escalated" && escalated.approval?.approver_class === "lead")
+      const plain = yield* softly({})
+      const denied = yield* exec(plain, yield* Governance.openBoundary(plain), "notes.publish", { text: "t" })
+      assert.strictEqual(denied._tag, "denied")
+    }).pipe(Effect.provide(layerWith())))
 })
