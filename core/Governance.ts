@@ -72,7 +72,7 @@ export class OutcomeEvidenceError extends Schema.TaggedError<OutcomeEvidenceErro
   }
 }
 
-/** A task boundary's chain that cannot take a record: it is closed, or closing and so takes no new operation. */
+/** A task boundary's chain that cannot take a record: it is closed, closing (no new operation), or abandoned (this writer did not open it, so it cannot close it). */
 export class BoundaryError extends Schema.TaggedError<BoundaryError>()("BoundaryError", {
   reason: Schema.Literal("closed", "closing", "abandoned"),
   chain_id: Schema.String
