@@ -88,16 +88,13 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   let unchanged = 0
   // The hash each chain's record at `sequence` carries: what the chain's next record must name as its previous.
   const heads = new Map<string, { readonly sequence: number; readonly hash: string }>()
-  const previousHash = (record: Evidence.StoredRecord) =>
-    Effect.gen(function*() {
-      if (record.sequence === 0) return null
-      const known = heads.get(record.chain_id)
-      if (known !== undefined && known.sequence === record.sequence - 1) return known.hash
-      const before = yield* Stream.runHead(store.read(record.chain_id, record.sequence - 2))
-      return Option.isSome(before) && before.value.sequence === record.sequence - 1
-        ? before.value.chain_hash
-        : undefined
-    })
+  // The stored predecessor's hash, for a chain this drain has not just seen (rare: read back from the store).
+  const storedPrevious = (record: Evidence.StoredRecord) =>
+    Effect.map(
+      Stream.runHead(store.read(record.chain_id, record.sequence - 2)),
+      (before) =>
+        Option.isSome(before) && before.value.sequence === record.sequence - 1 ? before.value.chain_hash : undefined
+    )
   while (true) {
     const page = yield* source.scan(cursor, batch)
     if (page.receipts.length === 0 || page.next_cursor === null) break
@@ -113,7 +110,13 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
       if (content.right !== receipt.head_hash || record.sequence !== receipt.sequence) {
         return yield* fail("receipt_mismatch")
       }
-      if ((yield* previousHash(record)) !== record.previous_chain_hash) return yield* fail("broken_link")
+      const known = heads.get(record.chain_id)
+      const previous = record.sequence === 0
+        ? null
+        : known !== undefined && known.sequence === record.sequence - 1
+        ? known.hash
+        : yield* storedPrevious(record)
+      if (previous !== record.previous_chain_hash) return yield* fail("broken_link")
       if (heads.size >= REMEMBERED_CHAINS && !heads.has(record.chain_id)) heads.clear()
       heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
       const row = decodeRow({ ...record, projection_version: projectionVersion })
