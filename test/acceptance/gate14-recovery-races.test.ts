@@ -2,9 +2,7 @@
  * Gate 14 next to other writers: recovery while a live process concludes an operation, and two recoveries at once.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Either, Fiber, Layer, Schema, Stream } from "effect"
-import * as fs from "node:fs"
-import * as os from "node:os"
+import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as Action from "../../core/Action.ts"
@@ -15,19 +13,13 @@ import { EvidenceStore } from "../../core/EvidenceStore.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
-import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
-import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import { StateStore } from "../../core/StateStore.ts"
-import * as Time from "../../core/Time.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
+import { installPolicy } from "../fixtures/policy.ts"
+import { tempDir } from "../fixtures/sqlite.ts"
 
-const tempFile = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "writ-recovery-"))),
-  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-).pipe(Effect.map((dir) => path.join(dir, "writ.db")))
+const tempFile = Effect.map(tempDir, (dir) => path.join(dir, "writ.db"))
 
 /** A "process": its own connection, stores and EvidenceWriter on the shared file. */
 const build = <ROut>(layer: Layer.Layer<ROut, unknown, never>) => Layer.build(layer)
@@ -57,17 +49,7 @@ const liveProcess = (filename: string, entered: Deferred.Deferred<void>, release
     Layer.provideMerge(Embedded.layerStores({ filename }))
   )
 
-const install = Effect.gen(function*() {
-  const store = yield* PolicySnapshotStore
-  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode(declaration))))
-  yield* store.put(snapshot)
-  yield* store.activate(declaration.policy_id, declaration.version, "ops", Time.fromMicros(0))
-  return {
-    policy_id: snapshot.policy_id,
-    version: snapshot.version,
-    digest: snapshot.digest
-  } satisfies PolicySnapshotRef
-})
+const install = installPolicy(declaration)
 
 const chainRecords = (chain_id: string) =>
   Effect.flatMap(EvidenceStore, (store) => Effect.map(Stream.runCollect(store.read(chain_id)), Chunk.toReadonlyArray))
