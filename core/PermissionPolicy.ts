@@ -30,6 +30,9 @@ const declared = <F extends Schema.Struct.Fields>(rule: Schema.Struct<F>) =>
 
 const anyOperation = { default: () => ["*"] as const }
 
+/** How long an approval request stays open when its rule names no lifetime: one hour, in microseconds. */
+export const defaultApprovalLifetime = 3_600_000_000
+
 /** A rule as declared: ids, order and provenance may be left to the compiler. */
 export const DeclaredRule = Schema.Union(
   Schema.Struct({
@@ -48,7 +51,7 @@ export const DeclaredRule = Schema.Union(
     operations: Schema.optionalWith(ApprovalRule.fields.operations, anyOperation),
     approver_class: Schema.optional(ApprovalRule.fields.approver_class),
     expires_after_microseconds: Schema.optionalWith(ApprovalRule.fields.expires_after_microseconds, {
-      default: () => 3_600_000_000
+      default: () => defaultApprovalLifetime
     })
   }),
   Schema.Struct({
@@ -168,7 +171,7 @@ export const presetRules = (mode: typeof Mode.Type, approver: string | null): Re
           action_patterns: shell,
           operations: ["*"],
           approver_class: approver,
-          expires_after_microseconds: 3_600_000_000
+          expires_after_microseconds: defaultApprovalLifetime
         },
         { kind: "action", effect: "allow", action_patterns: ["*"], operations: ["*"] }
       ]
@@ -197,7 +200,7 @@ export const mapRules = (policy: PermissionPolicy): ReadonlyArray<DeclaredRule> 
       action_patterns: [action],
       operations,
       approver_class: policy.approver_class ?? null,
-      expires_after_microseconds: 3_600_000_000
+      expires_after_microseconds: defaultApprovalLifetime
     }))
   ]
 }

@@ -18,6 +18,7 @@ import type { Evaluation, GateOutcome, Interceptor, Verdict } from "./Intercepto
 import { glob } from "./internal/glob.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import { currentInvocation } from "./InvocationContext.ts"
+import { defaultApprovalLifetime } from "./PermissionPolicy.ts"
 import type { CompiledGate, Part, PolicyDecision, PolicyInput } from "./PolicyEvaluator.ts"
 import * as PolicyEvaluator from "./PolicyEvaluator.ts"
 import { normalise, PathResolver } from "./PolicyPath.ts"
@@ -77,8 +78,6 @@ export type Reduced = Verdict & {
   /** The gates whose own rules required the approval; a presented approval satisfies them. */
   readonly approval_gates?: ReadonlyArray<string>
 }
-
-const defaultApprovalLifetime = 3_600_000_000
 
 const refusal = (gate_id: string, code: string): GateOutcome => ({
   gate_id,

@@ -6,7 +6,13 @@ import { Effect, Either, Schema } from "effect"
 import type { CanonicalJsonError } from "./Canonical.ts"
 import * as Digest from "./Digest.ts"
 import type { DeclaredRule, PermissionPolicy } from "./PermissionPolicy.ts"
-import { mapRules, PolicyProvenance, PolicyValidationError, presetRules } from "./PermissionPolicy.ts"
+import {
+  defaultApprovalLifetime,
+  mapRules,
+  PolicyProvenance,
+  PolicyValidationError,
+  presetRules
+} from "./PermissionPolicy.ts"
 import { CompiledRule, GateBinding, Pattern } from "./PolicyRule.ts"
 import { Identifier } from "./Refs.ts"
 import { Timestamp } from "./Time.ts"
@@ -69,7 +75,7 @@ const compileRules = (
         action_patterns: [],
         operations: ["*"],
         approver_class: approver,
-        expires_after_microseconds: 3_600_000_000
+        expires_after_microseconds: defaultApprovalLifetime
       },
       "approver_class",
       "$.approver_class"

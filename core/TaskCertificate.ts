@@ -125,7 +125,8 @@ interface Facts {
 
 /**
  * What one pass over a chain learns, record by record, in memory bounded by its operation count (each operation id
- * is kept, so none can start twice). It never fails: the first problem is kept, and reported only if the chain also verifies (a verification failure comes first).
+ * is kept, so none can start twice). It never fails: the first problem is kept, and reported only if the chain also
+ * verifies (a verification failure comes first).
  */
 class Reading {
   problem: Problem | undefined
