@@ -39,6 +39,8 @@ export interface Pinned {
   readonly snapshot: PolicySnapshot
   readonly gates: ReadonlyArray<CompiledGate>
   readonly approver: string | undefined
+  /** Whether any gate is advisory: only an advisory gate's guard deny lets the call go on to the policy stage. */
+  readonly advisory: boolean
 }
 
 /** The MCP tool, secrets and environment variables an action declares: what its guards check. */
@@ -52,6 +54,7 @@ const declaredNeeds = ({ environment, mcp, secrets }: ActionDescriptor) => ({
 export const pinned = (snapshot: PolicySnapshot): Pinned => ({
   snapshot,
   gates: PolicyEvaluator.compile(snapshot),
+  advisory: snapshot.gate_bindings.some((gate) => gate.level === "advisory"),
   approver:
     snapshot.compiled_rules.flatMap((rule) =>
       rule.kind === "approval" && rule.approver_class !== null ? [rule.approver_class] : []
@@ -440,8 +443,9 @@ export const make = (options: Options = {}, pin?: Pin) =>
             }
             : result
         }
-        // A gate whose guard part denied was recorded at the guard stage: its policy part adds no second result.
-        const guarded = reduce(pinned.right, "guard", input).gates ?? []
+        // A gate whose guard part denied was recorded at the guard stage: its policy part adds no second result (only
+        // an advisory gate's guard deny lets the call get here).
+        const guarded = pinned.right.advisory ? reduce(pinned.right, "guard", input).gates ?? [] : []
         if (guarded.some((gate) => gate.decision === "deny")) {
           const recorded = new Set(guarded.flatMap((gate) => gate.decision === "deny" ? [gate.gate_id] : []))
           return yield* settled(pinned.right, input, evaluation, {
