@@ -4,6 +4,10 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     testTimeout: 60_000,
-    hookTimeout: 120_000
+    hookTimeout: 120_000,
+    // Worker threads started from source (the evidence commit thread) load their `.ts` script through these hooks.
+    poolOptions: {
+      forks: { execArgv: ["--import", new URL("./test/fixtures/typescript-hooks.mjs", import.meta.url).pathname] }
+    }
   }
 })

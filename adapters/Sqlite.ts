@@ -21,15 +21,18 @@ export interface Options {
 
 const migrate = Migrator.make({})
 
-/** Apply the connection settings and every pending migration. */
-export const prepare = (synchronous: Synchronous = "FULL") =>
+/** Apply the connection settings. */
+export const configure = (synchronous: Synchronous = "FULL") =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql.unsafe(`PRAGMA synchronous = ${synchronous}`)
     yield* sql`PRAGMA busy_timeout = 5000`
     yield* sql`PRAGMA foreign_keys = ON`
-    yield* migrate({ loader })
   })
+
+/** Apply the connection settings and every pending migration. */
+export const prepare = (synchronous: Synchronous = "FULL") =>
+  Effect.zipRight(configure(synchronous), migrate({ loader }))
 
 /** A migrated SQLite database: the SqlClient every SQL store layer needs. */
 export const layer = (options: Options) =>

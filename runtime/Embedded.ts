@@ -22,11 +22,24 @@ import * as PolicyGate from "../core/PolicyGate.ts"
 /** Digest and ids for a Node process. */
 export const layerPlatform = Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)
 
-/** Every store on one SQLite file, with the shared EvidenceWriter, the digest and the id generator. */
-export const layerStores = (options: Sqlite.Options) =>
+/** Where the embedded stores live; `commitThread: false` keeps every evidence commit on the main thread. */
+export interface StoreOptions extends Sqlite.Options {
+  readonly commitThread?: boolean
+}
+
+/**
+ * Every store on one SQLite file, with the shared EvidenceWriter, the digest and the id generator. Evidence appends
+ * that arrive while a commit runs are committed by a worker thread (started only then), unless `commitThread: false`.
+ */
+export const layerStores = (options: StoreOptions) =>
   Governance.layerWriter.pipe(
     Layer.provideMerge(
-      Layer.mergeAll(SqlEvidenceStore.layer, SqlStateStore.layer, SqlPolicySnapshotStore.layer, SqlApprovalQueue.layer)
+      Layer.mergeAll(
+        options.commitThread === false ? SqlEvidenceStore.layer : SqlEvidenceStore.layerCommitThread(options),
+        SqlStateStore.layer,
+        SqlPolicySnapshotStore.layer,
+        SqlApprovalQueue.layer
+      )
     ),
     Layer.provideMerge(Sqlite.layer(options)),
     Layer.provideMerge(layerPlatform)
@@ -47,7 +60,7 @@ export type Profile = "durable" | "governed" | "certifiable"
 
 /** The executor of a profile over every store on one SQLite file, with the actions and backend `tools` provides. */
 export const layerExecutor = <E, R extends Digest | IdGenerator.IdGenerator>(
-  options: Sqlite.Options & { readonly profile: Profile },
+  options: StoreOptions & { readonly profile: Profile },
   tools: Layer.Layer<ActionRegistry | ActionExecutionBackend, E, R>,
   config: Omit<ActionExecutor.Config, "state" | "governance"> = {},
   policy: PolicyGate.Options = {}

@@ -20,9 +20,16 @@ const base = Layer.merge(NodeDigest.layer, IdGenerator.layerSeeded("evidence"))
 
 type Base = Digest | IdGenerator.IdGenerator
 
+// The commit thread is started before each case, so overlapping appends are committed by it.
+const threadLayer = Layer.unwrapScoped(Effect.map(tempDir, (dir) => {
+  const filename = path.join(dir, "writ.db")
+  return SqlEvidenceStore.layerCommitThread({ filename, start: "now" }).pipe(Layer.provide(Sqlite.layer({ filename })))
+}))
+
 const layers = [
   ["memory", MemoryEvidenceStore.layer, false],
-  ["sqlite", SqlEvidenceStore.layer.pipe(Layer.provide(sqliteLayer())), true]
+  ["sqlite", SqlEvidenceStore.layer.pipe(Layer.provide(sqliteLayer())), true],
+  ["sqlite with commit thread", threadLayer, true]
 ] as const
 
 const newChain = IdGenerator.uuid

@@ -1,0 +1,137 @@
+import { SqlClient } from "@effect/sql"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Exit, Fiber, Layer, Logger, Scope } from "effect"
+import * as path from "node:path"
+import * as CommitDispatch from "../../adapters/internal/commitDispatch.ts"
+import * as EvidenceCommit from "../../adapters/internal/evidenceCommit.ts"
+import * as NodeDigest from "../../adapters/NodeDigest.ts"
+import * as SqlEvidenceStore from "../../adapters/SqlEvidenceStore.ts"
+import * as Sqlite from "../../adapters/Sqlite.ts"
+import type { Digest, Sha256Hex } from "../../core/Digest.ts"
+import type { EvidenceRecord } from "../../core/Evidence.ts"
+import type { AppendError, AppendReceipt } from "../../core/EvidenceStore.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { sealAt } from "../fixtures/evidence.ts"
+import { tempDir } from "../fixtures/sqlite.ts"
+
+const FIBERS = 32
+const PER_FIBER = 8
+
+/** A migrated file, its SqlClient, and the main-connection commit wrapped to count the records it commits. */
+const setup = Effect.gen(function*() {
+  const filename = path.join(yield* tempDir, "writ.db")
+  const context = yield* Layer.build(Sqlite.layer({ filename }))
+  const inline = yield* Effect.provide(EvidenceCommit.make, context)
+  const onMain: Array<number> = []
+  const counted: EvidenceCommit.Commit = (batch) =>
+    Effect.suspend(() => {
+      onMain.push(batch.reduce((sum, records) => sum + records.length, 0))
+      return inline(batch)
+    })
+  return { filename, context, counted, onMain }
+})
+
+/** `fibers` chains, each appended `perFiber` records one at a time, all chains at once; the receipts' heads. */
+const appendChains = (submit: CommitDispatch.Submit, fibers: number, perFiber: number) =>
+  Effect.forEach(Array.from({ length: fibers }), () =>
+    Effect.gen(function*() {
+      const chain = yield* IdGenerator.uuid
+      let head: { sequence: number; hash: Sha256Hex } | undefined
+      for (let i = 0; i < perFiber; i++) {
+        const record = yield* sealAt(chain, i, head?.hash ?? null)
+        const [receipt] = yield* submit([record])
+        head = { sequence: receipt!.sequence, hash: receipt!.head_hash }
+      }
+      return { chain, head: head! }
+    }), { concurrency: "unbounded" })
+
+const rowCount = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => Effect.map(sql<{ n: number }>`SELECT COUNT(*) AS n FROM evidence_records`, (rows) => rows[0]!.n)
+)
+
+const sum = (numbers: ReadonlyArray<number>) => numbers.reduce((total, n) => total + n, 0)
+
+const provided = <A, E>(effect: Effect.Effect<A, E, IdGenerator.IdGenerator | Digest | Scope.Scope>) =>
+  Effect.scoped(Effect.provide(effect, Layer.merge(IdGenerator.layerSeeded("commit-thread"), NodeDigest.layer)))
+
+describe("SqlEvidenceStore commit thread", () => {
+  it.effect("overlapping appends are committed by the thread, and every chain verifies on the main connection", () =>
+    provided(Effect.gen(function*() {
+      const { context, counted, filename, onMain } = yield* setup
+      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename, start: "now" })
+      const chains = yield* appendChains(submit, FIBERS, PER_FIBER)
+      assert.strictEqual(yield* Effect.provide(rowCount, context), FIBERS * PER_FIBER)
+      assert.isBelow(sum(onMain), FIBERS * PER_FIBER, "some batches went to the thread")
+      const store = yield* Effect.provide(
+        SqlEvidenceStore.make(),
+        Layer.merge(Layer.succeedContext(context), NodeDigest.layer)
+      )
+      for (const { chain, head } of chains) {
+        const verified = yield* store.verify(chain, head.hash)
+        assert.deepStrictEqual([verified.valid, verified.checked_records], [true, PER_FIBER])
+      }
+    })))
+
+  it.effect("appends made one at a time are each committed on the main connection", () =>
+    provided(Effect.gen(function*() {
+      const { counted, filename, onMain } = yield* setup
+      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename })
+      yield* appendChains(submit, 1, 12)
+      assert.deepStrictEqual(onMain, Array.from({ length: 12 }, () => 1))
+    })))
+
+  it.effect("a thread that cannot open its file leaves every commit on the main connection, and says so", () =>
+    provided(Effect.gen(function*() {
+      const { counted, onMain } = yield* setup
+      const warnings: Array<string> = []
+      const logger = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ logLevel, message }) => {
+          if (logLevel._tag === "Warning") warnings.push(String(message))
+        })
+      )
+      const nowhere = path.join(yield* tempDir, "missing", "writ.db")
+      const submit = yield* Effect.provide(
+        CommitDispatch.threaded(counted, 1024, { filename: nowhere, start: "now" }),
+        logger
+      )
+      yield* appendChains(submit, FIBERS, 2)
+      assert.strictEqual(sum(onMain), FIBERS * 2)
+      assert.strictEqual(warnings.length, 1)
+      assert.match(
+        warnings[0]!,
+        /evidence commits stay on the main thread: the evidence commit thread (failed|stopped)/
+      )
+    })))
+
+  it.live("closing the store answers every append: committed with its receipt, or refused and not stored", () =>
+    provided(Effect.gen(function*() {
+      const { context, counted, filename } = yield* setup
+      const scope = yield* Scope.make()
+      const submit = yield* Scope.extend(CommitDispatch.threaded(counted, 1024, { filename, start: "now" }), scope)
+      const appending = yield* Effect.fork(Effect.forEach(Array.from({ length: FIBERS }), () =>
+        Effect.gen(function*() {
+          const outcomes: Array<boolean> = []
+          let head: Sha256Hex | null = null
+          const chain = yield* IdGenerator.uuid
+          for (let i = 0; i < PER_FIBER; i++) {
+            const record: EvidenceRecord = yield* sealAt(chain, i, head)
+            const result: Either.Either<ReadonlyArray<AppendReceipt>, AppendError> = yield* Effect.either(
+              submit([record])
+            )
+            if (Either.isLeft(result)) {
+              assert.strictEqual(result.left._tag, "EvidenceUnavailableError")
+              break
+            }
+            head = result.right[0]!.head_hash
+            outcomes.push(true)
+          }
+          return outcomes.length
+        }), { concurrency: "unbounded" }))
+      yield* Effect.sleep("20 millis")
+      yield* Scope.close(scope, Exit.void)
+      const committed = yield* Fiber.join(appending)
+      assert.strictEqual(yield* Effect.provide(rowCount, context), sum(committed))
+    })))
+})
