@@ -22,20 +22,23 @@ import * as PolicyGate from "../core/PolicyGate.ts"
 /** Digest and ids for a Node process. */
 export const layerPlatform = Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)
 
-/** Where the embedded stores live; `commitThread: false` keeps every evidence commit on the main thread. */
+/** Where the embedded stores live, and when the evidence commit thread starts (`off`: never). */
 export interface StoreOptions extends Sqlite.Options {
-  readonly commitThread?: boolean
+  readonly commitThread?: "overlap" | "now" | "off"
 }
 
 /**
- * Every store on one SQLite file, with the shared EvidenceWriter, the digest and the id generator. Evidence appends
- * that arrive while a commit runs are committed by a worker thread (started only then), unless `commitThread: false`.
+ * Every store on one SQLite file, with the shared EvidenceWriter, the digest and the id generator. Overlapping
+ * evidence appends are committed by a worker thread, started the first time appends overlap (`commitThread:
+ * "overlap"`, the default), before the stores are used (`"now"`), or never (`"off"`).
  */
 export const layerStores = (options: StoreOptions) =>
   Governance.layerWriter.pipe(
     Layer.provideMerge(
       Layer.mergeAll(
-        options.commitThread === false ? SqlEvidenceStore.layer : SqlEvidenceStore.layerCommitThread(options),
+        options.commitThread === "off"
+          ? SqlEvidenceStore.layer
+          : SqlEvidenceStore.layerCommitThread({ ...options, start: options.commitThread ?? "overlap" }),
         SqlStateStore.layer,
         SqlPolicySnapshotStore.layer,
         SqlApprovalQueue.layer
