@@ -24,6 +24,7 @@ import { admitAll } from "../core/EvidenceStore.ts"
 import * as CommitDispatch from "./internal/commitDispatch.ts"
 import * as EvidenceCommit from "./internal/evidenceCommit.ts"
 import { unavailable } from "./internal/evidenceCommit.ts"
+import * as Sqlite from "./Sqlite.ts"
 
 /** How the store batches and pages. */
 export interface Options {
@@ -117,9 +118,13 @@ export const make = (
     })
 
     const commit = yield* EvidenceCommit.make
-    const submit = yield* (options.commitThread === undefined
+    const thread = options.commitThread
+    const submit = yield* (thread === undefined
       ? CommitDispatch.queued(commit, maxBatch)
-      : CommitDispatch.threaded(commit, maxBatch, options.commitThread))
+      : Effect.flatMap(
+        Effect.orElseSucceed(Sqlite.databaseFile, () => ""),
+        (file) => CommitDispatch.threaded(commit, maxBatch, thread, file)
+      ))
 
     const read = (
       chain_id: string,

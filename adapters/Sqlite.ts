@@ -30,6 +30,12 @@ export const configure = (synchronous: Synchronous = "FULL") =>
     yield* sql`PRAGMA foreign_keys = ON`
   })
 
+/** The file the connection's main database lives in, as SQLite resolved it; empty for an in-memory or temporary one. */
+export const databaseFile = Effect.map(
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ name: string; file: string }>`PRAGMA database_list`),
+  (rows) => rows.find((row) => row.name === "main")?.file ?? ""
+)
+
 /** Apply the connection settings and every pending migration. */
 export const prepare = (synchronous: Synchronous = "FULL") =>
   Effect.zipRight(configure(synchronous), migrate({ loader }))

@@ -1,34 +1,34 @@
 /**
  * How the SQL EvidenceStore hands admitted appends to its commit, and answers each only after its transaction has
  * committed. `queued`: one writer fiber commits everything pending at once, on the store's own connection.
- * `threaded` (Node, a SQLite file): a lone append commits at once on the store's connection; appends that arrive
- * while a commit runs wait and are committed together by a worker thread with its own connection, so the event loop
- * keeps running (and the next batch forms) while a batch is written and synced.
+ * `threaded` (Node, a SQLite file): appends that come one at a time commit on the store's connection; once they
+ * overlap, batches go to a worker thread with its own connection, so the event loop keeps running (and the next
+ * batch forms) while a batch is written and synced.
  */
 import type { Scope } from "effect"
 import { Chunk, Effect, Exit, Queue, Runtime } from "effect"
-import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads"
 import type * as Evidence from "../../core/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../core/EvidenceStore.ts"
 import { EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
 import type * as Sqlite from "../Sqlite.ts"
-import * as Wire from "./commitWire.ts"
-import type * as EvidenceCommit from "./evidenceCommit.ts"
+import * as CommitThread from "./commitThreadHandle.ts"
+import type { Pending } from "./commitThreadHandle.ts"
+import { settle } from "./commitThreadHandle.ts"
+import * as EvidenceCommit from "./evidenceCommit.ts"
 
 /** Commit one append's admitted records: its receipts once committed. */
 export type Submit = (
   records: ReadonlyArray<Evidence.EvidenceRecord>
 ) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
 
-interface Pending {
-  readonly records: ReadonlyArray<Evidence.EvidenceRecord>
-  readonly resume: (result: EvidenceCommit.Placed) => void
-}
-
 const closedError = new EvidenceUnavailableError({ detail: "the evidence store was closed" })
 
-const settle = (pendings: ReadonlyArray<Pending>, placed: ReadonlyArray<EvidenceCommit.Placed>) =>
-  pendings.forEach((pending, i) => pending.resume(placed[i]!))
+/** Commit `pendings` on the store's connection and answer them; a defect answers them as unavailable. */
+const commitInline = (commit: EvidenceCommit.Commit, pendings: ReadonlyArray<Pending>) =>
+  Effect.map(
+    Effect.exit(commit(pendings.map((pending) => pending.records))),
+    (exit) => settle(pendings, EvidenceCommit.answered(pendings, exit))
+  )
 
 /** Everything pending committed in one transaction by a writer fiber; only waiting is interruptible. */
 export const queued = (commit: EvidenceCommit.Commit, maxBatch: number): Effect.Effect<Submit, never, Scope.Scope> =>
@@ -46,10 +46,7 @@ export const queued = (commit: EvidenceCommit.Commit, maxBatch: number): Effect.
     yield* Effect.uninterruptibleMask((restore) =>
       restore(Queue.take(queue)).pipe(
         Effect.flatMap((first) => Effect.map(Queue.takeUpTo(queue, maxBatch - 1), Chunk.prepend(first))),
-        Effect.flatMap((batch) => {
-          const pendings = Chunk.toReadonlyArray(batch)
-          return Effect.map(commit(pendings.map((pending) => pending.records)), (placed) => settle(pendings, placed))
-        })
+        Effect.flatMap((batch) => commitInline(commit, Chunk.toReadonlyArray(batch)))
       )
     ).pipe(Effect.forever, Effect.forkScoped)
     return (records) =>
@@ -58,114 +55,29 @@ export const queued = (commit: EvidenceCommit.Commit, maxBatch: number): Effect.
       })
   })
 
-/**
- * The worker's script beside this module, as built (`.js`) or as run from source (`.ts`, under a loader); read only
- * when a thread starts, since a bundle may have no module URL.
- */
-const threadScript = () => new URL(`./commitThread${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url)
-
-interface Thread {
-  state: "starting" | "ready" | "stopped"
-  /** Post a batch, answered with `done` after its pendings; false if it could not be posted. */
-  readonly post: (pendings: ReadonlyArray<Pending>, done: () => void) => boolean
-  readonly drain: () => void
-  readonly stop: Effect.Effect<void>
-}
-
-/**
- * A worker thread on `options.filename`, started now and ready once it says so; `changed` hears it become ready or
- * stop. It keeps the process alive only while starting or committing.
- */
-const startThread = (options: Sqlite.Options, changed: (stopped?: string) => void): Thread => {
-  const channel = new MessageChannel()
-  const inFlight = new Map<number, { readonly pendings: ReadonlyArray<Pending>; readonly done: () => void }>()
-  let next = 0
-  const worker = new Worker(threadScript(), {
-    workerData: {
-      options: { filename: options.filename, synchronous: options.synchronous ?? "FULL" },
-      port: channel.port2
-    },
-    transferList: [channel.port2]
-  })
-  worker.unref()
-  const answer = (reply: Wire.Message) => {
-    if (reply === "ready") {
-      if (thread.state !== "starting") return
-      thread.state = "ready"
-      if (inFlight.size === 0) channel.port1.unref()
-      return changed()
-    }
-    const batch = inFlight.get(reply.id)
-    inFlight.delete(reply.id)
-    if (inFlight.size === 0) channel.port1.unref()
-    if (batch !== undefined) {
-      settle(batch.pendings, reply.placed.map(Wire.decode))
-      batch.done()
-    }
-  }
-  const stopped = (detail: string) => {
-    if (thread.state === "stopped") return
-    thread.state = "stopped"
-    const error = Exit.fail(new EvidenceUnavailableError({ detail }))
-    for (const [, batch] of inFlight) {
-      settle(batch.pendings, batch.pendings.map(() => error))
-      batch.done()
-    }
-    inFlight.clear()
-    changed(detail)
-  }
-  channel.port1.on("message", answer)
-  worker.on("error", (error) => stopped(`the evidence commit thread failed: ${error.message}`))
-  worker.on("exit", () => stopped("the evidence commit thread stopped"))
-  const thread: Thread = {
-    state: "starting",
-    post: (pendings, done) => {
-      const id = next++
-      try {
-        channel.port1.postMessage({ id, batch: pendings.map((pending) => pending.records) } satisfies Wire.Request)
-      } catch {
-        return false
-      }
-      inFlight.set(id, { pendings, done })
-      channel.port1.ref()
-      return true
-    },
-    // Messages already delivered, taken now: one left for the event loop would delay the next batch, or, while the
-    // commits are inline and never yield to it, the thread's readiness.
-    drain: () => {
-      for (let m = receiveMessageOnPort(channel.port1); m !== undefined; m = receiveMessageOnPort(channel.port1)) {
-        answer(m.message)
-      }
-    },
-    stop: Effect.suspend(() => {
-      thread.state = "stopped"
-      return Effect.promise(() => worker.terminate())
-    }).pipe(Effect.ensuring(Effect.sync(() => channel.port1.close())))
-  }
-  return thread
-}
-
-// Single-append batches in a row after which appends stop overlapping: commits go back to the main thread.
-const LONE_BATCHES = 4
-
-/** Where the commit thread opens the store's file, and when it starts. */
+/** When the commit thread starts, and the file the store's own connection has open. */
 export interface ThreadOptions extends Sqlite.Options {
   /** `overlap` (default): the first time appends overlap; `now`: before the store is used, which waits for it. */
   readonly start?: "overlap" | "now"
 }
 
+// Single-append batches in a row after which appends no longer overlap: commits go back to the main thread.
+const LONE_BATCHES = 4
+
 /**
  * Appends committed one batch at a time. While they come one at a time, each is committed on the store's connection
  * (after a turn of the scheduler, for any appends made alongside it to join). Once a batch holds several, the commit
  * thread is started if it is not yet, and, from when it is ready until appends come singly again, every batch is
- * posted to it as soon as the previous one is answered: the next batch forms while one is written and synced. The
- * thread runs until the scope closes; if it cannot start or stops, commits stay on the main thread (a batch it held
- * when it stopped is answered unavailable: committed or not, as after a crash, which recovery closes).
+ * posted to it as soon as the previous one is answered. `storeFile` is the file the store's connection has open: a
+ * thread is never started for an in-memory or temporary database (`""`), and one that opened another file is
+ * stopped. If the thread cannot start or stops, commits stay on the main thread; a batch it held when it stopped is
+ * answered unavailable (committed or not, as after a crash, which recovery closes).
  */
 export const threaded = (
   commit: EvidenceCommit.Commit,
   maxBatch: number,
-  options: ThreadOptions
+  options: ThreadOptions,
+  storeFile: string
 ): Effect.Effect<Submit, never, Scope.Scope> =>
   Effect.gen(function*() {
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
@@ -174,32 +86,46 @@ export const threaded = (
     let closed = false
     let overlapping = false
     let lone = 0
-    let thread: Thread | undefined
-    let threadless = false
+    let onThread = false
+    let thread: CommitThread.Handle | undefined
+    let threadless = storeFile === ""
     const idle: Array<() => void> = []
     const starting: Array<() => void> = []
+    const notify = (waiters: Array<() => void>) => waiters.splice(0).forEach((wake) => wake())
 
-    const changed = (stopped?: string) => {
-      if (stopped !== undefined && !closed) {
-        runFork(Effect.logWarning(`evidence commits stay on the main thread: ${stopped}`))
-      }
-      starting.splice(0).forEach((notify) => notify())
-    }
     const start = () => {
       if (thread !== undefined || threadless || closed) return
       try {
-        thread = startThread(options, changed)
+        thread = CommitThread.start(options, {
+          ready: (file) => {
+            if (file !== storeFile) {
+              threadless = true
+              runFork(thread!.stop(`the evidence commit thread opened ${file}, not the store's ${storeFile}`))
+            }
+            notify(starting)
+          },
+          stopped: (detail) => {
+            if (!closed) runFork(Effect.logWarning(`evidence commits stay on the main thread: ${detail}`))
+            notify(starting)
+          }
+        })
       } catch (error) {
         threadless = true
-        changed(`the evidence commit thread could not start: ${error}`)
+        runFork(Effect.logWarning(`evidence commits stay on the main thread: the thread could not start: ${error}`))
       }
     }
-    const onThread = () => overlapping && thread?.state === "ready"
+
+    // Where a batch goes, with a debug line whenever that changes.
+    const route = (toThread: boolean) => {
+      if (toThread === onThread) return
+      onThread = toThread
+      runFork(Effect.logDebug(`evidence commits run on the ${toThread ? "commit" : "main"} thread`))
+    }
 
     const settled = () => {
       busy = false
       if (waiting.length > 0) flush()
-      else idle.splice(0).forEach((notify) => notify())
+      else if (thread === undefined || thread.inFlight() === 0) notify(idle)
     }
 
     const flush = () => {
@@ -213,36 +139,34 @@ export const threaded = (
       } else if (lone >= LONE_BATCHES) {
         overlapping = false
       }
-      if (onThread() && thread!.post(pendings, settled)) return
-      runFork(Effect.uninterruptible(commit(pendings.map((pending) => pending.records)))).addObserver((exit) => {
-        settle(pendings, Exit.isSuccess(exit) ? exit.value : pendings.map(() => Exit.failCause(exit.cause)))
-        settled()
-      })
+      const toThread = overlapping && thread?.state() === "ready" && thread.post(pendings, settled)
+      route(toThread)
+      if (!toThread) runFork(Effect.uninterruptible(commitInline(commit, pendings))).addObserver(settled)
     }
 
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         closed = true
         if (busy) yield* Effect.async<void>((resume) => void idle.push(() => resume(Effect.void)))
-        if (thread !== undefined && thread.state !== "stopped") yield* thread.stop
+        if (thread !== undefined) yield* thread.stop("the evidence store was closed")
       })
     )
     if (options.start === "now") {
       start()
-      if (thread?.state === "starting") {
+      if (thread?.state() === "starting") {
         yield* Effect.async<void>((resume) => void starting.push(() => resume(Effect.void)))
       }
     }
 
     return (records) =>
       Effect.suspend(() => {
-        if (closed) return Exit.fail(closedError)
         thread?.drain()
         return Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
+          if (closed) return resume(Exit.fail(closedError))
           waiting.push({ records, resume })
           if (busy) return
           busy = true
-          if (onThread()) flush()
+          if (overlapping && thread?.state() === "ready") flush()
           else runFork(Effect.zipRight(Effect.yieldNow(), Effect.sync(flush)))
         })
       })

@@ -26,8 +26,8 @@ export interface Reply {
   readonly placed: ReadonlyArray<Placed>
 }
 
-/** What the thread says: that it is ready, then a reply per batch. */
-export type Message = "ready" | Reply
+/** What the thread says: that it is ready (with the database file it opened), then a reply per batch. */
+export type Message = { readonly ready: string } | Reply
 
 const encodeError = Schema.encodeSync(PlacedError)
 const decodeError = Schema.decodeUnknownSync(PlacedError)

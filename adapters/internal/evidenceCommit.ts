@@ -7,7 +7,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlConnection } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit, Schema } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import type * as Evidence from "../../core/Evidence.ts"
 import type { AppendReceipt } from "../../core/EvidenceStore.ts"
@@ -21,6 +21,18 @@ export type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictErr
 export type Commit = (
   batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
 ) => Effect.Effect<ReadonlyArray<Placed>>
+
+/** Each append's result once a commit of `batch` has ended: a defect or an interruption is the store unavailable. */
+export const answered = (
+  batch: ReadonlyArray<unknown>,
+  exit: Exit.Exit<ReadonlyArray<Placed>>
+): ReadonlyArray<Placed> => {
+  if (Exit.isSuccess(exit)) return exit.value
+  const error = Exit.fail(
+    new EvidenceUnavailableError({ detail: `the evidence commit failed: ${Cause.pretty(exit.cause)}` })
+  )
+  return batch.map(() => error)
+}
 
 const DuplicateRow = Schema.Struct({ record_id: Schema.String })
 

@@ -1,6 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Exit, Fiber, Layer, Logger, Scope } from "effect"
+import { spawnSync } from "node:child_process"
 import * as path from "node:path"
 import * as CommitDispatch from "../../adapters/internal/commitDispatch.ts"
 import * as EvidenceCommit from "../../adapters/internal/evidenceCommit.ts"
@@ -11,6 +12,7 @@ import type { Digest, Sha256Hex } from "../../core/Digest.ts"
 import type { EvidenceRecord } from "../../core/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../core/EvidenceStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
+import { root } from "../fixtures/child.ts"
 import { sealAt } from "../fixtures/evidence.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 
@@ -22,13 +24,14 @@ const setup = Effect.gen(function*() {
   const filename = path.join(yield* tempDir, "writ.db")
   const context = yield* Layer.build(Sqlite.layer({ filename }))
   const inline = yield* Effect.provide(EvidenceCommit.make, context)
+  const storeFile = yield* Effect.provide(Sqlite.databaseFile, context)
   const onMain: Array<number> = []
   const counted: EvidenceCommit.Commit = (batch) =>
     Effect.suspend(() => {
       onMain.push(batch.reduce((sum, records) => sum + records.length, 0))
       return inline(batch)
     })
-  return { filename, context, counted, onMain }
+  return { filename, storeFile, context, counted, onMain }
 })
 
 /** `fibers` chains, each appended `perFiber` records one at a time, all chains at once; the receipts' heads. */
@@ -58,8 +61,8 @@ const provided = <A, E>(effect: Effect.Effect<A, E, IdGenerator.IdGenerator | Di
 describe("SqlEvidenceStore commit thread", () => {
   it.effect("overlapping appends are committed by the thread, and every chain verifies on the main connection", () =>
     provided(Effect.gen(function*() {
-      const { context, counted, filename, onMain } = yield* setup
-      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename, start: "now" })
+      const { context, counted, filename, onMain, storeFile } = yield* setup
+      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename, start: "now" }, storeFile)
       const chains = yield* appendChains(submit, FIBERS, PER_FIBER)
       assert.strictEqual(yield* Effect.provide(rowCount, context), FIBERS * PER_FIBER)
       assert.isBelow(sum(onMain), FIBERS * PER_FIBER, "some batches went to the thread")
@@ -75,15 +78,15 @@ describe("SqlEvidenceStore commit thread", () => {
 
   it.effect("appends made one at a time are each committed on the main connection", () =>
     provided(Effect.gen(function*() {
-      const { counted, filename, onMain } = yield* setup
-      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename })
+      const { counted, filename, onMain, storeFile } = yield* setup
+      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename }, storeFile)
       yield* appendChains(submit, 1, 12)
       assert.deepStrictEqual(onMain, Array.from({ length: 12 }, () => 1))
     })))
 
   it.effect("a thread that cannot open its file leaves every commit on the main connection, and says so", () =>
     provided(Effect.gen(function*() {
-      const { counted, onMain } = yield* setup
+      const { counted, onMain, storeFile } = yield* setup
       const warnings: Array<string> = []
       const logger = Logger.replace(
         Logger.defaultLogger,
@@ -93,7 +96,7 @@ describe("SqlEvidenceStore commit thread", () => {
       )
       const nowhere = path.join(yield* tempDir, "missing", "writ.db")
       const submit = yield* Effect.provide(
-        CommitDispatch.threaded(counted, 1024, { filename: nowhere, start: "now" }),
+        CommitDispatch.threaded(counted, 1024, { filename: nowhere, start: "now" }, storeFile),
         logger
       )
       yield* appendChains(submit, FIBERS, 2)
@@ -107,9 +110,12 @@ describe("SqlEvidenceStore commit thread", () => {
 
   it.live("closing the store answers every append: committed with its receipt, or refused and not stored", () =>
     provided(Effect.gen(function*() {
-      const { context, counted, filename } = yield* setup
+      const { context, counted, filename, storeFile } = yield* setup
       const scope = yield* Scope.make()
-      const submit = yield* Scope.extend(CommitDispatch.threaded(counted, 1024, { filename, start: "now" }), scope)
+      const submit = yield* Scope.extend(
+        CommitDispatch.threaded(counted, 1024, { filename, start: "now" }, storeFile),
+        scope
+      )
       const appending = yield* Effect.fork(Effect.forEach(Array.from({ length: FIBERS }), () =>
         Effect.gen(function*() {
           const outcomes: Array<boolean> = []
@@ -134,4 +140,64 @@ describe("SqlEvidenceStore commit thread", () => {
       const committed = yield* Fiber.join(appending)
       assert.strictEqual(yield* Effect.provide(rowCount, context), sum(committed))
     })))
+
+  it.effect("a thread that opened another file than the store's is stopped, and every commit stays on the main connection", () =>
+    provided(Effect.gen(function*() {
+      const { counted, onMain, storeFile } = yield* setup
+      const other = yield* setup
+      const warnings: Array<string> = []
+      const logger = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ logLevel, message }) => {
+          if (logLevel._tag === "Warning") warnings.push(String(message))
+        })
+      )
+      const submit = yield* Effect.provide(
+        CommitDispatch.threaded(counted, 1024, { filename: other.filename, start: "now" }, storeFile),
+        logger
+      )
+      yield* appendChains(submit, FIBERS, 2)
+      assert.strictEqual(sum(onMain), FIBERS * 2)
+      assert.strictEqual(yield* Effect.provide(rowCount, other.context), 0)
+      assert.deepStrictEqual(warnings, [
+        `evidence commits stay on the main thread: the evidence commit thread opened ${other.storeFile}, not the store's ${storeFile}`
+      ])
+    })))
+
+  it.effect("an in-memory store starts no thread: overlapping appends all commit on its connection", () =>
+    provided(Effect.gen(function*() {
+      const context = yield* Layer.build(Sqlite.layer({ filename: ":memory:" }))
+      const store = yield* Effect.provide(
+        SqlEvidenceStore.make({ commitThread: { filename: ":memory:", start: "now" } }),
+        context
+      )
+      const chains = yield* appendChains((records) => store.appendAll(records), FIBERS, 2)
+      assert.strictEqual(yield* Effect.provide(rowCount, context), FIBERS * 2)
+      for (const { chain, head } of chains) assert.isTrue((yield* store.verify(chain, head.hash)).valid)
+    })))
+
+  it.live(
+    "a thread that exits with a batch in flight: the batch is answered unavailable, later appends commit",
+    () =>
+      Effect.gen(function*() {
+        const dir = yield* tempDir
+        const child = spawnSync(process.execPath, [
+          "--import",
+          path.join(root, "test/fixtures/typescript-hooks.mjs"),
+          "--import",
+          path.join(root, "test/fixtures/commit-thread-exit.mjs"),
+          path.join(root, "test/fixtures/thread-exit-child.ts"),
+          path.join(dir, "writ.db")
+        ], { encoding: "utf8" })
+        assert.strictEqual(child.status, 0, child.stderr)
+        const [first, second] = child.stdout.trim().split("\n").map((line) => JSON.parse(line))
+        assert.deepStrictEqual(first, Array.from({ length: 8 }, () => "EvidenceUnavailableError"))
+        assert.deepStrictEqual(second, Array.from({ length: 8 }, () => "ok"))
+        assert.match(
+          child.stderr,
+          /evidence commits stay on the main thread: the evidence commit thread (exited|closed)/
+        )
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })
