@@ -359,7 +359,7 @@ describe("gate 14: projection recovery", () => {
           }
         }
         const started = Date.now()
-        const audits = yield* Effect.forEach(points, crash, {
+        const audits = yield* Effect.forEach(points, (kill) => crash(kill), {
           concurrency: Math.min(4, Math.max(2, os.cpus().length))
         })
         const seconds = (Date.now() - started) / 1000
