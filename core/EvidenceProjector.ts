@@ -9,6 +9,7 @@ import { Digest } from "./Digest.ts"
 import * as Evidence from "./Evidence.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "./EvidenceStore.ts"
 import type { Cursor } from "./EvidenceStore.ts"
+import { ExecutorRegistry, LiveExecutorsError } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import { Uuid } from "./IdGenerator.ts"
 import { ProjectedRecord, StateStore } from "./StateStore.ts"
@@ -138,20 +139,32 @@ export interface RecoveryReport {
   readonly unclosable: ReadonlyArray<{ readonly operation_id: string; readonly reason: string }>
 }
 
+/** How recovery runs: the drain's options, and `force` to close operations even while executors have the store open. */
+export interface RecoverOptions extends DrainOptions {
+  readonly force?: boolean
+}
+
 /**
  * Drain the projector, then close every started operation that has no terminal record with
- * `external_result_ambiguous` (the call may or may not have run), then drain again. Each closing record follows the
- * chain as recovery read it: an operation concluded since is left alone, and a chain that moves on meanwhile (a
- * writer, another recovery) refuses the close, so no operation gets a second terminal. Run it only when no executor
- * is writing to the same store: an operation still running elsewhere looks orphaned.
+ * `external_result_ambiguous` (the call may or may not have run), then drain again. An operation still running looks
+ * just like an orphan, so while any executor registered on the store may be running (its own process's included) it
+ * fails with `LiveExecutorsError` and closes nothing, unless forced. Each closing record follows the chain as
+ * recovery read it: an operation concluded since is left alone, and a chain that moves on meanwhile (a writer,
+ * another recovery) refuses the close, so no operation gets a second terminal.
  */
-export const recover = Effect.fn("EvidenceProjector.recover")(function*(options: DrainOptions = {}) {
+export const recover = Effect.fn("EvidenceProjector.recover")(function*(options: RecoverOptions = {}) {
   const state = yield* StateStore
   const source = yield* EvidenceProjectionSource
   const store = yield* EvidenceStore
   const writer = yield* EvidenceWriter
+  const registry = yield* ExecutorRegistry
   yield* drain(options)
   const open = yield* state.projectedOperations({ open_only: true })
+  // Asked after the listing: an executor that started a listed operation registered before it did.
+  if (open.length > 0 && options.force !== true) {
+    const live = yield* registry.live
+    if (live.length > 0) return yield* new LiveExecutorsError({ executors: live })
+  }
   const closed: Array<string> = []
   const unclosable: Array<{ operation_id: string; reason: string }> = []
   for (const operation of open) {

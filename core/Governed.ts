@@ -6,6 +6,7 @@
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import { EvidenceStore } from "./EvidenceStore.ts"
+import { ExecutorRegistry } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import * as PolicyGate from "./PolicyGate.ts"
 import { StateStore } from "./StateStore.ts"
@@ -26,7 +27,10 @@ export interface Options extends PolicyGate.Options {
   readonly certifiable?: boolean
 }
 
-/** Build a governed executor over the policy, evidence and approval stores in context; with a StateStore in context, Run scopes bind to their Run. */
+/**
+ * Build a governed executor over the policy, evidence and approval stores in context; with a StateStore in context,
+ * Run scopes bind to their Run; with an ExecutorRegistry, it is registered until the scope closes.
+ */
 export const make = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
   Effect.gen(function*() {
     const store = yield* EvidenceStore
@@ -38,6 +42,8 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     const policy = yield* PolicyGate.make(options, pin)
     const writer = yield* EvidenceWriter
     const runs = yield* Effect.serviceOption(StateStore)
+    const registry = yield* Effect.serviceOption(ExecutorRegistry)
+    if (Option.isSome(registry)) yield* registry.value.register
     return yield* ActionExecutor.make({
       ...config,
       ...(Option.isSome(runs) ? { state: runs.value } : {}),
@@ -53,4 +59,4 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
 
 /** The governed (or certifiable) executor as a layer; it shares the EvidenceWriter in context with task boundaries. */
 export const layer = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
-  Layer.effect(ActionExecutor.ActionExecutor, make(config, options))
+  Layer.scoped(ActionExecutor.ActionExecutor, make(config, options))

@@ -1,5 +1,5 @@
 /**
- * The embedded default: every store on one SQLite file (evidence, state, policies, approvals),
+ * The embedded default: every store on one SQLite file (evidence, state, policies, approvals, executors),
  * node:crypto digests, random ids, and the one evidence writer a process shares; and the durable,
  * governed and certifiable executors over them.
  */
@@ -7,6 +7,7 @@ import { Effect, Layer } from "effect"
 import * as NodeDigest from "../adapters/NodeDigest.ts"
 import * as SqlApprovalQueue from "../adapters/SqlApprovalQueue.ts"
 import * as SqlEvidenceStore from "../adapters/SqlEvidenceStore.ts"
+import * as SqlExecutorRegistry from "../adapters/SqlExecutorRegistry.ts"
 import * as Sqlite from "../adapters/Sqlite.ts"
 import * as SqlPolicySnapshotStore from "../adapters/SqlPolicySnapshotStore.ts"
 import * as SqlStateStore from "../adapters/SqlStateStore.ts"
@@ -41,7 +42,8 @@ export const layerStores = (options: StoreOptions) =>
           : SqlEvidenceStore.layerCommitThread({ ...options, start: options.commitThread ?? "overlap" }),
         SqlStateStore.layer,
         SqlPolicySnapshotStore.layer,
-        SqlApprovalQueue.layer
+        SqlApprovalQueue.layer,
+        SqlExecutorRegistry.layer
       )
     ),
     Layer.provideMerge(Sqlite.layer(options)),

@@ -176,14 +176,18 @@ export const command = Command.make("evidence").pipe(
   Command.withSubcommands([verify, log])
 )
 
+const force = Options.boolean("force").pipe(
+  Options.withDescription("close open operations even while an executor has the database open (it may be running them)")
+)
+
 /** `writ recover`: drain the projector and close each orphaned operation as external_result_ambiguous. */
-export const recover = Command.make("recover", { db, json }, ({ db, json }) =>
+export const recover = Command.make("recover", { db, force, json }, ({ db, force, json }) =>
   Effect.gen(function*() {
     const { first, report } = yield* withStores(
       db,
       Effect.gen(function*() {
         const first = yield* EvidenceProjector.drain()
-        return { first, report: yield* EvidenceProjector.recover() }
+        return { first, report: yield* EvidenceProjector.recover({ force }) }
       })
     )
     const result = {
@@ -205,5 +209,5 @@ export const recover = Command.make("recover", { db, json }, ({ db, json }) =>
     )
     if (result.unclosable.length > 0) yield* setExitCode(1)
   }).pipe(exitOneOnFailure)).pipe(Command.withDescription(
-    "Project committed evidence and close every operation a crash left open with external_result_ambiguous (run it when no executor writes)"
+    "Project committed evidence and close every operation a crash left open with external_result_ambiguous (refused while an executor has the database open, unless --force)"
   ))

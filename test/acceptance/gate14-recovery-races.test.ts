@@ -1,8 +1,11 @@
 /**
- * Gate 14 next to other writers: recovery while a live process concludes an operation, and two recoveries at once.
+ * Gate 14 next to other writers: recovery refused while an executor process has the store open (and allowed once it
+ * is gone), forced recovery while a live process concludes an operation, and two recoveries at once.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
+import type { ChildProcess } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as Action from "../../core/Action.ts"
@@ -10,6 +13,7 @@ import * as ActionRegistry from "../../core/ActionRegistry.ts"
 import { terminalTypes } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { EvidenceStore } from "../../core/EvidenceStore.ts"
+import { ExecutorRegistry } from "../../core/ExecutorRegistry.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
@@ -17,6 +21,7 @@ import { StateStore } from "../../core/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
+import { root } from "../fixtures/sources.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 
 const tempFile = Effect.map(tempDir, (dir) => path.join(dir, "writ.db"))
@@ -87,10 +92,15 @@ describe("gate 14: recovery racing another writer", () => {
         return { boundary, fiber }
       }).pipe(Effect.provide(live))
 
-      // The live call finishes (and commits callable_completed) after recover has listed it as open.
+      // Its executor is registered and alive: recovery refuses and closes nothing.
+      const refused = yield* Effect.flip(
+        EvidenceProjector.recover().pipe(Effect.provide(recoveryProcess(filename, Effect.void)))
+      )
+      assert.strictEqual(refused._tag, "LiveExecutorsError")
+      // Forced, the live call finishes (and commits callable_completed) after recover has listed it as open.
       const finishLive = Effect.zipRight(Deferred.succeed(release, undefined), Effect.asVoid(Fiber.await(fiber)))
       const recovery = yield* build(recoveryProcess(filename, finishLive))
-      yield* EvidenceProjector.recover().pipe(Effect.provide(recovery))
+      yield* EvidenceProjector.recover({ force: true }).pipe(Effect.provide(recovery))
 
       const records = yield* chainRecords(boundary.chain_id).pipe(Effect.provide(recovery))
       const terminals = records.filter((r) => terminalTypes.has(r.record_type)).map((r) => r.record_type)
@@ -133,5 +143,75 @@ describe("gate 14: recovery racing another writer", () => {
       const records = yield* chainRecords(chain_id).pipe(Effect.provide(first))
       const terminals = records.filter((r) => terminalTypes.has(r.record_type)).map((r) => r.record_type)
       assert.deepStrictEqual(terminals, ["external_result_ambiguous"], "exactly one terminal record")
+    }))
+})
+
+const liveChild = [
+  "--import",
+  path.join(root, "test/fixtures/typescript-hooks.mjs"),
+  path.join(root, "test/fixtures/live-executor-child.ts")
+]
+
+/** An executor process on `filename` holding one call open: its pid and chain once the call runs. */
+const startLiveChild = (filename: string) =>
+  Effect.acquireRelease(
+    Effect.async<{ child: ChildProcess; pid: number; chain_id: string }, Error>((resume) => {
+      const child = spawn(process.execPath, [...liveChild, filename], { stdio: ["pipe", "pipe", "pipe"] })
+      let stdout = ""
+      let stderr = ""
+      child.stderr.on("data", (chunk) => stderr += chunk)
+      child.stdout.on("data", (chunk) => {
+        stdout += chunk
+        if (stdout.includes("\n")) resume(Effect.succeed({ child, ...JSON.parse(stdout) }))
+      })
+      child.on("exit", (code) => resume(Effect.fail(new Error(`the executor child exited (${code}): ${stderr}`))))
+    }),
+    ({ child }) => Effect.sync(() => child.kill("SIGKILL"))
+  )
+
+/** Resolve when the child has exited (and been reaped), after `end` is done to it. */
+const ended = (child: ChildProcess, end: () => void) =>
+  Effect.async<number | null>((resume) => {
+    child.once("exit", (code) => resume(Effect.succeed(code)))
+    end()
+  })
+
+const openOperations = Effect.flatMap(StateStore, (state) => state.projectedOperations({ open_only: true }))
+
+describe("gate 14: recovery next to a live executor process", () => {
+  it.scoped("refused while the process runs (naming it); once it is killed, its operation is closed", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempFile
+      const live = yield* startLiveChild(filename)
+      const stores = yield* build(Embedded.layerStores({ filename }))
+      const refused = yield* Effect.flip(EvidenceProjector.recover().pipe(Effect.provide(stores)))
+      assert.strictEqual(refused._tag, "LiveExecutorsError")
+      assert.include(refused.message, `process ${live.pid} on `)
+      const chainLength = (yield* chainRecords(live.chain_id).pipe(Effect.provide(stores))).length
+      assert.strictEqual((yield* openOperations.pipe(Effect.provide(stores))).length, 1, "still open")
+
+      assert.strictEqual(yield* ended(live.child, () => live.child.kill("SIGKILL")), null)
+      const report = yield* EvidenceProjector.recover().pipe(Effect.provide(stores))
+      assert.strictEqual(report.closed.length, 1)
+      const records = yield* chainRecords(live.chain_id).pipe(Effect.provide(stores))
+      assert.strictEqual(records.length, chainLength + 1)
+      assert.strictEqual(records.at(-1)!.record_type, "external_result_ambiguous")
+      assert.deepStrictEqual(yield* Effect.flatMap(ExecutorRegistry, (r) => r.live).pipe(Effect.provide(stores)), [])
+    }))
+
+  it.scoped("an executor that closes cleanly leaves no registration behind", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempFile
+      const live = yield* startLiveChild(filename)
+      const stores = yield* build(Embedded.layerStores({ filename }))
+      const registry = yield* Effect.provide(ExecutorRegistry, stores)
+      assert.deepStrictEqual((yield* registry.live).map((executor) => executor.holder.split(" on ")[0]), [
+        `process ${live.pid}`
+      ])
+      assert.strictEqual(yield* ended(live.child, () => live.child.stdin!.write("close\n")), 0)
+      assert.deepStrictEqual(yield* registry.live, [])
+      // Its interrupted call is closed by the executor itself, so recovery has nothing to close.
+      const report = yield* EvidenceProjector.recover().pipe(Effect.provide(stores))
+      assert.deepStrictEqual([report.closed, report.unclosable], [[], []])
     }))
 })

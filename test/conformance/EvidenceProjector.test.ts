@@ -4,10 +4,12 @@ import { Chunk, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
+import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
 import * as SqlEvidenceStore from "../../adapters/SqlEvidenceStore.ts"
+import * as SqlExecutorRegistry from "../../adapters/SqlExecutorRegistry.ts"
 import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
 import * as Action from "../../core/Action.ts"
 import * as ActionRegistry from "../../core/ActionRegistry.ts"
@@ -18,6 +20,7 @@ import type { RecordType, StoredRecord } from "../../core/Evidence.ts"
 import { terminalTypes } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { Cursor, EvidenceProjectionSource, EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
+import type { ExecutorRegistry } from "../../core/ExecutorRegistry.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
@@ -33,18 +36,21 @@ import { sqliteLayer } from "../fixtures/sqlite.ts"
 
 const platform = Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)
 
-const memoryStores = Layer.mergeAll(MemoryEvidenceStore.layer, MemoryStateStore.layer)
+const memoryStores = Layer.mergeAll(MemoryEvidenceStore.layer, MemoryStateStore.layer, MemoryExecutorRegistry.layer)
 
-const sqlStores = Layer.mergeAll(SqlEvidenceStore.layer, SqlStateStore.layer).pipe(Layer.provideMerge(sqliteLayer()))
+const sqlStores = Layer.mergeAll(SqlEvidenceStore.layer, SqlStateStore.layer, SqlExecutorRegistry.layer).pipe(
+  Layer.provideMerge(sqliteLayer())
+)
 
 type Stores = Layer.Layer<
-  EvidenceStore | EvidenceProjectionSource | StateStore.StateStore,
+  EvidenceStore | EvidenceProjectionSource | StateStore.StateStore | ExecutorRegistry,
   never,
   IdGenerator.IdGenerator | Digest
 >
 
 /** What a test body may use. */
 type Context =
+  | ExecutorRegistry
   | EvidenceStore
   | EvidenceProjectionSource
   | StateStore.StateStore
@@ -359,7 +365,12 @@ for (const [name, stores] of backends) {
 
         const state = yield* StateStore.StateStore
         const before = yield* recordsOf(boundary.chain_id)
-        const report = yield* EvidenceProjector.recover({ batch: 2 })
+        // The executor that ran it is still registered: its operation could be running, so nothing is closed.
+        const refused = yield* Effect.flip(EvidenceProjector.recover({ batch: 2 }))
+        assert.strictEqual(refused._tag, "LiveExecutorsError")
+        assert.strictEqual(refused._tag === "LiveExecutorsError" ? refused.executors.length : 0, 1)
+        assert.deepStrictEqual(yield* recordsOf(boundary.chain_id), before)
+        const report = yield* EvidenceProjector.recover({ batch: 2, force: true })
         assert.deepStrictEqual(report.closed, [orphan])
         assert.deepStrictEqual(report.unclosable, [])
         assert.deepStrictEqual(calls, { write: 2, fail: 1 }, "recovery invokes nothing")
@@ -382,6 +393,7 @@ for (const [name, stores] of backends) {
           [["callable_completed", 1], ["external_result_ambiguous", 1], ["callable_failed", 1]]
         )
         assert.strictEqual(yield* state.projectedRecordCount(), after.length)
+        // Nothing is open now: with the executor still registered, recovery has nothing to refuse.
         const again = yield* EvidenceProjector.recover()
         assert.deepStrictEqual([again.drained.inserted, again.closed, again.unclosable], [0, [], []])
         assert.strictEqual((yield* recordsOf(boundary.chain_id)).length, after.length)

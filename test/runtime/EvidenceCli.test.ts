@@ -5,13 +5,14 @@
 import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, type Layer } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { execFile } from "node:child_process"
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { beforeAll } from "vitest"
+import { ExecutorRegistry } from "../../core/ExecutorRegistry.ts"
 import { EvidenceWriter } from "../../core/Governance.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { StateStore } from "../../core/StateStore.ts"
@@ -479,6 +480,60 @@ describe("writ exec, evidence, certificate, recover", () => {
 
       const again = await writJson("recover", "--db", db)
       assert.deepStrictEqual([again.status, again.out.closed, again.out.drained.inserted], [0, [], 0])
+    },
+    120_000
+  )
+
+  it(
+    "recover refuses while an executor has the database open, names it and changes nothing; --force closes",
+    async () => {
+      const db = join(freshDir(), "held.db")
+      const orphan = await onStores(
+        db,
+        Effect.gen(function*() {
+          const writer = yield* EvidenceWriter
+          const chain_id = yield* IdGenerator.uuid
+          const operation_id = yield* IdGenerator.uuid
+          for (const record_type of ["policy_bound", "operation_started"] as const) {
+            yield* writer.append(chain_id, {
+              record_type,
+              operation_id,
+              policy_id: "p",
+              policy_version: "1",
+              payload: {}
+            })
+          }
+          return operation_id
+        })
+      )
+      // This test's own process registers an executor on the file, as a running `writ` host would.
+      const held = await Effect.runPromise(Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const stores = yield* Layer.buildWithScope(Embedded.layerStores({ filename: db }), scope)
+        yield* Effect.flatMap(ExecutorRegistry, (registry) => registry.register).pipe(
+          Effect.provide(stores),
+          Scope.extend(scope)
+        )
+        return scope
+      }))
+      try {
+        const refused = await writ("recover", "--db", db)
+        assert.strictEqual(refused.status, 1)
+        assert.include(refused.stderr, `LiveExecutorsError: recovery refused: 1 executor(s) still have this store open`)
+        assert.include(refused.stderr, `process ${process.pid} on `)
+        const log = await writJson("evidence", "log", "--db", db)
+        assert.deepStrictEqual(log.out[0].records.map((record: any) => record.record_type), [
+          "policy_bound",
+          "operation_started"
+        ])
+        const forced = await writJson("recover", "--db", db, "--force")
+        assert.strictEqual(forced.status, 0, forced.stderr)
+        assert.deepStrictEqual(forced.out.closed, [orphan])
+      } finally {
+        await Effect.runPromise(Scope.close(held, Exit.void))
+      }
+      const after = await writJson("recover", "--db", db)
+      assert.deepStrictEqual([after.status, after.out.closed], [0, []])
     },
     120_000
   )

@@ -3,11 +3,13 @@ import evidence from "./0001_evidence.ts"
 import state from "./0002_state.ts"
 import policy from "./0003_policy.ts"
 import approvals from "./0004_approvals.ts"
+import executors from "./0005_executors.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
   "0001_evidence": evidence,
   "0002_state": state,
   "0003_policy": policy,
-  "0004_approvals": approvals
+  "0004_approvals": approvals,
+  "0005_executors": executors
 })
