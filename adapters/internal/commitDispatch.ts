@@ -12,9 +12,8 @@ import type { AppendError, AppendReceipt } from "../../core/EvidenceStore.ts"
 import { EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as CommitThread from "./commitThreadHandle.ts"
-import type { Pending } from "./commitThreadHandle.ts"
-import { settle } from "./commitThreadHandle.ts"
 import * as EvidenceCommit from "./evidenceCommit.ts"
+import type { Pending } from "./evidenceCommit.ts"
 
 /** Commit one append's admitted records: its receipts once committed. */
 export type Submit = (
@@ -27,7 +26,7 @@ const closedError = new EvidenceUnavailableError({ detail: "the evidence store w
 const commitInline = (commit: EvidenceCommit.Commit, pendings: ReadonlyArray<Pending>) =>
   Effect.map(
     Effect.exit(commit(pendings.map((pending) => pending.records))),
-    (exit) => settle(pendings, EvidenceCommit.answered(pendings, exit))
+    (exit) => EvidenceCommit.settle(pendings, EvidenceCommit.answered(pendings, exit))
   )
 
 /** Everything pending committed in one transaction by a writer fiber; only waiting is interruptible. */

@@ -5,21 +5,11 @@
 import type { Effect as Eff } from "effect"
 import { Effect, Exit } from "effect"
 import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads"
-import type * as Evidence from "../../core/Evidence.ts"
 import { EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as Wire from "./commitWire.ts"
-import type * as EvidenceCommit from "./evidenceCommit.ts"
-
-/** One append waiting for its commit. */
-export interface Pending {
-  readonly records: ReadonlyArray<Evidence.EvidenceRecord>
-  readonly resume: (result: EvidenceCommit.Placed) => void
-}
-
-/** Answer each pending append with its result, in order. */
-export const settle = (pendings: ReadonlyArray<Pending>, placed: ReadonlyArray<EvidenceCommit.Placed>) =>
-  pendings.forEach((pending, i) => pending.resume(placed[i]!))
+import type { Pending } from "./evidenceCommit.ts"
+import { settle } from "./evidenceCommit.ts"
 
 /** A started commit thread. */
 export interface Handle {

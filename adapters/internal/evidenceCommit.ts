@@ -17,6 +17,16 @@ import { writeTransaction } from "./transaction.ts"
 /** One append's result in a commit: its receipts, or why it was not appended. */
 export type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError>
 
+/** One append waiting for its commit. */
+export interface Pending {
+  readonly records: ReadonlyArray<Evidence.EvidenceRecord>
+  readonly resume: (result: Placed) => void
+}
+
+/** Answer each pending append with its result, in order. */
+export const settle = (pendings: ReadonlyArray<Pending>, placed: ReadonlyArray<Placed>) =>
+  pendings.forEach((pending, i) => pending.resume(placed[i]!))
+
 /** Commits a batch of admitted appends in one transaction: each append's result, in order; it never fails as a whole. */
 export type Commit = (
   batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
