@@ -23,7 +23,8 @@ export const make = Effect.sync((): ExecutorRegistry.Service => {
       }),
       (executor) => Effect.sync(() => registered.delete(executor.executor_id))
     ),
-    live: Effect.sync(() => [...registered.values()])
+    live: Effect.sync(() => [...registered.values()]),
+    forget: (executor_id) => Effect.sync(() => registered.delete(executor_id))
   }
 })
 

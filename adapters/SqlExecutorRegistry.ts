@@ -1,10 +1,11 @@
 /**
- * The durable ExecutorRegistry over `@effect/sql`: a row per registered executor with its process id and host, deleted
- * when its scope closes. A row a crash left is forgotten once its process is known to have ended (same host, no such
- * process); a process on another host, or one this process may not signal, counts as live. A process id reused since
- * its executor crashed keeps that row live, which refuses recovery rather than close a running operation.
+ * The durable ExecutorRegistry over `@effect/sql`, for a store one machine shares (SQLite in WAL mode): a row per
+ * registered executor with what tells its process apart, deleted when its scope closes (a failed delete is logged and
+ * leaves the row, which errs towards refusing recovery). A row a crash left is forgotten once its process is proven
+ * ended: gone, a zombie, its pid reused, or the kernel restarted since; a process in another pid namespace, or on
+ * another host where the boot is unknown, stays live until an operator forgets it.
  *
- * Runtimes: Node (process ids and host names; tested on @effect/sql-sqlite-node).
+ * Runtimes: Node (process ids and /proc; tested on @effect/sql-sqlite-node).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
@@ -12,25 +13,21 @@ import * as os from "node:os"
 import { ExecutorRegistry, RegisteredExecutor } from "../core/ExecutorRegistry.ts"
 import { IdGenerator } from "../core/IdGenerator.ts"
 import * as Time from "../core/Time.ts"
+import * as ProcessIdentity from "./internal/processIdentity.ts"
 
 const ExecutorRow = Schema.Struct({
   executor_id: Schema.String,
   pid: Schema.Int,
   host: Schema.String,
+  boot_id: Schema.String,
+  pid_namespace: Schema.String,
+  started: Schema.String,
   opened_at: Schema.String
 })
 
-/** Whether a process on this host may still be running: only "no such process" says it has ended. */
-const mayBeRunning = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as { readonly code?: unknown }).code !== "ESRCH"
-  }
-}
+type ExecutorRow = typeof ExecutorRow.Type
 
-const registered = (row: typeof ExecutorRow.Type) =>
+const fromRow = (row: ExecutorRow) =>
   new RegisteredExecutor({
     executor_id: row.executor_id,
     holder: `process ${row.pid} on ${row.host}`,
@@ -43,30 +40,38 @@ export const make: Effect.Effect<ExecutorRegistry.Service, never, SqlClient.SqlC
     const sql = yield* SqlClient.SqlClient
     const ids = yield* IdGenerator
     const host = os.hostname()
+    const self = ProcessIdentity.current()
     const findAll = SqlSchema.findAll({
       Request: Schema.Void,
       Result: ExecutorRow,
-      execute: () => sql`SELECT executor_id, pid, host, opened_at FROM executors ORDER BY opened_at, executor_id`
+      execute: () =>
+        sql`SELECT executor_id, pid, host, boot_id, pid_namespace, started, opened_at FROM executors
+          ORDER BY opened_at, executor_id`
     })
-    const insert = (row: typeof ExecutorRow.Type) => sql`INSERT INTO executors ${sql.insert(row)}`
     const remove = (executor_ids: ReadonlyArray<string>) =>
-      sql`DELETE FROM executors WHERE executor_id IN ${sql.in(executor_ids)}`
+      sql<{ executor_id: string }>`DELETE FROM executors WHERE executor_id IN ${sql.in(executor_ids)}
+        RETURNING executor_id`
+    // Proven ended: a process of this host (or of this very kernel boot, whatever the host is called) that has gone.
+    const ended = (row: ExecutorRow) =>
+      (row.host === host || (row.boot_id !== "" && row.boot_id === self.boot_id)) &&
+      !ProcessIdentity.mayBeRunning(row, self)
 
     return {
       register: Effect.acquireRelease(
         Effect.gen(function*() {
-          const row = { executor_id: yield* ids.uuid, pid: process.pid, host, opened_at: yield* Time.now }
-          yield* Effect.orDie(insert(row))
-          return registered(row)
+          const row: ExecutorRow = { executor_id: yield* ids.uuid, host, ...self, opened_at: yield* Time.now }
+          yield* Effect.orDie(sql`INSERT INTO executors ${sql.insert(row)}`)
+          return fromRow(row)
         }),
         (executor) => Effect.ignoreLogged(remove([executor.executor_id]))
       ),
       live: Effect.gen(function*() {
         const rows = yield* Effect.orDie(findAll(undefined))
-        const ended = rows.filter((row) => row.host === host && !mayBeRunning(row.pid))
-        if (ended.length > 0) yield* Effect.orDie(remove(ended.map((row) => row.executor_id)))
-        return rows.filter((row) => !ended.includes(row)).map(registered)
-      })
+        const gone = rows.filter(ended)
+        if (gone.length > 0) yield* Effect.orDie(remove(gone.map((row) => row.executor_id)))
+        return rows.filter((row) => !gone.includes(row)).map(fromRow)
+      }),
+      forget: (executor_id) => Effect.map(Effect.orDie(remove([executor_id])), (rows) => rows.length > 0)
     }
   }
 )

@@ -17,9 +17,12 @@ export class LiveExecutorsError extends Schema.TaggedError<LiveExecutorsError>()
   executors: Schema.Array(RegisteredExecutor)
 }) {
   override get message() {
-    const held = this.executors.map((executor) => `${executor.holder} since ${executor.opened_at}`).join("; ")
+    const held = this.executors.map((executor) =>
+      `executor ${executor.executor_id}: ${executor.holder}, since ${executor.opened_at}`
+    ).join("; ")
     return `recovery refused: ${this.executors.length} executor(s) still have this store open and may be running ` +
-      `the operations it would close (${held}); stop them first, or force recovery`
+      `the operations it would close (${held}); stop them first, forget a registration whose process is gone, ` +
+      `or force recovery`
   }
 }
 
@@ -37,5 +40,7 @@ export declare namespace ExecutorRegistry {
     readonly register: Effect.Effect<RegisteredExecutor, never, Scope.Scope>
     /** Every registered executor whose process may still be running; one known to have ended is forgotten. */
     readonly live: Effect.Effect<ReadonlyArray<RegisteredExecutor>>
+    /** Drop a registration its process left behind (an operator's call); false when no such executor is registered. */
+    readonly forget: (executor_id: string) => Effect.Effect<boolean>
   }
 }

@@ -29,7 +29,8 @@ export interface Options extends PolicyGate.Options {
 
 /**
  * Build a governed executor over the policy, evidence and approval stores in context; with a StateStore in context,
- * Run scopes bind to their Run; with an ExecutorRegistry, it is registered until the scope closes.
+ * Run scopes bind to their Run. It is registered in the ExecutorRegistry in context until the scope closes, so
+ * recovery never takes its running operations for a crash's orphans.
  */
 export const make = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
   Effect.gen(function*() {
@@ -42,8 +43,7 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     const policy = yield* PolicyGate.make(options, pin)
     const writer = yield* EvidenceWriter
     const runs = yield* Effect.serviceOption(StateStore)
-    const registry = yield* Effect.serviceOption(ExecutorRegistry)
-    if (Option.isSome(registry)) yield* registry.value.register
+    yield* (yield* ExecutorRegistry).register
     return yield* ActionExecutor.make({
       ...config,
       ...(Option.isSome(runs) ? { state: runs.value } : {}),

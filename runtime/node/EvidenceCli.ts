@@ -8,6 +8,7 @@ import { Chunk, Console, Effect, Option, Schema, Stream } from "effect"
 import type { StoredRecord, VerificationResult } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { EvidenceStore } from "../../core/EvidenceStore.ts"
+import { ExecutorRegistry } from "../../core/ExecutorRegistry.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import * as Embedded from "../Embedded.ts"
 import { checkDatabase, CliInputError, exitOneOnFailure, parseSha256, setExitCode } from "./CliInput.ts"
@@ -180,34 +181,59 @@ const force = Options.boolean("force").pipe(
   Options.withDescription("close open operations even while an executor has the database open (it may be running them)")
 )
 
-/** `writ recover`: drain the projector and close each orphaned operation as external_result_ambiguous. */
-export const recover = Command.make("recover", { db, force, json }, ({ db, force, json }) =>
+const forget = Options.text("forget").pipe(
+  Options.repeated,
+  Options.withDescription("first drop the registration of executor ID, whose process is gone (repeatable)")
+)
+
+/** Drop each named registration; an id that is not registered is bad input, and then none is dropped. */
+const forgetAll = (executor_ids: ReadonlyArray<string>) =>
   Effect.gen(function*() {
-    const { first, report } = yield* withStores(
-      db,
-      Effect.gen(function*() {
-        const first = yield* EvidenceProjector.drain()
-        return { first, report: yield* EvidenceProjector.recover({ force }) }
+    if (executor_ids.length === 0) return
+    const registry = yield* ExecutorRegistry
+    const registered = new Set((yield* registry.live).map((executor) => executor.executor_id))
+    const unknown = executor_ids.filter((id) => !registered.has(id))
+    if (unknown.length > 0) {
+      return yield* new CliInputError({
+        message: `--forget ${unknown.join(", ")}: no executor with this id is registered (or its process has ended)`
       })
-    )
-    const result = {
-      drained: {
-        inserted: first.inserted + report.drained.inserted,
-        unchanged: first.unchanged + report.drained.unchanged
-      },
-      closed: report.closed,
-      unclosable: report.unclosable
     }
-    yield* Console.log(
-      json ? JSON.stringify(result, null, 2) : [
-        `projected ${result.drained.inserted} new records (${result.drained.unchanged} scanned again were already projected)`,
-        result.closed.length === 0
-          ? "no orphaned operation"
-          : `closed as external_result_ambiguous: ${result.closed.join(", ")}`,
-        ...result.unclosable.map(({ operation_id, reason }) => `could not close ${operation_id}: ${reason}`)
-      ].join("\n")
-    )
-    if (result.unclosable.length > 0) yield* setExitCode(1)
-  }).pipe(exitOneOnFailure)).pipe(Command.withDescription(
-    "Project committed evidence and close every operation a crash left open with external_result_ambiguous (refused while an executor has the database open, unless --force)"
-  ))
+    yield* Effect.forEach(executor_ids, registry.forget, { discard: true })
+  })
+
+/** `writ recover`: drain the projector and close each orphaned operation as external_result_ambiguous. */
+export const recover = Command.make(
+  "recover",
+  { db, force, forget, json },
+  ({ db, force, forget, json }) =>
+    Effect.gen(function*() {
+      const { first, report } = yield* withStores(
+        db,
+        Effect.gen(function*() {
+          yield* forgetAll(forget)
+          const first = yield* EvidenceProjector.drain()
+          return { first, report: yield* EvidenceProjector.recover({ force }) }
+        })
+      )
+      const result = {
+        drained: {
+          inserted: first.inserted + report.drained.inserted,
+          unchanged: first.unchanged + report.drained.unchanged
+        },
+        closed: report.closed,
+        unclosable: report.unclosable
+      }
+      yield* Console.log(
+        json ? JSON.stringify(result, null, 2) : [
+          `projected ${result.drained.inserted} new records (${result.drained.unchanged} scanned again were already projected)`,
+          result.closed.length === 0
+            ? "no orphaned operation"
+            : `closed as external_result_ambiguous: ${result.closed.join(", ")}`,
+          ...result.unclosable.map(({ operation_id, reason }) => `could not close ${operation_id}: ${reason}`)
+        ].join("\n")
+      )
+      if (result.unclosable.length > 0) yield* setExitCode(1)
+    }).pipe(exitOneOnFailure)
+).pipe(Command.withDescription(
+  "Project committed evidence and close every operation a crash left open with external_result_ambiguous (refused while an executor has the database open: stop it, --forget a registration its process left, or --force)"
+))

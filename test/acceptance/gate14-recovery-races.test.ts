@@ -2,8 +2,10 @@
  * Gate 14 next to other writers: recovery refused while an executor process has the store open (and allowed once it
  * is gone), forced recovery while a live process concludes an operation, and two recoveries at once.
  */
+import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
+import type { Context } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Scope, Stream } from "effect"
 import type { ChildProcess } from "node:child_process"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
@@ -59,6 +61,18 @@ const install = installPolicy(declaration)
 const chainRecords = (chain_id: string) =>
   Effect.flatMap(EvidenceStore, (store) => Effect.map(Stream.runCollect(store.read(chain_id)), Chunk.toReadonlyArray))
 
+/** An orphan in the stores of `process`: started, gated, never concluded (what a SIGKILL before its terminal leaves). */
+const orphanIn = (process: Context.Context<Governance.EvidenceWriter | IdGenerator.IdGenerator>) =>
+  Effect.gen(function*() {
+    const writer = yield* Governance.EvidenceWriter
+    const chain = yield* IdGenerator.uuid
+    const op = yield* IdGenerator.uuid
+    for (const record_type of ["policy_bound", "operation_started", "gate_evaluated"] as const) {
+      yield* writer.append(chain, { record_type, operation_id: op, policy_id: "p", policy_version: "1", payload: {} })
+    }
+    return chain
+  }).pipe(Effect.provide(process))
+
 /** A recovery process whose StateStore runs `hook` right after it lists the open operations. */
 const recoveryProcess = (filename: string, hook: Effect.Effect<void>) =>
   Layer.effect(
@@ -111,26 +125,31 @@ describe("gate 14: recovery racing another writer", () => {
       )
     }))
 
+  it.scoped("an executor that registers while recovery lists the open operations is seen: nothing is closed", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempFile
+      const seed = yield* build(Embedded.layerStores({ filename }))
+      const chain_id = yield* orphanIn(seed)
+      // The registry is asked after the listing: an executor that started a listed operation registered before it.
+      const registering = Effect.asVoid(Effect.flatMap(ExecutorRegistry, (registry) => registry.register)).pipe(
+        Effect.provide(seed),
+        Scope.extend(yield* Effect.scope)
+      )
+      const refused = yield* Effect.flip(
+        EvidenceProjector.recover().pipe(
+          Effect.provide(recoveryProcess(filename, registering))
+        )
+      )
+      assert.strictEqual(refused._tag, "LiveExecutorsError")
+      const records = yield* chainRecords(chain_id).pipe(Effect.provide(seed))
+      assert.isFalse(records.some((r) => terminalTypes.has(r.record_type)), "the open operation stays open")
+    }))
+
   it.scoped("two recoveries at once close an orphan once", () =>
     Effect.gen(function*() {
       const filename = yield* tempFile
-      // An orphan: started, gated, never concluded (what a SIGKILL before the terminal append leaves).
       const seed = yield* build(Embedded.layerStores({ filename }))
-      const chain_id = yield* Effect.gen(function*() {
-        const writer = yield* Governance.EvidenceWriter
-        const chain = yield* IdGenerator.uuid
-        const op = yield* IdGenerator.uuid
-        for (const record_type of ["policy_bound", "operation_started", "gate_evaluated"] as const) {
-          yield* writer.append(chain, {
-            record_type,
-            operation_id: op,
-            policy_id: "p",
-            policy_version: "1",
-            payload: {}
-          })
-        }
-        return chain
-      }).pipe(Effect.provide(seed))
+      const chain_id = yield* orphanIn(seed)
 
       // `writ recover` started twice (two shells, or a unit and an operator): the second runs while the first is
       // between its listing and its append.
@@ -209,7 +228,11 @@ describe("gate 14: recovery next to a live executor process", () => {
         `process ${live.pid}`
       ])
       assert.strictEqual(yield* ended(live.child, () => live.child.stdin!.write("close\n")), 0)
-      assert.deepStrictEqual(yield* registry.live, [])
+      // Read the table itself: `live` would also drop the row of a process that has ended.
+      const rows = yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT executor_id FROM executors`).pipe(
+        Effect.provide(stores)
+      )
+      assert.deepStrictEqual(rows, [], "the executor deleted its own registration")
       // Its interrupted call is closed by the executor itself, so recovery has nothing to close.
       const report = yield* EvidenceProjector.recover().pipe(Effect.provide(stores))
       assert.deepStrictEqual([report.closed, report.unclosable], [[], []])

@@ -3,6 +3,7 @@ import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
+import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/Action.ts"
 import type * as ActionExecutor from "../../core/ActionExecutor.ts"
@@ -114,7 +115,12 @@ const flaky = (failAt: { current: number | undefined }) =>
   ).pipe(Layer.provide(MemoryEvidenceStore.layer))
 
 const stores = (failAt: { current: number | undefined }) =>
-  Layer.mergeAll(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer, flaky(failAt)).pipe(
+  Layer.mergeAll(
+    MemoryPolicySnapshotStore.layer,
+    MemoryApprovalQueue.layer,
+    MemoryExecutorRegistry.layer,
+    flaky(failAt)
+  ).pipe(
     Layer.provideMerge(base(actions))
   )
 

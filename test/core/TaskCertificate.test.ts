@@ -3,6 +3,7 @@ import { Chunk, Deferred, Effect, Either, Fiber, Layer, Option, Stream, TestCloc
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
+import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import { ActionExecutor } from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
@@ -29,7 +30,12 @@ import { base } from "../fixtures/layers.ts"
 const tools = toolSet()
 const held = heldAction("hold")
 
-const stores = Layer.mergeAll(MemoryEvidenceStore.layer, MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer)
+const stores = Layer.mergeAll(
+  MemoryEvidenceStore.layer,
+  MemoryPolicySnapshotStore.layer,
+  MemoryApprovalQueue.layer,
+  MemoryExecutorRegistry.layer
+)
   .pipe(Layer.provideMerge(base([...tools.actions, held.action])))
 
 const layer = Governed.layer().pipe(
@@ -651,7 +657,8 @@ const startHeldLayer = Governed.layer().pipe(
           }))
       ),
       MemoryPolicySnapshotStore.layer,
-      MemoryApprovalQueue.layer
+      MemoryApprovalQueue.layer,
+      MemoryExecutorRegistry.layer
     ).pipe(Layer.provideMerge(base([...tools.actions, held.action])))
   )
 )

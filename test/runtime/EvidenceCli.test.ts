@@ -58,6 +58,21 @@ const rawSql = (filename: string, statements: ReadonlyArray<string>) =>
 
 const freshDir = () => mkdtempSync(join(tmpdir(), "writ-evidence-cli-"))
 
+/** An operation left open in a new database file (started, never concluded): its id. */
+const orphanOn = (db: string) =>
+  onStores(
+    db,
+    Effect.gen(function*() {
+      const writer = yield* EvidenceWriter
+      const chain_id = yield* IdGenerator.uuid
+      const operation_id = yield* IdGenerator.uuid
+      for (const record_type of ["policy_bound", "operation_started"] as const) {
+        yield* writer.append(chain_id, { record_type, operation_id, policy_id: "p", policy_version: "1", payload: {} })
+      }
+      return operation_id
+    })
+  )
+
 describe("writ exec, evidence, certificate, recover", () => {
   let dir = ""
   let demoDb = ""
@@ -488,24 +503,7 @@ describe("writ exec, evidence, certificate, recover", () => {
     "recover refuses while an executor has the database open, names it and changes nothing; --force closes",
     async () => {
       const db = join(freshDir(), "held.db")
-      const orphan = await onStores(
-        db,
-        Effect.gen(function*() {
-          const writer = yield* EvidenceWriter
-          const chain_id = yield* IdGenerator.uuid
-          const operation_id = yield* IdGenerator.uuid
-          for (const record_type of ["policy_bound", "operation_started"] as const) {
-            yield* writer.append(chain_id, {
-              record_type,
-              operation_id,
-              policy_id: "p",
-              policy_version: "1",
-              payload: {}
-            })
-          }
-          return operation_id
-        })
-      )
+      const orphan = await orphanOn(db)
       // This test's own process registers an executor on the file, as a running `writ` host would.
       const held = await Effect.runPromise(Effect.gen(function*() {
         const scope = yield* Scope.make()
@@ -532,8 +530,31 @@ describe("writ exec, evidence, certificate, recover", () => {
       } finally {
         await Effect.runPromise(Scope.close(held, Exit.void))
       }
-      const after = await writJson("recover", "--db", db)
-      assert.deepStrictEqual([after.status, after.out.closed], [0, []])
+      assert.deepStrictEqual(await rawSql(db, ["SELECT count(*) AS n FROM executors"]), [[{ n: 0 }]])
+    },
+    120_000
+  )
+
+  it(
+    "recover --forget drops a registration a process on another host left; an unknown id exits 2, nothing changed",
+    async () => {
+      const db = join(freshDir(), "stale.db")
+      const orphan = await orphanOn(db)
+      await rawSql(db, [
+        `INSERT INTO executors (executor_id, pid, host, boot_id, pid_namespace, started, opened_at)
+        VALUES ('stale-1', 4242, 'elsewhere', '', '', '', '2026-01-01T00:00:00.000000Z')`
+      ])
+      const refused = await writ("recover", "--db", db)
+      assert.strictEqual(refused.status, 1)
+      assert.include(refused.stderr, "executor stale-1: process 4242 on elsewhere")
+      const unknown = await writ("recover", "--db", db, "--forget", "stale-1", "--forget", "nope")
+      assert.strictEqual(unknown.status, 2)
+      assert.include(unknown.stderr, "--forget nope: no executor with this id is registered")
+      assert.deepStrictEqual(await rawSql(db, ["SELECT executor_id FROM executors"]), [[{ executor_id: "stale-1" }]])
+      const forgotten = await writJson("recover", "--db", db, "--forget", "stale-1")
+      assert.strictEqual(forgotten.status, 0, forgotten.stderr)
+      assert.deepStrictEqual(forgotten.out.closed, [orphan])
+      assert.deepStrictEqual(await rawSql(db, ["SELECT count(*) AS n FROM executors"]), [[{ n: 0 }]])
     },
     120_000
   )
