@@ -207,19 +207,28 @@ export const chainInput = (r: Omit<StoredRecord, "chain_hash">): string | undefi
   },"supersedes_record_id":${supersedes_record_id}}`
 }
 
-// The chain hash of a record whose payload digest is known; a field that cannot be canonical fails as Canonical does.
-const chainHashWith = (
-  digest: Digest.Service,
+// The chain-input text of a record; a field that cannot be canonical fails as Canonical does.
+const chainInputOf = (
   fields: Omit<StoredRecord, "chain_hash">
-): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError> => {
+): Effect.Effect<string, Canonical.CanonicalJsonError> => {
   const text = chainInput(fields)
   return text === undefined
     ? Effect.flatMap(
       Canonical.stringify(chainFields(fields)),
       () => Effect.dieMessage("Evidence.chainInput refused a record Canonical.stringify accepts")
     )
-    : sha256TextWith(digest, text)
+    : Effect.succeed(text)
 }
+
+// The chain hash of a record whose payload digest is known.
+const chainHashWith = (digest: Digest.Service, fields: Omit<StoredRecord, "chain_hash">) =>
+  Effect.flatMap(chainInputOf(fields), (text) => sha256TextWith(digest, text))
+
+// The chain-input text each record sealed here was hashed from; a sealed record is frozen, so the text stays its own.
+const sealedInputs = new WeakMap<EvidenceRecord, string>()
+
+/** The chain-input text of a record sealed in this process (its payload then canonical by construction), if it was. */
+export const sealedInput = (record: EvidenceRecord): string | undefined => sealedInputs.get(record)
 
 // The `sha256-v1` payload digest and chain hash a record's content recomputes to, with a Digest service.
 const rehashWith = (
@@ -286,10 +295,13 @@ export const sealAllWith = (
           created_at: at.created_at,
           hash_algorithm: hashAlgorithm
         }
-        return Effect.flatMap(chainHashWith(digest, unsealed), (chain_hash) => {
-          records.push(trustedMake(EvidenceRecord, { ...unsealed, chain_hash }))
-          return sealFrom(i + 1, chain_hash)
-        })
+        return Effect.flatMap(chainInputOf(unsealed), (text) =>
+          Effect.flatMap(sha256TextWith(digest, text), (chain_hash) => {
+            const record = Object.freeze(trustedMake(EvidenceRecord, { ...unsealed, chain_hash }))
+            sealedInputs.set(record, text)
+            records.push(record)
+            return sealFrom(i + 1, chain_hash)
+          }))
       }
       return sealFrom(0, at.previous_chain_hash)
     })

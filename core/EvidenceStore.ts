@@ -156,6 +156,8 @@ type Form =
 // A record's chain-hash input, or why its form is refused before any hash is recomputed.
 const formOf = (record: Evidence.EvidenceRecord): Form => {
   if (!Evidence.isEvidenceRecord(record)) return { refused: "malformed" }
+  const sealed = Evidence.sealedInput(record)
+  if (sealed !== undefined) return { input: sealed }
   if (record.hash_algorithm !== Evidence.hashAlgorithm) return { refused: "unsupported_algorithm" }
   if (!isCanonicalPayload(record.payload_json)) return { refused: "not_canonical" }
   const input = Evidence.chainInput(record)

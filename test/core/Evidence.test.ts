@@ -6,6 +6,7 @@ import * as Canonical from "../../core/Canonical.ts"
 import { Digest, Sha256Hex } from "../../core/Digest.ts"
 import * as Evidence from "../../core/Evidence.ts"
 import type { StoredRecord } from "../../core/Evidence.ts"
+import { admitAll } from "../../core/EvidenceStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import { Timestamp } from "../../core/Time.ts"
@@ -140,6 +141,23 @@ describe("Evidence", () => {
         })
       )
       assert.deepStrictEqual([refused.reason, refused.path], ["float", "$.f"])
+    }).pipe(Effect.provide(testLayer)))
+
+  it.effect("a sealed record is frozen with its chain-input text, and admission still recomputes its hashes", () =>
+    Effect.gen(function*() {
+      const [record] = yield* sealChain(yield* IdGenerator.uuid, 1)
+      assert.isTrue(Object.isFrozen(record))
+      assert.throws(() => Object.assign(record!, { payload_json: "{}" }))
+      assert.strictEqual(Evidence.sealedInput(record!), Evidence.chainInput(record!))
+      const copy = new Evidence.EvidenceRecord({ ...record! }, { disableValidation: true })
+      assert.isUndefined(Evidence.sealedInput(copy))
+      const zeros: Digest.Service = {
+        sha256: () => Effect.succeed(Sha256Hex.make("0".repeat(64))),
+        sha256Texts: (texts) => Effect.succeed(texts.map(() => Sha256Hex.make("0".repeat(64))))
+      }
+      const refused = yield* Effect.flip(admitAll(zeros, [record!]))
+      assert.deepStrictEqual([refused._tag, refused.reason], ["EvidenceIntegrityError", "payload_digest"])
+      assert.deepStrictEqual(yield* admitAll(yield* Digest, [record!]), [record!])
     }).pipe(Effect.provide(testLayer)))
 
   it.effect("the chain hash covers every field but itself, and the payload digest covers the payload bytes", () =>
