@@ -292,6 +292,20 @@ describe("PolicySnapshotStore: sql", () => {
       const refused = yield* Effect.flip(store.get("p", "1"))
       assert.include(refused.detail, "digest does not recompute")
     }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+
+  it.effect("a served snapshot's changed activation metadata is decoded again: a valid change served, garbage refused", () =>
+    Effect.gen(function*() {
+      const store = yield* PolicySnapshotStore
+      const sql = yield* SqlClient.SqlClient
+      yield* store.put(yield* snapshot("p", "1"))
+      yield* store.activate("p", "1", "ops", at)
+      assert.strictEqual((yield* store.get("p", "1")).activated_by, "ops")
+      yield* sql`DROP TRIGGER policy_snapshots_immutable`
+      yield* sql`UPDATE policy_snapshots SET activated_by = 'audit'`
+      assert.strictEqual((yield* store.get("p", "1")).activated_by, "audit")
+      yield* sql`UPDATE policy_snapshots SET activated_at = 'yesterday'`
+      assert.include((yield* Effect.flip(store.get("p", "1"))).detail, "its row does not decode")
+    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
 })
 
 describe("PolicySnapshotStore: sql, another version's content under a key", () => {
