@@ -47,6 +47,16 @@ export const layer = (options: Options) =>
     Layer.orDie
   )
 
+/**
+ * An existing database opened read-only and used as it is, migrations not applied: what a command that only reads
+ * needs, so that reading never changes the file.
+ */
+export const layerReadOnly = (filename: string) =>
+  Layer.effectDiscard(SqlClient.SqlClient.pipe(Effect.flatMap((sql) => sql`PRAGMA busy_timeout = 5000`))).pipe(
+    Layer.provideMerge(SqliteClient.layer({ filename, readonly: true })),
+    Layer.orDie
+  )
+
 /** Whether an existing file holds a writ database (writ's migration table and its evidence table), read, not changed. */
 export const isWritDatabase = (filename: string) =>
   Effect.scoped(

@@ -50,6 +50,21 @@ export const layerStores = (options: StoreOptions) =>
     Layer.provideMerge(layerPlatform)
   )
 
+/**
+ * The stores of an existing database file, read-only and unmigrated: what commands that only read (verify, log,
+ * certificates) run on. A write through them fails as the store's own error.
+ */
+export const layerReadStores = (filename: string) =>
+  Layer.mergeAll(
+    SqlEvidenceStore.layer,
+    SqlStateStore.layer,
+    SqlPolicySnapshotStore.layer,
+    SqlApprovalQueue.layer
+  ).pipe(
+    Layer.provideMerge(Sqlite.layerReadOnly(filename)),
+    Layer.provideMerge(layerPlatform)
+  )
+
 /** A durable executor (each attempt committed inside its running Run) whose stages 5-7 enforce the pinned policy. */
 export const layerDurableExecutor = (
   config: Omit<ActionExecutor.Config, "state" | "governance"> = {},

@@ -8,7 +8,7 @@ import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, ParseResult, Schema } from "effect"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import { CliInputError, exitOneOnFailure, parseJsonObject, parseSha256, setExitCode } from "./CliInput.ts"
-import { db, knownChain, withStores } from "./EvidenceCli.ts"
+import { db, knownChain, withReadStores } from "./EvidenceCli.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 
@@ -38,7 +38,7 @@ const mint = Command.make(
   ({ chain, db, expectedHead, json: _ }) =>
     Effect.gen(function*() {
       const head = yield* parseSha256(expectedHead, "--expected-head")
-      const minted = yield* withStores(
+      const minted = yield* withReadStores(
         db,
         Effect.flatMap(knownChain(chain), (chain_id) => Effect.either(TaskCertificate.mint(chain_id, head)))
       )
@@ -81,7 +81,7 @@ const verify = Command.make(
             }`
           })
       )
-      const result = yield* withStores(db, TaskCertificate.verify(decoded))
+      const result = yield* withReadStores(db, TaskCertificate.verify(decoded))
       const report = {
         certificate_id: decoded.certificate_id,
         chain_id: decoded.chain_id,

@@ -38,19 +38,22 @@ const describeDefect = (cause: Cause.Cause<unknown>): string => {
   return inner instanceof Error ? inner.message : String(inner)
 }
 
-/** Where `--db` may point: an existing writ database, or also a file not yet written (the commands that create one). */
-export type DatabaseUse = "existing" | "new_or_existing"
+/**
+ * Where `--db` may point and what is done with it: an existing writ database only read (never changed), an existing
+ * one written (migrated first), or also a file not yet written (the commands that create one).
+ */
+export type DatabaseUse = "read" | "existing" | "new_or_existing"
 
 /**
- * Check the SQLite file named by `--db` once, before anything runs, then open and migrate it. Bad input: a name that
- * keeps nothing ("" or ":memory:"), a file that cannot be opened, or one with content that is not a writ database
- * (which is left exactly as it was).
+ * Check the SQLite file named by `--db` once, before anything runs, then (unless it is only to be read) open and
+ * migrate it. Bad input: a name that keeps nothing ("" or ":memory:"), a file that cannot be opened, or one with
+ * content that is not a writ database (which is left exactly as it was).
  */
 export const checkDatabase = (filename: string, use: DatabaseUse) =>
   Effect.gen(function*() {
     const refuse = (why: string) => new CliInputError({ message: `--db ${JSON.stringify(filename)}: ${why}` })
     if (filename === "" || filename === ":memory:") return yield* refuse("names no file, so nothing would be kept")
-    const written = use === "existing" || (fs.existsSync(filename) && fs.statSync(filename).size > 0)
+    const written = use !== "new_or_existing" || (fs.existsSync(filename) && fs.statSync(filename).size > 0)
     if (written) {
       const writ = yield* Effect.exit(Sqlite.isWritDatabase(filename))
       if (Exit.isFailure(writ)) {
@@ -60,6 +63,7 @@ export const checkDatabase = (filename: string, use: DatabaseUse) =>
         return yield* refuse("is not a writ database (it has no writ evidence table); it was not changed")
       }
     }
+    if (use === "read") return
     const opened = yield* Effect.exit(Effect.scoped(Layer.build(Sqlite.layer({ filename }))))
     if (Exit.isFailure(opened)) {
       return yield* refuse(`cannot be opened as a writ database (${describeDefect(opened.cause)})`)

@@ -26,9 +26,13 @@ const chainOption = Options.text("chain").pipe(
   Options.withDescription("one chain id (default: every chain)")
 )
 
-/** Run a command's body on the embedded stores of an existing database, checked first. */
+/** Run a command's body on the embedded stores of an existing database, checked and migrated first. */
 export const withStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
   Effect.zipRight(checkDatabase(filename, "existing"), Effect.provide(body, Embedded.layerStores({ filename })))
+
+/** Run a reading command's body on the read-only stores of an existing database, checked first and never changed. */
+export const withReadStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
+  Effect.zipRight(checkDatabase(filename, "read"), Effect.provide(body, Embedded.layerReadStores(filename)))
 
 const isUuid = Schema.is(Uuid)
 
@@ -84,7 +88,7 @@ const verify = Command.make(
       const expected = Option.isSome(expectedHead)
         ? yield* parseSha256(expectedHead.value, "--expected-head")
         : undefined
-      const results = yield* withStores(
+      const results = yield* withReadStores(
         db,
         Effect.gen(function*() {
           const store = yield* EvidenceStore
@@ -122,7 +126,7 @@ const log = Command.make(
       if (Option.isSome(run) && Option.isSome(chain)) {
         return yield* new CliInputError({ message: "--run and --chain are exclusive: give one or neither" })
       }
-      const chains = yield* withStores(
+      const chains = yield* withReadStores(
         db,
         Effect.gen(function*() {
           const ids = Option.isSome(chain) ? [yield* knownChain(chain.value)] : yield* (yield* EvidenceStore).chains

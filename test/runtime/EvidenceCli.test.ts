@@ -409,6 +409,33 @@ describe("writ exec, evidence, certificate, recover", () => {
     120_000
   )
 
+  it("reading commands never change the database: an older one is read as it is, not migrated", async () => {
+    const dir = freshDir()
+    const db = join(dir, "older.db")
+    copyFileSync(demoDb, db)
+    // A database from before the executor registry: no executors table, and no record of its migration.
+    await rawSql(db, ["DROP TABLE executors", "DELETE FROM effect_sql_migrations WHERE name = 'executors'"])
+    const before = readFileSync(db)
+    const minted = await writ("certificate", "mint", "--db", db, "--chain", demo.chain_id, "--expected-head", demo.head)
+    assert.strictEqual(minted.status, 0, minted.stderr)
+    const certificate = join(dir, "certificate.json")
+    writeFileSync(certificate, minted.stdout)
+    for (
+      const args of [
+        ["evidence", "verify", "--db", db],
+        ["evidence", "log", "--db", db, "--chain", demo.chain_id],
+        ["certificate", "mint", "--db", db, "--chain", demo.chain_id, "--expected-head", demo.head],
+        ["certificate", "verify", "--db", db, "--certificate", certificate]
+      ]
+    ) {
+      const result = await writ(...args)
+      assert.strictEqual(result.status, 0, `${args.join(" ")}: ${result.stderr}`)
+    }
+    assert.isTrue(readFileSync(db).equals(before), "the database file is byte for byte what it was")
+    const tables = await rawSql(db, ["SELECT name FROM sqlite_master WHERE name = 'executors'"])
+    assert.deepStrictEqual(tables, [[]])
+  }, 120_000)
+
   it("Certificate verification fails for a changed policy", async () => {
     const dir = freshDir()
     const db = join(dir, "policy-changed.db")
