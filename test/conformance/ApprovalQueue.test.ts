@@ -191,6 +191,43 @@ for (const [name, layer] of layers) {
         const outcomes = results.map((result) => Either.isRight(result) ? "won" : result.left.reason)
         assert.deepStrictEqual(outcomes.toSorted(), [...Array(15).fill("reused"), "won"])
       })))
+
+    // The scheduler may yield a fiber between any two steps: each race below starts one racer after k steps of other
+    // work, so across k one of them is paused at every point of the other's check-then-write.
+    const afterSteps = <A, E, R>(k: number, effect: Effect.Effect<A, E, R>) =>
+      Array.from({ length: k }).reduce<Effect.Effect<A, E, R>>((next) => Effect.zipRight(Effect.void, next), effect)
+    const STAGGERS = 1100
+
+    it.effect("staggered consumers of one approval: exactly one wins however the scheduler interleaves them", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        const twice: Array<number> = []
+        for (let k = 0; k < STAGGERS; k++) {
+          const r = request(10_000 + k)
+          yield* queue.submit(r)
+          yield* queue.approve(r.approval_id, maya)
+          const use = Effect.either(queue.consume(r.approval_id, ls, now))
+          const results = yield* Effect.all([afterSteps(k, use), use], { concurrency: 2 })
+          if (results.every(Either.isRight)) twice.push(k)
+        }
+        assert.deepStrictEqual(twice, [], "a usable-once approval was consumed twice")
+      })))
+
+    it.effect("a staggered approve and reject of one request: exactly one decides", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        const both: Array<number> = []
+        for (let k = 0; k < STAGGERS; k++) {
+          const r = request(20_000 + k)
+          yield* queue.submit(r)
+          const results = yield* Effect.all([
+            afterSteps(k, Effect.either(queue.approve(r.approval_id, maya))),
+            Effect.either(queue.reject(r.approval_id, { id: "sam", approver_class: "maintainer" }))
+          ], { concurrency: 2 })
+          if (results.every(Either.isRight)) both.push(k)
+        }
+        assert.deepStrictEqual(both, [], "both an approval and a rejection succeeded")
+      })))
   })
 }
 
