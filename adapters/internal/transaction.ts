@@ -13,7 +13,8 @@ const begin = (sql: SqlClient.SqlClient) =>
  * One write transaction on a reserved connection, the body's statements on it. Under SQLite it begins IMMEDIATE:
  * the write lock is taken (or waited for, up to the busy timeout) before the body reads, so no other process can
  * write between its reads and its writes; a deferred BEGIN would fail with SQLITE_BUSY there instead of waiting.
- * Unlike `sql.withTransaction`, a refused COMMIT is a failure, rolled back, not a defect left open. Inside another
+ * Unlike `sql.withTransaction`, a refused COMMIT is a failure, rolled back, not a defect left open; an interrupted
+ * body is rolled back before the interruption goes on, so no transaction outlives its fiber. Inside another
  * transaction the body joins it.
  */
 export const writeTransaction = (sql: SqlClient.SqlClient) =>
@@ -23,22 +24,26 @@ export const writeTransaction = (sql: SqlClient.SqlClient) =>
   Effect.flatMap(
     Effect.serviceOption(SqlClient.TransactionConnection),
     (outer) =>
-      Option.isSome(outer) ? body(outer.value[0]) : Effect.scoped(Effect.gen(function*() {
-        const connection = yield* sql.reserve
-        const rollback = connection.execute("ROLLBACK", [], undefined).pipe(Effect.orElse(() => Effect.void))
-        // A BEGIN refused because a transaction is somehow still open: undo that one too, so none outlives its body.
-        yield* Effect.tapError(connection.execute(begin(sql), [], undefined), () => rollback)
-        const done = yield* Effect.exit(
-          Effect.provideService(body(connection), SqlClient.TransactionConnection, [connection, 0])
-        )
-        const committed = Exit.isSuccess(done)
-          ? yield* Effect.exit(connection.execute("COMMIT", [], undefined))
-          : undefined
-        if (committed === undefined || Exit.isFailure(committed)) {
-          // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
-          yield* rollback
-          if (committed !== undefined) yield* committed
-        }
-        return yield* done
-      }))
+      Option.isSome(outer) ?
+        body(outer.value[0]) :
+        Effect.scoped(Effect.uninterruptibleMask((restore) =>
+          Effect.gen(function*() {
+            const connection = yield* restore(sql.reserve)
+            const rollback = connection.execute("ROLLBACK", [], undefined).pipe(Effect.orElse(() => Effect.void))
+            // A BEGIN refused because a transaction is somehow still open: undo that one too, so none outlives its body.
+            yield* Effect.tapError(connection.execute(begin(sql), [], undefined), () => rollback)
+            const done = yield* Effect.exit(
+              restore(Effect.provideService(body(connection), SqlClient.TransactionConnection, [connection, 0]))
+            )
+            const committed = Exit.isSuccess(done)
+              ? yield* Effect.exit(connection.execute("COMMIT", [], undefined))
+              : undefined
+            if (committed === undefined || Exit.isFailure(committed)) {
+              // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
+              yield* rollback
+              if (committed !== undefined) yield* committed
+            }
+            return yield* done
+          })
+        ))
   )

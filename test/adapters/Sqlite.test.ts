@@ -1,6 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
+import { writeTransaction } from "../../adapters/internal/transaction.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
 
 describe("Sqlite", () => {
@@ -32,5 +33,28 @@ describe("Sqlite", () => {
       const remove = yield* Effect.flip(sql`DELETE FROM evidence_records`)
       assert.include(String(update.cause), "append-only")
       assert.include(String(remove.cause), "append-only")
+    }).pipe(Effect.provide(sqliteLayer())))
+
+  it.scoped("an interrupted write transaction is rolled back: none of its writes stays, and later writes commit", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const transaction = writeTransaction(sql)
+      yield* sql`CREATE TABLE t (n INTEGER NOT NULL)`
+      const written = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(
+        transaction((connection) =>
+          connection.execute("INSERT INTO t (n) VALUES (1)", [], undefined).pipe(
+            Effect.zipRight(Deferred.succeed(written, undefined)),
+            Effect.zipRight(Effect.never)
+          )
+        )
+      )
+      yield* Deferred.await(written)
+      yield* Fiber.interrupt(fiber)
+      const numbers = sql<{ n: number }>`SELECT n FROM t ORDER BY n`
+      assert.deepStrictEqual(yield* numbers, [])
+      yield* sql`INSERT INTO t (n) VALUES (2)`
+      yield* transaction((connection) => connection.execute("INSERT INTO t (n) VALUES (3)", [], undefined))
+      assert.deepStrictEqual((yield* numbers).map((row) => row.n), [2, 3])
     }).pipe(Effect.provide(sqliteLayer())))
 })
