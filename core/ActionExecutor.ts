@@ -259,6 +259,19 @@ export const make = (config: Config = {}) =>
         : undefined
     })
 
+    /** Stage 3, once the context (and any Run) is bound: the containment the action needs, and its deadline. */
+    const admitCall = (attempt: Attempt, compiled: Compiled): Effect.Effect<StageResult> =>
+      compiled.definition.containment.length === 0 && attempt.request.deadline === undefined
+        ? Effect.succeed(undefined)
+        : Effect.gen(function*() {
+          return (compiled.definition.containment.length > 0
+            ? yield* admitContainment(attempt, compiled)
+            : undefined) ??
+            (attempt.request.deadline !== undefined
+              ? yield* admitDeadline(attempt, attempt.request.deadline)
+              : undefined)
+        })
+
     const governed = governor === undefined ? undefined : makeGovernedStages(governor, backend, digest, ids)
     const durable = makeDurableStages(digest)
 
@@ -463,17 +476,19 @@ export const make = (config: Config = {}) =>
         (needsDigest ? yield* bindDigest(attempt, compiled) : undefined)
       if (stop !== undefined) return stop
       attempt.stage = "bind_context"
-      const unbound = bindContext(attempt) ??
-        (compiled.definition.containment.length > 0 ? yield* admitContainment(attempt, compiled) : undefined) ??
-        (attempt.request.deadline !== undefined ? yield* admitDeadline(attempt, attempt.request.deadline) : undefined)
+      const unbound = bindContext(attempt)
       if (unbound !== undefined) return unbound
       const scope = attempt.request.execution_scope
       if (runs !== undefined && scope._tag === "durable_run") {
         const unbound = yield* durable.bindRun(runs, attempt, scope.run_id)
         if (unbound !== undefined) return unbound
       }
+      // From here the attempt belongs to its Run: in the durable profile, whatever concludes it is committed.
       if (state !== undefined && scope._tag === "durable_run") {
-        return yield* operate(attempt, compiled, cancel).pipe(
+        return yield* admitCall(attempt, compiled).pipe(
+          Effect.flatMap((refused) =>
+            refused === undefined ? operate(attempt, compiled, cancel) : Effect.succeed(refused)
+          ),
           Effect.flatMap((outcome) => durable.persist(state, attempt, scope.run_id, outcome)),
           Effect.onInterrupt(() =>
             Effect.exit(
@@ -487,6 +502,8 @@ export const make = (config: Config = {}) =>
           )
         )
       }
+      const refused = yield* admitCall(attempt, compiled)
+      if (refused !== undefined) return refused
       if (governed === undefined) return yield* operate(attempt, compiled, cancel)
       return yield* governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
     })

@@ -10,6 +10,7 @@ import { DurableRun, EphemeralOperation } from "../../core/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../../core/ExecutionScope.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
+import * as Time from "../../core/Time.ts"
 import { base } from "../fixtures/layers.ts"
 
 const SECRET = "durable-canary-91c2"
@@ -38,7 +39,7 @@ const failingCommits = Layer.effect(
 const layer = (state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = MemoryStateStore.layer) =>
   ActionExecutor.layerDurable().pipe(Layer.provideMerge(state), Layer.provideMerge(base(actions)))
 
-const exec = (scope: ExecutionScopeRef, text: string) =>
+const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const context = yield* ExecutionContext.bind({
@@ -50,7 +51,8 @@ const exec = (scope: ExecutionScopeRef, text: string) =>
       request_id: yield* IdGenerator.uuid,
       action: { name: "notes.write" },
       arguments: { text },
-      execution_scope: scope
+      execution_scope: scope,
+      ...(deadline === undefined ? {} : { deadline })
     })
     return yield* executor.execute(request, { context })
   })
@@ -109,6 +111,24 @@ describe("durable-ungoverned execution", () => {
       assert.deepStrictEqual(codes, ["scope.run_not_running", "scope.run_not_found", "scope.run_required"])
       assert.strictEqual(calls.write, before)
       assert.deepStrictEqual(yield* store.listAttempts(prepared.run_id), [])
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("every attempt bound to its running Run is committed, one refused at stage 3 too; none before the Run binds", () =>
+    Effect.gen(function*() {
+      const store = yield* StateStore
+      const run = yield* running
+      const scope = DurableRun.make({ run_id: run.run_id })
+      const past = Time.fromMicros(0)
+      const outcomes = [yield* exec(scope, "ok"), yield* exec(scope, "late", past), yield* exec(scope, 7)]
+      const tags = outcomes.map((outcome) => outcome._tag === "denied" ? outcome.reason.code : outcome._tag)
+      assert.deepStrictEqual(tags, ["succeeded", "timed_out", "schema.invalid"])
+      const attempts = yield* store.listAttempts(run.run_id)
+      assert.deepStrictEqual(
+        attempts.map((attempt) => [attempt.attempt_id, attempt.outcome.tag]),
+        [[outcomes[0]!.attempt_id, "succeeded"], [outcomes[1]!.attempt_id, "timed_out"]]
+      )
+      const unknown = yield* exec(DurableRun.make({ run_id: yield* IdGenerator.uuid }), "late", past)
+      assert.deepStrictEqual(unknown._tag === "denied" && unknown.reason.code, "scope.run_not_found")
     }).pipe(Effect.provide(layer())))
 
   it.effect("a commit that fails after the call is a PersistError saying the call ran; it is not retried", () =>
