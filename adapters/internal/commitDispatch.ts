@@ -6,7 +6,7 @@
  * batch forms) while a batch is written and synced.
  */
 import type { Scope } from "effect"
-import { Chunk, Effect, Exit, Queue, Runtime } from "effect"
+import { Effect, Exit, Fiber, Queue, Runtime } from "effect"
 import type * as Evidence from "../../core/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../core/EvidenceStore.ts"
 import { EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
@@ -20,6 +20,8 @@ export type Submit = (
   records: ReadonlyArray<Evidence.EvidenceRecord>
 ) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
 
+const stop = { _tag: "Stop" } as const
+
 const closedError = new EvidenceUnavailableError({ detail: "the evidence store was closed" })
 
 /** Commit `pendings` on the store's connection and answer them; a defect answers them as unavailable. */
@@ -29,25 +31,32 @@ const commitInline = (commit: EvidenceCommit.Commit, pendings: ReadonlyArray<Pen
     (exit) => EvidenceCommit.settle(pendings, EvidenceCommit.answered(pendings, exit))
   )
 
-/** Everything pending committed in one transaction by a writer fiber; only waiting is interruptible. */
+/** Everything pending committed in one transaction by a writer fiber; an append taken before the close is committed. */
 export const queued = (commit: EvidenceCommit.Commit, maxBatch: number): Effect.Effect<Submit, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const queue = yield* Queue.unbounded<Pending>()
+    const queue = yield* Queue.unbounded<Pending | typeof stop>()
     let closed = false
-    // Registered before the writer is forked, so it runs after the writer has finished its batch and stopped.
+    // Never interrupted (an interrupted take drops the append it was handed): the writer commits everything offered
+    // before `stop`, then ends.
+    const writer = yield* Effect.iterate(true, {
+      while: (running) => running,
+      body: () =>
+        Effect.flatMap(Queue.take(queue), (first) =>
+          Effect.flatMap(Queue.takeUpTo(queue, maxBatch - 1), (rest) => {
+            const all = [first, ...rest]
+            const end = all.indexOf(stop)
+            const pendings = (end === -1 ? all : all.slice(0, end)) as Array<Pending>
+            return Effect.as(pendings.length === 0 ? Effect.void : commitInline(commit, pendings), end === -1)
+          }))
+    }).pipe(Effect.uninterruptible, Effect.forkDaemon)
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         closed = true
-        for (const pending of yield* Queue.takeAll(queue)) pending.resume(Exit.fail(closedError))
+        queue.unsafeOffer(stop)
+        yield* Fiber.await(writer)
         yield* Queue.shutdown(queue)
       })
     )
-    yield* Effect.uninterruptibleMask((restore) =>
-      restore(Queue.take(queue)).pipe(
-        Effect.flatMap((first) => Effect.map(Queue.takeUpTo(queue, maxBatch - 1), Chunk.prepend(first))),
-        Effect.flatMap((batch) => commitInline(commit, Chunk.toReadonlyArray(batch)))
-      )
-    ).pipe(Effect.forever, Effect.forkScoped)
     return (records) =>
       Effect.async((resume) => {
         if (closed || !queue.unsafeOffer({ records, resume })) resume(Exit.fail(closedError))

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Exit, Layer, Option, Scope, Stream } from "effect"
+import { Chunk, Effect, Either, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import * as path from "node:path"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
@@ -600,6 +600,28 @@ describe("SqlEvidenceStore", () => {
   const provided = <A, E>(
     effect: Effect.Effect<A, E, EvidenceStore | EvidenceProjectionSource | SqlClient.SqlClient | Base>
   ) => Effect.provide(effect, Layer.fresh(withSql))
+
+  it.live("an append racing the store's close is answered, committed or unavailable as the file then says", () =>
+    Effect.gen(function*() {
+      for (let yields = 0; yields < 4; yields++) {
+        yield* Effect.scoped(Effect.gen(function*() {
+          const database = yield* Layer.build(sqliteLayer())
+          const scope = yield* Scope.make()
+          const store = yield* Effect.provide(SqlEvidenceStore.make(), database).pipe(Scope.extend(scope))
+          const record = yield* sealAt(yield* newChain, 0, null)
+          const appending = yield* Effect.fork(store.append(record))
+          for (let i = 0; i < yields; i++) yield* Effect.yieldNow()
+          yield* Scope.close(scope, Exit.void)
+          const answer = yield* Fiber.await(appending).pipe(Effect.timeout("5 seconds"), Effect.option)
+          assert.isTrue(Option.isSome(answer), `no answer after ${yields} yields`)
+          const stored = yield* Effect.provide(
+            Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT record_id FROM evidence_records`),
+            database
+          )
+          assert.strictEqual(stored.length, Exit.isSuccess(Option.getOrThrow(answer)) ? 1 : 0)
+        }))
+      }
+    }).pipe(Effect.provide(base)))
 
   for (const tampering of tamperings) {
     it.effect(`verify after tampering: ${tampering.label} -> ${tampering.code}`, () =>
