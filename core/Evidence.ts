@@ -2,7 +2,7 @@
  * Governed evidence records (spec/evidence.md): the closed record taxonomy, `sha256-v1` payload
  * and chain hashes, and chain verification against a trusted expected head.
  */
-import { Chunk, Effect, Either, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Hash, Schema, Stream } from "effect"
 import * as Canonical from "./Canonical.ts"
 import { Digest, Sha256Hex, sha256TextWith } from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
@@ -57,7 +57,12 @@ export class EvidenceRecord extends Schema.Class<EvidenceRecord>("EvidenceRecord
   supersedes_record_id: Schema.NullOr(Uuid),
   created_at: Timestamp,
   hash_algorithm: Schema.String
-}) {}
+}) {
+  /** Its structural hash, computed each time: a sealed record is frozen, so the hash cannot be cached on it. */
+  [Hash.symbol](): number {
+    return Hash.structure(this)
+  }
+}
 
 /** A record as read back from storage, before anything about it is trusted: plain strings, numbers and nulls. */
 export const StoredRecord = Schema.Struct({

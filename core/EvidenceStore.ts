@@ -157,7 +157,8 @@ type Form =
 const formOf = (record: Evidence.EvidenceRecord): Form => {
   if (!Evidence.isEvidenceRecord(record)) return { refused: "malformed" }
   const sealed = Evidence.sealedInput(record)
-  if (sealed !== undefined) return { input: sealed }
+  // Sealed here: its payload is canonical, so it is an object exactly when its text opens one.
+  if (sealed !== undefined && record.payload_json.startsWith("{")) return { input: sealed }
   if (record.hash_algorithm !== Evidence.hashAlgorithm) return { refused: "unsupported_algorithm" }
   if (!isCanonicalPayload(record.payload_json)) return { refused: "not_canonical" }
   const input = Evidence.chainInput(record)

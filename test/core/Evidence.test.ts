@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Arbitrary, Effect, Either, FastCheck, Layer, Schema, Stream } from "effect"
+import { Arbitrary, Effect, Either, Equal, FastCheck, Hash, Layer, Schema, Stream } from "effect"
 import fc from "fast-check"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as Canonical from "../../core/Canonical.ts"
@@ -158,6 +158,17 @@ describe("Evidence", () => {
       const refused = yield* Effect.flip(admitAll(zeros, [record!]))
       assert.deepStrictEqual([refused._tag, refused.reason], ["EvidenceIntegrityError", "payload_digest"])
       assert.deepStrictEqual(yield* admitAll(yield* Digest, [record!]), [record!])
+      assert.isTrue(Equal.equals(record, copy))
+      assert.strictEqual(Hash.hash(record!), Hash.hash(copy))
+      const listed = yield* Evidence.seal({ ...draft(1), payload: [1] as never }, {
+        record_id: yield* IdGenerator.uuid,
+        chain_id: yield* IdGenerator.uuid,
+        sequence: 0,
+        previous_chain_hash: null,
+        created_at: at
+      })
+      const notObject = yield* Effect.flip(admitAll(yield* Digest, [listed]))
+      assert.deepStrictEqual([notObject._tag, notObject.reason], ["EvidenceIntegrityError", "not_canonical"])
     }).pipe(Effect.provide(testLayer)))
 
   it.effect("the chain hash covers every field but itself, and the payload digest covers the payload bytes", () =>
