@@ -74,7 +74,7 @@ export class OutcomeEvidenceError extends Schema.TaggedError<OutcomeEvidenceErro
 
 /** A task boundary's chain that cannot take a record: it is closed, closing (no new operation), or abandoned (this writer did not open it, so it cannot close it). */
 export class BoundaryError extends Schema.TaggedError<BoundaryError>()("BoundaryError", {
-  reason: Schema.Literal("closed", "closing", "abandoned"),
+  reason: Schema.Literal("closed", "closing", "abandoned", "in_use"),
   chain_id: Schema.String
 }) {
   override get message() {
@@ -145,8 +145,8 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
 
 interface ChainState {
   readonly lock: Effect.Semaphore
-  /** Whether this writer opened the chain's boundary: only the writer that opened a boundary closes it. */
-  opened: boolean
+  /** The boundary this writer opened on the chain: only the writer that opened a boundary runs and closes it. */
+  opened: TaskBoundary | undefined
   head: { readonly sequence: number; readonly hash: Sha256Hex; readonly closed: boolean } | undefined
   /** Operations running under `track`. */
   running: number
@@ -179,8 +179,13 @@ export declare namespace EvidenceWriter {
     ) => Effect.Effect<ReadonlyArray<AppendReceipt>, EvidenceAppendError>
     /** Run one operation on the chain: a close waits until it has ended, however it ends. */
     readonly track: <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) => Effect.Effect<A, E>
-    /** Take ownership of a new boundary's chain: this writer, and no other, may close it. */
-    readonly open: (chain_id: Uuid) => Effect.Effect<void>
+    /**
+     * Take ownership of a new boundary's chain: this writer, and no other, runs operations on it and may close it. A
+     * chain already opened or already holding records is refused (BoundaryError `in_use`).
+     */
+    readonly open: (boundary: TaskBoundary) => Effect.Effect<void, BoundaryError | EvidenceUnavailableError>
+    /** Whether this writer opened `boundary` (as this very boundary): only then may operations run under it. */
+    readonly isOpen: (boundary: TaskBoundary) => boolean
     /**
      * Refuse new `operation_started` on the chain for good, wait until no tracked operation runs, then append `draft`;
      * a chain this writer did not open is abandoned (BoundaryError) and never closes.
@@ -205,7 +210,13 @@ export const makeWriter = Effect.gen(function*() {
   const stateOf = (chain_id: string) => {
     let state = chains.get(chain_id)
     if (state === undefined) {
-      state = { lock: Effect.unsafeMakeSemaphore(1), opened: false, head: undefined, running: 0, closing: undefined }
+      state = {
+        lock: Effect.unsafeMakeSemaphore(1),
+        opened: undefined,
+        head: undefined,
+        running: 0,
+        closing: undefined
+      }
       chains.set(chain_id, state)
     }
     return state
@@ -234,7 +245,9 @@ export const makeWriter = Effect.gen(function*() {
           if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
             return yield* new BoundaryError({ reason: "closed", chain_id })
           }
-          if (closing !== -1 && !state.opened) return yield* new BoundaryError({ reason: "abandoned", chain_id })
+          if (closing !== -1 && state.opened === undefined) {
+            return yield* new BoundaryError({ reason: "abandoned", chain_id })
+          }
           if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
             return yield* new BoundaryError({ reason: "closing", chain_id })
           }
@@ -291,9 +304,27 @@ export const makeWriter = Effect.gen(function*() {
       return Effect.zipRight(state.closing.await, append(chain_id, draft))
     })
 
-  const open = (chain_id: Uuid) => Effect.sync(() => void (stateOf(chain_id).opened = true))
+  const open = (boundary: TaskBoundary) =>
+    Effect.suspend(() => {
+      const { chain_id } = boundary
+      const state = stateOf(chain_id)
+      return state.lock.withPermits(1)(Effect.gen(function*() {
+        if (state.opened !== undefined || state.head !== undefined || Option.isSome(yield* store.head(chain_id))) {
+          return yield* new BoundaryError({ reason: "in_use", chain_id })
+        }
+        state.opened = boundary
+      }))
+    })
 
-  return EvidenceWriter.of({ append, appendAfter, appendAll, track, open, close })
+  const isOpen = (boundary: TaskBoundary) => {
+    const opened = chains.get(boundary.chain_id)?.opened
+    return opened !== undefined && opened.task_boundary_id === boundary.task_boundary_id &&
+      opened.opened_at === boundary.opened_at &&
+      opened.policy.policy_id === boundary.policy.policy_id && opened.policy.version === boundary.policy.version &&
+      opened.policy.digest === boundary.policy.digest
+  }
+
+  return EvidenceWriter.of({ append, appendAfter, appendAll, track, open, isOpen, close })
 })
 
 /** The one writer every governed executor and task boundary of a process shares. */
@@ -312,7 +343,7 @@ export const openBoundary = (policy: PolicySnapshotRef) =>
       policy: { policy_id: policy.policy_id, version: policy.version, digest: policy.digest },
       opened_at: yield* Time.now
     })
-    yield* (yield* EvidenceWriter).open(boundary.chain_id)
+    yield* (yield* EvidenceWriter).open(boundary)
     return boundary
   })
 

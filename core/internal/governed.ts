@@ -82,6 +82,13 @@ export const makeGovernedStages = (
     if (boundary === undefined) {
       return denied(attempt, "governance.no_boundary", "a governed execution runs inside an open task boundary")
     }
+    if (!governor.writer.isOpen(boundary)) {
+      return denied(
+        attempt,
+        "governance.boundary_not_open",
+        `task boundary ${boundary.task_boundary_id} was not opened by this executor's evidence writer`
+      )
+    }
     const pinned = yield* governor.pin(attempt.context, attempt.attempt_id)
     if (Either.isLeft(pinned)) return denied(attempt, pinned.left.code, pinned.left.detail)
     const derived = yield* deriveContext(

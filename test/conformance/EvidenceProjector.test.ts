@@ -90,11 +90,23 @@ const storesWith = <R>(stores: Layer.Layer<R, never, IdGenerator.IdGenerator | D
     Layer.provideMerge(platform)
   )
 
-/** One record appended by the test's writer, which owns (opened) every chain it closes. */
+/** One record appended by the test's writer, which opens each chain as a boundary of its own before its first record. */
 const append = (chain_id: Uuid, record_type: RecordType, operation_id: Uuid | null, step: string) =>
   Effect.flatMap(Governance.EvidenceWriter, (writer) =>
     Effect.zipRight(
-      record_type === "task_closed" ? writer.open(chain_id) : Effect.void,
+      Effect.flatMap(EvidenceStore, (store) => store.head(chain_id)).pipe(
+        Effect.flatMap((head) =>
+          Option.isSome(head) ? Effect.void : Effect.flatMap(IdGenerator.uuid, (task_boundary_id) =>
+            writer.open(
+              new Governance.TaskBoundary({
+                task_boundary_id,
+                chain_id,
+                policy: { policy_id: "projector", version: "1", digest: Sha256Hex.make("0".repeat(64)) },
+                opened_at: Time.fromMicros(0)
+              })
+            ))
+        )
+      ),
       writer.append(chain_id, {
         record_type,
         operation_id,

@@ -212,6 +212,43 @@ describe("TaskCertificate.mint", () => {
       assert.deepStrictEqual(Object.values(summaryOf(certificate)), [0, 0, 0, 0, 0, 0, 0])
     }).pipe(Effect.provide(layer)))
 
+  it.effect("a boundary runs only on the writer that opened it, as itself; a chain with records is never opened again", () =>
+    Effect.gen(function*() {
+      const ref = yield* install
+      const boundary = yield* Governance.openBoundary(ref)
+      assert.strictEqual((yield* exec(boundary, "add", { a: 1, b: 1 }))._tag, "succeeded")
+      const before = tools.counter.count("add")
+      const strangers = [
+        new Governance.TaskBoundary({ ...boundary, task_boundary_id: yield* IdGenerator.uuid }),
+        new Governance.TaskBoundary({ ...boundary, chain_id: yield* IdGenerator.uuid })
+      ]
+      for (const stranger of strangers) {
+        const outcome = yield* exec(stranger, "add", { a: 1, b: 1 })
+        assert.deepStrictEqual(
+          outcome._tag === "denied" ? outcome.reason.code : outcome._tag,
+          "governance.boundary_not_open"
+        )
+      }
+      assert.strictEqual(tools.counter.count("add"), before)
+      assert.deepStrictEqual(yield* recordsOf(strangers[1]!.chain_id), [])
+      // Another process's writer (a restart) cannot take the boundary over: it stays abandoned there, never certified.
+      const restartedWriter = yield* Governance.makeWriter
+      const refused = yield* Effect.flip(restartedWriter.open(boundary))
+      assert.deepStrictEqual([refused._tag, refused._tag === "BoundaryError" && refused.reason], [
+        "BoundaryError",
+        "in_use"
+      ])
+      const restarted = yield* Effect.flip(
+        Effect.provideService(Governance.closeBoundary(boundary), Governance.EvidenceWriter, restartedWriter)
+      )
+      assert.deepStrictEqual([restarted._tag, restarted._tag === "BoundaryError" && restarted.reason], [
+        "BoundaryError",
+        "abandoned"
+      ])
+      const again = yield* Effect.flip((yield* Governance.EvidenceWriter).open(boundary))
+      assert.strictEqual(again._tag === "BoundaryError" && again.reason, "in_use")
+    }).pipe(Effect.provide(layer)))
+
   it.effect("not_closed before the close; the close mints; a second close is rejected and leaves the head", () =>
     Effect.gen(function*() {
       const boundary = yield* Governance.openBoundary(yield* install)
