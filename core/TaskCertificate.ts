@@ -133,6 +133,8 @@ class Reading {
   records = 0
   head: Evidence.StoredRecord | undefined
   closed: Evidence.StoredRecord | undefined
+  /** The operation the record just read bound its policy to, when that record was a `policy_bound`. */
+  bound: string | null | undefined
   policy: { readonly id: string; readonly version: string } | undefined
   digest: { readonly value: Sha256Hex; readonly record_id: string } | undefined
   boundary: Uuid | undefined
@@ -153,6 +155,7 @@ class Reading {
     this.records++
     this.head = record
     this.problem = this.examine(record)
+    this.bound = record.record_type === "policy_bound" ? record.operation_id : undefined
   }
 
   private fault(reason: Problem["reason"], detail: string, record: Evidence.StoredRecord): Problem {
@@ -185,6 +188,9 @@ class Reading {
         if (record.record_type !== "operation_started") return undefined
         if (record.operation_id === null || this.started.has(record.operation_id)) {
           return this.fault("incomplete_operations", "operation_started without a fresh operation id", record)
+        }
+        if (this.bound !== record.operation_id) {
+          return this.fault("incomplete_operations", "operation_started not right after its own policy_bound", record)
         }
         this.started.add(record.operation_id)
         this.open.set(record.operation_id, record.record_id)

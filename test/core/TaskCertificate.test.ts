@@ -375,7 +375,7 @@ describe("TaskCertificate.mint", () => {
       assert.strictEqual((yield* TaskCertificate.mint(boundary.chain_id, head)).policy_digest, boundary.policy.digest)
     }).pipe(Effect.provide(layer)))
 
-  it.effect("incomplete_operations: a start without a terminal, a terminal never started, two terminals, a reused id", () =>
+  it.effect("incomplete_operations: a start unbound or without a terminal, a terminal never started, two terminals, a reused id", () =>
     Effect.gen(function*() {
       const ref = yield* install
       const writer = yield* Governance.EvidenceWriter
@@ -388,15 +388,19 @@ describe("TaskCertificate.mint", () => {
         operation_id,
         policy_id: ref.policy_id,
         policy_version: ref.version,
-        payload: record_type === "operation_started"
+        payload: record_type === "operation_started" || record_type === "policy_bound"
           ? { task_boundary_id: boundary.task_boundary_id, policy_digest: ref.digest }
           : { stage: "outcome" }
       })
-      const chain = (plan: ReadonlyArray<readonly [Draft["record_type"], Uuid]>) =>
+      // Each start follows its own policy_bound, as the executor writes them, unless `bound` is false.
+      const chain = (plan: ReadonlyArray<readonly [Draft["record_type"], Uuid]>, bound = true) =>
         Effect.gen(function*() {
           const boundary = yield* Governance.openBoundary(ref)
           const ids = []
           for (const [type, operation] of plan) {
+            if (bound && type === "operation_started") {
+              yield* writer.append(boundary.chain_id, draft(boundary, "policy_bound", operation))
+            }
             ids.push((yield* writer.append(boundary.chain_id, draft(boundary, type, operation))).record_id)
           }
           yield* Governance.closeBoundary(boundary)
@@ -405,8 +409,8 @@ describe("TaskCertificate.mint", () => {
             ids
           }
         })
-      const refused = (plan: Parameters<typeof chain>[0]) =>
-        Effect.map(chain(plan), ({ ids, minted }) => {
+      const refused = (plan: Parameters<typeof chain>[0], bound = true) =>
+        Effect.map(chain(plan, bound), ({ ids, minted }) => {
           assert.isTrue(Either.isLeft(minted))
           const error = Either.flip(minted).pipe(Either.getOrThrow)
           return { ids, error }
@@ -437,6 +441,20 @@ describe("TaskCertificate.mint", () => {
       assert.deepStrictEqual([reused.error.reason, reused.error.failed_record_id], [
         "incomplete_operations",
         reused.ids[2]
+      ])
+      // A start must follow its own operation's policy_bound: without one, or after another's, it is not governed.
+      const unbound = yield* refused([["operation_started", a], ["callable_completed", a]], false)
+      assert.deepStrictEqual([unbound.error.reason, unbound.error.failed_record_id], [
+        "incomplete_operations",
+        unbound.ids[0]
+      ])
+      const boundElsewhere = yield* refused(
+        [["policy_bound", b], ["operation_started", a], ["callable_completed", a]],
+        false
+      )
+      assert.deepStrictEqual([boundElsewhere.error.reason, boundElsewhere.error.failed_record_id], [
+        "incomplete_operations",
+        boundElsewhere.ids[1]
       ])
     }).pipe(Effect.provide(layer)))
 
