@@ -4,7 +4,7 @@
  */
 import { Context, Schema } from "effect"
 import type { Effect } from "effect"
-import type { ActionDefinition, HandlerContext } from "./Action.ts"
+import type { ActionDefinition, ContainmentKind, HandlerContext } from "./Action.ts"
 import type { ActionUsage } from "./ActionUsage.ts"
 import type { InvocationToken } from "./InvocationToken.ts"
 import { ActionBackendRef } from "./Refs.ts"
@@ -26,6 +26,12 @@ export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCap
   }),
   verified_by: Schema.String
 }) {}
+
+/** The kinds of containment among `required` that a backend's report does not enforce. */
+export const uncontained = (
+  report: ActionBackendCapabilityReport,
+  required: ReadonlyArray<ContainmentKind>
+): ReadonlyArray<ContainmentKind> => required.filter((kind) => report.containment[kind] !== "enforced")
 
 /** One invocation, handed to a backend with its token and the usage meter its handler reports to. */
 export interface Invocation {

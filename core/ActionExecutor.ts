@@ -19,7 +19,7 @@ import {
 import { captureFailure } from "./Action.ts"
 import type { ActionDefinition } from "./Action.ts"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
-import { ActionExecutionBackend } from "./ActionExecutionBackend.ts"
+import { ActionExecutionBackend, uncontained } from "./ActionExecutionBackend.ts"
 import { type ActionExecutionPlan, compile as compilePlan } from "./ActionExecutionPlan.ts"
 import { ActionRegistry } from "./ActionRegistry.ts"
 import type { ActionNotFoundError } from "./ActionRegistry.ts"
@@ -246,7 +246,7 @@ export const make = (config: Config = {}) =>
     /** Stage 3: the backend must prove every kind of containment the action requires. */
     const admitContainment = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
       const report = yield* backend.probe
-      const missing = compiled.definition.containment.filter((kind) => report.containment[kind] !== "enforced")
+      const missing = uncontained(report, compiled.definition.containment)
       return missing.length === 0
         ? undefined
         : denied(attempt, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)

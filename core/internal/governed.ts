@@ -1,5 +1,5 @@
 import { Effect, Either } from "effect"
-import type { ActionExecutionBackend } from "../ActionExecutionBackend.ts"
+import { type ActionExecutionBackend, uncontained } from "../ActionExecutionBackend.ts"
 import type { ExecutionError, Governor } from "../ActionExecutor.ts"
 import { Digest } from "../Digest.ts"
 import type * as Evidence from "../Evidence.ts"
@@ -91,13 +91,23 @@ export const makeGovernedStages = (
     }
     const pinned = yield* governor.pin(attempt.context, attempt.attempt_id)
     if (Either.isLeft(pinned)) return denied(attempt, pinned.left.code, pinned.left.detail)
+    // The report the operation records must still enforce what stage 3 admitted the action on.
+    const capability = yield* backend.probe
+    const missing = uncontained(capability, compiled.definition.containment)
+    if (missing.length > 0) {
+      return denied(
+        attempt,
+        "containment.unsupported",
+        `${capability.backend.id} no longer contains ${missing.join(", ")} (its report changed after stage 3)`
+      )
+    }
     const derived = yield* deriveContext(
       {
         context: attempt.context,
         request: attempt.request,
         descriptor: compiled.descriptor,
         snapshot: pinned.right,
-        capability: yield* backend.probe,
+        capability,
         boundary
       },
       attempt.attempt_id,

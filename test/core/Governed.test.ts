@@ -6,6 +6,7 @@ import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
 import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/Action.ts"
+import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/ActionExecutionBackend.ts"
 import type * as ActionExecutor from "../../core/ActionExecutor.ts"
 import { ActionExecutor as Executor } from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
@@ -25,9 +26,16 @@ import { base, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 const CANARY = "canary-7f3a9c-secret"
-const calls = { write: 0, fail: 0, slow: 0 }
+const calls = { write: 0, fail: 0, slow: 0, contained: 0 }
 
 const actions = [
+  Action.make({
+    name: "notes.contained",
+    input: Schema.Struct({}),
+    output: Schema.Void,
+    containment: ["network"],
+    handler: () => void calls.contained++
+  }),
   Action.make({
     name: "notes.write",
     input: Schema.Struct({ text: Schema.String }),
@@ -80,7 +88,7 @@ const declaration = {
       rule_id: "allow-notes",
       kind: "action",
       effect: "allow",
-      action_patterns: ["notes.write", "notes.fail", "notes.slow", "notes.publish"]
+      action_patterns: ["notes.write", "notes.fail", "notes.slow", "notes.publish", "notes.contained"]
     },
     { rule_id: "no-publish", kind: "action", effect: "deny", action_patterns: ["notes.publish"] },
     { rule_id: "ask", kind: "approval", effect: "require_approval", action_patterns: ["notes.sign"] },
@@ -325,6 +333,40 @@ describe("governed execution", () => {
       assert.isAbove(chain.length, 10)
       for (const record of chain) assert.notInclude(JSON.stringify(record), CANARY)
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("a backend whose report stops containing what stage 3 admitted is denied before the operation starts", () => {
+    let probes = 0
+    const flipping = Layer.succeed(ActionExecutionBackend, {
+      ...InProcessBackend.make,
+      probe: Effect.sync(() =>
+        ActionBackendCapabilityReport.make({
+          backend: InProcessBackend.make.ref,
+          containment: {
+            filesystem: "unsupported",
+            network: ++probes === 1 ? "enforced" : "unsupported",
+            subprocess: "unsupported",
+            environment: "unsupported",
+            secrets: "unsupported"
+          },
+          verified_by: `probe ${probes}`
+        })
+      )
+    })
+    return Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const outcome = yield* exec(ref, boundary, "notes.contained", {})
+      assert.deepStrictEqual(outcome._tag === "denied" && outcome.reason.code, "containment.unsupported")
+      assert.strictEqual(probes, 2)
+      assert.deepStrictEqual(types(yield* records(boundary.chain_id)), [])
+      assert.strictEqual(calls.contained, 0)
+    }).pipe(Effect.provide(
+      Governed.layer().pipe(
+        Layer.provide(flipping),
+        Layer.provideMerge(Governance.layerWriter),
+        Layer.provideMerge(stores({ current: undefined }))
+      )
+    ))
+  })
 
   it.effect("a closed boundary takes no further operation, and cannot be closed twice", () =>
     Effect.gen(function*() {
