@@ -508,22 +508,54 @@ export const make = (config: Config = {}) =>
       return yield* governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
     })
 
+    /** Stages 5-11: the security interceptors, then transformation and recheck; an outcome when one refuses. */
+    const secure = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
+      if (compiled.interceptors.length > 0) {
+        const refused = yield* authorise(attempt, false)
+        if (refused !== undefined) return refused
+      }
+      if (transformers.length > 0) return yield* transform(attempt, compiled)
+      if (needsDigest) {
+        attempt.recheck = trustedMake(Recheck, { ran: false, reason: "no_transformation", evaluators: [] })
+      }
+      return undefined
+    })
+
+    /**
+     * The pre-call stages raced against the request's deadline and its cancellation: whichever comes first concludes
+     * the attempt (timed out or cancelled, the callable never reached); the stages still running are interrupted.
+     */
+    const bounded = <E>(
+      attempt: Attempt,
+      stages: Effect.Effect<StageResult, E>,
+      cancel: Deferred.Deferred<void> | undefined
+    ): Effect.Effect<StageResult, E> => {
+      const deadline = attempt.request.deadline
+      const cancelled = cancel === undefined ? stages : Effect.raceFirst(
+        stages,
+        Effect.zipRight(
+          Deferred.await(cancel),
+          Effect.sync(() => trustedMake(Cancelled, { ...common(attempt), call_executed: false }))
+        )
+      )
+      return deadline === undefined ? cancelled : Effect.raceFirst(
+        cancelled,
+        Effect.flatMap(Time.nowMicros, (now) =>
+          Effect.zipRight(
+            Effect.sleep(Duration.micros(BigInt(Math.max(0, Time.toMicros(deadline) - now)))),
+            Effect.sync(() => trustedMake(TimedOut, { ...common(attempt), call_executed: false }))
+          ))
+      )
+    }
+
     /** Stages 5-12: security interceptors, transformation and recheck, then the one invocation. */
     const operate = Effect.fnUntraced(function*(
       attempt: Attempt,
       compiled: Compiled,
       cancel: Deferred.Deferred<void> | undefined
     ) {
-      if (compiled.interceptors.length > 0) {
-        const refused = yield* authorise(attempt, false)
-        if (refused !== undefined) return refused
-      }
-      if (transformers.length > 0) {
-        const refused = yield* transform(attempt, compiled)
-        if (refused !== undefined) return refused
-      } else if (needsDigest) {
-        attempt.recheck = trustedMake(Recheck, { ran: false, reason: "no_transformation", evaluators: [] })
-      }
+      const refused = yield* bounded(attempt, secure(attempt, compiled), cancel)
+      if (refused !== undefined) return refused
       const key = attempt.request.idempotency_key
       if (key === undefined || Option.isNone(idempotency)) return yield* invoke(attempt, compiled, cancel)
       return yield* invokeOnce(idempotency.value, key, attempt, compiled, cancel)

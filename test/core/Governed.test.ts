@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream, TestClock } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
@@ -22,6 +22,7 @@ import { Uuid } from "../../core/IdGenerator.ts"
 import type * as Interceptor from "../../core/Interceptor.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
+import * as Time from "../../core/Time.ts"
 import { base, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
@@ -367,6 +368,48 @@ describe("governed execution", () => {
       )
     ))
   })
+
+  it.effect("a cancellation or a deadline while a pre-call stage is blocked concludes the operation before any call", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const before = calls.write
+      // Wait until the chain holds `count` records, a macrotask at a time (digests resolve there; the clock is a test's).
+      const holding = (count: number) =>
+        Effect.gen(function*() {
+          while ((yield* records(boundary.chain_id)).length < count) {
+            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 1)))
+          }
+        })
+      const cancel = yield* Deferred.make<void>()
+      const cancelling = yield* Effect.fork(
+        run("notes.write", { text: "x" }, {}, { policy_snapshot: ref }, { boundary, cancel })
+      )
+      yield* holding(2)
+      yield* Deferred.succeed(cancel, undefined)
+      const cancelled = yield* Fiber.join(cancelling)
+      const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+      const timing = yield* Effect.fork(
+        run("notes.write", { text: "y" }, { deadline }, { policy_snapshot: ref }, { boundary })
+      )
+      yield* holding(5)
+      yield* TestClock.adjust("2 seconds")
+      const timedOut = yield* Fiber.join(timing)
+      assert.deepStrictEqual(
+        [cancelled, timedOut].map((outcome) => [outcome._tag, "call_executed" in outcome && outcome.call_executed]),
+        [["cancelled", false], ["timed_out", false]]
+      )
+      assert.deepStrictEqual(types(yield* records(boundary.chain_id)), [
+        "policy_bound",
+        "operation_started",
+        "operation_cancelled",
+        "policy_bound",
+        "operation_started",
+        "operation_timed_out"
+      ])
+      assert.strictEqual(calls.write, before)
+    }).pipe(Effect.provide(layerWith(undefined, {
+      interceptors: [{ id: "stuck", stage: "authorise", evaluate: () => Effect.never }]
+    }))))
 
   it.effect("a closed boundary takes no further operation, and cannot be closed twice", () =>
     Effect.gen(function*() {
