@@ -5,6 +5,7 @@
  * Runtimes: every one (Node, Deno, edge).
  */
 import { Effect, Either, Layer, Option } from "effect"
+import type { Sha256Hex } from "../core/Digest.ts"
 import type { Cursor } from "../core/EvidenceStore.ts"
 import { IdGenerator } from "../core/IdGenerator.ts"
 import type { Uuid } from "../core/IdGenerator.ts"
@@ -21,6 +22,7 @@ export const make = Effect.gen(function*() {
   const cursors = new Map<string, Cursor>()
   const records = new Map<string, StateStore.ProjectedRecord>()
   const recordsById = new Map<string, Array<StateStore.ProjectedRecord>>()
+  const hashesAt = new Map<string, Sha256Hex>()
   const operations = new Map<string, StateStore.ProjectedOperation>()
 
   const findRun = (run_id: string) => {
@@ -190,6 +192,7 @@ export const make = Effect.gen(function*() {
             for (const row of plan.inserts) {
               records.set(`${row.chain_id}/${row.record_id}/${row.projection_version}`, row)
               recordsById.set(row.record_id, [...(recordsById.get(row.record_id) ?? []), row])
+              hashesAt.set(`${row.chain_id}/${row.sequence}`, row.chain_hash)
             }
             for (const operation of plan.operations) operations.set(operation.operation_id, operation)
             cursors.set(input.projector, input.cursor)
@@ -214,6 +217,9 @@ export const make = Effect.gen(function*() {
           ? records.size
           : [...records.values()].filter((row) => row.chain_id === filter.chain_id).length
       )
+    }),
+    projectedHash: Effect.fn("StateStore.projectedHash")(function*(chain_id: string, sequence: number) {
+      return yield* Effect.sync(() => Option.fromNullable(hashesAt.get(`${chain_id}/${sequence}`)))
     })
   }
   return service

@@ -9,6 +9,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Array as Arr, Effect, Layer, Option, Predicate, Schema } from "effect"
 import type { ParseResult } from "effect"
+import { Sha256Hex } from "../core/Digest.ts"
 import { Cursor } from "../core/EvidenceStore.ts"
 import { IdGenerator } from "../core/IdGenerator.ts"
 import type { Uuid } from "../core/IdGenerator.ts"
@@ -121,6 +122,10 @@ const AttemptFromRow = Schema.transform(
 
 const Count = Schema.Struct({ count: Schema.Number })
 
+const ProjectedHash = Schema.Struct({ chain_hash: Sha256Hex })
+
+const ChainPosition = Schema.Struct({ chain_id: Schema.String, sequence: Schema.Number })
+
 const isStorageError = <E>(error: E): error is Extract<E, SqlError | ParseResult.ParseError> =>
   Predicate.isTagged(error, "SqlError") || Predicate.isTagged(error, "ParseError")
 
@@ -187,6 +192,13 @@ export const make = Effect.gen(function*() {
             ${t.reason_code}, ${t.evidence_json}, ${t.cost}, ${observed_at}
           FROM run_observations WHERE run_id = ${run_id}`
     })
+
+  const findProjectedHash = SqlSchema.findOne({
+    Request: ChainPosition,
+    Result: ProjectedHash,
+    execute: ({ chain_id, sequence }) =>
+      sql`SELECT chain_hash FROM projected_records WHERE chain_id = ${chain_id} AND sequence = ${sequence} LIMIT 1`
+  })
 
   const findIntent = SqlSchema.findOne({
     Request: Schema.String,
@@ -437,6 +449,10 @@ export const make = Effect.gen(function*() {
         execute: () => sql`SELECT COUNT(*) AS count FROM projected_records WHERE ${sql.and(where)}`
       })(undefined)
       return row?.count ?? 0
+    }, storage),
+    projectedHash: Effect.fn("StateStore.projectedHash")(function*(chain_id: string, sequence: number) {
+      const row = yield* findProjectedHash({ chain_id, sequence })
+      return Option.map(row, (found) => found.chain_hash)
     }, storage)
   }
   return service

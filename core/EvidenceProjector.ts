@@ -89,12 +89,17 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   let unchanged = 0
   // The hash each chain's record at `sequence` carries: what the chain's next record must name as its previous.
   const heads = new Map<string, { readonly sequence: number; readonly hash: string }>()
-  // The stored predecessor's hash, for a chain this drain has not just seen (rare: read back from the store).
-  const storedPrevious = (record: Evidence.StoredRecord) =>
-    Effect.map(
-      Stream.runHead(store.read(record.chain_id, record.sequence - 2)),
-      (before) =>
-        Option.isSome(before) && before.value.sequence === record.sequence - 1 ? before.value.chain_hash : undefined
+  // The predecessor's hash for a chain this drain has not just seen: as projected when it was verified (a store
+  // rewritten since cannot move it), else, for one in this drain's uncommitted page, read back from the store.
+  const previousOf = (record: Evidence.StoredRecord) =>
+    Effect.flatMap(
+      state.projectedHash(record.chain_id, record.sequence - 1),
+      (projected) =>
+        Option.isSome(projected) ? Effect.succeed<string | undefined>(projected.value) : Effect.map(
+          Stream.runHead(store.read(record.chain_id, record.sequence - 2)),
+          (before) =>
+            Option.isSome(before) && before.value.sequence === record.sequence - 1 ? before.value.chain_hash : undefined
+        )
     )
   while (true) {
     const page = yield* source.scan(cursor, batch)
@@ -116,7 +121,7 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
         ? null
         : known !== undefined && known.sequence === record.sequence - 1
         ? known.hash
-        : yield* storedPrevious(record)
+        : yield* previousOf(record)
       if (previous !== record.previous_chain_hash) return yield* fail("broken_link")
       if (heads.size >= REMEMBERED_CHAINS && !heads.has(record.chain_id)) heads.clear()
       heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
@@ -132,7 +137,7 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   return { inserted, unchanged, cursor } satisfies DrainReport
 })
 
-/** What recovery did: the drain, and the operations it closed as ambiguous (or could not, with why). */
+/** What recovery did: its drains together, and the operations it closed as ambiguous (or could not, with why). */
 export interface RecoveryReport {
   readonly drained: DrainReport
   readonly closed: ReadonlyArray<string>
@@ -150,7 +155,8 @@ export interface RecoverOptions extends DrainOptions {
  * just like an orphan, so while any executor registered on the store may be running (its own process's included) it
  * fails with `LiveExecutorsError` and closes nothing, unless forced. Each closing record follows the chain as
  * recovery read it: an operation concluded since is left alone, and a chain that moves on meanwhile (a writer,
- * another recovery) refuses the close, so no operation gets a second terminal.
+ * another recovery) refuses the close, so no operation gets a second terminal. Even forced, an operation running in
+ * this process is never closed; one running in another process that a forced close ends can append nothing more.
  */
 export const recover = Effect.fn("EvidenceProjector.recover")(function*(options: RecoverOptions = {}) {
   const state = yield* StateStore
@@ -158,7 +164,7 @@ export const recover = Effect.fn("EvidenceProjector.recover")(function*(options:
   const store = yield* EvidenceStore
   const writer = yield* EvidenceWriter
   const registry = yield* ExecutorRegistry
-  yield* drain(options)
+  const before = yield* drain(options)
   const open = yield* state.projectedOperations({ open_only: true })
   // Asked after the listing: an executor that started a listed operation registered before it did.
   if (open.length > 0 && options.force !== true) {
@@ -192,6 +198,11 @@ export const recover = Effect.fn("EvidenceProjector.recover")(function*(options:
       closed.push(operation.operation_id)
     }
   }
-  const drained = yield* drain(options)
+  const after = yield* drain(options)
+  const drained = {
+    inserted: before.inserted + after.inserted,
+    unchanged: before.unchanged + after.unchanged,
+    cursor: after.cursor
+  }
   return { drained, closed, unclosable } satisfies RecoveryReport
 })

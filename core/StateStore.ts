@@ -618,5 +618,10 @@ export declare namespace StateStore {
     ) => Effect.Effect<ReadonlyArray<ProjectedOperation>, StateStoreUnavailableError>
     /** How many projection rows are stored (every projection version counts). */
     readonly projectedRecordCount: (filter?: RecordFilter) => Effect.Effect<number, StateStoreUnavailableError>
+    /** The chain hash the projected record at `sequence` of a chain carries, if that record is projected. */
+    readonly projectedHash: (
+      chain_id: string,
+      sequence: number
+    ) => Effect.Effect<Option.Option<Sha256Hex>, StateStoreUnavailableError>
   }
 }

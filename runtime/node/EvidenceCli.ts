@@ -211,19 +211,12 @@ export const recover = Command.make(
   { db, force, forget, json },
   ({ db, force, forget, json }) =>
     Effect.gen(function*() {
-      const { first, report } = yield* withStores(
+      const report = yield* withStores(
         db,
-        Effect.gen(function*() {
-          yield* forgetAll(forget)
-          const first = yield* EvidenceProjector.drain()
-          return { first, report: yield* EvidenceProjector.recover({ force }) }
-        })
+        Effect.zipRight(forgetAll(forget), EvidenceProjector.recover({ force }))
       )
       const result = {
-        drained: {
-          inserted: first.inserted + report.drained.inserted,
-          unchanged: first.unchanged + report.drained.unchanged
-        },
+        drained: { inserted: report.drained.inserted, unchanged: report.drained.unchanged },
         closed: report.closed,
         unclosable: report.unclosable
       }

@@ -523,4 +523,48 @@ describe("EvidenceProjector: sql tampering", () => {
       )
       assert.strictEqual(yield* state.projectedRecordCount(), 2, "the records before the break are projected")
     }).pipe(Effect.provide(layer)))
+
+  it.effect("a projected record re-sealed later, with every record after it re-linked, fails the next drain: broken_link", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const state = yield* StateStore.StateStore
+      const store = yield* EvidenceStore
+      const chain = yield* IdGenerator.uuid
+      yield* operation(chain, undefined)
+      yield* EvidenceProjector.drain()
+      const operation_id = (yield* recordsOf(chain))[1]!.operation_id as Uuid
+      yield* append(chain, "callable_completed", operation_id, "end")
+      const [, started, gate, end] = yield* recordsOf(chain)
+      // From the projected started record on, the chain is sealed again around a forged payload: it verifies.
+      const resealed = yield* Evidence.sealAllWith(
+        yield* Digest,
+        [started!, gate!, end!].map((record) => ({
+          record_type: record.record_type as RecordType,
+          operation_id,
+          policy_id: record.policy_id,
+          policy_version: record.policy_version,
+          payload: record === started ? { step: "forged" } : JSON.parse(record.payload_json)
+        })),
+        {
+          chain_id: chain,
+          sequence: started!.sequence,
+          previous_chain_hash: Sha256Hex.make(started!.previous_chain_hash!),
+          record_ids: [started!, gate!, end!].map((record) => record.record_id as Uuid),
+          created_at: Time.Timestamp.make(started!.created_at)
+        }
+      )
+      yield* sql`DROP TRIGGER evidence_records_no_update`
+      for (const record of resealed) {
+        yield* sql`UPDATE evidence_records SET payload_json = ${record.payload_json},
+          payload_digest = ${record.payload_digest}, previous_chain_hash = ${record.previous_chain_hash},
+          chain_hash = ${record.chain_hash}, created_at = ${record.created_at} WHERE record_id = ${record.record_id}`
+      }
+      assert.isTrue((yield* store.verify(chain)).valid, "the rewritten chain verifies on its own")
+      const error = yield* Effect.flip(EvidenceProjector.drain())
+      assert.deepStrictEqual(
+        error._tag === "ProjectionIntegrityError" ? [error.reason, error.record_id] : [error._tag],
+        ["broken_link", end!.record_id]
+      )
+      assert.strictEqual(yield* state.projectedRecordCount(), 3, "nothing past the projected records is projected")
+    }).pipe(Effect.provide(layer)))
 })

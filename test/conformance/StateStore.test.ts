@@ -362,9 +362,10 @@ for (const [name, layer] of layers) {
         assert.deepStrictEqual(yield* store.projectedOperations(), operations)
         assert.strictEqual(operations[0]!.terminal_count, 1)
 
+        const closing = record(chain!, r4!, 4, "task_closed", null)
         const overlap = yield* store.applyProjection({
           projector: "ops",
-          rows: [rows[2]!, rows[3]!, record(chain!, r4!, 4, "task_closed", null)],
+          rows: [rows[2]!, rows[3]!, closing],
           cursor: Cursor.make("c2")
         })
         assert.deepStrictEqual([overlap.inserted, overlap.unchanged], [1, 2])
@@ -375,6 +376,12 @@ for (const [name, layer] of layers) {
         const advanced = yield* store.applyProjection({ projector: "ops", rows: [], cursor: Cursor.make("c3") })
         assert.deepStrictEqual([advanced.inserted, advanced.unchanged], [0, 0])
         assert.deepStrictEqual(yield* store.projectionCursor("ops"), Option.some(Cursor.make("c3")))
+        assert.deepStrictEqual(
+          [yield* store.projectedHash(chain!, 1), yield* store.projectedHash(chain!, 4)],
+          [Option.some(rows[1]!.chain_hash), Option.some(closing.chain_hash)]
+        )
+        assert.isTrue(Option.isNone(yield* store.projectedHash(chain!, 5)))
+        assert.isTrue(Option.isNone(yield* store.projectedHash(r0!, 0)), "another chain's position")
       })))
 
     it.effect("projection: a conflicting chain hash fails the whole batch, commits nothing and keeps the cursor", () =>

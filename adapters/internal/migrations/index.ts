@@ -4,6 +4,7 @@ import state from "./0002_state.ts"
 import policy from "./0003_policy.ts"
 import approvals from "./0004_approvals.ts"
 import executors from "./0005_executors.ts"
+import projectedChains from "./0006_projected_chains.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -11,5 +12,6 @@ export const loader = Migrator.fromRecord({
   "0002_state": state,
   "0003_policy": policy,
   "0004_approvals": approvals,
-  "0005_executors": executors
+  "0005_executors": executors,
+  "0006_projected_chains": projectedChains
 })
