@@ -3,7 +3,7 @@
  * derived from exactly six trusted inputs, one append lock per chain, and the errors that make
  * an evidence failure control flow rather than a log line.
  */
-import { Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import { ActionBackendCapabilityReport } from "./ActionExecutionBackend.ts"
 import type * as Canonical from "./Canonical.ts"
@@ -82,6 +82,22 @@ export class BoundaryError extends Schema.TaggedError<BoundaryError>()("Boundary
   }
 }
 
+/**
+ * A record for an operation its writer cannot take: the operation is still running in this process (no one else may
+ * conclude it), or another writer (a forced recovery) has already concluded it.
+ */
+export class OperationOwnershipError extends Schema.TaggedError<OperationOwnershipError>()("OperationOwnershipError", {
+  reason: Schema.Literal("running_here", "concluded_elsewhere"),
+  chain_id: Schema.String,
+  operation_id: Schema.String
+}) {
+  override get message() {
+    return this.reason === "running_here"
+      ? `operation ${this.operation_id} on chain ${this.chain_id} is still running in this process`
+      : `operation ${this.operation_id} on chain ${this.chain_id} was already concluded by another writer`
+  }
+}
+
 /** What the six inputs of an operation context are. */
 export interface OperationInputs {
   readonly context: ExecutionContext
@@ -147,7 +163,15 @@ interface ChainState {
   readonly lock: Effect.Semaphore
   /** The boundary this writer opened on the chain: only the writer that opened a boundary runs and closes it. */
   opened: TaskBoundary | undefined
+  /** The last head this writer knew; `fresh` while its own last append on the chain succeeded. */
   head: { readonly sequence: number; readonly hash: Sha256Hex; readonly closed: boolean } | undefined
+  fresh: boolean
+  /** Operations whose executor still runs them here (from their start to `release`): true once concluded elsewhere. */
+  readonly operations: Map<string, boolean>
+  /** Terminal drafts for starts whose append failed, by operation: owed if the start turns out committed. */
+  readonly unconfirmed: Map<string, Evidence.Draft>
+  /** Terminal drafts owed for starts found committed, appended ahead of the chain's next records. */
+  owed: ReadonlyArray<Evidence.Draft>
   /** Operations running under `track`. */
   running: number
   /** Set when a close begins, never unset; open once no operation is running. */
@@ -172,11 +196,18 @@ export declare namespace EvidenceWriter {
       after: Evidence.StoredRecord,
       draft: Evidence.Draft
     ) => Effect.Effect<AppendReceipt, EvidenceAppendError>
-    /** Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`); once begun, an append is not interrupted. */
+    /**
+     * Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`); once
+     * begun, an append is not interrupted. `ifCommitted`: the terminal records owed should the append fail yet turn out
+     * committed (its answer lost), asked for only then; the writer appends them, once, ahead of the chain's next records.
+     */
     readonly appendAll: (
       chain_id: Uuid,
-      drafts: ReadonlyArray<Evidence.Draft>
+      drafts: ReadonlyArray<Evidence.Draft>,
+      ifCommitted?: () => ReadonlyArray<Evidence.Draft>
     ) => Effect.Effect<ReadonlyArray<AppendReceipt>, EvidenceAppendError>
+    /** The executor that started an operation is done with it, however it ended: it no longer runs here. */
+    readonly release: (chain_id: Uuid, operation_id: string) => Effect.Effect<void>
     /** Run one operation on the chain: a close waits until it has ended, however it ends. */
     readonly track: <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) => Effect.Effect<A, E>
     /**
@@ -199,6 +230,7 @@ export type EvidenceAppendError =
   | AppendError
   | Canonical.CanonicalJsonError
   | BoundaryError
+  | OperationOwnershipError
 
 /** A writer over the EvidenceStore in context; a conflict from another writer fails closed and is never retried. */
 export const makeWriter = Effect.gen(function*() {
@@ -214,6 +246,10 @@ export const makeWriter = Effect.gen(function*() {
         lock: Effect.unsafeMakeSemaphore(1),
         opened: undefined,
         head: undefined,
+        fresh: false,
+        operations: new Map(),
+        unconfirmed: new Map(),
+        owed: [],
         running: 0,
         closing: undefined
       }
@@ -229,18 +265,85 @@ export const makeWriter = Effect.gen(function*() {
     return { ...head.value, closed: Option.isSome(last) && last.value.record_type === "task_closed" }
   })
 
+  // The chain's head after a failed append, with what the records since tell about this writer's operations: one
+  // another writer concluded, a start whose answer was lost but which committed (its terminal is owed), and an owed
+  // terminal that committed after all.
+  const catchUp = Effect.fnUntraced(function*(chain_id: string, state: ChainState) {
+    const known = state.head
+    if (state.operations.size === 0 && state.unconfirmed.size === 0 && state.owed.length === 0) {
+      return yield* loadHead(chain_id)
+    }
+    const since = Chunk.toReadonlyArray(yield* Stream.runCollect(store.read(chain_id, known?.sequence ?? -1)))
+    for (const record of since) {
+      const operation_id = record.operation_id
+      if (operation_id === null) continue
+      if (record.record_type === "operation_started") {
+        const terminal = state.unconfirmed.get(operation_id)
+        if (terminal !== undefined) state.owed = [...state.owed, terminal]
+      } else if (Evidence.terminalTypes.has(record.record_type)) {
+        if (state.owed.some((draft) => draft.operation_id === operation_id)) {
+          state.owed = state.owed.filter((draft) => draft.operation_id !== operation_id)
+        } else if (state.operations.has(operation_id)) {
+          state.operations.set(operation_id, true)
+        }
+      }
+    }
+    state.unconfirmed.clear()
+    const last = since[since.length - 1]
+    return last === undefined ? known : {
+      sequence: last.sequence,
+      hash: last.chain_hash as Sha256Hex,
+      closed: last.record_type === "task_closed"
+    }
+  })
+
+  // A record for one of this writer's operations that it must refuse: concluded elsewhere, or (from another caller)
+  // still running here.
+  const refusal = (chain_id: string, state: ChainState, drafts: ReadonlyArray<Evidence.Draft>, foreign: boolean) => {
+    for (const draft of drafts) {
+      const concluded = draft.operation_id === null ? undefined : state.operations.get(draft.operation_id)
+      if (concluded === undefined || (concluded === false && !foreign)) continue
+      return new OperationOwnershipError({
+        reason: concluded ? "concluded_elsewhere" : "running_here",
+        chain_id,
+        operation_id: draft.operation_id!
+      })
+    }
+    return undefined
+  }
+
+  // An executor's committed start: its operation runs here until released.
+  const started = (state: ChainState, drafts: ReadonlyArray<Evidence.Draft>) => {
+    for (const draft of drafts) {
+      if (draft.operation_id !== null && draft.record_type === "operation_started") {
+        state.operations.set(draft.operation_id, false)
+      }
+    }
+  }
+
   const appendFrom = (
     chain_id: Uuid,
-    drafts: ReadonlyArray<Evidence.Draft>,
-    expected: ChainState["head"] | undefined
+    asked: ReadonlyArray<Evidence.Draft>,
+    expected: ChainState["head"] | undefined,
+    ifCommitted?: () => ReadonlyArray<Evidence.Draft>
   ) => {
-    if (drafts.length === 0) return Effect.succeed<ReadonlyArray<AppendReceipt>>([])
+    const foreign = expected !== undefined
+    if (asked.length === 0) return Effect.succeed<ReadonlyArray<AppendReceipt>>([])
     const state = stateOf(chain_id)
     // Waiting for the lock can be interrupted; an append, once begun, runs to its commit or its failure.
     return state.lock.withPermits(1)(
       Effect.uninterruptible(
         Effect.gen(function*() {
-          const head = expected ?? state.head ?? (yield* loadHead(chain_id))
+          const tracking = state.operations.size > 0 || state.unconfirmed.size > 0 || state.owed.length > 0
+          if (!state.fresh && (!foreign || tracking)) {
+            state.head = yield* catchUp(chain_id, state)
+            state.fresh = true
+          }
+          const refused = refusal(chain_id, state, asked, foreign)
+          if (refused !== undefined) return yield* refused
+          const owed = foreign ? [] : state.owed
+          const drafts = owed.length === 0 ? asked : [...owed, ...asked]
+          const head = expected ?? state.head
           const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
           if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
             return yield* new BoundaryError({ reason: "closed", chain_id })
@@ -264,13 +367,25 @@ export const makeWriter = Effect.gen(function*() {
           const last = receipts[receipts.length - 1]
           if (last !== undefined) {
             state.head = { sequence: last.sequence, hash: last.head_hash, closed: closing !== -1 }
+            state.fresh = true
           }
-          return receipts
-        }).pipe(Effect.tapError(() => Effect.sync(() => (state.head = undefined))))
+          if (owed.length > 0) state.owed = []
+          if (ifCommitted !== undefined) started(state, asked)
+          return owed.length === 0 ? receipts : receipts.slice(owed.length)
+        }).pipe(Effect.tapError(() =>
+          Effect.sync(() => {
+            state.fresh = false
+            for (const terminal of ifCommitted?.() ?? []) state.unconfirmed.set(terminal.operation_id!, terminal)
+          })
+        ))
       )
     )
   }
-  const appendAll = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => appendFrom(chain_id, drafts, undefined)
+  const appendAll = (
+    chain_id: Uuid,
+    drafts: ReadonlyArray<Evidence.Draft>,
+    ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+  ) => appendFrom(chain_id, drafts, undefined, ifCommitted)
   const append = (chain_id: Uuid, draft: Evidence.Draft) =>
     Effect.map(appendAll(chain_id, [draft]), (receipts) => receipts[0]!)
   const appendAfter = (chain_id: Uuid, after: Evidence.StoredRecord, draft: Evidence.Draft) =>
@@ -324,7 +439,10 @@ export const makeWriter = Effect.gen(function*() {
       opened.policy.digest === boundary.policy.digest
   }
 
-  return EvidenceWriter.of({ append, appendAfter, appendAll, track, open, isOpen, close })
+  const release = (chain_id: Uuid, operation_id: string) =>
+    Effect.sync(() => void chains.get(chain_id)?.operations.delete(operation_id))
+
+  return EvidenceWriter.of({ append, appendAfter, appendAll, release, track, open, isOpen, close })
 })
 
 /** The one writer every governed executor and task boundary of a process shares. */

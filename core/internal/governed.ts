@@ -32,14 +32,22 @@ export const makeGovernedStages = (
     }))
 
   /** Append governed records in one commit; a failure is a GovernanceEvidenceError naming whether the callable had run. */
-  const appendEvidence = (operation: OperationContext, drafts: ReadonlyArray<Evidence.Draft>, call_executed: boolean) =>
-    Effect.mapError(governor.writer.appendAll(operation.chain_id, drafts), (error) =>
-      new GovernanceEvidenceError({
-        call_executed,
-        record_type: drafts[0]!.record_type,
-        operation_id: operation.operation_id,
-        detail: failureDetail(error)
-      }))
+  const appendEvidence = (
+    operation: OperationContext,
+    drafts: ReadonlyArray<Evidence.Draft>,
+    call_executed: boolean,
+    ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+  ) =>
+    Effect.mapError(
+      governor.writer.appendAll(operation.chain_id, drafts, ifCommitted),
+      (error) =>
+        new GovernanceEvidenceError({
+          call_executed,
+          record_type: drafts[0]!.record_type,
+          operation_id: operation.operation_id,
+          detail: failureDetail(error)
+        })
+    )
 
   /**
    * Stage 11, as each decision is produced: one `gate_evaluated` per gate result (a verdict without gates is its
@@ -119,12 +127,19 @@ export const makeGovernedStages = (
     if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
     const operation = derived.right
     attempt.stage = "governed_start"
+    // A start whose answer is lost may still have committed: the writer then closes it as this denial.
+    const unconfirmed = () => [ledger.terminal(operation, denied(attempt, "evidence.append_failed"), null)]
     yield* marked(
       () => (attempt.operation = operation),
-      appendEvidence(operation, [
-        ledger.policyBound(operation, pinned.right),
-        ledger.operationStarted(operation, attempt.compiled!.fields, attempt.args!)
-      ], false).pipe(Effect.tapError(() => Effect.sync(() => delete attempt.operation)))
+      appendEvidence(
+        operation,
+        [
+          ledger.policyBound(operation, pinned.right),
+          ledger.operationStarted(operation, attempt.compiled!.fields, attempt.args!)
+        ],
+        false,
+        unconfirmed
+      ).pipe(Effect.tapError(() => Effect.sync(() => delete attempt.operation)))
     )
     return undefined
   })
@@ -197,7 +212,14 @@ export const makeGovernedStages = (
           Effect.catchAll((error) => abandon(attempt, error)),
           Effect.flatMap((outcome) => conclude(attempt, attempt.operation!, outcome))
         )
-    ).pipe(Effect.onInterrupt(() => concludeInterrupted(attempt)))
+    ).pipe(
+      Effect.onInterrupt(() => concludeInterrupted(attempt)),
+      Effect.ensuring(Effect.suspend(() =>
+        attempt.operation === undefined
+          ? Effect.void
+          : governor.writer.release(attempt.operation.chain_id, attempt.operation.operation_id)
+      ))
+    )
     return boundary === undefined ? governed : governor.writer.track(boundary.chain_id, governed)
   }
 

@@ -19,6 +19,7 @@ import { ExecutorRegistry } from "../../core/ExecutorRegistry.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as Interceptor from "../../core/Interceptor.ts"
 import { StateStore } from "../../core/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
@@ -57,6 +58,35 @@ const liveProcess = (filename: string, entered: Deferred.Deferred<void>, release
   )
 
 const install = installPolicy(declaration)
+
+/** A live executor process whose guard holds each call before its gate results until released. */
+const guardedProcess = (
+  filename: string,
+  entered: Deferred.Deferred<void>,
+  release: Deferred.Deferred<void>,
+  calls: { count: number }
+) =>
+  Governed.layer({
+    interceptors: [{
+      id: "slow.guard",
+      stage: "guard",
+      evaluate: () =>
+        Effect.zipRight(Deferred.succeed(entered, undefined), Effect.as(Deferred.await(release), Interceptor.allow()))
+    }]
+  }).pipe(
+    Layer.provideMerge(Layer.merge(
+      ActionRegistry.layerWith([
+        Action.make({
+          name: "notes.write",
+          input: Schema.Struct({}),
+          output: Schema.String,
+          handler: () => Effect.sync(() => String(++calls.count))
+        })
+      ]),
+      InProcessBackend.layer
+    )),
+    Layer.provideMerge(Embedded.layerStores({ filename }))
+  )
 
 const chainRecords = (chain_id: string) =>
   Effect.flatMap(EvidenceStore, (store) => Effect.map(Stream.runCollect(store.read(chain_id)), Chunk.toReadonlyArray))
@@ -123,6 +153,61 @@ describe("gate 14: recovery racing another writer", () => {
         ["callable_completed"],
         "every started operation has exactly one terminal record"
       )
+    }))
+
+  it.scoped("forced recovery in the live executor's own process leaves its running operation alone", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempFile
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const live = yield* build(liveProcess(filename, entered, release))
+      yield* Effect.gen(function*() {
+        const ref = yield* install
+        const boundary = yield* Governance.openBoundary(ref)
+        const fiber = yield* Effect.fork(
+          run("notes.block", {}, { request_id: "live-1" }, { policy_snapshot: ref }, { boundary })
+        )
+        yield* Deferred.await(entered)
+        const report = yield* EvidenceProjector.recover({ force: true })
+        assert.deepStrictEqual(report.closed, [])
+        assert.deepStrictEqual(report.unclosable.map((u) => u.reason.includes("still running in this process")), [true])
+        yield* Deferred.succeed(release, undefined)
+        assert.strictEqual((yield* Fiber.join(fiber))._tag, "succeeded")
+        const records = yield* chainRecords(boundary.chain_id)
+        assert.deepStrictEqual(records.filter((r) => terminalTypes.has(r.record_type)).map((r) => r.record_type), [
+          "callable_completed"
+        ])
+      }).pipe(Effect.provide(live))
+    }))
+
+  it.scoped("an operation another process's forced recovery closed is never concluded again, nor called", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempFile
+      const entered = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const calls = { count: 0 }
+      const live = yield* build(guardedProcess(filename, entered, release, calls))
+      const { boundary, fiber } = yield* Effect.gen(function*() {
+        const ref = yield* install
+        const boundary = yield* Governance.openBoundary(ref)
+        const fiber = yield* Effect.fork(
+          run("notes.write", {}, { request_id: "live-1" }, { policy_snapshot: ref }, { boundary })
+        )
+        yield* Deferred.await(entered)
+        return { boundary, fiber }
+      }).pipe(Effect.provide(live))
+      const recovery = yield* build(Embedded.layerStores({ filename }))
+      const report = yield* EvidenceProjector.recover({ force: true }).pipe(Effect.provide(recovery))
+      assert.strictEqual(report.closed.length, 1)
+
+      yield* Deferred.succeed(release, undefined)
+      const error = yield* Effect.flip(Fiber.join(fiber))
+      assert.isTrue(error._tag === "GovernanceEvidenceError" && !error.call_executed, error.message)
+      assert.strictEqual(calls.count, 0, "the callable is unreachable")
+      const records = yield* chainRecords(boundary.chain_id).pipe(Effect.provide(recovery))
+      assert.deepStrictEqual(records.filter((r) => terminalTypes.has(r.record_type)).map((r) => r.record_type), [
+        "external_result_ambiguous"
+      ])
     }))
 
   it.scoped("an executor that registers while recovery lists the open operations is seen: nothing is closed", () =>

@@ -101,8 +101,11 @@ const declaration = {
   ]
 }
 
-/** An EvidenceStore over the memory layer whose appends fail from the `failAt`-th record on (0-based), when set. */
-const flaky = (failAt: { current: number | undefined }) =>
+/**
+ * An EvidenceStore over the memory layer whose appends fail from the `failAt`-th record on (0-based), when set; with
+ * `lost`, the append that reaches it commits first (its answer lost), and later ones go through.
+ */
+const flaky = (failAt: { current: number | undefined; lost?: boolean }) =>
   Layer.effect(
     EvidenceStore,
     Effect.map(EvidenceStore, (store) => {
@@ -111,9 +114,11 @@ const flaky = (failAt: { current: number | undefined }) =>
         Effect.suspend(() => {
           const from = appended
           appended += records.length
-          return failAt.current !== undefined && from + records.length > failAt.current
-            ? Effect.fail(new EvidenceUnavailableError({ detail: "injected" }))
-            : store.appendAll(records)
+          const injected = new EvidenceUnavailableError({ detail: "injected" })
+          if (failAt.current === undefined || from + records.length <= failAt.current) return store.appendAll(records)
+          if (failAt.lost !== true) return Effect.fail(injected)
+          failAt.current = undefined
+          return Effect.zipRight(store.appendAll(records), Effect.fail(injected))
         })
       return EvidenceStore.of({
         ...store,
@@ -123,7 +128,7 @@ const flaky = (failAt: { current: number | undefined }) =>
     })
   ).pipe(Layer.provide(MemoryEvidenceStore.layer))
 
-const stores = (failAt: { current: number | undefined }) =>
+const stores = (failAt: { current: number | undefined; lost?: boolean }) =>
   Layer.mergeAll(
     MemoryPolicySnapshotStore.layer,
     MemoryApprovalQueue.layer,
@@ -134,7 +139,7 @@ const stores = (failAt: { current: number | undefined }) =>
   )
 
 const layerWith = (
-  failAt: { current: number | undefined } = { current: undefined },
+  failAt: { current: number | undefined; lost?: boolean } = { current: undefined },
   config: ActionExecutor.Config = {}
 ) =>
   Governed.layer(config).pipe(
@@ -291,6 +296,70 @@ describe("governed execution", () => {
           `append ${failAt}`
         )
       }
+    }))
+
+  it.effect("a start that committed but was answered as failed is closed as denied ahead of the chain's next record", () =>
+    Effect.gen(function*() {
+      const injected = { current: undefined as number | undefined, lost: true }
+      yield* Effect.gen(function*() {
+        const { boundary, ref } = yield* setup
+        injected.current = 0
+        const before = calls.write
+        const error = yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" }))
+        assert.isTrue(error._tag === "GovernanceEvidenceError" && !error.call_executed)
+        assert.strictEqual(calls.write, before, "the callable is unreachable")
+        assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "y" }))._tag, "succeeded")
+        yield* Governance.closeBoundary(boundary)
+        const chain = yield* records(boundary.chain_id)
+        assert.deepStrictEqual(types(chain), [
+          "policy_bound",
+          "operation_started",
+          "operation_denied",
+          "policy_bound",
+          "operation_started",
+          "gate_evaluated",
+          "gate_evaluated",
+          "callable_completed",
+          "task_closed"
+        ])
+        assert.strictEqual(chain[2]!.operation_id, chain[1]!.operation_id)
+        assert.strictEqual(JSON.parse(chain[2]!.payload_json).reason_code, "evidence.append_failed")
+        const certificate = yield* TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)
+        assert.strictEqual(certificate.process_grade, "FULL")
+      }).pipe(Effect.provide(layerWith(injected)))
+    }))
+
+  it.effect("a start that committed but was answered as failed, with nothing after it, is closed before task_closed", () =>
+    Effect.gen(function*() {
+      const injected = { current: undefined as number | undefined, lost: true }
+      yield* Effect.gen(function*() {
+        const { boundary, ref } = yield* setup
+        injected.current = 0
+        assert.strictEqual(
+          (yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" })))._tag,
+          "GovernanceEvidenceError"
+        )
+        yield* Governance.closeBoundary(boundary)
+        const chain = yield* records(boundary.chain_id)
+        assert.deepStrictEqual(types(chain), ["policy_bound", "operation_started", "operation_denied", "task_closed"])
+        assert.strictEqual((yield* TaskCertificate.mint(boundary.chain_id, chain[3]!.chain_hash)).process_grade, "FULL")
+      }).pipe(Effect.provide(layerWith(injected)))
+    }))
+
+  it.effect("a start whose append really failed is owed nothing: the chain goes on without it", () =>
+    Effect.gen(function*() {
+      const injected = { current: undefined as number | undefined }
+      yield* Effect.gen(function*() {
+        const { boundary, ref } = yield* setup
+        injected.current = 0
+        assert.strictEqual(
+          (yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" })))._tag,
+          "GovernanceEvidenceError"
+        )
+        injected.current = undefined
+        yield* Governance.closeBoundary(boundary)
+        assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
+      }).pipe(Effect.provide(layerWith(injected)))
     }))
 
   it.effect("a captured failure whose callable_failed cannot be committed is an OutcomeEvidenceError", () =>
