@@ -147,7 +147,9 @@ export const make = (config: Config = {}) =>
     const runs = config.state
     const state = governor === undefined ? runs : undefined
     const profile: RuntimeProfile = governor?.profile ?? (state === undefined ? "minimal" : "durable")
-    const needsDigest = interceptors.length > 0 || transformers.length > 0 || governor !== undefined
+    const evaluates = interceptors.length > 0 || transformers.length > 0 || governor !== undefined
+    // A durable attempt records the digest of the arguments it ran with even when nothing evaluated them.
+    const needsDigest = evaluates || state !== undefined
 
     /** Stage 5 for an action that declares its origins: the invocation must come from one of them. */
     const originsOf = (definition: ActionDefinition): Interceptor => ({
@@ -515,7 +517,7 @@ export const make = (config: Config = {}) =>
         if (refused !== undefined) return refused
       }
       if (transformers.length > 0) return yield* transform(attempt, compiled)
-      if (needsDigest) {
+      if (evaluates) {
         attempt.recheck = trustedMake(Recheck, { ran: false, reason: "no_transformation", evaluators: [] })
       }
       return undefined

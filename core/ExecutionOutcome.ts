@@ -104,10 +104,10 @@ export const ExecutionOutcome = Schema.Union(
 /** The closed union of outcomes. */
 export type ExecutionOutcome = typeof ExecutionOutcome.Type
 
-/** Whether the callable was (or may have been) reached for this outcome. */
+/** Whether the callable was (or may have been) reached for this outcome (a replayed success reached none). */
 export const callExecuted: (outcome: ExecutionOutcome) => boolean = Match.type<ExecutionOutcome>().pipe(
   Match.tagsExhaustive({
-    succeeded: () => true,
+    succeeded: (o) => o.replay_of === undefined,
     failed: () => true,
     ambiguous: () => true,
     cancelled: (o) => o.call_executed,
@@ -121,7 +121,7 @@ export const callExecuted: (outcome: ExecutionOutcome) => boolean = Match.type<E
 /** The reason code of an outcome: its decision reason, failure code, or the outcome tag. */
 export const reasonCode: (outcome: ExecutionOutcome) => string = Match.type<ExecutionOutcome>().pipe(
   Match.tagsExhaustive({
-    succeeded: () => "ok",
+    succeeded: (o) => o.replay_of === undefined ? "ok" : "idempotency.replayed",
     failed: (o) => o.failure.code,
     cancelled: () => "execution.cancelled",
     timed_out: () => "execution.deadline_exceeded",

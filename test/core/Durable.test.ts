@@ -8,6 +8,7 @@ import * as ExecutionContext from "../../core/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
 import { DurableRun, EphemeralOperation } from "../../core/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../../core/ExecutionScope.ts"
+import * as IdempotencyStore from "../../core/IdempotencyStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
@@ -39,7 +40,7 @@ const failingCommits = Layer.effect(
 const layer = (state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = MemoryStateStore.layer) =>
   ActionExecutor.layerDurable().pipe(Layer.provideMerge(state), Layer.provideMerge(base(actions)))
 
-const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp) =>
+const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp, idempotency_key?: string) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const context = yield* ExecutionContext.bind({
@@ -52,7 +53,8 @@ const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp
       action: { name: "notes.write" },
       arguments: { text },
       execution_scope: scope,
-      ...(deadline === undefined ? {} : { deadline })
+      ...(deadline === undefined ? {} : { deadline }),
+      ...(idempotency_key === undefined ? {} : { idempotency_key })
     })
     return yield* executor.execute(request, { context })
   })
@@ -77,6 +79,11 @@ describe("durable-ungoverned execution", () => {
       assert.strictEqual(attempt!.attempt_id, outcome.attempt_id)
       assert.strictEqual(attempt!.outcome.tag, "succeeded")
       assert.match(attempt!.outcome.result_digest!, /^[0-9a-f]{64}$/)
+      assert.match(
+        attempt!.arguments_digest!,
+        /^[0-9a-f]{64}$/,
+        "with no interceptor, the arguments still have a digest"
+      )
       const intents = yield* store.pendingIntents(10)
       assert.deepStrictEqual(intents.map((intent) => [intent.attempt_id, intent.topic]), [[
         outcome.attempt_id,
@@ -84,6 +91,23 @@ describe("durable-ungoverned execution", () => {
       ]])
       assert.notInclude(JSON.stringify([attempt, intents]), SECRET)
     }).pipe(Effect.provide(layer())))
+
+  it.effect("an idempotent replay is committed as an attempt whose call did not run, naming the replay", () =>
+    Effect.gen(function*() {
+      const run = yield* running
+      const scope = DurableRun.make({ run_id: run.run_id })
+      const before = calls.write
+      const first = yield* exec(scope, "once", undefined, "order-1")
+      const replay = yield* exec(scope, "once", undefined, "order-1")
+      assert.isTrue(replay._tag === "succeeded" && replay.replay_of === first.attempt_id)
+      assert.strictEqual(calls.write - before, 1, "the handler ran once")
+      const attempts = yield* Effect.flatMap(StateStore, (store) => store.listAttempts(run.run_id))
+      assert.deepStrictEqual(
+        attempts.map((a) => [a.attempt_id, a.outcome.call_executed, a.outcome.reason_code]),
+        [[first.attempt_id, true, "ok"], [replay.attempt_id, false, "idempotency.replayed"]]
+      )
+      assert.strictEqual(attempts[1]!.outcome.result_digest, attempts[0]!.outcome.result_digest)
+    }).pipe(Effect.provide(layer().pipe(Layer.provideMerge(IdempotencyStore.layerMemory)))))
 
   it.effect("its plan runs the persist stage and skips the governed ones", () =>
     Effect.gen(function*() {
