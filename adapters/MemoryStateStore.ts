@@ -179,8 +179,20 @@ export const make = Effect.gen(function*() {
       return yield* Effect.sync(() => Option.fromNullable(cursors.get(projector)))
     }),
     applyProjection: Effect.fn("StateStore.applyProjection")(function*(input: StateStore.ApplyProjection) {
-      return yield* atomically(() =>
-        Either.map(
+      const concluded = input.attempts ?? []
+      const intent_ids: Array<Uuid> = []
+      for (let i = 0; i < concluded.length; i++) intent_ids.push(yield* ids.uuid)
+      const now = yield* Time.now
+      return yield* atomically((): Either.Either<
+        StateStore.ProjectionApplied,
+        StateStore.ProjectionConflictError | StateStore.StateNotFoundError
+      > => {
+        const offered = concluded.filter((attempt) => !attempts.has(attempt.attempt_id))
+        const missing = offered.find((attempt) => !runs.has(attempt.run_id))
+        if (missing !== undefined) {
+          return Either.left(new StateStore.StateNotFoundError({ reason: "run", id: missing.run_id }))
+        }
+        return Either.map(
           StateStore.planProjection(input.rows, {
             records: [...new Set(input.rows.map((row) => row.record_id))].flatMap((id) => recordsById.get(id) ?? []),
             operations: input.rows.flatMap((row) => {
@@ -195,6 +207,11 @@ export const make = Effect.gen(function*() {
               hashesAt.set(`${row.chain_id}/${row.sequence}`, row.chain_hash)
             }
             for (const operation of plan.operations) operations.set(operation.operation_id, operation)
+            offered.forEach((attempt, i) => {
+              const intent = StateStore.pendingIntent(StateStore.outcomeIntent(attempt), intent_ids[i]!, attempt, now)
+              attempts.set(attempt.attempt_id, attempt)
+              intents.set(intent.intent_id, intent)
+            })
             cursors.set(input.projector, input.cursor)
             return StateStore.ProjectionApplied.make({
               projector: input.projector,
@@ -204,7 +221,7 @@ export const make = Effect.gen(function*() {
             })
           }
         )
-      )
+      })
     }),
     projectedOperations: Effect.fn("StateStore.projectedOperations")(function*(filter?: StateStore.OperationFilter) {
       return yield* Effect.sync(() =>

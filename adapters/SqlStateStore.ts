@@ -234,6 +234,16 @@ export const make = Effect.gen(function*() {
     execute: (row) => sql`INSERT INTO operation_attempts ${sql.insert(row)}`
   })
 
+  // A governed attempt projected from its terminal record, with its outcome intent; one already stored is kept.
+  const projectAttempt = (attempt: StateStore.OperationAttempt, intent_id: Uuid, now: Time.Timestamp) =>
+    Effect.gen(function*() {
+      const existing = yield* sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt.attempt_id}`
+      if (existing.length > 0) return
+      yield* loadRun(attempt.run_id)
+      yield* insertAttempt(attempt)
+      yield* insertIntents([StateStore.pendingIntent(StateStore.outcomeIntent(attempt), intent_id, attempt, now)])
+    })
+
   const insertIntents = SqlSchema.void({
     Request: Schema.Array(StateStore.OutboxIntent),
     execute: (rows) =>
@@ -406,6 +416,10 @@ export const make = Effect.gen(function*() {
       return Option.map(found, (row) => row.cursor)
     }, storage),
     applyProjection: Effect.fn("StateStore.applyProjection")(function*(input: StateStore.ApplyProjection) {
+      const concluded = input.attempts ?? []
+      const intent_ids: Array<Uuid> = []
+      for (let i = 0; i < concluded.length; i++) intent_ids.push(yield* ids.uuid)
+      const now = yield* Time.now
       const record_ids = Arr.dedupe(input.rows.map((row) => row.record_id))
       const operation_ids = Arr.dedupe(input.rows.flatMap((row) => row.operation_id ?? []))
       return yield* transaction(() =>
@@ -416,6 +430,9 @@ export const make = Effect.gen(function*() {
           })
           yield* Effect.forEach(Arr.chunksOf(plan.inserts, batch), insertRecords, { discard: true })
           yield* Effect.forEach(Arr.chunksOf(plan.operations, batch), upsertOperations, { discard: true })
+          yield* Effect.forEach(concluded, (attempt, i) => projectAttempt(attempt, intent_ids[i]!, now), {
+            discard: true
+          })
           yield* sql`INSERT INTO projection_cursors (projector, cursor) VALUES (${input.projector}, ${input.cursor})
           ON CONFLICT (projector) DO UPDATE SET cursor = excluded.cursor`
           return StateStore.ProjectionApplied.make({
@@ -431,6 +448,7 @@ export const make = Effect.gen(function*() {
       function*(filter: StateStore.OperationFilter = {}) {
         const where = [
           ...(filter.chain_id === undefined ? [] : [sql`chain_id = ${filter.chain_id}`]),
+          ...(filter.operation_id === undefined ? [] : [sql`operation_id = ${filter.operation_id}`]),
           ...(filter.open_only === true ? [sql`started_record_id IS NOT NULL AND terminal_count = 0`] : [])
         ]
         return yield* SqlSchema.findAll({

@@ -12,7 +12,8 @@ import type { Cursor } from "./EvidenceStore.ts"
 import { ExecutorRegistry, LiveExecutorsError } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import { Uuid } from "./IdGenerator.ts"
-import { ProjectedRecord, StateStore } from "./StateStore.ts"
+import { summaryOf } from "./internal/ledger.ts"
+import { OperationAttempt, ProjectedRecord, StateStore } from "./StateStore.ts"
 
 /** The projection version rows are keyed by, with chain and record id. */
 export const projectionVersion = 1
@@ -69,6 +70,46 @@ export interface DrainOptions {
 
 const decodeRow = Schema.decodeUnknownEither(ProjectedRecord)
 
+const decodeAttempt = Schema.decodeUnknownEither(OperationAttempt)
+
+// The Run a start names, if any, and what the Run's attempt takes from it.
+const runOfStart = Schema.decodeUnknownEither(Schema.parseJson(Schema.Struct({
+  scope: Schema.optional(Schema.Struct({ run_id: Schema.optional(Schema.NullOr(Schema.String)) }))
+})))
+const startPayload = Schema.decodeUnknownEither(Schema.parseJson(Schema.Struct({
+  attempt_id: Schema.String,
+  request_id: Schema.String,
+  scope: Schema.Struct({ run_id: Schema.String }),
+  action: Schema.Struct({ name: Schema.String, version: Schema.NullOr(Schema.String) }),
+  arguments_digest: Schema.NullOr(Schema.String)
+})))
+
+/** A started operation's attempt facts if it names a durable Run, null if not, undefined if they are malformed. */
+const startOf = (started: Evidence.StoredRecord) => {
+  const run = runOfStart(started.payload_json)
+  if (Either.isRight(run) && (run.right.scope?.run_id ?? null) === null) return null
+  return Either.getOrUndefined(startPayload(started.payload_json))
+}
+
+type Start = NonNullable<ReturnType<typeof startOf>>
+
+/** The attempt a terminal record concludes in its Run, or undefined if the records do not make one. */
+const attemptOf = (start: Start, terminal: Evidence.StoredRecord) => {
+  const outcome = summaryOf(terminal)
+  if (outcome === undefined) return undefined
+  const attempt = decodeAttempt({
+    attempt_id: start.attempt_id,
+    run_id: start.scope.run_id,
+    request_id: start.request_id,
+    action_name: start.action.name,
+    action_version: start.action.version,
+    arguments_digest: start.arguments_digest,
+    outcome: { ...outcome },
+    created_at: terminal.created_at
+  })
+  return Either.getOrUndefined(attempt)
+}
+
 // Chains whose last hash one drain remembers; past it the map starts again and a chain's predecessor is read back.
 const REMEMBERED_CHAINS = 10_000
 
@@ -101,10 +142,21 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
             Option.isSome(before) && before.value.sequence === record.sequence - 1 ? before.value.chain_hash : undefined
         )
     )
+  // Operations this drain saw start, until their terminal record: their Run attempt's facts, or null outside a Run.
+  const starts = new Map<string, Start | null>()
+  // The start of an operation whose start an earlier drain projected, read back from the store.
+  const storedStart = (terminal: Evidence.StoredRecord) =>
+    Effect.gen(function*() {
+      const [operation] = yield* state.projectedOperations({ operation_id: terminal.operation_id! })
+      if (operation?.started_record_id == null) return null
+      const started = yield* source.get(operation.chain_id, operation.started_record_id)
+      return Option.isNone(started) ? null : startOf(started.value)
+    })
   while (true) {
     const page = yield* source.scan(cursor, batch)
     if (page.receipts.length === 0 || page.next_cursor === null) break
     const rows: Array<ProjectedRecord> = []
+    const attempts: Array<OperationAttempt> = []
     for (const receipt of page.receipts) {
       const stored = yield* source.get(receipt.chain_id, receipt.record_id)
       const fail = (reason: ProjectionIntegrityError["reason"]) =>
@@ -128,8 +180,23 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
       const row = decodeRow({ ...record, projection_version: projectionVersion })
       if (Either.isLeft(row)) return yield* fail("malformed")
       rows.push(row.right)
+      const operation_id = record.operation_id
+      if (operation_id === null) continue
+      if (record.record_type === "operation_started") {
+        const start = startOf(record)
+        if (start === undefined) return yield* fail("malformed")
+        starts.set(operation_id, start)
+      } else if (Evidence.terminalTypes.has(record.record_type)) {
+        const start = starts.has(operation_id) ? starts.get(operation_id) : yield* storedStart(record)
+        starts.delete(operation_id)
+        if (start === undefined) return yield* fail("malformed")
+        if (start === null) continue
+        const attempt = attemptOf(start, record)
+        if (attempt === undefined) return yield* fail("malformed")
+        attempts.push(attempt)
+      }
     }
-    const applied = yield* state.applyProjection({ projector, rows, cursor: page.next_cursor })
+    const applied = yield* state.applyProjection({ projector, rows, cursor: page.next_cursor, attempts })
     inserted += applied.inserted
     unchanged += applied.unchanged
     cursor = page.next_cursor

@@ -5,6 +5,7 @@
  */
 import { Context, Effect, Either, Schema } from "effect"
 import type { Option } from "effect"
+import * as Canonical from "./Canonical.ts"
 import { Sha256Hex } from "./Digest.ts"
 import { RecordType, terminalTypes } from "./Evidence.ts"
 import { Cursor } from "./EvidenceStore.ts"
@@ -290,6 +291,13 @@ export interface MarkFailedOptions {
   readonly retry?: boolean
 }
 
+/** The `writ.outcome` intent an attempt commits with: its id and outcome summary. */
+export const outcomeIntent = (attempt: OperationAttempt): IntentDraft =>
+  IntentDraft.make({
+    topic: "writ.outcome",
+    payload_json: Either.getOrThrow(Canonical.stringify({ attempt_id: attempt.attempt_id, ...attempt.outcome }))
+  }, { disableValidation: true })
+
 /** A staged intent as committed with its attempt: pending, never yet delivered. */
 export const pendingIntent = (
   draft: IntentDraft,
@@ -353,11 +361,15 @@ export class ProjectedOperation extends Schema.Class<ProjectedOperation>("Projec
   terminal_count: Schema.NonNegativeInt
 }) {}
 
-/** What one projection batch commits: rows under a projector's name and its advanced cursor. */
+/**
+ * What one projection batch commits: rows under a projector's name, its advanced cursor, and the attempts of governed
+ * operations in a durable Run that the batch concluded (each with its outcome intent; one already stored is kept).
+ */
 export interface ApplyProjection {
   readonly projector: string
   readonly rows: ReadonlyArray<ProjectedRecord>
   readonly cursor: Cursor
+  readonly attempts?: ReadonlyArray<OperationAttempt>
 }
 
 /** A committed projection batch: rows newly inserted, rows already present (replay), and the stored cursor. */
@@ -371,6 +383,7 @@ export class ProjectionApplied extends Schema.Class<ProjectionApplied>("Projecti
 /** Optional filters for the operations projection; `open_only` keeps started operations with no terminal record. */
 export interface OperationFilter {
   readonly chain_id?: string
+  readonly operation_id?: string
   readonly open_only?: boolean
 }
 
@@ -543,6 +556,7 @@ export const planProjection = (
 /** Whether a projected operation matches a filter. */
 export const matchesOperation = (operation: ProjectedOperation, filter: OperationFilter = {}): boolean =>
   (filter.chain_id === undefined || operation.chain_id === filter.chain_id) &&
+  (filter.operation_id === undefined || operation.operation_id === filter.operation_id) &&
   (filter.open_only !== true || (operation.started_record_id !== null && operation.terminal_count === 0))
 
 // ---------------------------------------------------------------------------------------------
@@ -608,10 +622,13 @@ export declare namespace StateStore {
     readonly projectionCursor: (
       projector: string
     ) => Effect.Effect<Option.Option<Cursor>, StateStoreUnavailableError>
-    /** Commit projection rows and the advanced cursor in one transaction; replay is a no-op, a conflict commits nothing. */
+    /**
+     * Commit projection rows, attempts and the advanced cursor in one transaction; replay is a no-op, and a conflict
+     * (or an attempt whose Run is not stored) commits nothing.
+     */
     readonly applyProjection: (
       input: ApplyProjection
-    ) => Effect.Effect<ProjectionApplied, ProjectionConflictError | StateStoreUnavailableError>
+    ) => Effect.Effect<ProjectionApplied, ProjectionConflictError | StateNotFoundError | StateStoreUnavailableError>
     /** The operations projection in first-seen order. */
     readonly projectedOperations: (
       filter?: OperationFilter

@@ -1,10 +1,9 @@
 import { Effect, Either, Schema } from "effect"
-import * as Canonical from "../Canonical.ts"
 import type { Digest } from "../Digest.ts"
 import { callExecuted, type ExecutionOutcome } from "../ExecutionOutcome.ts"
 import type { Uuid } from "../IdGenerator.ts"
 import type { StateStore } from "../StateStore.ts"
-import { IntentDraft, OperationAttempt, summarize } from "../StateStore.ts"
+import { OperationAttempt, outcomeIntent, summarize } from "../StateStore.ts"
 import * as Time from "../Time.ts"
 import type { Attempt } from "./attempt.ts"
 import { denied, resultDigest } from "./attempt.ts"
@@ -42,24 +41,19 @@ export const makeDurableStages = (digest: Digest.Service) => {
     attempt.stage = "persist"
     const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(digest, outcome.result) : null
     const summary = summarize(outcome, result_digest)
-    const committed = yield* Effect.either(store.commitAttempt({
-      attempt: trustedMake(OperationAttempt, {
-        attempt_id: attempt.attempt_id,
-        run_id,
-        request_id: attempt.request.request_id,
-        action_name: attempt.action.name,
-        action_version: attempt.action.version ?? null,
-        arguments_digest: attempt.digest ?? null,
-        outcome: summary,
-        created_at: yield* Time.now
-      }),
-      intents: [
-        trustedMake(IntentDraft, {
-          topic: "writ.outcome",
-          payload_json: Either.getOrThrow(Canonical.stringify({ attempt_id: attempt.attempt_id, ...summary }))
-        })
-      ]
-    }))
+    const committedAttempt = trustedMake(OperationAttempt, {
+      attempt_id: attempt.attempt_id,
+      run_id,
+      request_id: attempt.request.request_id,
+      action_name: attempt.action.name,
+      action_version: attempt.action.version ?? null,
+      arguments_digest: attempt.digest ?? null,
+      outcome: summary,
+      created_at: yield* Time.now
+    })
+    const committed = yield* Effect.either(
+      store.commitAttempt({ attempt: committedAttempt, intents: [outcomeIntent(committedAttempt)] })
+    )
     if (Either.isRight(committed)) return outcome
     return yield* new PersistError({
       call_executed: callExecuted(outcome),

@@ -1,11 +1,13 @@
+import { Either, Schema } from "effect"
 import type { JsonValue } from "../Canonical.ts"
-import type { Sha256Hex } from "../Digest.ts"
-import type { Draft, RecordType } from "../Evidence.ts"
+import { Sha256Hex } from "../Digest.ts"
+import type { Draft, RecordType, StoredRecord } from "../Evidence.ts"
 import type { ExecutionOutcome } from "../ExecutionOutcome.ts"
 import type { OperationContext } from "../Governance.ts"
 import type { GateOutcome, GrantedException } from "../Interceptor.ts"
 import type { PolicySnapshot } from "../PolicySnapshot.ts"
 import type { Stage } from "../Stage.ts"
+import { OutcomeSummary } from "../StateStore.ts"
 import type { Timestamp } from "../Time.ts"
 
 type Payload = { readonly [key: string]: JsonValue }
@@ -142,5 +144,54 @@ export const terminal = (
         reason_code: outcome.reason.code,
         approval_id: outcome._tag === "escalated" ? outcome.approval?.approval_id ?? null : null
       })
+  }
+}
+
+const terminalPayload = Schema.decodeUnknownEither(Schema.parseJson(Schema.Struct({
+  result_digest: Schema.optional(Schema.NullOr(Sha256Hex)),
+  replay_of: Schema.optional(Schema.NullOr(Schema.String)),
+  failure_code: Schema.optional(Schema.String),
+  reason_code: Schema.optional(Schema.String),
+  disposition: Schema.optional(Schema.Literal("deny", "defer", "escalate")),
+  call_executed: Schema.optional(Schema.NullOr(Schema.Boolean))
+})))
+
+const summary = (
+  tag: OutcomeSummary["tag"],
+  reason_code: string | undefined,
+  call_executed: boolean | null | undefined,
+  result_digest: Sha256Hex | null = null
+) =>
+  reason_code === undefined || typeof call_executed !== "boolean"
+    ? undefined
+    : OutcomeSummary.make({ tag, reason_code, call_executed, result_digest })
+
+/**
+ * The outcome summary a terminal record states, as `summarize` gives it for the outcome `terminal` recorded (a
+ * recovery's ambiguous close may have run the call); undefined when its payload does not say.
+ */
+export const summaryOf = (record: Pick<StoredRecord, "record_type" | "payload_json">): OutcomeSummary | undefined => {
+  const decoded = terminalPayload(record.payload_json)
+  if (Either.isLeft(decoded)) return undefined
+  const p = decoded.right
+  switch (record.record_type) {
+    case "callable_completed": {
+      const replayed = p.replay_of !== undefined && p.replay_of !== null
+      return summary("succeeded", replayed ? "idempotency.replayed" : "ok", !replayed, p.result_digest ?? null)
+    }
+    case "callable_failed":
+      return summary("failed", p.failure_code, true)
+    case "operation_denied": {
+      const tag = p.disposition === "defer" ? "deferred" : p.disposition === "escalate" ? "escalated" : "denied"
+      return p.disposition === undefined ? undefined : summary(tag, p.reason_code, false)
+    }
+    case "operation_cancelled":
+      return summary("cancelled", "execution.cancelled", p.call_executed)
+    case "operation_timed_out":
+      return summary("timed_out", "execution.deadline_exceeded", p.call_executed)
+    case "external_result_ambiguous":
+      return summary("ambiguous", p.reason_code, true)
+    default:
+      return undefined
   }
 }

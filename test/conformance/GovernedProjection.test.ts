@@ -1,0 +1,164 @@
+/**
+ * Governed durable state is a projection of committed evidence: a governed call in a durable Run becomes one of the
+ * Run's attempts (with its outcome intent) when the projector applies its terminal record, once, in both layers.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import * as path from "node:path"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
+import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
+import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
+import * as Action from "../../core/Action.ts"
+import * as ActionRegistry from "../../core/ActionRegistry.ts"
+import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
+import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
+import { DurableRun } from "../../core/ExecutionScope.ts"
+import * as Governance from "../../core/Governance.ts"
+import * as Governed from "../../core/Governed.ts"
+import { StateStore, summarize } from "../../core/StateStore.ts"
+import * as Embedded from "../../runtime/Embedded.ts"
+import { run } from "../fixtures/layers.ts"
+import { installPolicy } from "../fixtures/policy.ts"
+import { tempDir } from "../fixtures/sqlite.ts"
+
+/** Holds `notes.wait` inside its call, once set: `entered` when it runs, then until `release`. */
+const gate: { held?: { readonly entered: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> } } = {}
+
+const actions = [
+  Action.make({
+    name: "notes.write",
+    input: Schema.Struct({ text: Schema.String }),
+    output: Schema.String,
+    handler: ({ text }) => text
+  }),
+  Action.make({
+    name: "notes.fail",
+    input: Schema.Struct({}),
+    output: Schema.Void,
+    handler: () => Effect.fail(new Action.ActionError({ code: "notes.broken", message: "no" }))
+  }),
+  Action.make({
+    name: "notes.wait",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () =>
+      gate.held === undefined
+        ? Effect.succeed("free")
+        : Effect.zipRight(
+          Deferred.succeed(gate.held.entered, undefined),
+          Effect.as(Deferred.await(gate.held.release), "held")
+        )
+  }),
+  Action.make({ name: "notes.publish", input: Schema.Struct({}), output: Schema.Void, handler: () => undefined })
+]
+
+const declaration = {
+  policy_id: "projection",
+  version: "1",
+  rules: [
+    { rule_id: "allow-notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+    { rule_id: "no-publish", kind: "action", effect: "deny", action_patterns: ["notes.publish"] }
+  ],
+  gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes", "no-publish"] }]
+}
+
+const memoryStores = Governance.layerWriter.pipe(
+  Layer.provideMerge(Layer.mergeAll(
+    MemoryEvidenceStore.layer,
+    MemoryStateStore.layer,
+    MemoryPolicySnapshotStore.layer,
+    MemoryApprovalQueue.layer,
+    MemoryExecutorRegistry.layer
+  )),
+  Layer.provideMerge(Embedded.layerPlatform)
+)
+
+const sqlStores = Layer.unwrapScoped(
+  Effect.map(tempDir, (dir) => Embedded.layerStores({ filename: path.join(dir, "writ.db") }))
+)
+
+const governed = <E>(stores: Layer.Layer<Layer.Layer.Success<typeof memoryStores>, E>) =>
+  Governed.layer().pipe(
+    Layer.provideMerge(Layer.merge(ActionRegistry.layerWith(actions), InProcessBackend.layer)),
+    Layer.provideMerge(stores)
+  )
+
+const setup = Effect.gen(function*() {
+  const state = yield* StateStore
+  const ref = yield* installPolicy(declaration)
+  const created = yield* state.createRun()
+  yield* state.transition(created.run_id, "preparing", "queued")
+  yield* state.transition(created.run_id, "queued", "running")
+  const boundary = yield* Governance.openBoundary(ref)
+  const execution_scope = DurableRun.make({ run_id: created.run_id })
+  const inRun = (action: string, args: Record<string, unknown>) =>
+    run(action, args, { execution_scope }, { policy_snapshot: ref }, { boundary })
+  return { run_id: created.run_id, ref, boundary, inRun }
+})
+
+const summaryOf = (outcome: ExecutionOutcome) => {
+  const summary = summarize(outcome)
+  return [outcome.attempt_id, summary.tag, summary.reason_code, summary.call_executed]
+}
+
+for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as const) {
+  describe(`governed Run projection: ${name}`, () => {
+    it.scoped("each governed call in a durable Run is projected once as its attempt, with its outcome intent", () =>
+      Effect.gen(function*() {
+        const state = yield* StateStore
+        const { boundary, inRun, ref, run_id } = yield* setup
+        const outcomes = [
+          yield* inRun("notes.write", { text: "a" }),
+          yield* inRun("notes.fail", {}),
+          yield* inRun("notes.publish", {})
+        ]
+        assert.deepStrictEqual(outcomes.map((o) => o._tag), ["succeeded", "failed", "denied"])
+        const outside = yield* run("notes.write", { text: "b" }, {}, { policy_snapshot: ref }, { boundary })
+        assert.strictEqual(outside._tag, "succeeded")
+        assert.deepStrictEqual(yield* state.listAttempts(run_id), [], "nothing before the projector runs")
+
+        yield* EvidenceProjector.drain()
+        const attempts = yield* state.listAttempts(run_id)
+        assert.deepStrictEqual(
+          attempts.map((a) => [a.attempt_id, a.outcome.tag, a.outcome.reason_code, a.outcome.call_executed]),
+          outcomes.map(summaryOf)
+        )
+        assert.deepStrictEqual(attempts.map((a) => a.outcome.result_digest !== null), [true, false, false])
+        assert.deepStrictEqual(attempts.map((a) => a.action_name), ["notes.write", "notes.fail", "notes.publish"])
+        for (const attempt of attempts) assert.match(attempt.arguments_digest!, /^[0-9a-f]{64}$/)
+        const intents = yield* state.pendingIntents(100)
+        assert.deepStrictEqual(
+          intents.map((i) => [i.attempt_id, i.topic]),
+          attempts.map((a) => [a.attempt_id, "writ.outcome"])
+        )
+
+        yield* EvidenceProjector.drain({ projector: "again" })
+        assert.strictEqual((yield* state.listAttempts(run_id)).length, 3, "a replay projects no attempt twice")
+        assert.strictEqual((yield* state.pendingIntents(100)).length, 3)
+      }).pipe(Effect.provide(governed(stores))))
+
+    it.scoped("an operation whose start an earlier drain projected is projected when its terminal record comes", () =>
+      Effect.gen(function*() {
+        const state = yield* StateStore
+        const { inRun, run_id } = yield* setup
+        const held = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+        gate.held = held
+        const fiber = yield* Effect.fork(inRun("notes.wait", {}))
+        yield* Deferred.await(held.entered)
+        yield* EvidenceProjector.drain()
+        assert.strictEqual((yield* state.projectedOperations({ open_only: true })).length, 1)
+        assert.deepStrictEqual(yield* state.listAttempts(run_id), [])
+        yield* Deferred.succeed(held.release, undefined)
+        const outcome = yield* Fiber.join(fiber)
+        delete gate.held
+        yield* EvidenceProjector.drain()
+        assert.deepStrictEqual((yield* state.listAttempts(run_id)).map((a) => [a.attempt_id, a.outcome.tag]), [[
+          outcome.attempt_id,
+          "succeeded"
+        ]])
+      }).pipe(Effect.provide(governed(stores))))
+  })
+}
