@@ -48,12 +48,12 @@ export const layer = (options: Options) =>
   )
 
 /**
- * An existing database opened read-only and used as it is, migrations not applied: what a command that only reads
- * needs, so that reading never changes the file.
+ * An existing database opened read-only and used as it is, migrations not applied and its journal mode kept (a
+ * backup may be in rollback-journal mode): what a command that only reads needs, so that reading never changes it.
  */
 export const layerReadOnly = (filename: string) =>
   Layer.effectDiscard(SqlClient.SqlClient.pipe(Effect.flatMap((sql) => sql`PRAGMA busy_timeout = 5000`))).pipe(
-    Layer.provideMerge(SqliteClient.layer({ filename, readonly: true })),
+    Layer.provideMerge(SqliteClient.layer({ filename, readonly: true, disableWAL: true })),
     Layer.orDie
   )
 

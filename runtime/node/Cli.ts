@@ -5,7 +5,7 @@
  * `--json`. Exit codes: 0 ok, 1 a negative verdict, 2 bad input (and then nothing runs).
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Either, Layer, Option, Schema } from "effect"
+import { Cause, Console, Effect, Either, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -78,21 +78,28 @@ const terminalOf = (outcome: ExecutionOutcome) =>
     cost: null
   })
 
-/** End a Run as failed when the body fails (an evidence or store error), then fail as the body did. */
-const failRunOnError = (run_id: string) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
-  Effect.tapError(body, (error: E) =>
-    Effect.flatMap(StateStore, (state) =>
-      Effect.exit(state.finish(
+/**
+ * End a Run when the body does not conclude it: failed on an evidence or store error, cancelled when the command is
+ * interrupted (Ctrl-C), its call then possibly made; then end as the body did.
+ */
+const endRunOnError = (run_id: string) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
+  Effect.onError(body, (cause) =>
+    Effect.flatMap(StateStore, (state) => {
+      const interrupted = Cause.isInterruptedOnly(cause)
+      const failure = Cause.failureOption(cause)
+      const tag = Option.isSome(failure) ? (failure.value as { readonly _tag?: string })._tag ?? "error" : "defect"
+      return Effect.exit(state.finish(
         run_id,
         RunTerminal.make({
-          status: "failed",
+          status: interrupted ? "cancelled" : "failed",
           acceptance: "not_applicable",
           quality: "indeterminate",
-          reason_code: `cli.${(error as { readonly _tag?: string })._tag ?? "error"}`,
+          reason_code: interrupted ? "cli.interrupted" : `cli.${tag}`,
           evidence: [],
           cost: null
         })
-      ))))
+      ))
+    }))
 
 /** Close a boundary, verify its chain against the closing head, and (certifiable) mint and re-verify its certificate. */
 const closeAndCertify = (boundary: Governance.TaskBoundary, certify: boolean) =>
@@ -267,7 +274,10 @@ const execEmbedded = (profile: Embedded.Profile, step: Demo.Step) =>
     const ref = yield* Demo.installPolicy
     if (profile !== "durable") {
       const boundary = yield* Governance.openBoundary(ref)
-      const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: ref, boundary })
+      // Interrupted (Ctrl-C), the operation closes as cancelled and then the boundary, so nothing is left open.
+      const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: ref, boundary }).pipe(
+        Effect.onInterrupt(() => Effect.ignore(Governance.closeBoundary(boundary)))
+      )
       const certified = yield* closeAndCertify(boundary, profile === "certifiable")
       return { outcome, run: undefined, attempts: undefined, boundary, certified }
     }
@@ -279,7 +289,7 @@ const execEmbedded = (profile: Embedded.Profile, step: Demo.Step) =>
       const finished = yield* state.finish(run.run_id, terminalOf(outcome))
       const attempts = yield* state.listAttempts(run.run_id)
       return { outcome, run: finished.run, attempts: attempts.length, boundary: undefined, certified: undefined }
-    }).pipe(failRunOnError(run.run_id))
+    }).pipe(endRunOnError(run.run_id))
   })
 
 const exec = Command.make(

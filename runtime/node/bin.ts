@@ -6,8 +6,9 @@ import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer } from "effect"
 import * as Cli from "./Cli.ts"
 
+// Interrupted (SIGINT or SIGTERM) exits 130, as a shell reports a command ended by Ctrl-C.
 const exitCode = (exit: Exit.Exit<unknown, unknown>) =>
-  Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause) ? 0 : Cause.isFailType(exit.cause) ? 2 : 1
+  Exit.isSuccess(exit) ? 0 : Cause.isInterruptedOnly(exit.cause) ? 130 : Cause.isFailType(exit.cause) ? 2 : 1
 
 Cli.run(process.argv).pipe(
   Effect.tapErrorTag("CliInputError", (error) => Console.error(error.message)),

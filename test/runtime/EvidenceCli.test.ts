@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -435,6 +435,85 @@ describe("writ exec, evidence, certificate, recover", () => {
     const tables = await rawSql(db, ["SELECT name FROM sqlite_master WHERE name = 'executors'"])
     assert.deepStrictEqual(tables, [[]])
   }, 120_000)
+
+  it("reading commands read a backup in rollback-journal mode (VACUUM INTO) as it is", async () => {
+    const dir = freshDir()
+    const backup = join(dir, "backup.db")
+    const source = new Database(demoDb)
+    source.exec(`VACUUM INTO '${backup}'`)
+    source.close()
+    const before = readFileSync(backup)
+    const minted = await writ(
+      "certificate",
+      "mint",
+      "--db",
+      backup,
+      "--chain",
+      demo.chain_id,
+      "--expected-head",
+      demo.head
+    )
+    assert.strictEqual(minted.status, 0, minted.stderr)
+    const certificate = join(dir, "certificate.json")
+    writeFileSync(certificate, minted.stdout)
+    for (
+      const args of [
+        ["evidence", "verify", "--db", backup, "--chain", demo.chain_id, "--expected-head", demo.head],
+        ["evidence", "log", "--db", backup, "--chain", demo.chain_id],
+        ["certificate", "verify", "--db", backup, "--certificate", certificate]
+      ]
+    ) {
+      const result = await writ(...args)
+      assert.strictEqual(result.status, 0, `${args.join(" ")}: ${result.stderr}`)
+    }
+    assert.isTrue(readFileSync(backup).equals(before), "the backup is byte for byte what it was")
+    assert.deepStrictEqual(readdirSync(dir).sort(), ["backup.db", "certificate.json"], "no journal files beside it")
+  }, 120_000)
+
+  it(
+    "Ctrl-C exits 130 and leaves nothing open: the Run ends cancelled, the operation and its boundary are closed",
+    async () => {
+      const dir = freshDir()
+      // Each profile, once its call is running: the Run, or the pre-call checkpoint's gate result, is committed.
+      const running = {
+        durable: "SELECT 1 FROM runs WHERE status = 'running'",
+        governed: "SELECT 1 FROM evidence_records WHERE record_type = 'gate_evaluated'"
+      }
+      for (const profile of ["durable", "governed"] as const) {
+        const db = join(dir, `${profile}.db`)
+        const child = spawn("node", [
+          bin,
+          "exec",
+          "report.compile",
+          "--args",
+          "{\"pages\":600}",
+          "--profile",
+          profile,
+          "--db",
+          db
+        ])
+        const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+        for (let polls = 0;; polls++) {
+          const rows = existsSync(db) ? await rawSql(db, [running[profile]]).catch(() => [[]]) : [[]]
+          if (rows[0]!.length > 0) break
+          assert.isBelow(polls, 600, "the call never started")
+          await new Promise((resolve) => setTimeout(resolve, 50))
+        }
+        child.kill("SIGINT")
+        assert.strictEqual(await exited, 130, profile)
+      }
+      const [runs] = await rawSql(join(dir, "durable.db"), ["SELECT status, reason_code FROM runs"])
+      assert.deepStrictEqual(runs, [{ status: "cancelled", reason_code: "cli.interrupted" }])
+      const [records] = await rawSql(join(dir, "governed.db"), [
+        "SELECT record_type FROM evidence_records ORDER BY position"
+      ])
+      assert.deepStrictEqual((records as Array<{ record_type: string }>).map((r) => r.record_type).slice(-2), [
+        "operation_cancelled",
+        "task_closed"
+      ])
+    },
+    120_000
+  )
 
   it("Certificate verification fails for a changed policy", async () => {
     const dir = freshDir()
