@@ -183,15 +183,8 @@ export const make = Effect.gen(function*() {
       const intent_ids: Array<Uuid> = []
       for (let i = 0; i < concluded.length; i++) intent_ids.push(yield* ids.uuid)
       const now = yield* Time.now
-      return yield* atomically((): Either.Either<
-        StateStore.ProjectionApplied,
-        StateStore.ProjectionConflictError | StateStore.StateNotFoundError
-      > => {
-        const offered = concluded.filter((attempt) => !attempts.has(attempt.attempt_id))
-        const missing = offered.find((attempt) => !runs.has(attempt.run_id))
-        if (missing !== undefined) {
-          return Either.left(new StateStore.StateNotFoundError({ reason: "run", id: missing.run_id }))
-        }
+      return yield* atomically(() => {
+        const offered = concluded.filter((attempt) => !attempts.has(attempt.attempt_id) && runs.has(attempt.run_id))
         return Either.map(
           StateStore.planProjection(input.rows, {
             records: [...new Set(input.rows.map((row) => row.record_id))].flatMap((id) => recordsById.get(id) ?? []),

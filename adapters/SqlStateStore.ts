@@ -234,12 +234,12 @@ export const make = Effect.gen(function*() {
     execute: (row) => sql`INSERT INTO operation_attempts ${sql.insert(row)}`
   })
 
-  // A governed attempt projected from its terminal record, with its outcome intent; one already stored is kept.
+  // A governed attempt projected from its terminal record, with its outcome intent; one already stored is kept, and
+  // one whose Run this store does not hold is not an attempt here.
   const projectAttempt = (attempt: StateStore.OperationAttempt, intent_id: Uuid, now: Time.Timestamp) =>
     Effect.gen(function*() {
       const existing = yield* sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt.attempt_id}`
-      if (existing.length > 0) return
-      yield* loadRun(attempt.run_id)
+      if (existing.length > 0 || Option.isNone(yield* findRun(attempt.run_id))) return
       yield* insertAttempt(attempt)
       yield* insertIntents([StateStore.pendingIntent(StateStore.outcomeIntent(attempt), intent_id, attempt, now)])
     })

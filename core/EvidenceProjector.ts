@@ -84,11 +84,11 @@ const startPayload = Schema.decodeUnknownEither(Schema.parseJson(Schema.Struct({
   arguments_digest: Schema.NullOr(Schema.String)
 })))
 
-/** A started operation's attempt facts if it names a durable Run, null if not, undefined if they are malformed. */
+/** A started operation's attempt facts if it names a durable Run and states them (as the executor's start does), else null. */
 const startOf = (started: Evidence.StoredRecord) => {
   const run = runOfStart(started.payload_json)
   if (Either.isRight(run) && (run.right.scope?.run_id ?? null) === null) return null
-  return Either.getOrUndefined(startPayload(started.payload_json))
+  return Either.getOrNull(startPayload(started.payload_json))
 }
 
 type Start = NonNullable<ReturnType<typeof startOf>>
@@ -183,17 +183,12 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
       const operation_id = record.operation_id
       if (operation_id === null) continue
       if (record.record_type === "operation_started") {
-        const start = startOf(record)
-        if (start === undefined) return yield* fail("malformed")
-        starts.set(operation_id, start)
+        starts.set(operation_id, startOf(record))
       } else if (Evidence.terminalTypes.has(record.record_type)) {
-        const start = starts.has(operation_id) ? starts.get(operation_id) : yield* storedStart(record)
+        const start = starts.has(operation_id) ? starts.get(operation_id)! : yield* storedStart(record)
         starts.delete(operation_id)
-        if (start === undefined) return yield* fail("malformed")
-        if (start === null) continue
-        const attempt = attemptOf(start, record)
-        if (attempt === undefined) return yield* fail("malformed")
-        attempts.push(attempt)
+        const attempt = start === null ? undefined : attemptOf(start, record)
+        if (attempt !== undefined) attempts.push(attempt)
       }
     }
     const applied = yield* state.applyProjection({ projector, rows, cursor: page.next_cursor, attempts })

@@ -363,7 +363,8 @@ export class ProjectedOperation extends Schema.Class<ProjectedOperation>("Projec
 
 /**
  * What one projection batch commits: rows under a projector's name, its advanced cursor, and the attempts of governed
- * operations in a durable Run that the batch concluded (each with its outcome intent; one already stored is kept).
+ * operations in a durable Run that the batch concluded, each with its outcome intent (one already stored is kept; one
+ * whose Run this store does not hold is not an attempt here).
  */
 export interface ApplyProjection {
   readonly projector: string
@@ -622,13 +623,10 @@ export declare namespace StateStore {
     readonly projectionCursor: (
       projector: string
     ) => Effect.Effect<Option.Option<Cursor>, StateStoreUnavailableError>
-    /**
-     * Commit projection rows, attempts and the advanced cursor in one transaction; replay is a no-op, and a conflict
-     * (or an attempt whose Run is not stored) commits nothing.
-     */
+    /** Commit projection rows, attempts and the advanced cursor in one transaction; replay is a no-op, a conflict commits nothing. */
     readonly applyProjection: (
       input: ApplyProjection
-    ) => Effect.Effect<ProjectionApplied, ProjectionConflictError | StateNotFoundError | StateStoreUnavailableError>
+    ) => Effect.Effect<ProjectionApplied, ProjectionConflictError | StateStoreUnavailableError>
     /** The operations projection in first-seen order. */
     readonly projectedOperations: (
       filter?: OperationFilter

@@ -18,6 +18,7 @@ import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
 import { DurableRun } from "../../core/ExecutionScope.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
 import { StateStore, summarize } from "../../core/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
@@ -138,6 +139,38 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
         yield* EvidenceProjector.drain({ projector: "again" })
         assert.strictEqual((yield* state.listAttempts(run_id)).length, 3, "a replay projects no attempt twice")
         assert.strictEqual((yield* state.pendingIntents(100)).length, 3)
+      }).pipe(Effect.provide(governed(stores))))
+
+    it.scoped("a start naming a Run this store does not hold projects its records, and no attempt", () =>
+      Effect.gen(function*() {
+        const state = yield* StateStore
+        const writer = yield* Governance.EvidenceWriter
+        const [chain_id, operation_id, run_id, attempt_id] = [
+          yield* IdGenerator.uuid,
+          yield* IdGenerator.uuid,
+          yield* IdGenerator.uuid,
+          yield* IdGenerator.uuid
+        ]
+        const draft = { operation_id, policy_id: "projection", policy_version: "1" }
+        yield* writer.appendAll(chain_id, [{
+          ...draft,
+          record_type: "operation_started",
+          payload: {
+            attempt_id,
+            request_id: "elsewhere",
+            scope: { kind: "durable_run", run_id, owner_attempt_id: null },
+            action: { name: "notes.write", version: "1" },
+            arguments_digest: null
+          }
+        }, {
+          ...draft,
+          record_type: "callable_completed",
+          payload: { stage: "outcome", attempt_id, result_digest: null, replay_of: null }
+        }])
+        const drained = yield* EvidenceProjector.drain()
+        assert.strictEqual(drained.inserted, 2)
+        assert.deepStrictEqual(yield* state.listAttempts(run_id), [])
+        assert.deepStrictEqual(yield* state.pendingIntents(10), [])
       }).pipe(Effect.provide(governed(stores))))
 
     it.scoped("an operation whose start an earlier drain projected is projected when its terminal record comes", () =>
