@@ -81,7 +81,13 @@ const verify = Command.make(
             }`
           })
       )
-      const result = yield* withReadStores(db, TaskCertificate.verify(decoded))
+      const result = yield* withReadStores(
+        db,
+        Effect.zipRight(
+          knownChain(decoded.chain_id, `--certificate ${certificate} names chain ${decoded.chain_id}`),
+          TaskCertificate.verify(decoded)
+        )
+      )
       const report = {
         certificate_id: decoded.certificate_id,
         chain_id: decoded.chain_id,

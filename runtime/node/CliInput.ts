@@ -9,6 +9,11 @@ import * as Sqlite from "../../adapters/Sqlite.ts"
 /** Bad input on the command line: exit code 2. */
 export class CliInputError extends Schema.TaggedError<CliInputError>()("CliInputError", { message: Schema.String }) {}
 
+/** The `--db` file is held by another connection (locked or busy past the timeout): a store failure, exit code 1. */
+export class DatabaseBusyError extends Schema.TaggedError<DatabaseBusyError>()("DatabaseBusyError", {
+  message: Schema.String
+}) {}
+
 /** Parse a JSON object given on the command line. */
 export const parseJsonObject = (text: string, option: string) =>
   Either.try({ try: () => JSON.parse(text) as unknown, catch: () => "is not JSON" }).pipe(
@@ -32,10 +37,20 @@ export const setExitCode = (code: number) =>
     process.exitCode = code
   })
 
-const describeDefect = (cause: Cause.Cause<unknown>): string => {
+const innermost = (cause: Cause.Cause<unknown>): unknown => {
   const error = Cause.squash(cause)
-  const inner = error instanceof Error && error.cause instanceof Error ? error.cause : error
+  return error instanceof Error && error.cause instanceof Error ? error.cause : error
+}
+
+const describeDefect = (cause: Cause.Cause<unknown>): string => {
+  const inner = innermost(cause)
   return inner instanceof Error ? inner.message : String(inner)
+}
+
+// SQLite's answer when another connection holds the file: not a fault of the input.
+const isBusy = (cause: Cause.Cause<unknown>): boolean => {
+  const code = (innermost(cause) as { readonly code?: unknown } | undefined)?.code
+  return typeof code === "string" && /^SQLITE_(BUSY|LOCKED)/.test(code)
 }
 
 /**
@@ -52,22 +67,22 @@ export type DatabaseUse = "read" | "existing" | "new_or_existing"
 export const checkDatabase = (filename: string, use: DatabaseUse) =>
   Effect.gen(function*() {
     const refuse = (why: string) => new CliInputError({ message: `--db ${JSON.stringify(filename)}: ${why}` })
+    const unopened = (cause: Cause.Cause<unknown>) =>
+      isBusy(cause)
+        ? new DatabaseBusyError({ message: `--db ${JSON.stringify(filename)}: ${describeDefect(cause)}` })
+        : refuse(`cannot be opened as a writ database (${describeDefect(cause)})`)
     if (filename === "" || filename === ":memory:") return yield* refuse("names no file, so nothing would be kept")
     const written = use !== "new_or_existing" || (fs.existsSync(filename) && fs.statSync(filename).size > 0)
     if (written) {
       const writ = yield* Effect.exit(Sqlite.isWritDatabase(filename))
-      if (Exit.isFailure(writ)) {
-        return yield* refuse(`cannot be opened as a writ database (${describeDefect(writ.cause)})`)
-      }
+      if (Exit.isFailure(writ)) return yield* unopened(writ.cause)
       if (!writ.value) {
         return yield* refuse("is not a writ database (it has no writ evidence table); it was not changed")
       }
     }
     if (use === "read") return
     const opened = yield* Effect.exit(Effect.scoped(Layer.build(Sqlite.layer({ filename }))))
-    if (Exit.isFailure(opened)) {
-      return yield* refuse(`cannot be opened as a writ database (${describeDefect(opened.cause)})`)
-    }
+    if (Exit.isFailure(opened)) return yield* unopened(opened.cause)
   })
 
 /** A failure that is not bad input (a store or evidence failure, or a defect): its message on stderr and exit code 1. */

@@ -36,14 +36,17 @@ export const withReadStores = <A, E, R>(filename: string, body: Effect.Effect<A,
 
 const isUuid = Schema.is(Uuid)
 
-/** A `--chain` id checked against the database: a malformed or unknown id is bad input, not a broken chain. */
-export const knownChain = (chain_id: string) =>
+/**
+ * A chain id the input names (`named`: where, `--chain` by default) checked against the database: a malformed or
+ * unknown id is bad input, not a broken chain.
+ */
+export const knownChain = (chain_id: string, named = `--chain ${chain_id}`) =>
   Effect.gen(function*() {
     if (!isUuid(chain_id)) {
-      return yield* new CliInputError({ message: `--chain ${chain_id} is not a chain id (a UUID)` })
+      return yield* new CliInputError({ message: `${named} is not a chain id (a UUID)` })
     }
     if (Option.isNone(yield* (yield* EvidenceStore).head(chain_id))) {
-      return yield* new CliInputError({ message: `--chain ${chain_id}: the database holds no chain with this id` })
+      return yield* new CliInputError({ message: `${named}: the database holds no chain with this id` })
     }
     return chain_id
   })

@@ -405,6 +405,13 @@ describe("writ exec, evidence, certificate, recover", () => {
       const malformed = await writ("certificate", "verify", "--db", demoDb, "--certificate", forged)
       assert.strictEqual(malformed.status, 2)
       assert.include(malformed.stderr, "is not a task certificate")
+
+      // A certificate of a chain this database does not hold is bad input for it, not a broken chain.
+      const otherChain = "00000000-0000-4000-8000-000000000000"
+      writeFileSync(forged, JSON.stringify({ ...certificate, chain_id: otherChain }))
+      const elsewhere = await writ("certificate", "verify", "--db", demoDb, "--certificate", forged)
+      assert.strictEqual(elsewhere.status, 2)
+      assert.include(elsewhere.stderr, `names chain ${otherChain}: the database holds no chain with this id`)
     },
     120_000
   )
@@ -514,6 +521,23 @@ describe("writ exec, evidence, certificate, recover", () => {
     },
     120_000
   )
+
+  it("a database another connection holds locked is a store failure (exit 1), not bad input", async () => {
+    const dir = freshDir()
+    const db = join(dir, "locked.db")
+    copyFileSync(demoDb, db)
+    const holder = new Database(db)
+    holder.exec("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE held (a)")
+    try {
+      for (const args of [["evidence", "verify", "--db", db], ["recover", "--db", db]]) {
+        const result = await writ(...args)
+        assert.strictEqual(result.status, 1, `${args.join(" ")}: ${result.stderr}`)
+        assert.include(result.stderr, "DatabaseBusyError")
+      }
+    } finally {
+      holder.close()
+    }
+  }, 120_000)
 
   it("Certificate verification fails for a changed policy", async () => {
     const dir = freshDir()
