@@ -26,11 +26,13 @@ import type { ActionNotFoundError } from "./ActionRegistry.ts"
 import type * as ActionUsage from "./ActionUsage.ts"
 import { ActionAdmissionDecision } from "./AdmissionDecision.ts"
 import * as Canonical from "./Canonical.ts"
+import type { Capacity, Lease } from "./Capacity.ts"
 import { Digest, sha256TextWith } from "./Digest.ts"
 import type { AppendReceipt } from "./EvidenceStore.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import {
   Cancelled,
+  Deferred as Deferral,
   type ExecutionOutcome,
   Failed,
   FailureSummary,
@@ -90,6 +92,8 @@ export declare namespace ActionExecutor {
 
 /** What a minimal-profile executor is built with. */
 export interface Config {
+  /** Stage 3: the capacities each call takes a lease on before any governed operation opens; a full one defers it. */
+  readonly capacity?: ReadonlyArray<Capacity>
   readonly interceptors?: ReadonlyArray<Interceptor>
   readonly transformers?: ReadonlyArray<Transformer>
   readonly observers?: ReadonlyArray<Observer>
@@ -141,6 +145,7 @@ export const make = (config: Config = {}) =>
       (a, b) => securityOrder.indexOf(a.stage) - securityOrder.indexOf(b.stage)
     )
     const transformers = [...(config.transformers ?? [])]
+    const capacities = [...(config.capacity ?? [])]
     const observers = [...(config.observers ?? [])]
     const teardown = Duration.decode(config.teardown ?? Duration.seconds(1))
     const governor = config.governance
@@ -273,6 +278,37 @@ export const make = (config: Config = {}) =>
               ? yield* admitDeadline(attempt, attempt.request.deadline)
               : undefined)
         })
+
+    /** Stage 3: a lease on every capacity, held while `body` runs, or the deferral of the first one that is full. */
+    const leased = <E>(attempt: Attempt, body: Effect.Effect<ExecutionOutcome, E>) =>
+      capacities.length === 0 ? body : Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const leases: Array<Lease> = []
+          const admission = {
+            request: attempt.request,
+            context: attempt.context,
+            descriptor: attempt.compiled!.descriptor
+          }
+          for (const capacity of capacities) {
+            const admitted = yield* capacity.admit(admission)
+            if (Either.isRight(admitted)) {
+              leases.push(admitted.right)
+              continue
+            }
+            yield* Effect.forEach(leases, (lease) => lease.release, { discard: true })
+            const { code, detail, retry_at } = admitted.left
+            return trustedMake(Deferral, {
+              ...common(attempt),
+              reason: reason(code, detail),
+              ...(retry_at === undefined ? {} : { retry_at })
+            })
+          }
+          return yield* Effect.ensuring(
+            restore(body),
+            Effect.forEach(leases, (lease) => lease.release, { discard: true })
+          )
+        })
+      )
 
     const governed = governor === undefined ? undefined : makeGovernedStages(governor, backend, digest, ids)
     const durable = makeDurableStages(digest)
@@ -489,7 +525,7 @@ export const make = (config: Config = {}) =>
       if (state !== undefined && scope._tag === "durable_run") {
         return yield* admitCall(attempt, compiled).pipe(
           Effect.flatMap((refused) =>
-            refused === undefined ? operate(attempt, compiled, cancel) : Effect.succeed(refused)
+            refused === undefined ? leased(attempt, operate(attempt, compiled, cancel)) : Effect.succeed(refused)
           ),
           Effect.flatMap((outcome) => durable.persist(state, attempt, scope.run_id, outcome)),
           Effect.onInterrupt(() =>
@@ -506,8 +542,12 @@ export const make = (config: Config = {}) =>
       }
       const refused = yield* admitCall(attempt, compiled)
       if (refused !== undefined) return refused
-      if (governed === undefined) return yield* operate(attempt, compiled, cancel)
-      return yield* governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
+      return yield* leased(
+        attempt,
+        governed === undefined
+          ? operate(attempt, compiled, cancel)
+          : governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
+      )
     })
 
     /** Stages 5-11: the security interceptors, then transformation and recheck; an outcome when one refuses. */

@@ -10,6 +10,7 @@ import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../cor
 import type * as ActionExecutor from "../../core/ActionExecutor.ts"
 import { ActionExecutor as Executor } from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
+import * as Capacity from "../../core/Capacity.ts"
 import type { EvidenceRecord, StoredRecord } from "../../core/Evidence.ts"
 import { EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
 import * as ExecutionContext from "../../core/ExecutionContext.ts"
@@ -492,6 +493,50 @@ describe("governed execution", () => {
       assert.strictEqual(calls.write, before)
       assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("a call beyond capacity is deferred at stage 3 and opens no operation; the lease is back once a call ends", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const cancel = yield* Deferred.make<void>()
+      const holding = yield* Effect.fork(
+        Effect.flatMap(Executor, (executor) =>
+          Effect.gen(function*() {
+            const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+            const context = yield* ExecutionContext.bind({
+              execution_scope: scope,
+              authenticated_principal: { id: "alice" },
+              effect_backend: InProcessBackend.make.ref,
+              policy_snapshot: ref
+            })
+            const request = ExecutionRequest.make({
+              request_id: "hold",
+              action: { name: "notes.slow" },
+              arguments: {},
+              execution_scope: scope
+            })
+            return yield* executor.execute(request, { context, boundary, cancel })
+          }))
+      )
+      const before = calls.slow
+      while (calls.slow === before) yield* Effect.yieldNow()
+      const deferred = yield* exec(ref, boundary, "notes.write", { text: "later" })
+      assert.isTrue(deferred._tag === "deferred" && deferred.reason.code === "capacity.unavailable")
+      assert.strictEqual(deferred.stage, "bind_context")
+      yield* Deferred.succeed(cancel, undefined)
+      assert.strictEqual((yield* Fiber.join(holding))._tag, "cancelled")
+      assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "now" }))._tag, "succeeded")
+      yield* Governance.closeBoundary(boundary)
+      const chain = yield* records(boundary.chain_id)
+      assert.strictEqual(
+        types(chain).filter((type) => type === "operation_started").length,
+        2,
+        "the deferral opened none"
+      )
+      assert.strictEqual(
+        (yield* TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)).process_grade,
+        "FULL"
+      )
+    }).pipe(Effect.provide(layerWith(undefined, { capacity: [Capacity.bounded({ id: "one-call", permits: 1 })] }))))
 
   it.effect("a deferral after the start is no gate result: the operation closes with operation_denied, and no gate counts it", () =>
     Effect.gen(function*() {
