@@ -184,7 +184,10 @@ export const make = Effect.gen(function*() {
       for (let i = 0; i < concluded.length; i++) intent_ids.push(yield* ids.uuid)
       const now = yield* Time.now
       return yield* atomically(() => {
-        const offered = concluded.filter((attempt) => !attempts.has(attempt.attempt_id) && runs.has(attempt.run_id))
+        const seen = new Set(attempts.keys())
+        const offered = concluded.filter((attempt) =>
+          !seen.has(attempt.attempt_id) && runs.has(attempt.run_id) && seen.add(attempt.attempt_id)
+        )
         return Either.map(
           StateStore.planProjection(input.rows, {
             records: [...new Set(input.rows.map((row) => row.record_id))].flatMap((id) => recordsById.get(id) ?? []),

@@ -153,8 +153,6 @@ export const make = (config: Config = {}) =>
     const state = governor === undefined ? runs : undefined
     const profile: RuntimeProfile = governor?.profile ?? (state === undefined ? "minimal" : "durable")
     const evaluates = interceptors.length > 0 || transformers.length > 0 || governor !== undefined
-    // A durable attempt records the digest of the arguments it ran with even when nothing evaluated them.
-    const needsDigest = evaluates || state !== undefined
 
     /** Stage 5 for an action that declares its origins: the invocation must come from one of them. */
     const originsOf = (definition: ActionDefinition): Interceptor => ({
@@ -227,6 +225,13 @@ export const make = (config: Config = {}) =>
       return undefined
     })
 
+    /** A durable attempt records its arguments' digest even when nothing evaluates them, when they have one (no float). */
+    const noteDigest = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
+      const text = Either.flatMap(compiled.encode(attempt.input), Canonical.stringify)
+      if (Either.isRight(text)) attempt.digest = yield* sha256TextWith(digest, text.right)
+      return undefined
+    })
+
     /** Stage 3: bind the trusted context to the request; scope, principal and backend must agree. */
     const bindContext = (attempt: Attempt): StageResult => {
       const { context, request } = attempt
@@ -279,36 +284,34 @@ export const make = (config: Config = {}) =>
               : undefined)
         })
 
-    /** Stage 3: a lease on every capacity, held while `body` runs, or the deferral of the first one that is full. */
+    /**
+     * Stage 3: a lease on every capacity, held while `body` runs, or the deferral of the first one that is full; the
+     * leases taken are released however the attempt ends, an admission that dies included.
+     */
     const leased = <E>(attempt: Attempt, body: Effect.Effect<ExecutionOutcome, E>) =>
-      capacities.length === 0 ? body : Effect.uninterruptibleMask((restore) =>
-        Effect.gen(function*() {
-          const leases: Array<Lease> = []
-          const admission = {
-            request: attempt.request,
-            context: attempt.context,
-            descriptor: attempt.compiled!.descriptor
-          }
+      capacities.length === 0 ? body : Effect.uninterruptibleMask((restore) => {
+        const leases: Array<Lease> = []
+        const admission = {
+          request: attempt.request,
+          context: attempt.context,
+          descriptor: attempt.compiled!.descriptor
+        }
+        return Effect.gen(function*() {
           for (const capacity of capacities) {
             const admitted = yield* capacity.admit(admission)
-            if (Either.isRight(admitted)) {
-              leases.push(admitted.right)
-              continue
+            if (Either.isLeft(admitted)) {
+              const { code, detail, retry_at } = admitted.left
+              return trustedMake(Deferral, {
+                ...common(attempt),
+                reason: reason(code, detail),
+                ...(retry_at === undefined ? {} : { retry_at })
+              })
             }
-            yield* Effect.forEach(leases, (lease) => lease.release, { discard: true })
-            const { code, detail, retry_at } = admitted.left
-            return trustedMake(Deferral, {
-              ...common(attempt),
-              reason: reason(code, detail),
-              ...(retry_at === undefined ? {} : { retry_at })
-            })
+            leases.push(admitted.right)
           }
-          return yield* Effect.ensuring(
-            restore(body),
-            Effect.forEach(leases, (lease) => lease.release, { discard: true })
-          )
-        })
-      )
+          return yield* restore(body)
+        }).pipe(Effect.ensuring(Effect.forEach(leases, (lease) => lease.release, { discard: true })))
+      })
 
     const governed = governor === undefined ? undefined : makeGovernedStages(governor, backend, digest, ids)
     const durable = makeDurableStages(digest)
@@ -511,7 +514,11 @@ export const make = (config: Config = {}) =>
       const compiled = attempt.compiled!
       attempt.stage = "normalise"
       const stop = normalise(attempt, compiled, attempt.request.arguments) ??
-        (needsDigest ? yield* bindDigest(attempt, compiled) : undefined)
+        (evaluates
+          ? yield* bindDigest(attempt, compiled)
+          : state !== undefined
+          ? yield* noteDigest(attempt, compiled)
+          : undefined)
       if (stop !== undefined) return stop
       attempt.stage = "bind_context"
       const unbound = bindContext(attempt)

@@ -93,17 +93,23 @@ const startOf = (started: Evidence.StoredRecord) => {
 
 type Start = NonNullable<ReturnType<typeof startOf>>
 
+// The digest of the arguments an attempt last had, as its terminal record states it (a recovery's close does not).
+const terminalArguments = Schema.decodeUnknownEither(Schema.parseJson(Schema.Struct({
+  arguments_digest: Schema.optional(Schema.String)
+})))
+
 /** The attempt a terminal record concludes in its Run, or undefined if the records do not make one. */
 const attemptOf = (start: Start, terminal: Evidence.StoredRecord) => {
   const outcome = summaryOf(terminal)
   if (outcome === undefined) return undefined
+  const ran = Either.getOrUndefined(terminalArguments(terminal.payload_json))?.arguments_digest
   const attempt = decodeAttempt({
     attempt_id: start.attempt_id,
     run_id: start.scope.run_id,
     request_id: start.request_id,
     action_name: start.action.name,
     action_version: start.action.version,
-    arguments_digest: start.arguments_digest,
+    arguments_digest: ran ?? start.arguments_digest,
     outcome: { ...outcome },
     created_at: terminal.created_at
   })

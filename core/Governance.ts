@@ -312,6 +312,16 @@ export const makeWriter = Effect.gen(function*() {
     return undefined
   }
 
+  // A committed terminal (a forced recovery's, say) settles what the writer still owed or awaited for its operation.
+  const concluded = (state: ChainState, drafts: ReadonlyArray<Evidence.Draft>) => {
+    for (const draft of drafts) {
+      const operation_id = draft.operation_id
+      if (operation_id === null || !Evidence.terminalTypes.has(draft.record_type)) continue
+      state.unconfirmed.delete(operation_id)
+      if (state.owed.length > 0) state.owed = state.owed.filter((owed) => owed.operation_id !== operation_id)
+    }
+  }
+
   // An executor's committed start: its operation runs here until released.
   const started = (state: ChainState, drafts: ReadonlyArray<Evidence.Draft>) => {
     for (const draft of drafts) {
@@ -370,6 +380,7 @@ export const makeWriter = Effect.gen(function*() {
             state.fresh = true
           }
           if (owed.length > 0) state.owed = []
+          concluded(state, asked)
           if (ifCommitted !== undefined) started(state, asked)
           return owed.length === 0 ? receipts : receipts.slice(owed.length)
         }).pipe(Effect.tapError(() =>

@@ -128,7 +128,9 @@ export const makeGovernedStages = (
     const operation = derived.right
     attempt.stage = "governed_start"
     // A start whose answer is lost may still have committed: the writer then closes it as this denial.
-    const unconfirmed = () => [ledger.terminal(operation, denied(attempt, "evidence.append_failed"), null)]
+    const unconfirmed = () => [
+      ledger.terminal(operation, denied(attempt, "evidence.append_failed"), null, operation.arguments_digest)
+    ]
     yield* marked(
       () => (attempt.operation = operation),
       appendEvidence(
@@ -150,7 +152,10 @@ export const makeGovernedStages = (
       const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(digest, outcome.result) : null
       const appended = yield* Effect.either(marked(
         () => (attempt.concluded = true),
-        governor.writer.append(operation.chain_id, ledger.terminal(operation, outcome, result_digest))
+        governor.writer.append(
+          operation.chain_id,
+          ledger.terminal(operation, outcome, result_digest, attempt.digest ?? operation.arguments_digest)
+        )
       ))
       if (Either.isRight(appended)) {
         attempt.receipt = appended.right
@@ -192,7 +197,12 @@ export const makeGovernedStages = (
           () => (attempt.concluded = true),
           governor.writer.append(
             attempt.operation.chain_id,
-            ledger.terminal(attempt.operation, denied(attempt, "evidence.append_failed"), null)
+            ledger.terminal(
+              attempt.operation,
+              denied(attempt, "evidence.append_failed"),
+              null,
+              attempt.digest ?? attempt.operation.arguments_digest
+            )
           )
         )),
         Effect.fail(error)

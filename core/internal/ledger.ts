@@ -110,13 +110,17 @@ export const terminalType = (outcome: ExecutionOutcome): RecordType => {
   }
 }
 
-/** The terminal record for an outcome: codes, digests and flags only. */
+/**
+ * The terminal record for an outcome: codes, digests and flags only, with the digest of the arguments the attempt
+ * last had (a transformation may have changed them since `operation_started`).
+ */
 export const terminal = (
   operation: OperationContext,
   outcome: ExecutionOutcome,
-  result_digest: Sha256Hex | null
+  result_digest: Sha256Hex | null,
+  arguments_digest: Sha256Hex
 ): Draft => {
-  const base = { stage: outcome.stage, attempt_id: outcome.attempt_id }
+  const base = { stage: outcome.stage, attempt_id: outcome.attempt_id, arguments_digest }
   switch (outcome._tag) {
     case "succeeded":
       return draft(operation, "callable_completed", {

@@ -384,6 +384,36 @@ for (const [name, layer] of layers) {
         assert.isTrue(Option.isNone(yield* store.projectedHash(r0!, 0)), "another chain's position")
       })))
 
+    it.effect("projection: attempts are committed once each with one intent; one offered twice keeps the first; one whose Run is not stored is skipped", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const run = yield* running
+        const [first, elsewhere, unknownRun] = yield* uuids(3)
+        yield* store.applyProjection({
+          projector: "ops",
+          rows: [],
+          cursor: Cursor.make("c1"),
+          attempts: [
+            attempt(run.run_id, first!, "ok"),
+            attempt(run.run_id, first!, "replayed"),
+            attempt(unknownRun!, elsewhere!)
+          ]
+        })
+        yield* store.applyProjection({
+          projector: "ops",
+          rows: [],
+          cursor: Cursor.make("c2"),
+          attempts: [attempt(run.run_id, first!, "again")]
+        })
+        const attempts = yield* store.listAttempts(run.run_id)
+        assert.deepStrictEqual(attempts.map((a) => [a.attempt_id, a.outcome.reason_code]), [[first, "ok"]])
+        assert.deepStrictEqual((yield* store.pendingIntents(10)).map((i) => [i.attempt_id, i.topic]), [[
+          first,
+          "writ.outcome"
+        ]])
+        assert.deepStrictEqual(yield* store.listAttempts(unknownRun!), [])
+      })))
+
     it.effect("projection: a conflicting chain hash fails the whole batch, commits nothing and keeps the cursor", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore

@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Exit, Schema } from "effect"
+import * as Action from "../../core/Action.ts"
 import * as Capacity from "../../core/Capacity.ts"
+import { executor, run } from "../fixtures/layers.ts"
 
 const admission = (name: string, principal = "alice") =>
   ({
@@ -32,4 +34,28 @@ describe("Capacity.bounded", () => {
       assert.isTrue(Either.isRight(yield* capacity.admit(admission("notes.write"))))
       assert.isTrue(Either.isLeft(yield* capacity.admit(admission("notes.write"))), "released twice frees one")
     }))
+})
+
+describe("capacity admission in the executor", () => {
+  const actions = [
+    Action.make({ name: "notes.write", input: Schema.Struct({}), output: Schema.String, handler: () => "ok" })
+  ]
+  it.effect("a capacity whose admission dies releases the leases taken before it", () =>
+    Effect.gen(function*() {
+      const first = yield* Effect.exit(run("notes.write", {}, { request_id: "boom" }))
+      assert.isTrue(Exit.isFailure(first), "the second capacity's key throws for this request")
+      assert.strictEqual((yield* run("notes.write", {}, { request_id: "fine" }))._tag, "succeeded")
+    }).pipe(Effect.provide(executor(actions, {
+      capacity: [
+        Capacity.bounded({ id: "one", permits: 1 }),
+        Capacity.bounded({
+          id: "keyed",
+          permits: 5,
+          key: (a) => {
+            if (a.request.request_id === "boom") throw new Error("bad key")
+            return "k"
+          }
+        })
+      ]
+    }))))
 })

@@ -18,6 +18,12 @@ const SECRET = "durable-canary-91c2"
 const calls = { write: 0 }
 const actions = [
   Action.make({
+    name: "calc.half",
+    input: Schema.Struct({ x: Schema.Number }),
+    output: Schema.Number,
+    handler: ({ x }) => x / 2
+  }),
+  Action.make({
     name: "notes.write",
     input: Schema.Struct({ text: Schema.String }),
     output: Schema.String,
@@ -108,6 +114,35 @@ describe("durable-ungoverned execution", () => {
       )
       assert.strictEqual(attempts[1]!.outcome.result_digest, attempts[0]!.outcome.result_digest)
     }).pipe(Effect.provide(layer().pipe(Layer.provideMerge(IdempotencyStore.layerMemory)))))
+
+  it.effect("arguments with no canonical form (a float) still run and commit, with no digest", () =>
+    Effect.gen(function*() {
+      const run = yield* running
+      const half = yield* Effect.gen(function*() {
+        const executor = yield* ActionExecutor.ActionExecutor
+        const scope = DurableRun.make({ run_id: run.run_id })
+        const context = yield* ExecutionContext.bind({
+          execution_scope: scope,
+          authenticated_principal: { id: "alice" },
+          effect_backend: InProcessBackend.make.ref
+        })
+        return yield* executor.execute(
+          ExecutionRequest.make({
+            request_id: "half",
+            action: { name: "calc.half" },
+            arguments: { x: 0.5 },
+            execution_scope: scope
+          }),
+          { context }
+        )
+      })
+      assert.strictEqual(half._tag, "succeeded")
+      const attempts = yield* Effect.flatMap(StateStore, (store) => store.listAttempts(run.run_id))
+      assert.deepStrictEqual(
+        attempts.filter((a) => a.attempt_id === half.attempt_id).map((a) => [a.outcome.tag, a.arguments_digest]),
+        [["succeeded", null]]
+      )
+    }).pipe(Effect.provide(layer())))
 
   it.effect("its plan runs the persist stage and skips the governed ones", () =>
     Effect.gen(function*() {
