@@ -5,17 +5,16 @@ import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
 import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as Action from "../../core/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/ActionExecutionBackend.ts"
 import type * as ActionExecutor from "../../core/ActionExecutor.ts"
-import { ActionExecutor as Executor } from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
 import * as Capacity from "../../core/Capacity.ts"
 import type { EvidenceRecord, StoredRecord } from "../../core/Evidence.ts"
+import { terminalTypes } from "../../core/Evidence.ts"
+import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { EvidenceStore, EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
-import * as ExecutionContext from "../../core/ExecutionContext.ts"
-import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
-import { EphemeralOperation } from "../../core/ExecutionScope.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
@@ -127,13 +126,14 @@ const flaky = (failAt: { current: number | undefined; lost?: boolean }) =>
         appendAll
       })
     })
-  ).pipe(Layer.provide(MemoryEvidenceStore.layer))
+  ).pipe(Layer.provideMerge(MemoryEvidenceStore.layer))
 
 const stores = (failAt: { current: number | undefined; lost?: boolean }) =>
   Layer.mergeAll(
     MemoryPolicySnapshotStore.layer,
     MemoryApprovalQueue.layer,
     MemoryExecutorRegistry.layer,
+    MemoryStateStore.layer,
     flaky(failAt)
   ).pipe(
     Layer.provideMerge(base(actions))
@@ -165,6 +165,10 @@ const exec = (
     }
     return yield* run(action, args, request, { policy_snapshot: ref }, boundary === undefined ? {} : { boundary })
   })
+
+/** `notes.slow` forked under `boundary`, until `cancel` is completed. */
+const slowCall = (ref: PolicySnapshotRef, boundary: Governance.TaskBoundary, cancel: Deferred.Deferred<void>) =>
+  Effect.fork(run("notes.slow", {}, { request_id: "slow" }, { policy_snapshot: ref }, { boundary, cancel }))
 
 const records = (chain_id: string) =>
   Effect.flatMap(
@@ -217,25 +221,7 @@ describe("governed execution", () => {
       assert.strictEqual((yield* exec(ref, boundary, "notes.fail", {}))._tag, "failed")
       assert.strictEqual((yield* exec(ref, boundary, "notes.publish", { text: "ls" }))._tag, "escalated")
       const cancel = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(
-        Effect.flatMap(Executor, (executor) =>
-          Effect.gen(function*() {
-            const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-            const context = yield* ExecutionContext.bind({
-              execution_scope: scope,
-              authenticated_principal: { id: "alice" },
-              effect_backend: InProcessBackend.make.ref,
-              policy_snapshot: ref
-            })
-            const request = ExecutionRequest.make({
-              request_id: "slow",
-              action: { name: "notes.slow" },
-              arguments: {},
-              execution_scope: scope
-            })
-            return yield* executor.execute(request, { context, boundary, cancel })
-          }))
-      )
+      const fiber = yield* slowCall(ref, boundary, cancel)
       yield* Effect.yieldNow()
       while (calls.slow === 0) yield* Effect.yieldNow()
       yield* Deferred.succeed(cancel, undefined)
@@ -344,6 +330,27 @@ describe("governed execution", () => {
         const chain = yield* records(boundary.chain_id)
         assert.deepStrictEqual(types(chain), ["policy_bound", "operation_started", "operation_denied", "task_closed"])
         assert.strictEqual((yield* TaskCertificate.mint(boundary.chain_id, chain[3]!.chain_hash)).process_grade, "FULL")
+      }).pipe(Effect.provide(layerWith(injected)))
+    }))
+
+  it.effect("a lost-answer start closed by a forced recovery in this process gets no second terminal", () =>
+    Effect.gen(function*() {
+      const injected = { current: undefined as number | undefined, lost: true }
+      yield* Effect.gen(function*() {
+        const { boundary, ref } = yield* setup
+        injected.current = 0
+        assert.strictEqual(
+          (yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" })))._tag,
+          "GovernanceEvidenceError"
+        )
+        assert.strictEqual((yield* EvidenceProjector.recover({ force: true })).closed.length, 1)
+        assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "y" }))._tag, "succeeded")
+        const chain = yield* records(boundary.chain_id)
+        const first = chain[1]!.operation_id
+        assert.deepStrictEqual(
+          chain.filter((r) => r.operation_id === first && terminalTypes.has(r.record_type)).map((r) => r.record_type),
+          ["external_result_ambiguous"]
+        )
       }).pipe(Effect.provide(layerWith(injected)))
     }))
 
@@ -498,25 +505,7 @@ describe("governed execution", () => {
     Effect.gen(function*() {
       const { boundary, ref } = yield* setup
       const cancel = yield* Deferred.make<void>()
-      const holding = yield* Effect.fork(
-        Effect.flatMap(Executor, (executor) =>
-          Effect.gen(function*() {
-            const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-            const context = yield* ExecutionContext.bind({
-              execution_scope: scope,
-              authenticated_principal: { id: "alice" },
-              effect_backend: InProcessBackend.make.ref,
-              policy_snapshot: ref
-            })
-            const request = ExecutionRequest.make({
-              request_id: "hold",
-              action: { name: "notes.slow" },
-              arguments: {},
-              execution_scope: scope
-            })
-            return yield* executor.execute(request, { context, boundary, cancel })
-          }))
-      )
+      const holding = yield* slowCall(ref, boundary, cancel)
       const before = calls.slow
       while (calls.slow === before) yield* Effect.yieldNow()
       const deferred = yield* exec(ref, boundary, "notes.write", { text: "later" })
