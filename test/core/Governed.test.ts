@@ -285,16 +285,27 @@ describe("governed execution", () => {
       }
     }))
 
+  /** A boundary whose first start append fails (committed first, with `lost`), then `after` on it. */
+  const afterFailedStart = <A, E, R>(
+    lost: boolean,
+    after: (opened: { boundary: Governance.TaskBoundary; ref: PolicySnapshotRef }) => Effect.Effect<A, E, R>
+  ) => {
+    const injected = { current: undefined as number | undefined, lost }
+    return Effect.gen(function*() {
+      const opened = yield* setup
+      injected.current = 0
+      const before = calls.write
+      const error = yield* Effect.flip(exec(opened.ref, opened.boundary, "notes.write", { text: "x" }))
+      assert.isTrue(error._tag === "GovernanceEvidenceError" && !error.call_executed)
+      assert.strictEqual(calls.write, before, "the callable is unreachable")
+      injected.current = undefined
+      return yield* after(opened)
+    }).pipe(Effect.provide(layerWith(injected)))
+  }
+
   it.effect("a start that committed but was answered as failed is closed as denied ahead of the chain's next record", () =>
-    Effect.gen(function*() {
-      const injected = { current: undefined as number | undefined, lost: true }
-      yield* Effect.gen(function*() {
-        const { boundary, ref } = yield* setup
-        injected.current = 0
-        const before = calls.write
-        const error = yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" }))
-        assert.isTrue(error._tag === "GovernanceEvidenceError" && !error.call_executed)
-        assert.strictEqual(calls.write, before, "the callable is unreachable")
+    afterFailedStart(true, ({ boundary, ref }) =>
+      Effect.gen(function*() {
         assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "y" }))._tag, "succeeded")
         yield* Governance.closeBoundary(boundary)
         const chain = yield* records(boundary.chain_id)
@@ -313,36 +324,20 @@ describe("governed execution", () => {
         assert.strictEqual(JSON.parse(chain[2]!.payload_json).reason_code, "evidence.append_failed")
         const certificate = yield* TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)
         assert.strictEqual(certificate.process_grade, "FULL")
-      }).pipe(Effect.provide(layerWith(injected)))
-    }))
+      })))
 
   it.effect("a start that committed but was answered as failed, with nothing after it, is closed before task_closed", () =>
-    Effect.gen(function*() {
-      const injected = { current: undefined as number | undefined, lost: true }
-      yield* Effect.gen(function*() {
-        const { boundary, ref } = yield* setup
-        injected.current = 0
-        assert.strictEqual(
-          (yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" })))._tag,
-          "GovernanceEvidenceError"
-        )
+    afterFailedStart(true, ({ boundary }) =>
+      Effect.gen(function*() {
         yield* Governance.closeBoundary(boundary)
         const chain = yield* records(boundary.chain_id)
         assert.deepStrictEqual(types(chain), ["policy_bound", "operation_started", "operation_denied", "task_closed"])
         assert.strictEqual((yield* TaskCertificate.mint(boundary.chain_id, chain[3]!.chain_hash)).process_grade, "FULL")
-      }).pipe(Effect.provide(layerWith(injected)))
-    }))
+      })))
 
   it.effect("a lost-answer start closed by a forced recovery in this process gets no second terminal", () =>
-    Effect.gen(function*() {
-      const injected = { current: undefined as number | undefined, lost: true }
-      yield* Effect.gen(function*() {
-        const { boundary, ref } = yield* setup
-        injected.current = 0
-        assert.strictEqual(
-          (yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" })))._tag,
-          "GovernanceEvidenceError"
-        )
+    afterFailedStart(true, ({ boundary, ref }) =>
+      Effect.gen(function*() {
         assert.strictEqual((yield* EvidenceProjector.recover({ force: true })).closed.length, 1)
         assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "y" }))._tag, "succeeded")
         const chain = yield* records(boundary.chain_id)
@@ -351,24 +346,14 @@ describe("governed execution", () => {
           chain.filter((r) => r.operation_id === first && terminalTypes.has(r.record_type)).map((r) => r.record_type),
           ["external_result_ambiguous"]
         )
-      }).pipe(Effect.provide(layerWith(injected)))
-    }))
+      })))
 
   it.effect("a start whose append really failed is owed nothing: the chain goes on without it", () =>
-    Effect.gen(function*() {
-      const injected = { current: undefined as number | undefined }
-      yield* Effect.gen(function*() {
-        const { boundary, ref } = yield* setup
-        injected.current = 0
-        assert.strictEqual(
-          (yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "x" })))._tag,
-          "GovernanceEvidenceError"
-        )
-        injected.current = undefined
+    afterFailedStart(false, ({ boundary }) =>
+      Effect.gen(function*() {
         yield* Governance.closeBoundary(boundary)
         assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
-      }).pipe(Effect.provide(layerWith(injected)))
-    }))
+      })))
 
   it.effect("a captured failure whose callable_failed cannot be committed is an OutcomeEvidenceError", () =>
     Effect.gen(function*() {
