@@ -226,11 +226,7 @@ export const make = (config: Config = {}) =>
     })
 
     /** A durable attempt records its arguments' digest even when nothing evaluates them, when they have one (no float). */
-    const noteDigest = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
-      const text = Either.flatMap(compiled.encode(attempt.input), Canonical.stringify)
-      if (Either.isRight(text)) attempt.digest = yield* sha256TextWith(digest, text.right)
-      return undefined
-    })
+    const noteDigest = (attempt: Attempt, compiled: Compiled) => Effect.as(bindDigest(attempt, compiled), undefined)
 
     /** Stage 3: bind the trusted context to the request; scope, principal and backend must agree. */
     const bindContext = (attempt: Attempt): StageResult => {
