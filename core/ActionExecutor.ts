@@ -326,7 +326,7 @@ export const make = (config: Config = {}) =>
       for (const interceptor of attempt.compiled!.interceptors) {
         const stage = recheck ? "recheck" : interceptor.stage
         attempt.stage = stage
-        const exit = yield* Effect.exit(interceptor.evaluate(evaluation(attempt)))
+        const exit = yield* Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluation(attempt))))
         const verdict: Verdict = Exit.isSuccess(exit)
           ? exit.value
           : { disposition: "deny", code: "control.evaluator_error" }
@@ -361,7 +361,9 @@ export const make = (config: Config = {}) =>
       const before = attempt.digest!
       let args = attempt.args!
       for (const transformer of transformers) {
-        const exit = yield* Effect.exit(transformer.transform({ ...evaluation(attempt), arguments: args }))
+        const exit = yield* Effect.exit(
+          Effect.suspend(() => transformer.transform({ ...evaluation(attempt), arguments: args }))
+        )
         if (Exit.isFailure(exit)) return denied(attempt, "transform.failed", `transformer ${transformer.id} failed`)
         args = exit.value
       }

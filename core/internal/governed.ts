@@ -3,14 +3,14 @@ import { type ActionExecutionBackend, uncontained } from "../ActionExecutionBack
 import type { ExecutionError, Governor } from "../ActionExecutor.ts"
 import { Digest } from "../Digest.ts"
 import type * as Evidence from "../Evidence.ts"
-import { callExecuted, Cancelled, type ExecutionOutcome } from "../ExecutionOutcome.ts"
+import { Ambiguous, callExecuted, Cancelled, type ExecutionOutcome } from "../ExecutionOutcome.ts"
 import type { OperationContext, TaskBoundary } from "../Governance.ts"
 import { deriveContext, failureDetail, GovernanceEvidenceError, OutcomeEvidenceError } from "../Governance.ts"
 import { IdGenerator } from "../IdGenerator.ts"
 import type { Verdict } from "../Interceptor.ts"
 import * as Time from "../Time.ts"
 import type { Attempt, Compiled } from "./attempt.ts"
-import { common, denied, resultDigest } from "./attempt.ts"
+import { common, denied, reason, resultDigest } from "./attempt.ts"
 import * as ledger from "./ledger.ts"
 import { trustedMake } from "./trusted.ts"
 
@@ -178,15 +178,25 @@ export const makeGovernedStages = (
     }
   )
 
-  /** A governed operation interrupted from outside still closes with `operation_cancelled`, best effort. */
-  const concludeInterrupted = (attempt: Attempt) =>
+  // Close an operation that has no terminal record yet with `outcome`, best effort.
+  const concludeOpen = (attempt: Attempt, outcome: (attempt: Attempt) => ExecutionOutcome) =>
     attempt.operation === undefined || attempt.concluded === true
       ? Effect.void
-      : Effect.asVoid(Effect.exit(conclude(
-        attempt,
-        attempt.operation,
-        trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked })
-      )))
+      : Effect.asVoid(Effect.exit(conclude(attempt, attempt.operation, outcome(attempt))))
+
+  /** A governed operation interrupted from outside still closes with `operation_cancelled`, best effort. */
+  const concludeInterrupted = (attempt: Attempt) =>
+    concludeOpen(attempt, (attempt) => trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked }))
+
+  /** A defect still closes its operation, best effort: denied before the call, ambiguous once it was invoked. */
+  const concludeDefect = (attempt: Attempt) =>
+    concludeOpen(
+      attempt,
+      (attempt) =>
+        attempt.invoked
+          ? trustedMake(Ambiguous, { ...common(attempt), reason: reason("executor.defect") })
+          : denied(attempt, "executor.defect")
+    )
 
   /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
   const abandon = (attempt: Attempt, error: ExecutionError) =>
@@ -224,6 +234,7 @@ export const makeGovernedStages = (
         )
     ).pipe(
       Effect.onInterrupt(() => concludeInterrupted(attempt)),
+      Effect.tapDefect(() => concludeDefect(attempt)),
       Effect.ensuring(Effect.suspend(() =>
         attempt.operation === undefined
           ? Effect.void

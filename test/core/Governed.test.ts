@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream, TestClock } from "effect"
+import { Cause, Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream, TestClock } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
@@ -19,7 +19,7 @@ import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
-import type * as Interceptor from "../../core/Interceptor.ts"
+import * as Interceptor from "../../core/Interceptor.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import * as Time from "../../core/Time.ts"
@@ -425,6 +425,81 @@ describe("governed execution", () => {
     }).pipe(Effect.provide(
       Governed.layer().pipe(
         Layer.provide(flipping),
+        Layer.provideMerge(Governance.layerWriter),
+        Layer.provideMerge(stores({ current: undefined }))
+      )
+    ))
+  })
+
+  it.effect("an evaluator or a transformer that throws is a denial, and its operation closes and certifies", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const first = yield* exec(ref, boundary, "notes.write", { text: "x" })
+      assert.deepStrictEqual(first._tag === "denied" && first.reason.code, "control.evaluator_error")
+      const second = yield* exec(ref, boundary, "notes.fail", {})
+      assert.deepStrictEqual(second._tag === "denied" && second.reason.code, "transform.failed")
+      yield* Governance.closeBoundary(boundary)
+      const chain = yield* records(boundary.chain_id)
+      const terminals = chain.filter((record) => terminalTypes.has(record.record_type))
+      assert.deepStrictEqual(terminals.map((record) => record.record_type), ["operation_denied", "operation_denied"])
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)
+      assert.strictEqual(certificate.process_grade, "FULL")
+    }).pipe(Effect.provide(layerWith(undefined, {
+      interceptors: [{
+        id: "throws-on-write",
+        stage: "policy",
+        evaluate: ({ descriptor }) => {
+          if (descriptor.name === "notes.write") throw new Error("evaluator bug")
+          return Effect.succeed(Interceptor.allow())
+        }
+      }],
+      transformers: [{
+        id: "throws",
+        transform: () => {
+          throw new Error("transformer bug")
+        }
+      }]
+    }))))
+
+  it.effect("a defect after the start still closes the operation, denied before the call and ambiguous after it", () => {
+    const throwing = Layer.succeed(ActionExecutionBackend, {
+      ...InProcessBackend.make,
+      invoke: () => {
+        throw new Error("backend bug")
+      }
+    })
+    return Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const before = yield* Effect.exit(exec(ref, boundary, "notes.fail", {}))
+      assert.isTrue(Exit.isFailure(before) && Cause.isDie(before.cause))
+      const after = yield* Effect.exit(exec(ref, boundary, "notes.write", { text: "x" }))
+      assert.isTrue(Exit.isFailure(after) && Cause.isDie(after.cause))
+      yield* Governance.closeBoundary(boundary)
+      const chain = yield* records(boundary.chain_id)
+      const terminals = chain.filter((record) => terminalTypes.has(record.record_type))
+      assert.deepStrictEqual(terminals.map((record) => record.record_type), [
+        "operation_denied",
+        "external_result_ambiguous"
+      ])
+      assert.deepStrictEqual(terminals.map((record) => JSON.parse(record.payload_json).reason_code), [
+        "executor.defect",
+        "executor.defect"
+      ])
+      assert.isTrue(
+        (yield* Effect.either(TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)))._tag === "Right"
+      )
+    }).pipe(Effect.provide(
+      Governed.layer({
+        interceptors: [{
+          id: "malformed-on-fail",
+          stage: "policy",
+          evaluate: ({ descriptor }) =>
+            Effect.succeed(
+              descriptor.name === "notes.fail" ? undefined as unknown as Interceptor.Verdict : Interceptor.allow()
+            )
+        }]
+      }).pipe(
+        Layer.provide(throwing),
         Layer.provideMerge(Governance.layerWriter),
         Layer.provideMerge(stores({ current: undefined }))
       )
