@@ -39,8 +39,8 @@ export interface Pinned {
   readonly snapshot: PolicySnapshot
   readonly gates: ReadonlyArray<CompiledGate>
   readonly approver: string | undefined
-  /** Whether any gate is advisory: only an advisory gate's guard deny lets the call go on to the policy stage. */
-  readonly advisory: boolean
+  /** Whether a gate's guard deny can let the call go on to the policy stage: an advisory one, or a soft one an approval resolves. */
+  readonly guardsPass: boolean
 }
 
 /** The MCP tool, secrets and environment variables an action declares: what its guards check. */
@@ -50,15 +50,20 @@ const declaredNeeds = ({ environment, mcp, secrets }: ActionDescriptor) => ({
   ...(environment === undefined ? {} : { environment })
 })
 
+// The approver class the snapshot's soft gates escalate to: its first approval rule's.
+const approverOf = (snapshot: PolicySnapshot) =>
+  snapshot.compiled_rules.flatMap((rule) =>
+    rule.kind === "approval" && rule.approver_class !== null ? [rule.approver_class] : []
+  )[0]
+
 /** Compile a snapshot for evaluation. */
 export const pinned = (snapshot: PolicySnapshot): Pinned => ({
   snapshot,
   gates: PolicyEvaluator.compile(snapshot),
-  advisory: snapshot.gate_bindings.some((gate) => gate.level === "advisory"),
-  approver:
-    snapshot.compiled_rules.flatMap((rule) =>
-      rule.kind === "approval" && rule.approver_class !== null ? [rule.approver_class] : []
-    )[0]
+  approver: approverOf(snapshot),
+  guardsPass: snapshot.gate_bindings.some((gate) =>
+    gate.level === "advisory" || (gate.level === "soft" && approverOf(snapshot) !== undefined)
+  )
 })
 
 const verdict = (disposition: Verdict["disposition"], code: string, detail?: string): Verdict =>
@@ -127,9 +132,9 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
       advisories.push(`${decision.code} (${why})`)
       continue
     }
-    // Intrinsic guards and hard gates deny outright; a hard deny in any gate outranks an escalation from another.
-    const soft = gate.gate.level === "soft" && part === "policy"
-    if (decision.disposition === "deny" && !(soft && pinned.approver !== undefined)) {
+    // Hard gates deny outright (as do writ's intrinsic guards, above); a hard deny in any gate outranks an escalation
+    // from another.
+    if (decision.disposition === "deny" && !(gate.gate.level === "soft" && pinned.approver !== undefined)) {
       return { ...verdict("deny", decision.code, why), gates }
     }
     if (decision.disposition === "deny") softDenied = true
@@ -432,20 +437,19 @@ export const make = (options: Options = {}, pin?: Pin) =>
         }
         const input = yield* inputOf(evaluation)
         const result = reduce(pinned.right, part, input)
-        // A gate's result is recorded once: at the policy stage, unless its guard part already refused.
+        // A gate's result is recorded once: at the policy stage, unless its guard part already refused. A soft guard
+        // deny escalates here, and an approval presented for it lets the call go on.
         if (part === "guard") {
-          return result.disposition === "allow"
-            ? {
-              ...result,
-              gates: (result.gates ?? []).filter((gate) =>
-                gate.decision === "deny"
-              )
-            }
+          const guarded = result.disposition === "escalate"
+            ? yield* escalate(pinned.right, evaluation, input, result)
             : result
+          return guarded.disposition === "allow"
+            ? { ...guarded, gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny") }
+            : guarded
         }
         // A gate whose guard part denied was recorded at the guard stage: its policy part adds no second result (only
-        // an advisory gate's guard deny lets the call get here).
-        const guarded = pinned.right.advisory ? reduce(pinned.right, "guard", input).gates ?? [] : []
+        // an advisory gate's guard deny, or a soft one an approval resolved, lets the call get here).
+        const guarded = pinned.right.guardsPass ? reduce(pinned.right, "guard", input).gates ?? [] : []
         if (guarded.some((gate) => gate.decision === "deny")) {
           const recorded = new Set(guarded.flatMap((gate) => gate.decision === "deny" ? [gate.gate_id] : []))
           return yield* settled(pinned.right, input, evaluation, {

@@ -705,4 +705,41 @@ describe("gate results", () => {
       const denied = yield* exec(plain, yield* Governance.openBoundary(plain), "notes.publish", { text: "t" })
       assert.strictEqual(denied._tag, "denied")
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("a soft gate's guard deny escalates like its policy deny; an approval lets it pass once, recorded, degraded", () =>
+    Effect.gen(function*() {
+      const ref = yield* installPolicy({
+        policy_id: "soft-guard",
+        version: "1",
+        approver_class: "lead",
+        rules: [
+          { rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+          { rule_id: "fs", kind: "filesystem", effect: "allow", roots: ["/"], modes: ["write"] },
+          { rule_id: "fs-secrets", kind: "filesystem", effect: "deny", roots: ["/secrets"], modes: ["write"] }
+        ],
+        gates: [
+          { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow", "fs"] },
+          { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow", "fs", "fs-secrets"] }
+        ]
+      })
+      const boundary = yield* Governance.openBoundary(ref)
+      const escalated = yield* exec(ref, boundary, "notes.save", { path: "/secrets/key" })
+      assert.isTrue(escalated._tag === "escalated" && escalated.approval?.approver_class === "lead")
+      const approval_id = escalated._tag === "escalated" ? escalated.approval!.approval_id : ""
+      yield* (yield* ApprovalQueue).approve(approval_id, { id: "bob", approver_class: "lead" })
+      const approved = yield* exec(ref, boundary, "notes.save", { path: "/secrets/key" }, { approval_id })
+      assert.strictEqual(approved._tag, "succeeded")
+      yield* Governance.closeBoundary(boundary)
+      const chain = yield* records(boundary.chain_id)
+      const approvedRecords = chain.filter((record) => record.operation_id === chain.at(-2)!.operation_id)
+      assert.deepStrictEqual(
+        approvedRecords.map((record) => {
+          const payload = JSON.parse(record.payload_json)
+          return record.record_type === "gate_evaluated" ? `${payload.gate_id}:${payload.decision}` : record.record_type
+        }),
+        ["policy_bound", "operation_started", "review:deny", "exception_granted", "base:allow", "callable_completed"]
+      )
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)
+      assert.strictEqual(certificate.process_grade, "DEGRADED")
+    }).pipe(Effect.provide(layerWith())))
 })
