@@ -528,6 +528,7 @@ export const make = (config: Config = {}) =>
       }
       // From here the attempt belongs to its Run: in the durable profile, whatever concludes it is committed.
       if (state !== undefined && scope._tag === "durable_run") {
+        attempt.runBound = true
         return yield* admitCall(attempt, compiled).pipe(
           Effect.flatMap((refused) =>
             refused === undefined ? leased(attempt, operate(attempt, compiled, cancel)) : Effect.succeed(refused)
@@ -647,15 +648,14 @@ export const make = (config: Config = {}) =>
         if (observers.length === 0) return run(attempt, options.cancel, options.boundary)
         return run(attempt, options.cancel, options.boundary).pipe(
           Effect.tap((outcome) => notify(outcome, attempt.receipt)),
-          // Told in the background: the interrupted caller waits for no observer. A governed operation is told only
-          // with its committed terminal record.
-          Effect.onInterrupt(() =>
-            attempt.operation !== undefined && attempt.receipt === undefined
-              ? Effect.void
-              : Effect.asVoid(Effect.forkDaemon(
-                notify(trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked }), attempt.receipt)
-              ))
-          )
+          // Told in the background: the interrupted caller waits for no observer. An attempt whose conclusion is
+          // committed (a governed operation, or one bound to a durable Run) is told only the outcome that was.
+          Effect.onInterrupt(() => {
+            const told = attempt.committed ?? (attempt.operation !== undefined || attempt.runBound === true
+              ? undefined
+              : trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked }))
+            return told === undefined ? Effect.void : Effect.asVoid(Effect.forkDaemon(notify(told, attempt.receipt)))
+          })
         )
       })
 

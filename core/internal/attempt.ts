@@ -55,6 +55,12 @@ export interface Attempt {
   concluded?: boolean
   /** The receipt of its committed terminal record. */
   receipt?: AppendReceipt
+  /** Bound to a durable Run: whatever concludes it is committed there. */
+  runBound?: boolean
+  /** The outcome committed for it (its terminal record, or its Run's attempt): after an interruption, the only one told. */
+  committed?: ExecutionOutcome
+  /** The outcome first offered to its Run's commit: committed, if a later commit finds the attempt already there. */
+  offered?: ExecutionOutcome
   /** The interceptors whose verdicts metered this attempt's invocation, to be charged its usage. */
   meters?: Array<Interceptor>
 }

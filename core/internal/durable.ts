@@ -51,10 +51,17 @@ export const makeDurableStages = (digest: Digest.Service) => {
       outcome: summary,
       created_at: yield* Time.now
     })
+    const offered = attempt.offered
+    attempt.offered ??= outcome
     const committed = yield* Effect.either(
       store.commitAttempt({ attempt: committedAttempt, intents: [outcomeIntent(committedAttempt)] })
     )
-    if (Either.isRight(committed)) return outcome
+    if (Either.isRight(committed)) {
+      attempt.committed = outcome
+      return outcome
+    }
+    // The attempt is there already: the first commit landed though its answer was lost (to an interruption).
+    if (committed.left._tag === "DuplicateAttemptError" && offered !== undefined) attempt.committed = offered
     return yield* new PersistError({
       call_executed: callExecuted(outcome),
       attempt_id: attempt.attempt_id,

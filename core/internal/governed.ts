@@ -159,6 +159,7 @@ export const makeGovernedStages = (
       ))
       if (Either.isRight(appended)) {
         attempt.receipt = appended.right
+        attempt.committed = outcome
         return outcome
       }
       const detail = failureDetail(appended.left)

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Exit, Layer, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as Action from "../../core/Action.ts"
@@ -10,6 +10,7 @@ import { DurableRun, EphemeralOperation } from "../../core/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../../core/ExecutionScope.ts"
 import * as IdempotencyStore from "../../core/IdempotencyStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
+import type { Concluded } from "../../core/Interceptor.ts"
 import { StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
 import { base } from "../fixtures/layers.ts"
@@ -43,8 +44,23 @@ const failingCommits = Layer.effect(
     }))
 )
 
-const layer = (state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = MemoryStateStore.layer) =>
-  ActionExecutor.layerDurable().pipe(Layer.provideMerge(state), Layer.provideMerge(base(actions)))
+// Each attempt's commit lands, and then an interruption arrives, before the executor returns.
+const interruptedAfterCommit = Layer.effect(
+  StateStore,
+  Effect.map(
+    StateStore,
+    (store) =>
+      StateStore.of({
+        ...store,
+        commitAttempt: (input) => Effect.zipRight(store.commitAttempt(input), Effect.interrupt)
+      })
+  )
+)
+
+const layer = (
+  state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = MemoryStateStore.layer,
+  config: ActionExecutor.Config = {}
+) => ActionExecutor.layerDurable(config).pipe(Layer.provideMerge(state), Layer.provideMerge(base(actions)))
 
 const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp, idempotency_key?: string) =>
   Effect.gen(function*() {
@@ -189,6 +205,23 @@ describe("durable-ungoverned execution", () => {
       const unknown = yield* exec(DurableRun.make({ run_id: yield* IdGenerator.uuid }), "late", past)
       assert.deepStrictEqual(unknown._tag === "denied" && unknown.reason.code, "scope.run_not_found")
     }).pipe(Effect.provide(layer())))
+
+  it.live("an interruption after the commit tells observers the committed outcome, not a cancellation", () => {
+    const seen: Array<string> = []
+    const observers = [{
+      id: "probe",
+      observe: (event: Concluded) => Effect.sync(() => void seen.push(event.outcome._tag))
+    }]
+    return Effect.gen(function*() {
+      const run = yield* running
+      const interrupted = yield* Effect.exit(exec(DurableRun.make({ run_id: run.run_id }), "x"))
+      assert.isTrue(Exit.isInterrupted(interrupted))
+      const attempts = yield* Effect.flatMap(StateStore, (store) => store.listAttempts(run.run_id))
+      while (seen.length === 0) yield* Effect.sleep("1 millis")
+      assert.deepStrictEqual(attempts.map((attempt) => attempt.outcome.tag), ["succeeded"])
+      assert.deepStrictEqual(seen, ["succeeded"])
+    }).pipe(Effect.provide(layer(interruptedAfterCommit.pipe(Layer.provide(MemoryStateStore.layer)), { observers })))
+  })
 
   it.effect("a commit that fails after the call is a PersistError saying the call ran; it is not retried", () =>
     Effect.gen(function*() {
