@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Schedule, Scope } from "effect"
-import { spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as ProcessIdentity from "../../adapters/internal/processIdentity.ts"
@@ -55,11 +55,14 @@ const endedPid = Effect.async<number>((resume) => {
   child.once("exit", () => resume(Effect.succeed(child.pid!)))
 })
 
-/** A zombie for a few seconds (a child of `sleep`, which never reaps it): its pid. */
-const zombiePid = Effect.async<number>((resume) => {
-  const child = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 3"], { stdio: ["ignore", "pipe", "ignore"] })
-  child.stdout.once("data", (chunk) => resume(Effect.succeed(Number(String(chunk).trim()))))
-})
+/** A zombie until the scope closes (a child of `sleep`, which never reaps it, killed then): its pid. */
+const zombiePid = Effect.acquireRelease(
+  Effect.async<{ readonly parent: ChildProcess; readonly zombie: number }>((resume) => {
+    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 60"], { stdio: ["ignore", "pipe", "ignore"] })
+    parent.stdout.once("data", (chunk) => resume(Effect.succeed({ parent, zombie: Number(String(chunk).trim()) })))
+  }),
+  ({ parent }) => Effect.sync(() => parent.kill())
+).pipe(Effect.map(({ zombie }) => zombie))
 
 const self = ProcessIdentity.current()
 
@@ -83,7 +86,7 @@ describe("ExecutorRegistry (sql): rows a crash left", () => {
         })
       }`)
 
-  it.live("a process proven ended is forgotten; one that cannot be seen stays live", () =>
+  it.scopedLive("a process proven ended is forgotten; one that cannot be seen stays live", () =>
     Effect.gen(function*() {
       const registry = yield* ExecutorRegistry
       const ended = yield* endedPid
@@ -105,12 +108,12 @@ describe("ExecutorRegistry (sql): rows a crash left", () => {
         ["other-host", `process ${ended} on elsewhere`],
         ["other-pid-namespace", `process ${ended} on ${os.hostname()}`]
       ])
-      const rows = yield* Effect.flatMap(SqlClient.SqlClient, (client) =>
-        client<{ executor_id: string }>`SELECT executor_id FROM executors ORDER BY executor_id`)
+      const rows = yield* Effect.flatMap(
+        SqlClient.SqlClient,
+        (client) => client<{ executor_id: string }>`SELECT executor_id FROM executors ORDER BY executor_id`
+      )
       assert.deepStrictEqual(
-        rows.map((row) =>
-          row.executor_id
-        ),
+        rows.map((row) => row.executor_id),
         ["alive", "other-host", "other-pid-namespace"]
       )
     }).pipe(Effect.provide(sql)))
