@@ -61,7 +61,7 @@ import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import type { ActionRef } from "./Refs.ts"
 import type { RuntimeProfile } from "./RuntimeProfile.ts"
 import type { SecurityStage } from "./Stage.ts"
-import { StateStore } from "./StateStore.ts"
+import { type Run, StateStore } from "./StateStore.ts"
 import * as Time from "./Time.ts"
 
 /** One execution's options: the trusted context, a Deferred whose completion cancels it, and for governed profiles the task boundary. */
@@ -69,6 +69,13 @@ export interface ExecuteOptions {
   readonly context: ExecutionContext
   readonly cancel?: Deferred.Deferred<void>
   readonly boundary?: TaskBoundary
+  /**
+   * Durable profile, ephemeral scope: run the call as the one attempt of a new root Run that is created, started and
+   * completed into this Deferred only once every pre-call stage admitted the invocation (spec/runs.md: a denied,
+   * deferred or escalated invocation has no Run). The caller ends the Run. Without it, a durable call names its
+   * already-running Run in its scope.
+   */
+  readonly newRun?: Deferred.Deferred<Run>
 }
 
 /** An evidence failure of a governed execution: an error, never an outcome. */
@@ -243,7 +250,15 @@ export const make = (config: Config = {}) =>
       if (request.execution_scope._tag === "durable_run" && runs === undefined) {
         return denied(attempt, "scope.run_unavailable", `the ${profile} profile has no Run repository`)
       }
-      if (request.execution_scope._tag === "ephemeral_operation" && state !== undefined) {
+      if (attempt.newRun !== undefined && state === undefined) {
+        return denied(attempt, "scope.run_unavailable", `the ${profile} profile creates no Run`)
+      }
+      if (attempt.newRun !== undefined && request.execution_scope._tag === "durable_run") {
+        return denied(attempt, "scope.run_conflict", "a call inside a Run cannot also open a new one")
+      }
+      if (
+        request.execution_scope._tag === "ephemeral_operation" && state !== undefined && attempt.newRun === undefined
+      ) {
         return denied(attempt, "scope.run_required", "the durable profile executes inside a Run")
       }
       if (context.effect_backend.id !== backend.ref.id || context.effect_backend.version !== backend.ref.version) {
@@ -525,24 +540,22 @@ export const make = (config: Config = {}) =>
       if (runs !== undefined && scope._tag === "durable_run") {
         const unbound = yield* durable.bindRun(runs, attempt, scope.run_id)
         if (unbound !== undefined) return unbound
+        attempt.run_id = scope.run_id
       }
-      // From here the attempt belongs to its Run: in the durable profile, whatever concludes it is committed.
-      if (state !== undefined && scope._tag === "durable_run") {
-        attempt.runBound = true
+      // From here an attempt in a Run belongs to it (a one-shot call's once its Run is created on admission): in the
+      // durable profile, whatever concludes it is committed; a one-shot call refused before admission has no Run.
+      if (state !== undefined && (attempt.run_id !== undefined || attempt.newRun !== undefined)) {
+        const commit = (outcome: ExecutionOutcome) =>
+          attempt.run_id === undefined
+            ? Effect.succeed(outcome)
+            : durable.persist(state, attempt, attempt.run_id, outcome)
         return yield* admitCall(attempt, compiled).pipe(
           Effect.flatMap((refused) =>
             refused === undefined ? leased(attempt, operate(attempt, compiled, cancel)) : Effect.succeed(refused)
           ),
-          Effect.flatMap((outcome) => durable.persist(state, attempt, scope.run_id, outcome)),
+          Effect.flatMap(commit),
           Effect.onInterrupt(() =>
-            Effect.exit(
-              durable.persist(
-                state,
-                attempt,
-                scope.run_id,
-                trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked })
-              )
-            )
+            Effect.exit(commit(trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked })))
           )
         )
       }
@@ -604,6 +617,7 @@ export const make = (config: Config = {}) =>
     ) {
       const refused = yield* bounded(attempt, secure(attempt, compiled), cancel)
       if (refused !== undefined) return refused
+      if (attempt.newRun !== undefined && state !== undefined) yield* durable.openRun(state, attempt, attempt.newRun)
       const key = attempt.request.idempotency_key
       if (key === undefined || Option.isNone(idempotency)) return yield* invoke(attempt, compiled, cancel)
       return yield* invokeOnce(idempotency.value, key, attempt, compiled, cancel)
@@ -643,7 +657,8 @@ export const make = (config: Config = {}) =>
           action: request.action,
           stage: "resolve",
           invoked: false,
-          profile
+          profile,
+          ...(options.newRun === undefined ? {} : { newRun: options.newRun })
         }
         if (observers.length === 0) return run(attempt, options.cancel, options.boundary)
         return run(attempt, options.cancel, options.boundary).pipe(
@@ -651,7 +666,7 @@ export const make = (config: Config = {}) =>
           // Told in the background: the interrupted caller waits for no observer. An attempt whose conclusion is
           // committed (a governed operation, or one bound to a durable Run) is told only the outcome that was.
           Effect.onInterrupt(() => {
-            const told = attempt.committed ?? (attempt.operation !== undefined || attempt.runBound === true
+            const told = attempt.committed ?? (attempt.operation !== undefined || attempt.run_id !== undefined
               ? undefined
               : trustedMake(Cancelled, { ...common(attempt), call_executed: attempt.invoked }))
             return told === undefined ? Effect.void : Effect.asVoid(Effect.forkDaemon(notify(told, attempt.receipt)))

@@ -27,6 +27,7 @@ import * as PolicySnapshot from "../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../core/PolicySnapshotStore.ts"
 import { ActionRef, PrincipalRef } from "../core/Refs.ts"
 import type { PolicySnapshotRef } from "../core/Refs.ts"
+import type { Run } from "../core/StateStore.ts"
 import * as Time from "../core/Time.ts"
 
 const notes: Record<string, string> = { todo: "ship the executor", ideas: "policy snapshots" }
@@ -212,6 +213,8 @@ export interface StepOptions {
   readonly approval_id?: Uuid
   readonly execution_scope?: ExecutionScopeRef
   readonly boundary?: TaskBoundary
+  /** Durable: run the step as a new Run's one attempt, the Run created only once the step is admitted. */
+  readonly newRun?: Deferred.Deferred<Run>
 }
 
 /** Run one step as the demo agent, through the executor, under the policy when one is given. */
@@ -235,7 +238,10 @@ export const runStep = (step: Step, index: number, options: StepOptions = {}) =>
       ...(step.deadlineMillis === undefined ? {} : { deadline: Time.fromMicros(now + step.deadlineMillis * 1000) }),
       ...(options.approval_id === undefined ? {} : { approval_id: options.approval_id })
     })
-    const boundary = options.boundary === undefined ? {} : { boundary: options.boundary }
+    const boundary = {
+      ...(options.boundary === undefined ? {} : { boundary: options.boundary }),
+      ...(options.newRun === undefined ? {} : { newRun: options.newRun })
+    }
     const run = step.cancelAfterMillis === undefined
       ? executor.execute(request, { context, ...boundary })
       : Effect.gen(function*() {

@@ -1,3 +1,4 @@
+import type { Deferred as EffectDeferred } from "effect"
 import { Effect, Either, ParseResult } from "effect"
 import type { ActionDefinition } from "../Action.ts"
 import type { ActionDescriptor } from "../ActionDescriptor.ts"
@@ -17,6 +18,7 @@ import type { Interceptor } from "../Interceptor.ts"
 import type { ActionRef } from "../Refs.ts"
 import type { RuntimeProfile } from "../RuntimeProfile.ts"
 import type { Stage } from "../Stage.ts"
+import type { Run } from "../StateStore.ts"
 import { trustedMake } from "./trusted.ts"
 
 /** An action compiled once per executor: its plan, identity and Schema codecs. */
@@ -55,14 +57,16 @@ export interface Attempt {
   concluded?: boolean
   /** The receipt of its committed terminal record. */
   receipt?: AppendReceipt
-  /** Bound to a durable Run: whatever concludes it is committed there. */
-  runBound?: boolean
   /** The outcome committed for it (its terminal record, or its Run's attempt): after an interruption, the only one told. */
   committed?: ExecutionOutcome
   /** The outcome first offered to its Run's commit: committed, if a later commit finds the attempt already there. */
   offered?: ExecutionOutcome
   /** The interceptors whose verdicts metered this attempt's invocation, to be charged its usage. */
   meters?: Array<Interceptor>
+  /** Durable: the Run this attempt is committed to, once bound (a scope's Run) or created on admission. */
+  run_id?: Uuid
+  /** Durable, one-shot: create a Run once the invocation is admitted, and complete this with it. */
+  readonly newRun?: EffectDeferred.Deferred<Run>
 }
 
 /** What a stage returns: an outcome concludes the attempt; undefined goes on to the next stage. */

@@ -1,8 +1,8 @@
-import { Effect, Either, Schema } from "effect"
+import { Deferred, Effect, Either, Schema } from "effect"
 import type { Digest } from "../Digest.ts"
 import { callExecuted, type ExecutionOutcome } from "../ExecutionOutcome.ts"
 import type { Uuid } from "../IdGenerator.ts"
-import type { StateStore } from "../StateStore.ts"
+import type { Run, StateStore } from "../StateStore.ts"
 import { OperationAttempt, outcomeIntent, summarize } from "../StateStore.ts"
 import * as Time from "../Time.ts"
 import type { Attempt } from "./attempt.ts"
@@ -30,6 +30,28 @@ export const makeDurableStages = (digest: Digest.Service) => {
       ? undefined
       : denied(attempt, "scope.run_not_running", `Run ${run_id} is ${run.right.status}`)
   })
+
+  /**
+   * Between stages 11 and 12, one-shot durable: the invocation is admitted, so its Run is created (the store mints its
+   * id) and started before the call. The caller learns of the Run as soon as it exists, so a start that fails half way
+   * leaves no Run it cannot see; a store failure here is a PersistError before any call.
+   */
+  const openRun = (store: StateStore.Service, attempt: Attempt, created: Deferred.Deferred<Run>) =>
+    Effect.uninterruptible(Effect.gen(function*() {
+      const run = yield* store.createRun()
+      attempt.run_id = run.run_id
+      yield* Deferred.succeed(created, run)
+      yield* store.transition(run.run_id, "preparing", "queued")
+      yield* store.transition(run.run_id, "queued", "running")
+    })).pipe(
+      Effect.mapError((error) =>
+        new PersistError({
+          call_executed: false,
+          attempt_id: attempt.attempt_id,
+          detail: `its Run could not be created and started: ${error.message}`
+        })
+      )
+    )
 
   /** Stage 14, durable: the typed attempt, its outcome summary and its outbox intent commit in one transaction. */
   const persist = Effect.fnUntraced(function*(
@@ -69,5 +91,5 @@ export const makeDurableStages = (digest: Digest.Service) => {
     })
   })
 
-  return { bindRun, persist }
+  return { bindRun, openRun, persist }
 }

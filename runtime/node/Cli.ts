@@ -5,7 +5,7 @@
  * `--json`. Exit codes: 0 ok, 1 a negative verdict, 2 bad input (and then nothing runs).
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Cause, Console, Effect, Either, Layer, Option, Schema } from "effect"
+import { Cause, Console, Deferred, Effect, Either, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -14,10 +14,9 @@ import { ActionExecutor } from "../../core/ActionExecutor.ts"
 import { EvidenceStore } from "../../core/EvidenceStore.ts"
 import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
 import { callExecuted, ExecutionOutcome as OutcomeSchema, reasonCode } from "../../core/ExecutionOutcome.ts"
-import { DurableRun } from "../../core/ExecutionScope.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import { RunTerminal, StateStore } from "../../core/StateStore.ts"
+import { type Run, RunTerminal, StateStore } from "../../core/StateStore.ts"
 import type { TerminalStatus } from "../../core/StateStore.ts"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import * as Demo from "../Demo.ts"
@@ -44,13 +43,12 @@ const embedded = (filename: string, profile: Embedded.Profile) =>
 // Runs and task boundaries around the demo's calls
 // ---------------------------------------------------------------------------------------------
 
-/** A new root Run, moved to running. */
-const startRun = Effect.gen(function*() {
-  const state = yield* StateStore
-  const run = yield* state.createRun()
-  yield* state.transition(run.run_id, "preparing", "queued")
-  return yield* state.transition(run.run_id, "queued", "running")
-})
+/** The Run the executor created for an admitted call, if it created one. */
+const createdRun = (created: Deferred.Deferred<Run>) =>
+  Effect.flatMap(
+    Deferred.isDone(created),
+    (done) => done ? Effect.map(Deferred.await(created), Option.some) : Effect.succeed(Option.none<Run>())
+  )
 
 const statusOf = (outcome: ExecutionOutcome): TerminalStatus =>
   outcome._tag === "succeeded"
@@ -79,17 +77,19 @@ const terminalOf = (outcome: ExecutionOutcome) =>
   })
 
 /**
- * End a Run when the body does not conclude it: failed on an evidence or store error, cancelled when the command is
- * interrupted (Ctrl-C), its call then possibly made; then end as the body did.
+ * End the Run the call was admitted into (if it was) when the body does not conclude it: failed on an evidence or
+ * store error, cancelled when the command is interrupted (Ctrl-C), its call then possibly made; then end as the body
+ * did.
  */
-const endRunOnError = (run_id: string) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
+const endRunOnError = (created: Deferred.Deferred<Run>) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
   Effect.onError(body, (cause) =>
-    Effect.flatMap(StateStore, (state) => {
+    Effect.flatMap(Effect.zip(StateStore, createdRun(created)), ([state, run]) => {
+      if (Option.isNone(run)) return Effect.void
       const interrupted = Cause.isInterruptedOnly(cause)
       const failure = Cause.failureOption(cause)
       const tag = Option.isSome(failure) ? (failure.value as { readonly _tag?: string })._tag ?? "error" : "defect"
       return Effect.exit(state.finish(
-        run_id,
+        run.value.run_id,
         RunTerminal.make({
           status: interrupted ? "cancelled" : "failed",
           acceptance: "not_applicable",
@@ -282,14 +282,16 @@ const execEmbedded = (profile: Embedded.Profile, step: Demo.Step) =>
       return { outcome, run: undefined, attempts: undefined, boundary, certified }
     }
     const state = yield* StateStore
-    const run = yield* startRun
+    // The executor creates the Run only once the call is admitted: a denied, deferred or escalated call has none.
+    const created = yield* Deferred.make<Run>()
     return yield* Effect.gen(function*() {
-      const execution_scope = DurableRun.make({ run_id: run.run_id })
-      const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: ref, execution_scope })
-      const finished = yield* state.finish(run.run_id, terminalOf(outcome))
-      const attempts = yield* state.listAttempts(run.run_id)
+      const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: ref, newRun: created })
+      const run = yield* createdRun(created)
+      if (Option.isNone(run)) return { outcome, run: null, attempts: 0, boundary: undefined, certified: undefined }
+      const finished = yield* state.finish(run.value.run_id, terminalOf(outcome))
+      const attempts = yield* state.listAttempts(run.value.run_id)
       return { outcome, run: finished.run, attempts: attempts.length, boundary: undefined, certified: undefined }
-    }).pipe(endRunOnError(run.run_id))
+    }).pipe(endRunOnError(created))
   })
 
 const exec = Command.make(
@@ -322,7 +324,11 @@ const exec = Command.make(
         yield* Console.log(JSON.stringify(
           {
             ...encodeOutcome(outcome),
-            ...(run === undefined ? {} : { run_id: run.run_id, run_status: run.status, attempts: result.attempts }),
+            ...(run === undefined ? {} : {
+              run_id: run?.run_id ?? null,
+              run_status: run?.status ?? null,
+              attempts: result.attempts
+            }),
             ...(boundary === undefined || certified === undefined ? {} : {
               task_boundary_id: boundary.task_boundary_id,
               chain_id: boundary.chain_id,
@@ -337,7 +343,10 @@ const exec = Command.make(
         ))
       } else {
         yield* Console.log(row(outcome))
-        if (run !== undefined) yield* Console.log(`\nrun ${run.run_id}: ${run.status}, ${result.attempts} attempt(s)`)
+        if (run === null) yield* Console.log("\nno Run: the call was not admitted, so none was created")
+        else if (run !== undefined) {
+          yield* Console.log(`\nrun ${run.run_id}: ${run.status}, ${result.attempts} attempt(s)`)
+        }
         if (boundary !== undefined && certified !== undefined) {
           yield* Console.log(`\n${evidenceLines(certified, boundary).join("\n")}`)
         }

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Schema } from "effect"
+import { Deferred, Effect, Exit, Layer, Option, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as Action from "../../core/Action.ts"
@@ -10,8 +10,8 @@ import { DurableRun, EphemeralOperation } from "../../core/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../../core/ExecutionScope.ts"
 import * as IdempotencyStore from "../../core/IdempotencyStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import type { Concluded } from "../../core/Interceptor.ts"
-import { StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
+import type { Concluded, Interceptor } from "../../core/Interceptor.ts"
+import { type Run, StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
 import { base } from "../fixtures/layers.ts"
 
@@ -232,4 +232,127 @@ describe("durable-ungoverned execution", () => {
       assert.isTrue((error as ActionExecutor.PersistError).call_executed)
       assert.strictEqual(calls.write, before + 1)
     }).pipe(Effect.provide(layer(failingCommits.pipe(Layer.provide(MemoryStateStore.layer))))))
+})
+
+// A policy by argument: "deny", "defer" and "escalate" get that verdict, anything else is allowed.
+const byText: Interceptor = {
+  id: "test.by_text",
+  stage: "policy",
+  evaluate: ({ arguments: args }) => {
+    const text = (args as { readonly text?: unknown }).text
+    return Effect.succeed(
+      text === "deny" || text === "defer" || text === "escalate"
+        ? { disposition: text, code: `test.${text}` }
+        : { disposition: "allow", code: "test.allowed" }
+    )
+  }
+}
+
+const oneShotLayer = ActionExecutor.layerDurable({ interceptors: [byText] }).pipe(
+  Layer.provideMerge(MemoryStateStore.layer),
+  Layer.provideMerge(base(actions))
+)
+
+/** One call as a one-shot durable execution: its outcome, and the Run the executor created for it, if any. */
+const oneShot = (action: string, args: { readonly [x: string]: unknown }, scope?: ExecutionScopeRef) =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor.ActionExecutor
+    const execution_scope = scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope,
+      authenticated_principal: { id: "alice" },
+      effect_backend: InProcessBackend.make.ref
+    })
+    const newRun = yield* Deferred.make<Run>()
+    const outcome = yield* executor.execute(
+      ExecutionRequest.make({
+        request_id: yield* IdGenerator.uuid,
+        action: { name: action },
+        arguments: args,
+        execution_scope
+      }),
+      { context, newRun }
+    )
+    const run = (yield* Deferred.isDone(newRun)) ? Option.some(yield* Deferred.await(newRun)) : Option.none<Run>()
+    return { outcome, run }
+  })
+
+describe("one-shot durable execution: a new Run only once the call is admitted (spec/runs.md)", () => {
+  it.effect("a denied, deferred or escalated invocation has no Run and no attempt, and nothing is called", () =>
+    Effect.gen(function*() {
+      const store = yield* StateStore
+      const before = calls.write
+      const refused = [
+        yield* oneShot("nope.nope", {}),
+        yield* oneShot("notes.write", { text: 7 }),
+        yield* oneShot("notes.write", { text: "deny" }),
+        yield* oneShot("notes.write", { text: "defer" }),
+        yield* oneShot("notes.write", { text: "escalate" })
+      ]
+      assert.deepStrictEqual(refused.map(({ outcome }) => [outcome._tag, outcome.stage]), [
+        ["denied", "resolve"],
+        ["denied", "normalise"],
+        ["denied", "policy"],
+        ["deferred", "policy"],
+        ["escalated", "policy"]
+      ])
+      assert.isTrue(refused.every(({ run }) => Option.isNone(run)))
+      assert.deepStrictEqual(yield* store.listRuns(), [], "no Run was created")
+      assert.strictEqual(calls.write, before)
+    }).pipe(Effect.provide(oneShotLayer)))
+
+  it.effect("an admitted invocation runs in a Run created and started for it, its attempt committed there", () =>
+    Effect.gen(function*() {
+      const store = yield* StateStore
+      const before = calls.write
+      const { outcome, run } = yield* oneShot("notes.write", { text: "fine" })
+      assert.strictEqual(outcome._tag, "succeeded")
+      assert.strictEqual(calls.write, before + 1)
+      assert.isTrue(Option.isSome(run))
+      const stored = yield* store.getRun(Option.getOrThrow(run).run_id)
+      assert.deepStrictEqual([stored.status, stored.lineage], ["running", "root"], "the caller ends it")
+      assert.deepStrictEqual(
+        (yield* store.listAttempts(stored.run_id)).map((attempt) => [attempt.attempt_id, attempt.outcome.tag]),
+        [[outcome.attempt_id, "succeeded"]]
+      )
+      assert.strictEqual((yield* store.listRuns()).length, 1)
+    }).pipe(Effect.provide(oneShotLayer)))
+
+  it.effect("a call that names its Run cannot also open one; a profile without a StateStore opens none", () =>
+    Effect.gen(function*() {
+      const store = yield* StateStore
+      const run = yield* running
+      const { outcome } = yield* oneShot("notes.write", { text: "x" }, DurableRun.make({ run_id: run.run_id }))
+      assert.deepStrictEqual(outcome._tag === "denied" && outcome.reason.code, "scope.run_conflict")
+      const minimal = yield* oneShot("notes.write", { text: "x" }).pipe(
+        Effect.provide(ActionExecutor.layerMinimal().pipe(Layer.provideMerge(base(actions))))
+      )
+      assert.deepStrictEqual(minimal.outcome._tag === "denied" && minimal.outcome.reason.code, "scope.run_unavailable")
+      assert.deepStrictEqual((yield* store.listRuns()).map((r) => r.run_id), [run.run_id])
+    }).pipe(Effect.provide(oneShotLayer)))
+
+  it.effect("a Run that cannot be started is a PersistError before any call", () =>
+    Effect.gen(function*() {
+      const before = calls.write
+      const error = yield* Effect.flip(oneShot("notes.write", { text: "x" }))
+      assert.deepStrictEqual([error._tag, (error as ActionExecutor.PersistError).call_executed], [
+        "PersistError",
+        false
+      ])
+      assert.strictEqual(calls.write, before)
+    }).pipe(Effect.provide(
+      ActionExecutor.layerDurable().pipe(
+        Layer.provideMerge(
+          Layer.effect(
+            StateStore,
+            Effect.map(StateStore, (store) =>
+              StateStore.of({
+                ...store,
+                transition: () => Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
+              }))
+          ).pipe(Layer.provide(MemoryStateStore.layer))
+        ),
+        Layer.provideMerge(base(actions))
+      )
+    )))
 })

@@ -477,6 +477,21 @@ describe("writ exec, evidence, certificate, recover", () => {
     assert.deepStrictEqual(readdirSync(dir).sort(), ["backup.db", "certificate.json"], "no journal files beside it")
   }, 120_000)
 
+  it("durable exec creates no Run for a call that is not admitted: an unknown action, an escalated call", async () => {
+    const db = join(freshDir(), "refused.db")
+    const refused = [
+      await writJson("exec", "nope.nope", "--profile", "durable", "--db", db),
+      await writJson("exec", "shell.exec", "--args", "{\"command\":\"ls\"}", "--profile", "durable", "--db", db)
+    ]
+    assert.deepStrictEqual(
+      refused.map(({ out, status }) => [status, out._tag, out.reason.code, out.run_id, out.attempts]),
+      [[1, "denied", "action.not_found", null, 0], [1, "escalated", "approval.required", null, 0]]
+    )
+    assert.deepStrictEqual(await rawSql(db, ["SELECT count(*) AS n FROM runs"]), [[{ n: 0 }]])
+    const text = await writ("exec", "nope.nope", "--profile", "durable", "--db", db)
+    assert.include(text.stdout, "no Run: the call was not admitted")
+  }, 120_000)
+
   it(
     "Ctrl-C exits 130 and leaves nothing open: the Run ends cancelled, the operation and its boundary are closed",
     async () => {
