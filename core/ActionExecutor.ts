@@ -42,6 +42,7 @@ import {
 } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
 import * as ExecutionScope from "./ExecutionScope.ts"
+import { ExecutorRegistry } from "./ExecutorRegistry.ts"
 import type { EvidenceWriter, GovernanceEvidenceError, OutcomeEvidenceError, TaskBoundary } from "./Governance.ts"
 import { IdempotencyStore, keyOf } from "./IdempotencyStore.ts"
 import { IdGenerator } from "./IdGenerator.ts"
@@ -699,6 +700,18 @@ const byCancel: Invoked = { _tag: "stopped", by: "cancel", teardown: "completed"
 /** The minimal-profile executor: no Run, no durable evidence, no certificate claim, and it says so. */
 export const layerMinimal = (config: Config = {}) => Layer.effect(ActionExecutor, make(config))
 
-/** The durable-ungoverned executor over the StateStore in context: every attempt inside a running Run is committed. */
+/**
+ * The durable-ungoverned executor over the StateStore in context: every attempt inside a running Run is committed.
+ * With an ExecutorRegistry in context it is registered there while the layer lives, so recovery never takes a Run it
+ * is running for one a crash left running.
+ */
 export const layerDurable = (config: Omit<Config, "state" | "governance"> = {}) =>
-  Layer.effect(ActionExecutor, Effect.flatMap(StateStore, (state) => make({ ...config, state })))
+  Layer.scoped(
+    ActionExecutor,
+    Effect.gen(function*() {
+      const state = yield* StateStore
+      const registry = yield* Effect.serviceOption(ExecutorRegistry)
+      if (Option.isSome(registry)) yield* registry.value.register
+      return yield* make({ ...config, state })
+    })
+  )

@@ -13,7 +13,7 @@ import { ExecutorRegistry, LiveExecutorsError } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import { Uuid } from "./IdGenerator.ts"
 import { summaryOf } from "./internal/ledger.ts"
-import { OperationAttempt, ProjectedRecord, StateStore } from "./StateStore.ts"
+import { OperationAttempt, ProjectedRecord, RunTerminal, StateStore } from "./StateStore.ts"
 
 /** The projection version rows are keyed by, with chain and record id. */
 export const projectionVersion = 1
@@ -205,12 +205,40 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   return { inserted, unchanged, cursor } satisfies DrainReport
 })
 
-/** What recovery did: its drains together, and the operations it closed as ambiguous (or could not, with why). */
+/** A Run recovery found left running with no executor: how many attempts it had committed, and how it was ended. */
+export interface OrphanedRun {
+  readonly run_id: string
+  readonly attempts: number
+  /** Whether this recovery's finish ended it; false when another terminal outcome had won meanwhile. */
+  readonly won: boolean
+  /** Why it could not be ended, if it could not. */
+  readonly error?: string
+}
+
+/**
+ * What recovery did: its drains together, the operations it closed as ambiguous (or could not, with why), and the Runs
+ * it found left running by a crash and ended.
+ */
 export interface RecoveryReport {
   readonly drained: DrainReport
   readonly closed: ReadonlyArray<string>
   readonly unclosable: ReadonlyArray<{ readonly operation_id: string; readonly reason: string }>
+  readonly runs: ReadonlyArray<OrphanedRun>
 }
+
+/**
+ * How recovery ends a Run its process left running: it did not complete, and what its work came to is unknown. Not a
+ * failed call: the attempt its process may have been making (durable-ungoverned attempts commit only after the call)
+ * stays unknown and no attempt is invented for it.
+ */
+export const orphanedRunTerminal = RunTerminal.make({
+  status: "failed",
+  acceptance: "unknown",
+  quality: "indeterminate",
+  reason_code: "recovery.orphaned_run",
+  evidence: [],
+  cost: null
+})
 
 /** How recovery runs: the drain's options, and `force` to close operations even while executors have the store open. */
 export interface RecoverOptions extends DrainOptions {
@@ -225,6 +253,9 @@ export interface RecoverOptions extends DrainOptions {
  * recovery read it: an operation concluded since is left alone, and a chain that moves on meanwhile (a writer,
  * another recovery) refuses the close, so no operation gets a second terminal. Even forced, an operation running in
  * this process is never closed; one running in another process that a forced close ends can append nothing more.
+ * Last, every Run still `running` has no live executor (a crash's, killed mid-call): it is ended as failed with
+ * acceptance unknown and quality indeterminate (`recovery.orphaned_run`), and reported. A Run parked across processes
+ * is `paused`, and Runs not yet started are left alone.
  */
 export const recover = Effect.fn("EvidenceProjector.recover")(function*(options: RecoverOptions = {}) {
   const state = yield* StateStore
@@ -234,8 +265,9 @@ export const recover = Effect.fn("EvidenceProjector.recover")(function*(options:
   const registry = yield* ExecutorRegistry
   const before = yield* drain(options)
   const open = yield* state.projectedOperations({ open_only: true })
-  // Asked after the listing: an executor that started a listed operation registered before it did.
-  if (open.length > 0 && options.force !== true) {
+  const running = yield* state.listRuns({ status: ["running"] })
+  // Asked after the listing: an executor that started a listed operation (or Run) registered before it did.
+  if ((open.length > 0 || running.length > 0) && options.force !== true) {
     const live = yield* registry.live
     if (live.length > 0) return yield* new LiveExecutorsError({ executors: live })
   }
@@ -272,5 +304,16 @@ export const recover = Effect.fn("EvidenceProjector.recover")(function*(options:
     unchanged: before.unchanged + after.unchanged,
     cursor: after.cursor
   }
-  return { drained, closed, unclosable } satisfies RecoveryReport
+  // After the drain, so an ambiguous close just projected is among the Run's attempts.
+  const runs: Array<OrphanedRun> = []
+  for (const run of running) {
+    const attempts = yield* state.listAttempts(run.run_id)
+    const finished = yield* Effect.either(state.finish(run.run_id, orphanedRunTerminal))
+    if (Either.isLeft(finished)) {
+      runs.push({ run_id: run.run_id, attempts: attempts.length, won: false, error: finished.left.message })
+      continue
+    }
+    runs.push({ run_id: run.run_id, attempts: attempts.length, won: finished.right.won })
+  }
+  return { drained, closed, unclosable, runs } satisfies RecoveryReport
 })

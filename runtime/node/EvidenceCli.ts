@@ -221,7 +221,8 @@ export const recover = Command.make(
       const result = {
         drained: { inserted: report.drained.inserted, unchanged: report.drained.unchanged },
         closed: report.closed,
-        unclosable: report.unclosable
+        unclosable: report.unclosable,
+        runs: report.runs
       }
       yield* Console.log(
         json ? JSON.stringify(result, null, 2) : [
@@ -229,10 +230,19 @@ export const recover = Command.make(
           result.closed.length === 0
             ? "no orphaned operation"
             : `closed as external_result_ambiguous: ${result.closed.join(", ")}`,
-          ...result.unclosable.map(({ operation_id, reason }) => `could not close ${operation_id}: ${reason}`)
+          ...result.unclosable.map(({ operation_id, reason }) => `could not close ${operation_id}: ${reason}`),
+          ...result.runs.map(({ attempts, error, run_id, won }) =>
+            error !== undefined
+              ? `could not end run ${run_id}, left running by a process that is gone: ${error}`
+              : won
+              ? `ended run ${run_id} as failed (recovery.orphaned_run, quality indeterminate, acceptance unknown): ` +
+                `left running by a process that is gone, ${attempts} attempt(s) committed; a call it was making, if ` +
+                `any, has an unknown result`
+              : `run ${run_id}, left running, ended meanwhile`
+          )
         ].join("\n")
       )
-      if (result.unclosable.length > 0) yield* setExitCode(1)
+      if (result.unclosable.length > 0 || result.runs.some((run) => run.error !== undefined)) yield* setExitCode(1)
     }).pipe(exitOneOnFailure)
 ).pipe(Command.withDescription(
   "Project committed evidence and close every operation a crash left open with external_result_ambiguous (refused while an executor has the database open: stop it, --forget a registration its process left, or --force)"

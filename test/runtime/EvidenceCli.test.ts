@@ -537,6 +537,55 @@ describe("writ exec, evidence, certificate, recover", () => {
     120_000
   )
 
+  it(
+    "a durable exec killed mid-call: recover refuses while it lives, then ends its Run failed/indeterminate and says so",
+    async () => {
+      const db = join(freshDir(), "killed.db")
+      const child = spawn("node", [
+        bin,
+        "exec",
+        "report.compile",
+        "--args",
+        "{\"pages\":600}",
+        "--profile",
+        "durable",
+        "--db",
+        db
+      ])
+      const exited = new Promise<unknown>((resolve) => child.on("exit", resolve))
+      for (let polls = 0;; polls++) {
+        const rows = existsSync(db)
+          ? await rawSql(db, ["SELECT 1 FROM runs WHERE status = 'running'"]).catch(() => [[]])
+          : [[]]
+        if (rows[0]!.length > 0) break
+        assert.isBelow(polls, 600, "the call never started")
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      const live = await writ("recover", "--db", db)
+      assert.strictEqual(live.status, 1, "a live durable executor is registered: its running Run is not an orphan")
+      assert.include(live.stderr, "LiveExecutorsError")
+      child.kill("SIGKILL")
+      await exited
+      const recovered = await writJson("recover", "--db", db)
+      assert.strictEqual(recovered.status, 0, recovered.stderr)
+      assert.strictEqual(recovered.out.runs.length, 1)
+      assert.deepStrictEqual([recovered.out.runs[0].attempts, recovered.out.runs[0].won], [0, true])
+      const [runs] = await rawSql(db, ["SELECT run_id, status, reason_code FROM runs"])
+      assert.deepStrictEqual(runs, [{
+        run_id: recovered.out.runs[0].run_id,
+        status: "failed",
+        reason_code: "recovery.orphaned_run"
+      }])
+      const run = await onStores(db, Effect.flatMap(StateStore, (state) => state.getRun(recovered.out.runs[0].run_id)))
+      assert.deepStrictEqual([run.terminal!.quality, run.terminal!.acceptance], ["indeterminate", "unknown"])
+      assert.deepStrictEqual(await rawSql(db, ["SELECT count(*) AS n FROM operation_attempts"]), [[{ n: 0 }]])
+      const text = await writ("recover", "--db", db)
+      assert.strictEqual(text.status, 0)
+      assert.notInclude(text.stdout, "ended run", "a second recovery finds nothing left running")
+    },
+    120_000
+  )
+
   it("a database another connection holds locked is a store failure (exit 1), not bad input", async () => {
     const dir = freshDir()
     const db = join(dir, "locked.db")
