@@ -72,13 +72,24 @@ export class OutcomeEvidenceError extends Schema.TaggedError<OutcomeEvidenceErro
   }
 }
 
-/** A task boundary's chain that cannot take a record: it is closed, closing (no new operation), or abandoned (this writer did not open it, so it cannot close it). */
+/**
+ * A task boundary's chain that cannot take a record: it is closed, closing (no new operation), or abandoned (this writer
+ * did not open it, so it cannot close it); or the boundary offered is not the one opened on its chain: another
+ * `task_boundary_id` or `opened_at` (`boundary_mismatch`), or another policy (`policy_mismatch`).
+ */
 export class BoundaryError extends Schema.TaggedError<BoundaryError>()("BoundaryError", {
-  reason: Schema.Literal("closed", "closing", "abandoned", "in_use"),
+  reason: Schema.Literal("closed", "closing", "abandoned", "in_use", "boundary_mismatch", "policy_mismatch"),
   chain_id: Schema.String
 }) {
   override get message() {
-    return `the task boundary of chain ${this.chain_id} is ${this.reason}`
+    switch (this.reason) {
+      case "boundary_mismatch":
+        return `the task boundary offered for chain ${this.chain_id} is not the one opened on it`
+      case "policy_mismatch":
+        return `the task boundary offered for chain ${this.chain_id} names another policy than the one opened on it`
+      default:
+        return `the task boundary of chain ${this.chain_id} is ${this.reason}`
+    }
   }
 }
 
@@ -218,10 +229,11 @@ export declare namespace EvidenceWriter {
     /** Whether this writer opened `boundary` (as this very boundary): only then may operations run under it. */
     readonly isOpen: (boundary: TaskBoundary) => boolean
     /**
-     * Refuse new `operation_started` on the chain for good, wait until no tracked operation runs, then append `draft`;
-     * a chain this writer did not open is abandoned (BoundaryError) and never closes.
+     * Refuse new `operation_started` on the boundary's chain for good, wait until no tracked operation runs, then append
+     * its `task_closed`; a chain this writer did not open is abandoned (BoundaryError) and never closes, and a boundary
+     * that is not the one opened on its chain (another id, opening time or policy) is refused before anything changes.
      */
-    readonly close: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
+    readonly close: (boundary: TaskBoundary) => Effect.Effect<AppendReceipt, EvidenceAppendError>
   }
 }
 
@@ -231,6 +243,28 @@ export type EvidenceAppendError =
   | Canonical.CanonicalJsonError
   | BoundaryError
   | OperationOwnershipError
+
+// How a boundary offered for a chain differs from the one opened on it, if it does.
+const mismatchOf = (opened: TaskBoundary, offered: TaskBoundary) =>
+  opened.task_boundary_id !== offered.task_boundary_id || opened.opened_at !== offered.opened_at
+    ? "boundary_mismatch" as const
+    : opened.policy.policy_id !== offered.policy.policy_id || opened.policy.version !== offered.policy.version ||
+        opened.policy.digest !== offered.policy.digest
+    ? "policy_mismatch" as const
+    : undefined
+
+// A boundary's one `task_closed`.
+const closedDraft = (boundary: TaskBoundary): Evidence.Draft => ({
+  record_type: "task_closed",
+  operation_id: null,
+  policy_id: boundary.policy.policy_id,
+  policy_version: boundary.policy.version,
+  payload: {
+    task_boundary_id: boundary.task_boundary_id,
+    policy_digest: boundary.policy.digest,
+    opened_at: boundary.opened_at
+  }
+})
 
 /** A writer over the EvidenceStore in context; a conflict from another writer fails closed and is never retried. */
 export const makeWriter = Effect.gen(function*() {
@@ -422,12 +456,16 @@ export const makeWriter = Effect.gen(function*() {
       )
     })
 
-  // The wait holds no lock; an interrupted close leaves the chain closing, and a later close completes it.
-  const close = (chain_id: Uuid, draft: Evidence.Draft) =>
+  // The wait holds no lock; an interrupted close leaves the chain closing, and a later close completes it. A boundary
+  // other than the one opened is refused before the chain starts closing: it must not stop the real one's operations.
+  const close = (boundary: TaskBoundary) =>
     Effect.suspend(() => {
+      const { chain_id } = boundary
       const state = stateOf(chain_id)
+      const mismatch = state.opened === undefined ? undefined : mismatchOf(state.opened, boundary)
+      if (mismatch !== undefined) return Effect.fail(new BoundaryError({ reason: mismatch, chain_id }))
       state.closing ??= Effect.unsafeMakeLatch(state.running === 0)
-      return Effect.zipRight(state.closing.await, append(chain_id, draft))
+      return Effect.zipRight(state.closing.await, append(chain_id, closedDraft(boundary)))
     })
 
   const open = (boundary: TaskBoundary) =>
@@ -444,10 +482,7 @@ export const makeWriter = Effect.gen(function*() {
 
   const isOpen = (boundary: TaskBoundary) => {
     const opened = chains.get(boundary.chain_id)?.opened
-    return opened !== undefined && opened.task_boundary_id === boundary.task_boundary_id &&
-      opened.opened_at === boundary.opened_at &&
-      opened.policy.policy_id === boundary.policy.policy_id && opened.policy.version === boundary.policy.version &&
-      opened.policy.digest === boundary.policy.digest
+    return opened !== undefined && mismatchOf(opened, boundary) === undefined
   }
 
   const release = (chain_id: Uuid, operation_id: string) =>
@@ -476,20 +511,13 @@ export const openBoundary = (policy: PolicySnapshotRef) =>
     return boundary
   })
 
-/** Close a task boundary with its one `task_closed` once its operations in flight end, refusing new ones; a second close fails with BoundaryError. */
+/**
+ * Close a task boundary with its one `task_closed` once its operations in flight end, refusing new ones; a second close
+ * fails with BoundaryError, and so does a boundary value that is not the one opened on its chain (`boundary_mismatch`,
+ * `policy_mismatch`).
+ */
 export const closeBoundary = (boundary: TaskBoundary) =>
-  Effect.flatMap(EvidenceWriter, (writer) =>
-    writer.close(boundary.chain_id, {
-      record_type: "task_closed",
-      operation_id: null,
-      policy_id: boundary.policy.policy_id,
-      policy_version: boundary.policy.version,
-      payload: {
-        task_boundary_id: boundary.task_boundary_id,
-        policy_digest: boundary.policy.digest,
-        opened_at: boundary.opened_at
-      }
-    }))
+  Effect.flatMap(EvidenceWriter, (writer) => writer.close(boundary))
 
 /** Describe a store or canonicalisation failure for an error's detail, without any payload. */
 export const failureDetail = (error: EvidenceAppendError | EvidenceUnavailableError): string => describeCause(error)

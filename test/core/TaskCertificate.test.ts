@@ -641,6 +641,34 @@ describe("Governance.closeBoundary", () => {
       assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
     }).pipe(Effect.provide(layer)))
 
+  it.effect("only the boundary opened closes its chain: another id, opening time or policy is refused and changes nothing", () =>
+    Effect.gen(function*() {
+      const boundary = yield* Governance.openBoundary(yield* install)
+      assert.strictEqual((yield* exec(boundary, "add", { a: 1, b: 2 }))._tag, "succeeded")
+      const head = yield* headOf(boundary.chain_id)
+      const forgeries = [
+        ["boundary_mismatch", { task_boundary_id: yield* IdGenerator.uuid }],
+        ["boundary_mismatch", { opened_at: Time.fromMicros(Time.toMicros(boundary.opened_at) + 1) }],
+        ["policy_mismatch", { policy: { ...boundary.policy, version: "other" } }],
+        ["policy_mismatch", { policy: { ...boundary.policy, digest: Sha256Hex.make("0".repeat(64)) } }]
+      ] as const
+      for (const [reason, fields] of forgeries) {
+        const refused = yield* Effect.flip(
+          Governance.closeBoundary(new Governance.TaskBoundary({ ...boundary, ...fields }))
+        )
+        assert.deepStrictEqual([refused._tag, refused._tag === "BoundaryError" && refused.reason], [
+          "BoundaryError",
+          reason
+        ])
+      }
+      assert.strictEqual(yield* headOf(boundary.chain_id), head)
+      // The chain is not closing: the real boundary still runs operations, then closes and certifies.
+      assert.strictEqual((yield* exec(boundary, "add", { a: 2, b: 2 }))._tag, "succeeded")
+      yield* Governance.closeBoundary(boundary)
+      assert.strictEqual(typesOf(yield* recordsOf(boundary.chain_id)).at(-1), "task_closed")
+      assert.strictEqual(yield* gradeOf(boundary.chain_id), "FULL")
+    }).pipe(Effect.provide(layer)))
+
   it.effect("an interrupted close leaves the boundary refusing new operations; closing it again completes it", () =>
     Effect.gen(function*() {
       const { boundary, closing, release, running } = yield* closeWhileHeld
