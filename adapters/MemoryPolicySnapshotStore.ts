@@ -1,5 +1,6 @@
 /**
- * The in-memory PolicySnapshotStore: reference semantics for every other layer. Runtimes: every one.
+ * The in-memory PolicySnapshotStore: reference semantics for every other layer; nothing survives a restart
+ * (`durable: false`). Runtimes: every one.
  */
 import { Effect, Layer } from "effect"
 import type { Digest } from "../core/Digest.ts"
@@ -35,6 +36,7 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
     })
 
   return {
+    durable: false,
     put: (snapshot) =>
       Effect.zipRight(
         Effect.provide(checkDigest(snapshot), context),

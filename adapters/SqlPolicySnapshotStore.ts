@@ -1,5 +1,5 @@
 /**
- * The durable PolicySnapshotStore over `@effect/sql`: each snapshot is stored as the canonical JSON of its encoded
+ * The durable PolicySnapshotStore over `@effect/sql` (`durable: true`): each snapshot is stored as the canonical JSON of its encoded
  * staged form (immutable, guarded by a trigger), with its release state and activation metadata beside it. Every
  * read checks the stored text: the first decodes it, checks it is canonical and that its digest recomputes, and
  * refuses it otherwise; later ones compare it, in the database, with the text verified, and verify it again when
@@ -297,7 +297,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       orDieSql
     )
 
-    return { put, activate, bind, resolve, get }
+    return { durable: true, put, activate, bind, resolve, get }
   }
 )
 

@@ -9,6 +9,7 @@ import { EvidenceStore } from "./EvidenceStore.ts"
 import { ExecutorRegistry } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import * as PolicyGate from "./PolicyGate.ts"
+import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
 import { StateStore } from "./StateStore.ts"
 
 /** A profile this composition cannot stand behind, such as certifiable on a store that forgets. */
@@ -23,7 +24,7 @@ export class ProfileUnavailableError extends Schema.TaggedError<ProfileUnavailab
 
 /** How a governed executor is bound: its agent, and whether it claims the certifiable profile. */
 export interface Options extends PolicyGate.Options {
-  /** Certifiable needs a durable evidence store: its certificates must survive a restart. */
+  /** Certifiable needs durable evidence and policy snapshot stores: its certificates must verify after a restart. */
   readonly certifiable?: boolean
 }
 
@@ -38,6 +39,11 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     const profile = options.certifiable === true ? "certifiable" as const : "governed" as const
     if (profile === "certifiable" && !store.durable) {
       return yield* new ProfileUnavailableError({ profile, detail: "the evidence store is not durable" })
+    }
+    // A certificate names its policy by (id, version) and is verified by re-reading it: a store that forgets on restart
+    // would turn every certificate into missing_policy.
+    if (profile === "certifiable" && !(yield* PolicySnapshotStore).durable) {
+      return yield* new ProfileUnavailableError({ profile, detail: "the policy snapshot store is not durable" })
     }
     const pin = yield* PolicyGate.makePin
     const policy = yield* PolicyGate.make(options, pin)

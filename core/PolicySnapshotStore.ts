@@ -73,6 +73,8 @@ export class PolicySnapshotStore extends Context.Tag("writ/PolicySnapshotStore")
 export declare namespace PolicySnapshotStore {
   /** put, activate, bind, resolve and historical get. */
   export interface Service {
+    /** Whether stored snapshots survive a restart: a certificate re-reads its policy by (id, version) to verify. */
+    readonly durable: boolean
     /** Store a staged snapshot; the same (id, version, digest) again is a no-op. */
     readonly put: (snapshot: PolicySnapshot) => Effect.Effect<void, PolicyConflictError>
     /** The only staged -> active step; activation metadata changes, executable content never does. */

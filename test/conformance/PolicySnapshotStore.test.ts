@@ -57,6 +57,11 @@ for (const [name, layer] of layers) {
     const provided = <A, E>(effect: Effect.Effect<A, E, PolicySnapshotStore>) =>
       Effect.provide(effect, Layer.fresh(layer))
 
+    it.effect("only the SQL store claims durability", () =>
+      provided(Effect.gen(function*() {
+        assert.strictEqual((yield* PolicySnapshotStore).durable, name === "sql")
+      })))
+
     it.effect("put is a no-op for the same digest and a conflict for another", () =>
       provided(Effect.gen(function*() {
         const store = yield* PolicySnapshotStore

@@ -8,7 +8,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotS
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as Action from "../../core/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/ActionExecutionBackend.ts"
-import type * as ActionExecutor from "../../core/ActionExecutor.ts"
+import * as ActionExecutor from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
 import * as Capacity from "../../core/Capacity.ts"
 import type { EvidenceRecord, StoredRecord } from "../../core/Evidence.ts"
@@ -20,6 +20,7 @@ import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import * as Interceptor from "../../core/Interceptor.ts"
+import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import * as Time from "../../core/Time.ts"
@@ -560,6 +561,47 @@ describe("governed execution", () => {
       assert.strictEqual(calls.write, before)
       assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("certifiable needs a durable evidence store and a durable policy snapshot store; governed takes either", () => {
+    // The memory stores, claiming durability: what the profile check reads, and nothing else.
+    const durableEvidence = Layer.effect(
+      EvidenceStore,
+      Effect.map(EvidenceStore, (store) => EvidenceStore.of({ ...store, durable: true }))
+    )
+    const durablePolicies = Layer.effect(
+      PolicySnapshotStore,
+      Effect.map(PolicySnapshotStore, (store) => PolicySnapshotStore.of({ ...store, durable: true }))
+    )
+    const profileOver = (
+      durable: Layer.Layer<never, never, EvidenceStore | PolicySnapshotStore>,
+      options: Governed.Options
+    ) =>
+      Effect.provide(
+        Effect.map(ActionExecutor.ActionExecutor, (executor) => executor.profile),
+        Governed.layer({}, options).pipe(
+          Layer.provideMerge(Governance.layerWriter),
+          Layer.provideMerge(durable),
+          Layer.provideMerge(stores({ current: undefined }))
+        )
+      ).pipe(Effect.catchTag("ProfileUnavailableError", (error) => Effect.succeed(`${error.profile}: ${error.detail}`)))
+    return Effect.gen(function*() {
+      const certifiable = { certifiable: true }
+      assert.strictEqual(
+        yield* profileOver(Layer.empty, certifiable),
+        "certifiable: the evidence store is not durable"
+      )
+      assert.strictEqual(
+        yield* profileOver(durableEvidence, certifiable),
+        "certifiable: the policy snapshot store is not durable"
+      )
+      assert.strictEqual(
+        yield* profileOver(durablePolicies, certifiable),
+        "certifiable: the evidence store is not durable"
+      )
+      assert.strictEqual(yield* profileOver(Layer.merge(durableEvidence, durablePolicies), certifiable), "certifiable")
+      assert.strictEqual(yield* profileOver(Layer.empty, {}), "governed")
+    })
+  })
 
   it.effect("a call beyond capacity is deferred at stage 3 and opens no operation; the lease is back once a call ends", () =>
     Effect.gen(function*() {
