@@ -1,10 +1,11 @@
 /**
  * The in-memory PolicySnapshotStore: reference semantics for every other layer; nothing survives a restart
- * (`durable: false`). Runtimes: every one.
+ * (`durable: false`). It keeps immutable copies (`PolicySnapshot.immutable`), made once when stored, and hands them
+ * out as they are. Runtimes: every one.
  */
 import { Effect, Layer } from "effect"
 import type { Digest } from "../core/Digest.ts"
-import { checkDigest, PolicySnapshot } from "../core/PolicySnapshot.ts"
+import { checkDigest, immutable, PolicySnapshot } from "../core/PolicySnapshot.ts"
 import type { BindingScope } from "../core/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
@@ -46,7 +47,7 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
             const { activated_at: _at, activated_by: _by, ...content } = snapshot
             snapshots.set(
               pairKey(snapshot.policy_id, snapshot.version),
-              PolicySnapshot.make({ ...content, release_state: "staged" })
+              immutable(PolicySnapshot.make({ ...content, release_state: "staged" }))
             )
             return Effect.void
           }
@@ -65,8 +66,9 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
         // Checked even when already active, as the SQL store checks before it writes: an invalid one is a defect.
         const active = PolicySnapshot.make({ ...stored, release_state: "active", activated_by: by, activated_at: at })
         if (stored.release_state === "active") return stored
-        snapshots.set(pairKey(policy_id, version), active)
-        return active
+        const frozen = immutable(active)
+        snapshots.set(pairKey(policy_id, version), frozen)
+        return frozen
       }),
     bind: (scope, policy_id, version) =>
       Effect.flatMap(get(policy_id, version), (stored) =>

@@ -1,7 +1,8 @@
 /**
- * The durable PolicySnapshotStore over `@effect/sql` (`durable: true`): each snapshot is stored as the canonical JSON of its encoded
- * staged form (immutable, guarded by a trigger), with its release state and activation metadata beside it. Every
- * read checks the stored text: the first decodes it, checks it is canonical and that its digest recomputes, and
+ * The durable PolicySnapshotStore over `@effect/sql` (`durable: true`): each snapshot is stored as the canonical JSON
+ * of its encoded staged form (immutable, guarded by a trigger), with its release state and activation metadata beside
+ * it. Every snapshot it serves is immutable (`PolicySnapshot.immutable`), built once per verified text and state.
+ * Every read checks the stored text: the first decodes it, checks it is canonical and that its digest recomputes, and
  * refuses it otherwise; later ones compare it, in the database, with the text verified, and verify it again when
  * it or its digest changed.
  * A storage failure has no place in the port's errors and is a defect.
@@ -13,7 +14,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, Schema } from "effect"
 import * as Canonical from "../core/Canonical.ts"
 import type * as Digest from "../core/Digest.ts"
-import { checkDigest, PolicySnapshot, recomputeDigest } from "../core/PolicySnapshot.ts"
+import { checkDigest, immutable, PolicySnapshot, recomputeDigest } from "../core/PolicySnapshot.ts"
 import type { BindingScope, BindingTarget } from "../core/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
@@ -147,6 +148,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     const verify = (policy_id: string, version: string, digest: string, snapshot_json: string) =>
       Effect.gen(function*() {
         const staged = yield* decodeSnapshotJson(snapshot_json).pipe(
+          Effect.map(immutable),
           Effect.mapError(() => corrupt(policy_id, version, "its snapshot does not decode"))
         )
         if ((yield* stagedJson(staged)) !== snapshot_json) {
@@ -173,12 +175,14 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       const last = served.get(policy)
       const snapshot = last !== undefined && last.json === json && sameState(last.snapshot, row)
         ? last.snapshot
-        : new PolicySnapshot({
-          ...staged,
-          release_state: row.release_state,
-          ...(row.activated_at === null ? {} : { activated_at: row.activated_at }),
-          ...(row.activated_by === null ? {} : { activated_by: row.activated_by })
-        }, { disableValidation: true })
+        : immutable(
+          new PolicySnapshot({
+            ...staged,
+            release_state: row.release_state,
+            ...(row.activated_at === null ? {} : { activated_at: row.activated_at }),
+            ...(row.activated_by === null ? {} : { activated_by: row.activated_by })
+          }, { disableValidation: true })
+        )
       served.set(policy, { json, staged, snapshot })
       return snapshot
     }

@@ -24,7 +24,7 @@ import * as PolicyEvaluator from "./PolicyEvaluator.ts"
 import { normalise, PathResolver } from "./PolicyPath.ts"
 import type { BudgetRule } from "./PolicyRule.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
-import { recomputeDigest } from "./PolicySnapshot.ts"
+import { immutable, recomputeDigest } from "./PolicySnapshot.ts"
 import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
 import * as Time from "./Time.ts"
 
@@ -209,13 +209,15 @@ export const makePin = Effect.gen(function*() {
       }
       // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
       if (cached !== undefined) return Either.right(cached)
-      const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(snapshot), Digest, digest))
+      // Its own immutable copy (the same snapshot when the store's is one), so no holder of the store's can change it.
+      const own = immutable(snapshot)
+      const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(own), Digest, digest))
       if (Either.isLeft(recomputed) || recomputed.right !== ref.digest) {
         return Either.left(
           verdict("deny", "policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
         )
       }
-      const compiledSnapshot = pinned(snapshot)
+      const compiledSnapshot = pinned(own)
       compiled.set(ref.digest, compiledSnapshot)
       return Either.right(compiledSnapshot)
     })

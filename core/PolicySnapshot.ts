@@ -2,7 +2,7 @@
  * The one runtime form of a policy: the immutable, digest-pinned snapshot compiled from a
  * declaration. There is no second resolved-policy object.
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Hash, Schema } from "effect"
 import type { CanonicalJsonError } from "./Canonical.ts"
 import * as Digest from "./Digest.ts"
 import type { DeclaredRule, PermissionPolicy } from "./PermissionPolicy.ts"
@@ -35,6 +35,31 @@ export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot
   activated_at: Schema.optional(Timestamp),
   activated_by: Schema.optional(Identifier)
 }) {}
+
+// Snapshots `immutable` built: frozen at every level, so handed out as they are.
+const frozen = new WeakSet<PolicySnapshot>()
+
+// A deep copy of plain data (a snapshot's fields are strings, numbers, arrays and structs), frozen at every level.
+const frozenCopy = <A>(value: A): A => {
+  if (typeof value !== "object" || value === null) return value
+  const copy = Array.isArray(value)
+    ? value.map(frozenCopy)
+    : Object.fromEntries(Object.entries(value).map(([key, field]) => [key, frozenCopy(field)]))
+  return Object.freeze(copy) as A
+}
+
+/**
+ * A snapshot as an immutable value: a copy frozen at every level, sharing nothing with its argument, so no holder of
+ * it (or of the argument) can change what is enforced under its digest. One `immutable` built is returned as it is.
+ */
+export const immutable = (snapshot: PolicySnapshot): PolicySnapshot => {
+  if (frozen.has(snapshot)) return snapshot
+  const copy = new PolicySnapshot(frozenCopy({ ...snapshot }), { disableValidation: true })
+  // Effect caches a class instance's hash on the instance the first time it is hashed: done before it is frozen.
+  Hash.hash(copy)
+  frozen.add(Object.freeze(copy))
+  return copy
+}
 
 /** Exactly the fields the digest covers: id, version, scopes, ordered rules, ordered gates. */
 export const digestInput = (
@@ -150,7 +175,7 @@ const compileGates = (
   return Either.right(gates.sort((a, b) => a.order - b.order))
 }
 
-/** Compile a declaration into a staged snapshot with its `sha256-v1` digest. */
+/** Compile a declaration into a staged, immutable snapshot with its `sha256-v1` digest. */
 export const compile = (
   policy: PermissionPolicy
 ): Effect.Effect<PolicySnapshot, PolicyValidationError | CanonicalJsonError, Digest.Digest> =>
@@ -166,7 +191,9 @@ export const compile = (
       gate_bindings
     }
     const digest = yield* Digest.canonical(digestInput(fields))
-    return PolicySnapshot.make({ ...fields, digest, provenance: policy.provenance, release_state: "staged" })
+    return immutable(
+      PolicySnapshot.make({ ...fields, digest, provenance: policy.provenance, release_state: "staged" })
+    )
   })
 
 /** Recompute a snapshot's digest from exactly the digested fields. */

@@ -52,6 +52,11 @@ const rich = compile({
 
 const at = Time.fromMicros(1_800_000_000_000_000)
 
+/** Whether a value and everything in it is frozen. */
+const deepFrozen = (value: unknown): boolean =>
+  typeof value !== "object" || value === null ||
+  (Object.isFrozen(value) && Object.values(value).every(deepFrozen))
+
 for (const [name, layer] of layers) {
   describe(`PolicySnapshotStore conformance: ${name}`, () => {
     const provided = <A, E>(effect: Effect.Effect<A, E, PolicySnapshotStore>) =>
@@ -60,6 +65,42 @@ for (const [name, layer] of layers) {
     it.effect("only the SQL store claims durability", () =>
       provided(Effect.gen(function*() {
         assert.strictEqual((yield* PolicySnapshotStore).durable, name === "sql")
+      })))
+
+    it.effect("snapshots are immutable values: what a reader gets cannot be edited, and what put was given is not kept", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const compiled = yield* rich
+        // A snapshot built by hand shares nothing frozen: editing it after put must not reach the store.
+        const offered = PolicySnapshot.PolicySnapshot.make({
+          ...compiled,
+          compiled_rules: compiled.compiled_rules.map((rule) => ({ ...rule })),
+          principal_scope: [...compiled.principal_scope]
+        })
+        yield* store.put(offered)
+        ;(offered.compiled_rules[0] as { rule_id: string }).rule_id = "tampered"
+        ;(offered.principal_scope as unknown as Array<string>)[0] = "*"
+        const staged = yield* store.get("rich", "2026.1")
+        const active = yield* store.activate("rich", "2026.1", "ops", at)
+        yield* store.bind({ _tag: "global" }, "rich", "2026.1")
+        const resolved = yield* store.resolve({ roles: [] })
+        for (const snapshot of [staged, active, resolved, yield* store.get("rich", "2026.1")]) {
+          assert.isTrue(deepFrozen(snapshot))
+          assert.throws(() => {
+            ;(snapshot.compiled_rules[0] as { effect: string }).effect = "deny"
+          }, TypeError)
+          assert.throws(() => (snapshot.compiled_rules as Array<unknown>).pop(), TypeError)
+          assert.throws(() => {
+            ;(snapshot as { digest: string }).digest = "0".repeat(64)
+          }, TypeError)
+        }
+        const again = yield* store.get("rich", "2026.1")
+        assert.deepStrictEqual(again.compiled_rules, compiled.compiled_rules)
+        assert.deepStrictEqual(again.principal_scope, compiled.principal_scope)
+        assert.strictEqual(
+          yield* Effect.provide(PolicySnapshot.recomputeDigest(again), NodeDigest.layer),
+          compiled.digest
+        )
       })))
 
     it.effect("put is a no-op for the same digest and a conflict for another", () =>

@@ -122,6 +122,49 @@ describe("PolicyGate in the executor", () => {
       assert.strictEqual(outcome.decisions.length, 1)
     }).pipe(Effect.provide(layer)))
 
+  it.effect("decisions use the gate's own immutable copy: a store handing out a shared mutable snapshot cannot change them", () => {
+    // A store that hands every reader one mutable object per policy version, as a careless custom store might.
+    const handedOut = new Map<string, PolicySnapshot.PolicySnapshot>()
+    const leaky = Layer.effect(
+      PolicySnapshotStore,
+      Effect.map(PolicySnapshotStore, (store) =>
+        PolicySnapshotStore.of({
+          ...store,
+          get: (policy_id, version) =>
+            Effect.map(store.get(policy_id, version), (snapshot) => {
+              const key = `${policy_id}@${version}@${snapshot.release_state}`
+              const shared = handedOut.get(key) ?? PolicySnapshot.PolicySnapshot.make({
+                ...snapshot,
+                compiled_rules: snapshot.compiled_rules.map((rule) => ({ ...rule }))
+              })
+              handedOut.set(key, shared)
+              return shared
+            })
+        }))
+    )
+    return Effect.gen(function*() {
+      const ref = yield* install({
+        rules: [{ rule_id: "deny-all", kind: "action", effect: "deny", action_patterns: ["*"] }]
+      })
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied policy.denied @policy")
+      const shared = yield* (yield* PolicySnapshotStore).get("p", "1")
+      ;(shared.compiled_rules[0] as { effect: string }).effect = "allow"
+      const before = shellCalls
+      assert.strictEqual(summary(yield* exec("shell.exec", { command: "ls" }, ref)), "denied policy.denied @policy")
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied policy.denied @policy")
+      assert.strictEqual(shellCalls, before)
+    }).pipe(Effect.provide(
+      PolicyGate.layerExecutor().pipe(
+        Layer.provideMerge(leaky),
+        Layer.provideMerge(
+          Layer.merge(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer).pipe(
+            Layer.provideMerge(base(actions))
+          )
+        )
+      )
+    ))
+  })
+
   it.effect("soft gates escalate to a named approver; advisory gates record and allow", () =>
     Effect.gen(function*() {
       const ref = yield* install({

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Equal, Hash } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
@@ -110,5 +110,43 @@ describe("PermissionPolicy declarations", () => {
         yield* PolicySnapshot.recomputeDigest(activated).pipe(Effect.provide(WebCryptoDigest.layer)),
         one.digest
       )
+    }))
+
+  it.effect("a compiled snapshot is an immutable value, sharing nothing with its declaration; hashing and equality work", () =>
+    Effect.gen(function*() {
+      const deepFrozen = (value: unknown): boolean =>
+        typeof value !== "object" || value === null ||
+        (Object.isFrozen(value) && Object.values(value).every(deepFrozen))
+      const declaration = declare({
+        ...base,
+        principal_scope: ["team-*"],
+        rules: [{ rule_id: "deny-all", kind: "action", effect: "deny", action_patterns: ["*"] }]
+      })
+      const snapshot = yield* PolicySnapshot.compile(declaration).pipe(Effect.provide(WebCryptoDigest.layer))
+      assert.isTrue(deepFrozen(snapshot))
+      assert.throws(() => {
+        ;(snapshot.compiled_rules[0] as { effect: string }).effect = "allow"
+      }, TypeError)
+      assert.throws(() => (snapshot.gate_bindings as Array<unknown>).push({}), TypeError) // The declaration stays the caller's to change: the snapshot does not follow it.
+      ;(declaration.principal_scope as unknown as Array<string>)[0] = "*"
+      ;(declaration.rules[0] as unknown as { action_patterns: Array<string> }).action_patterns[0] = "notes.*"
+      assert.deepStrictEqual(snapshot.principal_scope, ["team-*"])
+      assert.deepStrictEqual((snapshot.compiled_rules[0] as unknown as { action_patterns: unknown }).action_patterns, [
+        "*"
+      ])
+      assert.strictEqual(
+        yield* PolicySnapshot.recomputeDigest(snapshot).pipe(Effect.provide(WebCryptoDigest.layer)),
+        snapshot.digest
+      )
+      assert.strictEqual(Hash.hash(snapshot), Hash.hash(snapshot))
+      assert.isTrue(Equal.equals(snapshot, snapshot))
+      // A hand-built snapshot made immutable is a frozen copy; an immutable one is returned as it is.
+      const handBuilt = PolicySnapshot.PolicySnapshot.make({ ...snapshot, principal_scope: ["team-*"] })
+      const frozen = PolicySnapshot.immutable(handBuilt)
+      ;(handBuilt.principal_scope as unknown as Array<string>)[0] = "*"
+      assert.deepStrictEqual(frozen.principal_scope, ["team-*"])
+      assert.isTrue(deepFrozen(frozen))
+      assert.strictEqual(PolicySnapshot.immutable(frozen), frozen)
+      assert.strictEqual(PolicySnapshot.immutable(snapshot), snapshot)
     }))
 })
