@@ -124,7 +124,8 @@ export const make = Effect.gen(function*() {
     observations: Effect.fn("StateStore.observations")(function*(run_id: string) {
       return yield* Effect.sync(() => [...(observations.get(run_id) ?? [])])
     }),
-    commitAttempt: Effect.fn("StateStore.commitAttempt")(function*(input: StateStore.CommitAttempt) {
+    commitAttempt: Effect.fn("StateStore.commitAttempt")(function*(offered: StateStore.CommitAttempt) {
+      const input = yield* StateStore.checkedCommit(offered)
       const { attempt } = input
       const intent_ids: Array<Uuid> = []
       for (let i = 0; i < input.intents.length; i++) intent_ids.push(yield* ids.uuid)
@@ -134,12 +135,14 @@ export const make = Effect.gen(function*() {
           if (attempts.has(attempt.attempt_id)) {
             return Either.left(new StateStore.DuplicateAttemptError({ attempt_id: attempt.attempt_id }))
           }
-          const committed = input.intents.map((draft, i) =>
-            StateStore.pendingIntent(draft, intent_ids[i]!, attempt, now)
-          )
+          // Everything is built before the first write, so nothing that fails to build leaves half a commit behind.
+          const committed = StateStore.CommittedAttempt.make({
+            attempt,
+            intents: input.intents.map((draft, i) => StateStore.pendingIntent(draft, intent_ids[i]!, attempt, now))
+          })
           attempts.set(attempt.attempt_id, attempt)
-          for (const intent of committed) intents.set(intent.intent_id, intent)
-          return Either.right(StateStore.CommittedAttempt.make({ attempt, intents: committed }))
+          for (const intent of committed.intents) intents.set(intent.intent_id, intent)
+          return Either.right(committed)
         })
       )
     }),

@@ -364,7 +364,8 @@ export const make = Effect.gen(function*() {
         execute: (id) => sql`SELECT * FROM run_observations WHERE run_id = ${id} ORDER BY sequence`
       })(run_id)
     }, storage),
-    commitAttempt: Effect.fn("StateStore.commitAttempt")(function*(input: StateStore.CommitAttempt) {
+    commitAttempt: Effect.fn("StateStore.commitAttempt")(function*(offered: StateStore.CommitAttempt) {
+      const input = yield* StateStore.checkedCommit(offered)
       const { attempt } = input
       const intent_ids: Array<Uuid> = []
       for (let i = 0; i < input.intents.length; i++) intent_ids.push(yield* ids.uuid)

@@ -446,6 +446,30 @@ export class ProjectionConflictError extends Schema.TaggedError<ProjectionConfli
   }
 }
 
+/** Input a store refuses before it touches anything: an attempt or an outbox intent that its schema does not accept. */
+export class StateInputError extends Schema.TaggedError<StateInputError>()("StateInputError", {
+  reason: Schema.Literal("attempt", "intent"),
+  detail: Schema.String
+}) {
+  override get message() {
+    return `invalid ${this.reason}: ${this.detail}`
+  }
+}
+
+const decodeAttempt = Schema.decodeUnknownEither(OperationAttempt)
+
+/**
+ * A commit's attempt checked against its schema before any store touches state (a Schema class checks only that a value
+ * is its instance, not its fields, so the attempt is decoded afresh): every store refuses the same input the same way,
+ * and stores nothing of it.
+ */
+export const checkedCommit = (input: CommitAttempt): Either.Either<CommitAttempt, StateInputError> =>
+  Either.map(
+    Either.mapLeft(decodeAttempt(input.attempt), (error) =>
+      new StateInputError({ reason: "attempt", detail: error.message })),
+    (attempt) => ({ attempt, intents: input.intents })
+  )
+
 /** The store could not be reached, could not commit, or returned a row that does not decode. */
 export class StateStoreUnavailableError extends Schema.TaggedError<StateStoreUnavailableError>()(
   "StateStoreUnavailableError",
@@ -596,12 +620,15 @@ export declare namespace StateStore {
     readonly observations: (
       run_id: string
     ) => Effect.Effect<ReadonlyArray<RunObservation>, StateStoreUnavailableError>
-    /** Commit an attempt and its outbox intents in one transaction; a duplicate attempt id commits nothing. */
+    /**
+     * Commit an attempt and its outbox intents in one transaction; a duplicate attempt id commits nothing, and neither
+     * does an attempt or intent its schema refuses (StateInputError).
+     */
     readonly commitAttempt: (
       input: CommitAttempt
     ) => Effect.Effect<
       CommittedAttempt,
-      StateNotFoundError | DuplicateAttemptError | StateStoreUnavailableError
+      StateInputError | StateNotFoundError | DuplicateAttemptError | StateStoreUnavailableError
     >
     /** A Run's attempts in commit order. */
     readonly listAttempts: (

@@ -255,6 +255,37 @@ for (const [name, layer] of layers) {
         assert.deepStrictEqual(yield* store.listAttempts(run.run_id), [committed.attempt, retry.attempt])
       })))
 
+    it.effect("a malformed attempt is a StateInputError naming it, stores nothing, and a corrected retry commits", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const run = yield* running
+        const [a, b] = yield* uuids(2)
+        const plain = {
+          ...attempt(run.run_id, a!),
+          request_id: "",
+          created_at: "yesterday"
+        } as unknown as StateStore.OperationAttempt
+        // A Schema class instance built without validation carries whatever it was given.
+        const forged = new StateStore.OperationAttempt({ ...attempt(run.run_id, b!), action_name: "Not An Action" }, {
+          disableValidation: true
+        })
+        for (const malformed of [plain, forged]) {
+          const exit = yield* Effect.exit(store.commitAttempt({ attempt: malformed, intents: [intent("audit.sink")] }))
+          assert.isTrue(Exit.isFailure(exit) && !Cause.isDie(exit.cause), "a typed failure, not a defect")
+          const error = yield* Effect.flip(store.commitAttempt({ attempt: malformed, intents: [] }))
+          assert.strictEqual(error._tag, "StateInputError")
+          if (error._tag === "StateInputError") {
+            assert.strictEqual(error.reason, "attempt")
+            assert.match(error.message, malformed === plain ? /request_id/ : /action_name/)
+          }
+        }
+        assert.deepStrictEqual(yield* store.listAttempts(run.run_id), [])
+        assert.deepStrictEqual(yield* store.pendingIntents(10), [])
+        const corrected = yield* store.commitAttempt({ attempt: attempt(run.run_id, a!), intents: [] })
+        assert.deepStrictEqual(yield* store.listAttempts(run.run_id), [corrected.attempt])
+        assert.deepStrictEqual(corrected.attempt, attempt(run.run_id, a!))
+      })))
+
     it.effect("an attempt stores its outcome's summary, never the raw result", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore
