@@ -266,7 +266,7 @@ export class OutboxIntent extends Schema.Class<OutboxIntent>("OutboxIntent")({
   run_id: Uuid,
   attempt_id: Uuid,
   topic: Identifier,
-  payload_json: Schema.String,
+  payload_json: JsonText,
   created_at: Timestamp,
   delivery_state: DeliveryState,
   delivery_attempts: Schema.NonNegativeInt,
@@ -457,17 +457,23 @@ export class StateInputError extends Schema.TaggedError<StateInputError>()("Stat
 }
 
 const decodeAttempt = Schema.decodeUnknownEither(OperationAttempt)
+const decodeIntents = Schema.decodeUnknownEither(Schema.Array(IntentDraft))
 
 /**
- * A commit's attempt checked against its schema before any store touches state (a Schema class checks only that a value
- * is its instance, not its fields, so the attempt is decoded afresh): every store refuses the same input the same way,
- * and stores nothing of it.
+ * A commit's attempt and intents checked against their schemas before any store touches state (a Schema class checks
+ * only that a value is its instance, not its fields, so each is decoded afresh; an intent's payload must be JSON): every
+ * store refuses the same input the same way, and stores nothing of it.
  */
 export const checkedCommit = (input: CommitAttempt): Either.Either<CommitAttempt, StateInputError> =>
-  Either.map(
+  Either.flatMap(
     Either.mapLeft(decodeAttempt(input.attempt), (error) =>
       new StateInputError({ reason: "attempt", detail: error.message })),
-    (attempt) => ({ attempt, intents: input.intents })
+    (attempt) =>
+      Either.map(
+        Either.mapLeft(decodeIntents(input.intents), (error) =>
+          new StateInputError({ reason: "intent", detail: error.message })),
+        (intents) => ({ attempt, intents })
+      )
   )
 
 /** The store could not be reached, could not commit, or returned a row that does not decode. */

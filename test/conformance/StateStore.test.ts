@@ -286,6 +286,36 @@ for (const [name, layer] of layers) {
         assert.deepStrictEqual(corrected.attempt, attempt(run.run_id, a!))
       })))
 
+    it.effect("an outbox intent whose payload is not JSON (or whose topic is blank) is a StateInputError and commits nothing", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const run = yield* running
+        const [a] = yield* uuids(1)
+        const drafts = [
+          { topic: "audit.sink", payload_json: "{not json" },
+          new StateStore.IntentDraft({ topic: "audit.sink", payload_json: "" }, { disableValidation: true }),
+          { topic: " ", payload_json: "{}" }
+        ] as unknown as ReadonlyArray<StateStore.IntentDraft>
+        for (const draft of drafts) {
+          const error = yield* Effect.flip(store.commitAttempt({
+            attempt: attempt(run.run_id, a!),
+            intents: [intent("billing.sink"), draft]
+          }))
+          assert.strictEqual(error._tag, "StateInputError")
+          if (error._tag === "StateInputError") {
+            assert.strictEqual(error.reason, "intent")
+            assert.match(error.message, /\[1\]/, "names the intent")
+          }
+        }
+        assert.deepStrictEqual(yield* store.pendingIntents(10), [])
+        assert.deepStrictEqual(yield* store.listAttempts(run.run_id), [])
+        const committed = yield* store.commitAttempt({
+          attempt: attempt(run.run_id, a!),
+          intents: [intent("audit.sink")]
+        })
+        assert.deepStrictEqual(yield* store.pendingIntents(10), committed.intents)
+      })))
+
     it.effect("an attempt stores its outcome's summary, never the raw result", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore
