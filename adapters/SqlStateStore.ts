@@ -288,14 +288,16 @@ export const make = Effect.gen(function*() {
       const run_id = yield* ids.uuid
       const created_at = yield* Time.now
       const parent_run_id = "parent_run_id" in input ? input.parent_run_id : null
-      const run = StateStore.preparedRun(run_id, created_at, input)
-      yield* transaction(() =>
+      // The parent is looked up before the Run is built: a parent id no stored Run has (a malformed one included) is
+      // StateNotFoundError, as in every store, never a Run that fails to build.
+      return yield* transaction(() =>
         Effect.gen(function*() {
           if (parent_run_id !== null) yield* loadRun(parent_run_id)
+          const run = StateStore.preparedRun(run_id, created_at, input)
           yield* insertRun(run)
+          return run
         })
       )
-      return run
     }, storage),
     getRun: Effect.fn("StateStore.getRun")(function*(run_id: string) {
       return yield* loadRun(run_id)

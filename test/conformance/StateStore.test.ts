@@ -111,6 +111,21 @@ for (const [name, layer] of layers) {
         assert.strictEqual((yield* store.listRuns()).length, 2)
       })))
 
+    it.effect("a child Run naming a malformed parent id is StateNotFoundError, and no Run is created", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        for (const parent of ["not-a-run", "", " "]) {
+          const exit = yield* Effect.exit(store.createRun({ lineage: "retry", parent_run_id: parent as Uuid }))
+          assert.isTrue(Exit.isFailure(exit) && !Cause.isDie(exit.cause), "a typed failure, not a defect")
+          const error = yield* Effect.flip(store.createRun({ lineage: "fork", parent_run_id: parent as Uuid }))
+          assert.deepStrictEqual([error._tag, error._tag === "StateNotFoundError" && error.reason], [
+            "StateNotFoundError",
+            "run"
+          ])
+        }
+        assert.deepStrictEqual(yield* store.listRuns(), [])
+      })))
+
     it.effect("lifecycle: legal edges move by compare-and-set; illegal edges and stale statuses are refused", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore
