@@ -3,7 +3,7 @@
  */
 import { Effect, Either, Layer } from "effect"
 import type { Approver } from "../core/Approval.ts"
-import { ApprovalError, ApprovalQueue, ApprovalRecord } from "../core/Approval.ts"
+import { ApprovalError, ApprovalQueue, ApprovalRecord, checkedApprover } from "../core/Approval.ts"
 import * as Time from "../core/Time.ts"
 
 /** A fresh in-memory queue. */
@@ -22,14 +22,15 @@ export const make = Effect.sync((): ApprovalQueue.Service => {
         ? Effect.fail(new ApprovalError({ reason: result.left, approval_id }))
         : Effect.succeed(result.right)
     })
-  const decide = (state: "approved" | "rejected") => (approval_id: string, approver: Approver) =>
-    transition(approval_id, (record) => {
-      if (record.state !== "pending") return Either.left("decided")
-      if (record.request.approver_class !== approver.approver_class) return Either.left("wrong_approver")
-      const decided = ApprovalRecord.make({ request: record.request, state, decided_by: approver.id })
-      records.set(approval_id, decided)
-      return Either.right(decided)
-    })
+  const decide = (state: "approved" | "rejected") => (approval_id: string, offered: Approver) =>
+    Effect.flatMap(checkedApprover(approval_id, offered), (approver) =>
+      transition(approval_id, (record) => {
+        if (record.state !== "pending") return Either.left("decided")
+        if (record.request.approver_class !== approver.approver_class) return Either.left("wrong_approver")
+        const decided = ApprovalRecord.make({ request: record.request, state, decided_by: approver.id })
+        records.set(approval_id, decided)
+        return Either.right(decided)
+      }))
   return {
     // The first filing under an id stands: filing it again must not reset a decided or used approval.
     submit: (request) =>

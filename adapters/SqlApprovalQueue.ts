@@ -10,7 +10,14 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, ParseResult, Schema } from "effect"
 import type { Approver } from "../core/Approval.ts"
-import { ApprovalError, ApprovalQueue, ApprovalRecord, ApprovalRequest, ApprovalState } from "../core/Approval.ts"
+import {
+  ApprovalError,
+  ApprovalQueue,
+  ApprovalRecord,
+  ApprovalRequest,
+  ApprovalState,
+  checkedApprover
+} from "../core/Approval.ts"
 import * as Canonical from "../core/Canonical.ts"
 import { Identifier } from "../core/Refs.ts"
 import * as Time from "../core/Time.ts"
@@ -114,7 +121,8 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
 
   const decide = (state: "approved" | "rejected") =>
     Effect.fn(`SqlApprovalQueue.${state === "approved" ? "approve" : "reject"}`)(
-      function*(approval_id: string, approver: Approver) {
+      function*(approval_id: string, offered: Approver) {
+        const approver = yield* checkedApprover(approval_id, offered)
         return yield* transaction(() =>
           Effect.gen(function*() {
             const [decided] = yield* decideOne({

@@ -4,7 +4,7 @@
  * later; a resubmission (a new attempt with a new request id) presents the approval, once.
  */
 import type { Effect } from "effect"
-import { Context, Schema } from "effect"
+import { Context, Either, Schema } from "effect"
 import * as Digest from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
 import { Identifier, PolicySnapshotRef } from "./Refs.ts"
@@ -42,7 +42,8 @@ export class ApprovalError extends Schema.TaggedError<ApprovalError>()("Approval
     "reused",
     "mismatched",
     "wrong_approver",
-    "decided"
+    "decided",
+    "invalid_approver"
   ),
   approval_id: Schema.String
 }) {
@@ -56,6 +57,17 @@ export interface Approver {
   readonly id: string
   readonly approver_class: string
 }
+
+const isApprover = Schema.is(Schema.Struct({ id: Identifier, approver_class: Identifier }))
+
+/**
+ * The approver of a decision checked before any queue reads or writes: one whose id or class is not an Identifier is
+ * `invalid_approver`, in every queue, and the approval stays as it was.
+ */
+export const checkedApprover = (approval_id: string, approver: Approver): Either.Either<Approver, ApprovalError> =>
+  isApprover(approver)
+    ? Either.right(approver)
+    : Either.left(new ApprovalError({ reason: "invalid_approver", approval_id }))
 
 /** The queue of approval requests. */
 export class ApprovalQueue extends Context.Tag("writ/ApprovalQueue")<ApprovalQueue, ApprovalQueue.Service>() {}

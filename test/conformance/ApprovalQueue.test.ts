@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
+import { Cause, Effect, Either, Exit, Layer } from "effect"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
@@ -96,6 +96,28 @@ for (const [name, layer] of layers) {
         yield* queue.submit(request(1))
         assert.strictEqual((yield* Effect.flip(queue.approve(request(1).approval_id, eve))).reason, "wrong_approver")
         assert.strictEqual((yield* Effect.flip(queue.reject(request(1).approval_id, eve))).reason, "wrong_approver")
+        assert.deepStrictEqual(yield* queue.list(), [ApprovalRecord.make({ request: request(1), state: "pending" })])
+        assert.strictEqual((yield* queue.approve(request(1).approval_id, maya)).state, "approved")
+      })))
+
+    it.effect("an approver whose id or class is not an Identifier is invalid_approver, and the approval stays pending", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        yield* queue.submit(request(1))
+        const malformed = [
+          { id: "  ", approver_class: "maintainer" },
+          { id: "", approver_class: "maintainer" },
+          { id: " maya", approver_class: "maintainer" },
+          { id: "maya", approver_class: "" }
+        ]
+        for (const approver of malformed) {
+          for (const decide of [queue.approve, queue.reject]) {
+            const exit = yield* Effect.exit(decide(request(1).approval_id, approver))
+            assert.isTrue(Exit.isFailure(exit) && !Cause.isDie(exit.cause), "a typed refusal, not a defect")
+            const refused = yield* Effect.flip(decide(request(1).approval_id, approver))
+            assert.deepStrictEqual([refused._tag, refused.reason], ["ApprovalError", "invalid_approver"])
+          }
+        }
         assert.deepStrictEqual(yield* queue.list(), [ApprovalRecord.make({ request: request(1), state: "pending" })])
         assert.strictEqual((yield* queue.approve(request(1).approval_id, maya)).state, "approved")
       })))
