@@ -5,7 +5,6 @@
  * Runtimes: every one (Node, Deno, edge).
  */
 import { Effect, Either, Layer, Option } from "effect"
-import type { Sha256Hex } from "../core/Digest.ts"
 import type { Cursor } from "../core/EvidenceStore.ts"
 import { IdGenerator } from "../core/IdGenerator.ts"
 import type { Uuid } from "../core/IdGenerator.ts"
@@ -22,7 +21,7 @@ export const make = Effect.gen(function*() {
   const cursors = new Map<string, Cursor>()
   const records = new Map<string, StateStore.ProjectedRecord>()
   const recordsById = new Map<string, Array<StateStore.ProjectedRecord>>()
-  const hashesAt = new Map<string, Sha256Hex>()
+  const recordsAt = new Map<string, Array<StateStore.ProjectedRecord>>()
   const operations = new Map<string, StateStore.ProjectedOperation>()
 
   const findRun = (run_id: string) => {
@@ -193,7 +192,12 @@ export const make = Effect.gen(function*() {
         )
         return Either.map(
           StateStore.planProjection(input.rows, {
-            records: [...new Set(input.rows.map((row) => row.record_id))].flatMap((id) => recordsById.get(id) ?? []),
+            records: [
+              ...[...new Set(input.rows.map((row) => row.record_id))].flatMap((id) => recordsById.get(id) ?? []),
+              ...[...new Set(input.rows.map((row) => StateStore.positionKey(row.chain_id, row.sequence)))].flatMap(
+                (position) => recordsAt.get(position) ?? []
+              )
+            ],
             operations: input.rows.flatMap((row) => {
               const operation = row.operation_id === null ? undefined : operations.get(row.operation_id)
               return operation === undefined ? [] : [operation]
@@ -203,7 +207,8 @@ export const make = Effect.gen(function*() {
             for (const row of plan.inserts) {
               records.set(`${row.chain_id}/${row.record_id}/${row.projection_version}`, row)
               recordsById.set(row.record_id, [...(recordsById.get(row.record_id) ?? []), row])
-              hashesAt.set(`${row.chain_id}/${row.sequence}`, row.chain_hash)
+              const position = StateStore.positionKey(row.chain_id, row.sequence)
+              recordsAt.set(position, [...(recordsAt.get(position) ?? []), row])
             }
             for (const operation of plan.operations) operations.set(operation.operation_id, operation)
             offered.forEach((attempt, i) => {
@@ -235,7 +240,13 @@ export const make = Effect.gen(function*() {
       )
     }),
     projectedHash: Effect.fn("StateStore.projectedHash")(function*(chain_id: string, sequence: number) {
-      return yield* Effect.sync(() => Option.fromNullable(hashesAt.get(`${chain_id}/${sequence}`)))
+      // Every row at a position is one record with one hash (applyProjection refuses any other): the first stands for all.
+      return yield* Effect.sync(() =>
+        Option.map(
+          Option.fromNullable(recordsAt.get(StateStore.positionKey(chain_id, sequence))?.[0]),
+          (row) => row.chain_hash
+        )
+      )
     })
   }
   return service

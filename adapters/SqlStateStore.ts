@@ -197,7 +197,9 @@ export const make = Effect.gen(function*() {
     Request: ChainPosition,
     Result: ProjectedHash,
     execute: ({ chain_id, sequence }) =>
-      sql`SELECT chain_hash FROM projected_records WHERE chain_id = ${chain_id} AND sequence = ${sequence} LIMIT 1`
+      // One record and one hash per position (applyProjection refuses any other); the order only makes the pick explicit.
+      sql`SELECT chain_hash FROM projected_records WHERE chain_id = ${chain_id} AND sequence = ${sequence}
+        ORDER BY projection_version, record_id LIMIT 1`
   })
 
   const findIntent = SqlSchema.findOne({
@@ -256,6 +258,13 @@ export const make = Effect.gen(function*() {
     Request: Schema.Array(Schema.String),
     Result: StateStore.ProjectedRecord,
     execute: (record_ids) => sql`SELECT * FROM projected_records WHERE record_id IN ${sql.in(record_ids)}`
+  })
+
+  const recordsAtPositions = SqlSchema.findAll({
+    Request: Schema.Struct({ chain_id: Schema.String, sequences: Schema.Array(Schema.Number) }),
+    Result: StateStore.ProjectedRecord,
+    execute: ({ chain_id, sequences }) =>
+      sql`SELECT * FROM projected_records WHERE chain_id = ${chain_id} AND sequence IN ${sql.in(sequences)}`
   })
 
   const operationsByIds = SqlSchema.findAll({
@@ -425,15 +434,21 @@ export const make = Effect.gen(function*() {
       const now = yield* Time.now
       const record_ids = Arr.dedupe(input.rows.map((row) => row.record_id))
       const operation_ids = Arr.dedupe(input.rows.flatMap((row) => row.operation_id ?? []))
+      const positions = Object.entries(Arr.groupBy(input.rows, (row) => row.chain_id)).map(([chain_id, rows]) =>
+        [chain_id, Arr.dedupe(rows.map((row) => row.sequence))] as const
+      )
       return yield* transaction(() =>
         Effect.gen(function*() {
+          const atPositions = yield* Effect.forEach(positions, ([chain_id, sequences]) =>
+            inBatches(sequences, (chunk) => recordsAtPositions({ chain_id, sequences: chunk })))
           const plan = yield* StateStore.planProjection(input.rows, {
-            records: yield* inBatches(record_ids, recordsByIds),
+            records: [...(yield* inBatches(record_ids, recordsByIds)), ...atPositions.flat()],
             operations: yield* inBatches(operation_ids, operationsByIds)
           })
           yield* Effect.forEach(Arr.chunksOf(plan.inserts, batch), insertRecords, { discard: true })
           yield* Effect.forEach(Arr.chunksOf(plan.operations, batch), upsertOperations, { discard: true })
-          yield* Effect.forEach(concluded, (attempt, i) => projectAttempt(attempt, intent_ids[i]!, now), {
+          yield* Effect.forEach(concluded, (attempt, i) =>
+            projectAttempt(attempt, intent_ids[i]!, now), {
             discard: true
           })
           yield* sql`INSERT INTO projection_cursors (projector, cursor) VALUES (${input.projector}, ${input.cursor})

@@ -431,9 +431,12 @@ export class DuplicateAttemptError extends Schema.TaggedError<DuplicateAttemptEr
   }
 }
 
-/** A projection row that contradicts a stored one: the same key with another chain hash, or an operation seen on another chain. */
+/**
+ * A projection row that contradicts a stored one: the record with another chain hash (under any projection version),
+ * the record at another chain position or another record at its position, or an operation seen on another chain.
+ */
 export class ProjectionConflictError extends Schema.TaggedError<ProjectionConflictError>()("ProjectionConflictError", {
-  reason: Schema.Literal("chain_hash", "operation_chain"),
+  reason: Schema.Literal("chain_hash", "chain_position", "operation_chain"),
   chain_id: Schema.String,
   record_id: Schema.String,
   projection_version: Schema.Number,
@@ -497,7 +500,10 @@ export interface ProjectionPlan {
   readonly unchanged: number
 }
 
-/** What a store already holds for a batch: every row sharing a record id with it, every operation it names. */
+/**
+ * What a store already holds for a batch: every row sharing a record id or a chain position (chain id and sequence)
+ * with it, every operation it names.
+ */
 export interface ProjectionBasis {
   readonly records: ReadonlyArray<ProjectedRecord>
   readonly operations: ReadonlyArray<ProjectedOperation>
@@ -506,55 +512,68 @@ export interface ProjectionBasis {
 const rowKey = (row: ProjectedRecord) => `${row.chain_id}/${row.record_id}/${row.projection_version}`
 const recordKey = (row: ProjectedRecord) => `${row.chain_id}/${row.record_id}`
 
+/** The key of a chain position, as `projectedHash` looks it up. */
+export const positionKey = (chain_id: string, sequence: number) => `${chain_id}#${sequence}`
+
 /**
- * Plan a batch against what is stored: a known key with the same hash is unchanged, with another hash a
- * conflict. The operations projection counts each (chain, record) once, whatever projection version brings it.
+ * Plan a batch against what is stored: a known key with the same hash is unchanged. A record is one fact of its
+ * chain whatever projection version brings it, so another chain hash for it (under any version), another position
+ * for it, or another record at its position is a conflict: a chain position then always has one record and one
+ * hash, and every store's `projectedHash` gives the same answer. The operations projection counts each (chain,
+ * record) once.
  */
 export const planProjection = (
   rows: ReadonlyArray<ProjectedRecord>,
   basis: ProjectionBasis
 ): Either.Either<ProjectionPlan, ProjectionConflictError> => {
-  const byKey = new Map(basis.records.map((row) => [rowKey(row), row]))
-  const seen = new Set(basis.records.map(recordKey))
+  const byKey = new Map<string, ProjectedRecord>()
+  const byRecord = new Map<string, ProjectedRecord>()
+  const byPosition = new Map<string, ProjectedRecord>()
+  const remember = (row: ProjectedRecord) => {
+    byKey.set(rowKey(row), row)
+    if (!byRecord.has(recordKey(row))) byRecord.set(recordKey(row), row)
+    const position = positionKey(row.chain_id, row.sequence)
+    if (!byPosition.has(position)) byPosition.set(position, row)
+  }
+  basis.records.forEach(remember)
   const operations = new Map(basis.operations.map((op) => [op.operation_id, op]))
   const changed = new Set<Uuid>()
   const inserts: Array<ProjectedRecord> = []
   let unchanged = 0
+  const conflict = (row: ProjectedRecord, reason: ProjectionConflictError["reason"], stored: string, offered: string) =>
+    Either.left(
+      new ProjectionConflictError({
+        reason,
+        chain_id: row.chain_id,
+        record_id: row.record_id,
+        projection_version: row.projection_version,
+        stored,
+        offered
+      })
+    )
   for (const row of rows) {
-    const stored = byKey.get(rowKey(row))
-    if (stored !== undefined) {
-      if (stored.chain_hash !== row.chain_hash) {
-        return Either.left(
-          new ProjectionConflictError({
-            reason: "chain_hash",
-            chain_id: row.chain_id,
-            record_id: row.record_id,
-            projection_version: row.projection_version,
-            stored: stored.chain_hash,
-            offered: row.chain_hash
-          })
-        )
-      }
+    const same = byRecord.get(recordKey(row))
+    if (same !== undefined && same.chain_hash !== row.chain_hash) {
+      return conflict(row, "chain_hash", same.chain_hash, row.chain_hash)
+    }
+    if (same !== undefined && same.sequence !== row.sequence) {
+      return conflict(row, "chain_position", String(same.sequence), String(row.sequence))
+    }
+    const occupant = byPosition.get(positionKey(row.chain_id, row.sequence))
+    if (occupant !== undefined && occupant.record_id !== row.record_id) {
+      return conflict(row, "chain_position", occupant.record_id, row.record_id)
+    }
+    if (byKey.has(rowKey(row))) {
       unchanged++
       continue
     }
     const operation = row.operation_id === null ? undefined : operations.get(row.operation_id)
     if (operation !== undefined && operation.chain_id !== row.chain_id) {
-      return Either.left(
-        new ProjectionConflictError({
-          reason: "operation_chain",
-          chain_id: row.chain_id,
-          record_id: row.record_id,
-          projection_version: row.projection_version,
-          stored: operation.chain_id,
-          offered: row.chain_id
-        })
-      )
+      return conflict(row, "operation_chain", operation.chain_id, row.chain_id)
     }
-    byKey.set(rowKey(row), row)
+    remember(row)
     inserts.push(row)
-    if (seen.has(recordKey(row))) continue
-    seen.add(recordKey(row))
+    if (same !== undefined) continue
     const started = row.record_type === "operation_started"
     if (row.operation_id === null || (!started && !terminalTypes.has(row.record_type))) continue
     const base = operation ?? {
@@ -666,7 +685,10 @@ export declare namespace StateStore {
     ) => Effect.Effect<ReadonlyArray<ProjectedOperation>, StateStoreUnavailableError>
     /** How many projection rows are stored (every projection version counts). */
     readonly projectedRecordCount: (filter?: RecordFilter) => Effect.Effect<number, StateStoreUnavailableError>
-    /** The chain hash the projected record at `sequence` of a chain carries, if that record is projected. */
+    /**
+     * The chain hash the projected record at `sequence` of a chain carries, if that record is projected (one record
+     * and one hash per position, under every projection version: `applyProjection` refuses any other).
+     */
     readonly projectedHash: (
       chain_id: string,
       sequence: number

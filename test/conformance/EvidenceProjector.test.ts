@@ -302,6 +302,41 @@ for (const [name, stores] of backends) {
         assert.strictEqual((yield* unprojected).length, 12)
       })))
 
+    it.effect("a record projected under another version with another chain hash fails the drain closed, in every store alike", () =>
+      provided(Effect.gen(function*() {
+        const state = yield* StateStore.StateStore
+        const w = yield* workload
+        const target = (yield* recordsOf(w.a))[5]!
+        const forged = Sha256Hex.make("f".repeat(64))
+        yield* state.applyProjection({
+          projector: "next-version",
+          rows: [
+            StateStore.ProjectedRecord.make({
+              chain_id: w.a,
+              record_id: target.record_id as Uuid,
+              projection_version: EvidenceProjector.projectionVersion + 1,
+              chain_hash: forged,
+              sequence: target.sequence,
+              record_type: target.record_type as RecordType,
+              operation_id: target.operation_id as Uuid
+            })
+          ],
+          cursor: Cursor.make("0")
+        })
+        assert.deepStrictEqual(yield* state.projectedHash(w.a, target.sequence), Option.some(forged))
+        const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
+        assert.strictEqual(error._tag, "ProjectionConflictError")
+        if (error._tag === "ProjectionConflictError") {
+          assert.deepStrictEqual(
+            [error.reason, error.record_id, error.projection_version, error.stored, error.offered],
+            ["chain_hash", target.record_id, EvidenceProjector.projectionVersion, forged, target.chain_hash]
+          )
+        }
+        assert.strictEqual(yield* state.projectedRecordCount(), 1 + 4)
+        assert.strictEqual((yield* unprojected).length, 12)
+        assert.deepStrictEqual(yield* state.projectedHash(w.a, target.sequence), Option.some(forged))
+      })))
+
     it.effect("recover closes an operation whose terminal record never committed as ambiguous, and calls nothing", () => {
       const calls = { write: 0, fail: 0 }
       const armed = { terminal: false }

@@ -538,6 +538,58 @@ for (const [name, layer] of layers) {
         assert.deepStrictEqual(yield* store.projectionCursor("ops"), Option.some(Cursor.make("c1")))
       })))
 
+    it.effect("projection: a record is one fact under every version: another hash or position for it, or another record at its position, is a conflict", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const [chain, r0, r1, intruder] = yield* uuids(4)
+        yield* store.applyProjection({
+          projector: "v1",
+          rows: [
+            record(chain!, r0!, 0, "policy_bound", null, hash("1")),
+            record(chain!, r1!, 1, "gate_evaluated", null)
+          ],
+          cursor: Cursor.make("1")
+        })
+        const offers = [
+          [record(chain!, r0!, 0, "policy_bound", null, hash("2"), 2), "chain_hash", hash("1"), hash("2")],
+          [record(chain!, r0!, 5, "policy_bound", null, hash("1"), 2), "chain_position", "0", "5"],
+          [record(chain!, intruder!, 0, "policy_bound", null, hash("1"), 1), "chain_position", r0!, intruder!],
+          [record(chain!, intruder!, 1, "policy_bound", null, hash("3"), 3), "chain_position", r1!, intruder!]
+        ] as const
+        for (const [row, reason, stored, offered] of offers) {
+          const conflict = yield* Effect.flip(
+            store.applyProjection({ projector: "v2", rows: [row], cursor: Cursor.make("2") })
+          )
+          assert.strictEqual(conflict._tag, "ProjectionConflictError")
+          if (conflict._tag === "ProjectionConflictError") {
+            assert.deepStrictEqual(
+              [conflict.reason, conflict.record_id, conflict.projection_version, conflict.stored, conflict.offered],
+              [reason, row.record_id, row.projection_version, stored, offered]
+            )
+          }
+        }
+        // Within one batch too: the first row of a position stands, a second record there is refused.
+        const [fresh, other] = yield* uuids(2)
+        const inBatch = yield* Effect.flip(store.applyProjection({
+          projector: "v2",
+          rows: [record(chain!, fresh!, 2, "gate_evaluated", null), record(chain!, other!, 2, "gate_evaluated", null)],
+          cursor: Cursor.make("2")
+        }))
+        assert.isTrue(inBatch._tag === "ProjectionConflictError" && inBatch.reason === "chain_position")
+        assert.strictEqual(yield* store.projectedRecordCount(), 2)
+        assert.deepStrictEqual(yield* store.projectionCursor("v2"), Option.none())
+        // The same record and hash under another version is a new row, and the position's hash stays what it was.
+        const again = yield* store.applyProjection({
+          projector: "v2",
+          rows: [record(chain!, r0!, 0, "policy_bound", null, hash("1"), 2)],
+          cursor: Cursor.make("2")
+        })
+        assert.deepStrictEqual([again.inserted, again.unchanged], [1, 0])
+        assert.deepStrictEqual(yield* store.projectedHash(chain!, 0), Option.some(hash("1")))
+        assert.deepStrictEqual(yield* store.projectedHash(chain!, 1), Option.some(hash("1")))
+        assert.deepStrictEqual(yield* store.projectedHash(chain!, 2), Option.none())
+      })))
+
     it.effect("operations projection: started and terminal records, terminal counts, filters and versions", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore
@@ -594,7 +646,7 @@ for (const [name, layer] of layers) {
         assert.strictEqual(yield* store.projectedRecordCount({ chain_id: b! }), 1)
 
         const v2 = chainA.slice(0, 2).map((row) =>
-          record(row.chain_id, row.record_id, row.sequence, row.record_type, row.operation_id, hash("9"), 2)
+          record(row.chain_id, row.record_id, row.sequence, row.record_type, row.operation_id, row.chain_hash, 2)
         )
         const reprojected = yield* store.applyProjection({ projector: "ops-v2", rows: v2, cursor: Cursor.make("2") })
         assert.strictEqual(reprojected.inserted, 2)
