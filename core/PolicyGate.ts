@@ -446,7 +446,12 @@ export const make = (options: Options = {}, pin?: Pin) =>
             ? yield* escalate(pinned.right, evaluation, input, result)
             : result
           return guarded.disposition === "allow"
-            ? { ...guarded, gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny") }
+            ? {
+              ...guarded,
+              gates: (guarded.gates ?? []).filter((gate) =>
+                gate.decision === "deny"
+              )
+            }
             : guarded
         }
         // A gate whose guard part denied was recorded at the guard stage: its policy part adds no second result (only
