@@ -371,5 +371,8 @@ export const command = Command.make("writ").pipe(
   ])
 )
 
-/** Parse argv and run the matching command. */
-export const run = Command.run(command, { name: "writ", version: "0.1.0" })
+const runCommand = Command.run(command, { name: "writ", version: "0.1.0" })
+
+/** Parse argv (program and script first) and run the matching command; bad input no parser reports is refused first. */
+export const run = (argv: ReadonlyArray<string>) =>
+  Effect.zipRight(EvidenceCli.checkForget(argv.slice(2)), runCommand(argv))

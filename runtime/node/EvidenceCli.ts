@@ -4,7 +4,7 @@
  * 0 ok, 1 a chain that does not verify (or an operation recovery could not close), 2 bad input.
  */
 import { Command, Options } from "@effect/cli"
-import { Chunk, Console, Effect, Option, Schema, Stream } from "effect"
+import { Chunk, Console, Effect, Either, Option, Schema, Stream } from "effect"
 import type { StoredRecord, VerificationResult } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import { EvidenceStore } from "../../core/EvidenceStore.ts"
@@ -192,6 +192,26 @@ const forget = Options.text("forget").pipe(
   Options.repeated,
   Options.withDescription("first drop the registration of executor ID, whose process is gone (repeatable)")
 )
+
+/**
+ * Refuse a `--forget` of `writ recover` (in the arguments after the program) that has no executor id after it: last on
+ * the line, an empty or blank value, or an option in its place. @effect/cli's repeated options silently drop such an
+ * occurrence (or take the next option as the value), so this runs on the raw arguments, before parsing.
+ */
+export const checkForget = (args: ReadonlyArray<string>): Either.Either<void, CliInputError> => {
+  const command = args.indexOf("recover")
+  if (command === -1) return Either.void
+  for (let i = command + 1; i < args.length; i++) {
+    if (args[i] !== "--forget") continue
+    const value = args[i + 1]
+    if (value === undefined || value.trim() === "" || value.startsWith("-")) {
+      const given = value === undefined ? "nothing follows it" : `it is followed by ${JSON.stringify(value)}`
+      return Either.left(new CliInputError({ message: `--forget needs an executor id: ${given}` }))
+    }
+    i++
+  }
+  return Either.void
+}
 
 /** Drop each named registration; an id that is not registered is bad input, and then none is dropped. */
 const forgetAll = (executor_ids: ReadonlyArray<string>) =>

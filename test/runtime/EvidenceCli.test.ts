@@ -730,7 +730,7 @@ describe("writ exec, evidence, certificate, recover", () => {
   )
 
   it(
-    "recover --forget drops a registration a process on another host left; an unknown id exits 2, nothing changed",
+    "recover --forget drops a registration a process on another host left; an unknown or missing id exits 2, nothing changed",
     async () => {
       const db = join(freshDir(), "stale.db")
       const orphan = await orphanOn(db)
@@ -745,6 +745,25 @@ describe("writ exec, evidence, certificate, recover", () => {
       assert.strictEqual(unknown.status, 2)
       assert.include(unknown.stderr, "--forget nope: no executor with this id is registered")
       assert.deepStrictEqual(await rawSql(db, ["SELECT executor_id FROM executors"]), [[{ executor_id: "stale-1" }]])
+      // A --forget without an id (an unset shell variable, a forgotten argument) is refused, never dropped.
+      const noValue = await Promise.all([
+        writ("recover", "--db", db, "--forget"),
+        writ("recover", "--db", db, "--forget", ""),
+        writ("recover", "--db", db, "--forget", " ", "--force"),
+        writ("recover", "--db", db, "--forget", "", "--force"),
+        writ("recover", "--db", db, "--forget", "--force"),
+        writ("recover", "--db", db, "--forget", "stale-1", "--forget")
+      ])
+      for (const result of noValue) {
+        assert.strictEqual(result.status, 2, result.stderr)
+        assert.include(result.stderr, "--forget needs an executor id")
+      }
+      assert.deepStrictEqual(await rawSql(db, ["SELECT executor_id FROM executors"]), [[{ executor_id: "stale-1" }]])
+      assert.deepStrictEqual(
+        (await writJson("evidence", "log", "--db", db)).out[0].records.map((record: any) => record.record_type),
+        ["policy_bound", "operation_started"],
+        "no recovery ran"
+      )
       const forgotten = await writJson("recover", "--db", db, "--forget", "stale-1")
       assert.strictEqual(forgotten.status, 0, forgotten.stderr)
       assert.deepStrictEqual(forgotten.out.closed, [orphan])
