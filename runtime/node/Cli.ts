@@ -22,7 +22,7 @@ import * as TaskCertificate from "../../core/TaskCertificate.ts"
 import * as Demo from "../Demo.ts"
 import * as Embedded from "../Embedded.ts"
 import * as CertificateCli from "./CertificateCli.ts"
-import { checkDatabase, CliInputError, exitOneOnFailure, parseJsonObject, setExitCode } from "./CliInput.ts"
+import { checkDatabase, choice, CliInputError, exitOneOnFailure, parseJsonObject, setExitCode } from "./CliInput.ts"
 import * as EvidenceCli from "./EvidenceCli.ts"
 import * as PolicyCli from "./PolicyCli.ts"
 import { outcomeCells, table } from "./Render.ts"
@@ -257,7 +257,7 @@ const argsOption = Options.text("args").pipe(
   Options.withDefault("{}"),
   Options.withDescription("the action's arguments as a JSON object")
 )
-const profileOption = Options.choice("profile", ["minimal", "durable", "governed", "certifiable"]).pipe(
+const profileOption = choice("profile", ["minimal", "durable", "governed", "certifiable"]).pipe(
   Options.withDefault("minimal" as const),
   Options.withDescription(
     "minimal: in memory, nothing kept; durable: a Run and its attempt in --db; governed: a task boundary's evidence chain in --db; certifiable: governed, then a certificate minted and verified"

@@ -2,6 +2,7 @@
  * Command-line input handling shared by the `writ` commands: typed bad-input errors (exit 2),
  * JSON argument parsing, the `--db` check, and the exit code for negative verdicts.
  */
+import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Cause, Console, Effect, Either, Exit, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Sqlite from "../../adapters/Sqlite.ts"
@@ -13,6 +14,22 @@ export class CliInputError extends Schema.TaggedError<CliInputError>()("CliInput
 export class DatabaseBusyError extends Schema.TaggedError<DatabaseBusyError>()("DatabaseBusyError", {
   message: Schema.String
 }) {}
+
+/**
+ * An option `--name` that takes one of `choices`. `Options.choice` refuses any other value without naming the option
+ * ("Expected one of the following cases: ..."); this one names it, the value and the choices (exit 2, nothing runs).
+ */
+export const choice = <const C extends readonly [string, ...Array<string>]>(name: string, choices: C) => {
+  const isChoice = Schema.is(Schema.Literal(...choices))
+  return Options.text(name).pipe(
+    Options.withPseudoName(choices.join(" | ")),
+    Options.mapEffect((value) =>
+      isChoice(value) ? Effect.succeed(value) : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+        `--${name} ${JSON.stringify(value)} is not one of ${choices.join(", ")}`
+      )))
+    )
+  )
+}
 
 /** Parse a JSON object given on the command line. */
 export const parseJsonObject = (text: string, option: string) =>

@@ -13,7 +13,7 @@ import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import * as Time from "../../core/Time.ts"
-import { CliInputError, parseJsonObject, setExitCode } from "./CliInput.ts"
+import { choice, CliInputError, parseJsonObject, setExitCode } from "./CliInput.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 const file = Args.file({ name: "FILE", exists: "yes" }).pipe(
@@ -67,7 +67,7 @@ const schema = Command.make(
   Command.withDescription("Print the JSON Schema of a policy declaration, for editors")
 )
 
-const origin = Options.choice("origin", ["USER", "SELF", "OTHER_AGENT"]).pipe(
+const origin = choice("origin", ["USER", "SELF", "OTHER_AGENT"]).pipe(
   Options.optional,
   Options.withDescription("the origin of the call (none: no invocation context)")
 )

@@ -225,7 +225,10 @@ describe("writ exec, evidence, certificate, recover", () => {
     const unknownChain = "00000000-0000-4000-8000-000000000000"
     const db = join(dir, "never.db")
     const cases: Array<[Array<string>, string]> = [
-      [["exec", "calc.add", "--profile", "bogus", "--db", db], "minimal, durable, governed, certifiable"],
+      [
+        ["exec", "calc.add", "--profile", "bogus", "--db", db],
+        "--profile \"bogus\" is not one of minimal, durable, governed, certifiable"
+      ],
       [["exec", "calc.add", "--args", "{not json", "--profile", "durable", "--db", db], "--args is not JSON"],
       [["exec", "calc.add", "--args", "[1]", "--profile", "governed", "--db", db], "--args is not a JSON object"],
       [

@@ -32,6 +32,11 @@ describe("writ policy", () => {
     const result = writ("policy", "check", bad)
     assert.strictEqual(result.status, 2)
     assert.include(result.stderr, "$.rules.0.action_patterns: is missing")
+    // An option outside its choices is named with the value and the choices, and nothing is explained.
+    const origin = writ("policy", "explain", policy, "--action", "notes.read", "--origin", "user")
+    assert.strictEqual(origin.status, 2)
+    assert.include(origin.stderr, "--origin \"user\" is not one of USER, SELF, OTHER_AGENT")
+    assert.strictEqual(origin.stdout, "")
   }, 60_000)
 
   it("explain gives disposition, reason and matched rules; exit 0 allow, 1 deny or escalate", () => {
