@@ -93,7 +93,9 @@ const explainOptions = {
   origin,
   viaAgent: Options.text("via-agent").pipe(
     Options.optional,
-    Options.withDescription("the agent the request came through (delegation to the executing agent)")
+    Options.withDescription(
+      "the agent the request came through (delegation to the executing agent): with --origin USER, the agent the user asked; with OTHER_AGENT, the agent that asked (default other-agent)"
+    )
   )
 }
 
@@ -116,6 +118,27 @@ const parseDeclarations = (text: string) =>
 
 /** The executing agent `explain` evaluates as. */
 const executingAgent = InvocationContext.agent("writ-agent")
+
+/**
+ * Check `--via-agent` against `--origin`: an agent a request came through exists only for a USER request (an agent the
+ * user asked, which delegated) or an OTHER_AGENT one (the agent that asked), and is never the executing agent itself.
+ */
+const checkViaAgent = (origin: Option.Option<string>, viaAgent: Option.Option<string>) => {
+  if (Option.isNone(viaAgent)) return Either.void
+  const refuse = (why: string) => Either.left(new CliInputError({ message: `--via-agent ${viaAgent.value} ${why}` }))
+  if (Option.isNone(origin)) {
+    return refuse("needs --origin USER or OTHER_AGENT: without --origin there is no invocation for it to be part of")
+  }
+  if (origin.value === "SELF") {
+    return refuse(
+      "contradicts --origin SELF: SELF is the executing agent's own initiative, not a request through another agent"
+    )
+  }
+  if (viaAgent.value === executingAgent.id) {
+    return refuse("names the executing agent itself: name the other agent the request came through")
+  }
+  return Either.void
+}
 
 const invocationOf = (
   origin: Option.Option<string>,
@@ -155,6 +178,7 @@ const explain = Command.make("explain", explainOptions, (options) =>
     const { snapshot } = yield* load(options.file)
     const args = yield* parseJsonObject(options.args, "--args")
     const declared = yield* parseDeclarations(options.declares)
+    yield* checkViaAgent(options.origin, options.viaAgent)
     const invocation = invocationOf(options.origin, options.viaAgent, options.principal)
     const input: PolicyInput = {
       action: options.action,

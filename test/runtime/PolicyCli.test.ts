@@ -58,12 +58,31 @@ describe("writ policy", () => {
       "policy.allowed"
     ])
     assert.deepStrictEqual(explain("--action", "notes.read", "--origin", "SELF"), [1, "origin.not_allowed"])
+    assert.deepStrictEqual(explain("--action", "notes.read", "--origin", "OTHER_AGENT", "--via-agent", "helper"), [
+      0,
+      "policy.allowed"
+    ])
     assert.deepStrictEqual(explain("--action", "notes.read"), [1, "origin.unknown"])
     const detail = JSON.parse(
       writ("policy", "explain", policy, "--json", "--action", "shell.exec", "--args", "{\"command\":\"ls\"}").stdout
     ).detail
     assert.include(detail, "rules rule-1")
   }, 120_000)
+
+  it("explain refuses a --via-agent that no --origin makes part of the call (exit 2, nothing explained)", () => {
+    const cases: Array<[Array<string>, string]> = [
+      [["--via-agent", "helper"], "--via-agent helper needs --origin USER or OTHER_AGENT"],
+      [["--origin", "SELF", "--via-agent", "helper"], "--via-agent helper contradicts --origin SELF"],
+      [["--origin", "USER", "--via-agent", "writ-agent"], "--via-agent writ-agent names the executing agent itself"],
+      [["--origin", "OTHER_AGENT", "--via-agent", "writ-agent"], "--via-agent writ-agent names the executing agent"]
+    ]
+    for (const [args, message] of cases) {
+      const result = writ("policy", "explain", policy, "--json", "--action", "notes.read", ...args)
+      assert.strictEqual(result.status, 2, `${args.join(" ")}: ${result.stderr}`)
+      assert.include(result.stderr, message)
+      assert.strictEqual(result.stdout, "")
+    }
+  }, 60_000)
 
   it("explain takes the MCP tool, secrets and environment an action declares, as Action.make does", () => {
     const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
