@@ -13,7 +13,25 @@ import { db, knownChain, withReadStores } from "./EvidenceCli.ts"
 const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 
 const encodeCertificate = Schema.encodeSync(TaskCertificate.TaskCertificate)
-const decodeCertificate = Schema.decodeUnknownEither(TaskCertificate.TaskCertificate)
+// A field the schema does not know is a claim nothing verifies: refused, never dropped.
+const decodeCertificate = Schema.decodeUnknownEither(TaskCertificate.TaskCertificate, {
+  onExcessProperty: "error",
+  errors: "all"
+})
+
+/** Why a parsed file is not a task certificate: the fields it has that a certificate does not, else every problem. */
+const notACertificate = (file: string, error: ParseResult.ParseError) => {
+  const unknown = ParseResult.ArrayFormatter.formatErrorSync(error)
+    .filter((issue) => issue._tag === "Unexpected")
+    .map((issue) => issue.path.join("."))
+  return new CliInputError({
+    message: `--certificate ${file} is not a task certificate: ${
+      unknown.length > 0
+        ? `unknown field(s) ${unknown.join(", ")} (a field a certificate does not have is an unverified claim)`
+        : ParseResult.TreeFormatter.formatErrorSync(error)
+    }`
+  })
+}
 
 /** A certificate as JSON text: what `mint` prints and `verify` reads. */
 export const certificateJson = (certificate: TaskCertificate.TaskCertificate) =>
@@ -72,15 +90,7 @@ const verify = Command.make(
         Effect.mapError(() => new CliInputError({ message: `--certificate ${certificate}: cannot be read` }))
       )
       const parsed = yield* parseJsonObject(text, `--certificate ${certificate}`)
-      const decoded = yield* Either.mapLeft(
-        decodeCertificate(parsed),
-        (error) =>
-          new CliInputError({
-            message: `--certificate ${certificate} is not a task certificate: ${
-              ParseResult.TreeFormatter.formatErrorSync(error)
-            }`
-          })
-      )
+      const decoded = yield* Either.mapLeft(decodeCertificate(parsed), (error) => notACertificate(certificate, error))
       const result = yield* withReadStores(
         db,
         Effect.zipRight(

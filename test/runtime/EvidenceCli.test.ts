@@ -353,7 +353,7 @@ describe("writ exec, evidence, certificate, recover", () => {
   }, 120_000)
 
   it(
-    "certificate mint and verify round-trip; a forged field or a head that is not the closing record fails with its code",
+    "certificate mint and verify round-trip; a forged field or a head that is not the closing record fails with its code, an unknown field is bad input",
     async () => {
       const dir = freshDir()
       const minted = await writ(
@@ -403,6 +403,23 @@ describe("writ exec, evidence, certificate, recover", () => {
       assert.strictEqual(notClosed.status, 1)
       assert.strictEqual(notClosed.out.minted, false)
       assert.strictEqual(notClosed.out.failure_code, "broken_link")
+
+      // A field a certificate does not have is a claim nothing verifies: bad input naming it, not a valid certificate.
+      for (
+        const [extra, named] of [
+          [{ ...certificate, approved_by: "auditor", scope: "all" }, "unknown field(s) approved_by, scope"],
+          [
+            { ...certificate, gate_summary: { ...certificate.gate_summary, waived: 3 } },
+            "unknown field(s) gate_summary.waived"
+          ]
+        ] as const
+      ) {
+        writeFileSync(forged, JSON.stringify(extra))
+        const refused = await writ("certificate", "verify", "--db", demoDb, "--certificate", forged)
+        assert.strictEqual(refused.status, 2, refused.stdout)
+        assert.include(refused.stderr, `--certificate ${forged} is not a task certificate: ${named}`)
+        assert.strictEqual(refused.stdout, "")
+      }
 
       writeFileSync(forged, "{\"certificate_id\": 1}")
       const malformed = await writ("certificate", "verify", "--db", demoDb, "--certificate", forged)
