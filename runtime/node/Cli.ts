@@ -4,7 +4,7 @@
  * `recover` read and repair what they wrote, `policy` works on declarations. Every command takes
  * `--json`. Exit codes: 0 ok, 1 a negative verdict, 2 bad input (and then nothing runs).
  */
-import { Args, Command, Options } from "@effect/cli"
+import { Args, CliConfig, Command, Options } from "@effect/cli"
 import { Cause, Console, Deferred, Effect, Either, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -373,6 +373,10 @@ export const command = Command.make("writ").pipe(
 
 const runCommand = Command.run(command, { name: "writ", version: "0.1.0" })
 
+// Names are matched exactly: @effect/cli matches them case-insensitively by default but then looks an option's value up
+// under its declared spelling, so `--PROFILE durable` was consumed and silently dropped.
+const cliConfig = CliConfig.layer({ isCaseSensitive: true })
+
 /** Parse argv (program and script first) and run the matching command; bad input no parser reports is refused first. */
 export const run = (argv: ReadonlyArray<string>) =>
-  Effect.zipRight(EvidenceCli.checkForget(argv.slice(2)), runCommand(argv))
+  Effect.zipRight(EvidenceCli.checkForget(argv.slice(2)), runCommand(argv)).pipe(Effect.provide(cliConfig))

@@ -243,6 +243,9 @@ describe("writ exec, evidence, certificate, recover", () => {
         "--expected-head is not a lowercase hex SHA-256"
       ],
       [["evidence", "log", "--db", demoDb, "--chain", demo.chain_id, "--run", "x"], "--run and --chain are exclusive"],
+      // Names are exact: a misspelt case is not silently dropped (and the default profile run instead).
+      [["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--PROFILE", "durable"], "unknown argument: '--PROFILE'"],
+      [["evidence", "log", "--db", demoDb, "--Run", "x"], "unknown argument: '--Run'"],
       [
         ["certificate", "mint", "--db", demoDb, "--chain", demo.chain_id, "--expected-head", "XYZ"],
         "--expected-head is not"
