@@ -12,6 +12,7 @@ import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import { ActionName, Identifier } from "../../core/Refs.ts"
 import * as Time from "../../core/Time.ts"
 import { choice, CliInputError, parseJsonObject, setExitCode } from "./CliInput.ts"
 
@@ -116,6 +117,47 @@ const parseDeclarations = (text: string) =>
       (error) => new CliInputError({ message: `--declares ${PermissionPolicy.validationError(error).message}` })
     ))
 
+const isIdentifier = Schema.is(Identifier)
+const isActionName = Schema.is(ActionName)
+
+/**
+ * Check the names `explain` is given against the schemas a real call's are held to: a malformed one is bad input, not
+ * a verdict (an invalid principal or agent id would otherwise fail inside the invocation factories, unreported).
+ */
+const checkNames = (options: {
+  readonly action: string
+  readonly principal: string
+  readonly tenant: Option.Option<string>
+  readonly viaAgent: Option.Option<string>
+}) => {
+  if (!isActionName(options.action)) {
+    return Either.left(
+      new CliInputError({
+        message: `--action ${
+          JSON.stringify(options.action)
+        } is not an action name: lowercase words joined by _ - . or /, at most 128 characters`
+      })
+    )
+  }
+  const ids = [
+    ["--principal", Option.some(options.principal)],
+    ["--tenant", options.tenant],
+    ["--via-agent", options.viaAgent]
+  ] as const
+  for (const [option, value] of ids) {
+    if (Option.isSome(value) && !isIdentifier(value.value)) {
+      return Either.left(
+        new CliInputError({
+          message: `${option} ${
+            JSON.stringify(value.value)
+          } is not an id: non-empty, at most 200 characters, no leading or trailing space`
+        })
+      )
+    }
+  }
+  return Either.void
+}
+
 /** The executing agent `explain` evaluates as. */
 const executingAgent = InvocationContext.agent("writ-agent")
 
@@ -178,6 +220,7 @@ const explain = Command.make("explain", explainOptions, (options) =>
     const { snapshot } = yield* load(options.file)
     const args = yield* parseJsonObject(options.args, "--args")
     const declared = yield* parseDeclarations(options.declares)
+    yield* checkNames(options)
     yield* checkViaAgent(options.origin, options.viaAgent)
     const invocation = invocationOf(options.origin, options.viaAgent, options.principal)
     const input: PolicyInput = {

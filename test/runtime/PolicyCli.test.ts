@@ -84,6 +84,30 @@ describe("writ policy", () => {
     }
   }, 60_000)
 
+  it(
+    "explain refuses an action name or id a real call could not have (exit 2 naming it), with or without an origin",
+    () => {
+      const cases: Array<[Array<string>, string]> = [
+        [["--action", ""], "--action \"\" is not an action name"],
+        [["--action", "Notes Read"], "--action \"Notes Read\" is not an action name"],
+        [["--action", "notes.read", "--principal", ""], "--principal \"\" is not an id"],
+        [
+          ["--action", "notes.read", "--origin", "USER", "--principal", " alice"],
+          "--principal \" alice\" is not an id"
+        ],
+        [["--action", "notes.read", "--tenant", ""], "--tenant \"\" is not an id"],
+        [["--action", "notes.read", "--origin", "OTHER_AGENT", "--via-agent", ""], "--via-agent \"\" is not an id"]
+      ]
+      for (const [args, message] of cases) {
+        const result = writ("policy", "explain", policy, "--json", ...args)
+        assert.strictEqual(result.status, 2, `${args.join(" ")}: ${result.stderr}`)
+        assert.include(result.stderr, message)
+        assert.strictEqual(result.stdout, "")
+      }
+    },
+    60_000
+  )
+
   it("explain takes the MCP tool, secrets and environment an action declares, as Action.make does", () => {
     const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
     const grants = join(dir, "grants.json")
