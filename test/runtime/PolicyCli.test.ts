@@ -1,83 +1,102 @@
 import { assert, describe, it } from "@effect/vitest"
-import { spawnSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { beforeAll } from "vitest"
 import { root } from "../fixtures/sources.ts"
 
 const bin = join(root, "dist/runtime/node/bin.js")
 const policy = join(root, "test/fixtures/policies/agent.yaml")
-const writ = (...args: Array<string>) => spawnSync("node", [bin, ...args], { encoding: "utf-8" })
+/** Run a command without blocking the test worker (a blocked worker misses vitest's RPC deadline): status and streams. */
+const run = (command: string, args: Array<string>, cwd?: string) =>
+  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      command,
+      args,
+      { encoding: "utf-8", maxBuffer: 64 << 20, ...(cwd === undefined ? {} : { cwd }) },
+      (error, stdout, stderr) =>
+        resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
+    )
+  })
+const writ = (...args: Array<string>) => run("node", [bin, ...args])
 
 describe("writ policy", () => {
-  const built = spawnSync("node_modules/.bin/tsc", ["-p", "tsconfig.build.json"], { cwd: root }).status === 0
+  beforeAll(async () => {
+    const built = await run("node_modules/.bin/tsc", ["-p", "tsconfig.build.json"], root)
+    assert.strictEqual(built.status, 0, built.stdout)
+  }, 240_000)
 
-  it("check prints id, version, digest and rule count; fmt keeps the digest in YAML and JSON", () => {
-    assert.isTrue(built)
-    const check = JSON.parse(writ("policy", "check", policy, "--json").stdout)
+  it("check prints id, version, digest and rule count; fmt keeps the digest in YAML and JSON", async () => {
+    const check = JSON.parse((await writ("policy", "check", policy, "--json")).stdout)
     assert.deepStrictEqual([check.policy_id, check.version, check.rules], ["repo-agent", "1", 6])
     const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
     for (const [flag, name] of [[[], "fmt.yaml"], [["--json"], "fmt.json"]] as const) {
-      const formatted = writ("policy", "fmt", policy, ...flag)
+      const formatted = await writ("policy", "fmt", policy, ...flag)
       assert.strictEqual(formatted.status, 0)
       writeFileSync(join(dir, name), formatted.stdout)
-      assert.strictEqual(JSON.parse(writ("policy", "check", join(dir, name), "--json").stdout).digest, check.digest)
+      assert.strictEqual(
+        JSON.parse((await writ("policy", "check", join(dir, name), "--json")).stdout).digest,
+        check.digest
+      )
     }
   }, 60_000)
 
-  it("invalid input exits 2 and names the field", () => {
+  it("invalid input exits 2 and names the field", async () => {
     const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
     const bad = join(dir, "bad.json")
     writeFileSync(bad, JSON.stringify({ policy_id: "x", version: "1", rules: [{ kind: "action", effect: "allow" }] }))
-    const result = writ("policy", "check", bad)
+    const result = await writ("policy", "check", bad)
     assert.strictEqual(result.status, 2)
     assert.include(result.stderr, "$.rules.0.action_patterns: is missing")
     // An option outside its choices is named with the value and the choices, and nothing is explained.
-    const origin = writ("policy", "explain", policy, "--action", "notes.read", "--origin", "user")
+    const origin = await writ("policy", "explain", policy, "--action", "notes.read", "--origin", "user")
     assert.strictEqual(origin.status, 2)
     assert.include(origin.stderr, "--origin \"user\" is not one of USER, SELF, OTHER_AGENT")
     assert.strictEqual(origin.stdout, "")
   }, 60_000)
 
-  it("explain gives disposition, reason and matched rules; exit 0 allow, 1 deny or escalate", () => {
-    const explain = (...args: Array<string>) => {
-      const result = writ("policy", "explain", policy, "--json", ...args)
+  it("explain gives disposition, reason and matched rules; exit 0 allow, 1 deny or escalate", async () => {
+    const explain = async (...args: Array<string>) => {
+      const result = await writ("policy", "explain", policy, "--json", ...args)
       return [result.status, JSON.parse(result.stdout).reason] as const
     }
-    assert.deepStrictEqual(explain("--action", "calc.add"), [0, "policy.allowed"])
-    assert.deepStrictEqual(explain("--action", "shell.exec", "--args", "{\"command\":\"rm -rf /\"}"), [
+    assert.deepStrictEqual(await explain("--action", "calc.add"), [0, "policy.allowed"])
+    assert.deepStrictEqual(await explain("--action", "shell.exec", "--args", "{\"command\":\"rm -rf /\"}"), [
       1,
       "policy.denied"
     ])
-    assert.deepStrictEqual(explain("--action", "shell.exec", "--args", "{\"command\":\"ls\"}"), [
+    assert.deepStrictEqual(await explain("--action", "shell.exec", "--args", "{\"command\":\"ls\"}"), [
       1,
       "approval.required"
     ])
-    assert.deepStrictEqual(explain("--action", "notes.read", "--origin", "USER", "--via-agent", "helper"), [
+    assert.deepStrictEqual(await explain("--action", "notes.read", "--origin", "USER", "--via-agent", "helper"), [
       0,
       "policy.allowed"
     ])
-    assert.deepStrictEqual(explain("--action", "notes.read", "--origin", "SELF"), [1, "origin.not_allowed"])
-    assert.deepStrictEqual(explain("--action", "notes.read", "--origin", "OTHER_AGENT", "--via-agent", "helper"), [
-      0,
-      "policy.allowed"
-    ])
-    assert.deepStrictEqual(explain("--action", "notes.read"), [1, "origin.unknown"])
+    assert.deepStrictEqual(await explain("--action", "notes.read", "--origin", "SELF"), [1, "origin.not_allowed"])
+    const viaOther = await explain("--action", "notes.read", "--origin", "OTHER_AGENT", "--via-agent", "helper")
+    assert.deepStrictEqual(viaOther, [0, "policy.allowed"])
+    assert.deepStrictEqual(await explain("--action", "notes.read"), [1, "origin.unknown"])
     const detail = JSON.parse(
-      writ("policy", "explain", policy, "--json", "--action", "shell.exec", "--args", "{\"command\":\"ls\"}").stdout
+      (await writ("policy", "explain", policy, "--json", "--action", "shell.exec", "--args", "{\"command\":\"ls\"}"))
+        .stdout
     ).detail
     assert.include(detail, "rules rule-1")
   }, 120_000)
 
-  it("explain refuses a --via-agent that no --origin makes part of the call (exit 2, nothing explained)", () => {
+  it("explain refuses a --via-agent that no --origin makes part of the call (exit 2, nothing explained)", async () => {
     const cases: Array<[Array<string>, string]> = [
       [["--via-agent", "helper"], "--via-agent helper needs --origin USER or OTHER_AGENT"],
       [["--origin", "SELF", "--via-agent", "helper"], "--via-agent helper contradicts --origin SELF"],
       [["--origin", "USER", "--via-agent", "writ-agent"], "--via-agent writ-agent names the executing agent itself"],
       [["--origin", "OTHER_AGENT", "--via-agent", "writ-agent"], "--via-agent writ-agent names the executing agent"]
     ]
-    for (const [args, message] of cases) {
-      const result = writ("policy", "explain", policy, "--json", "--action", "notes.read", ...args)
+    const results = await Promise.all(
+      cases.map(([args]) => writ("policy", "explain", policy, "--json", "--action", "notes.read", ...args))
+    )
+    for (const [i, [args, message]] of cases.entries()) {
+      const result = results[i]!
       assert.strictEqual(result.status, 2, `${args.join(" ")}: ${result.stderr}`)
       assert.include(result.stderr, message)
       assert.strictEqual(result.stdout, "")
@@ -86,7 +105,7 @@ describe("writ policy", () => {
 
   it(
     "explain refuses an action name or id a real call could not have (exit 2 naming it), with or without an origin",
-    () => {
+    async () => {
       const cases: Array<[Array<string>, string]> = [
         [["--action", ""], "--action \"\" is not an action name"],
         [["--action", "Notes Read"], "--action \"Notes Read\" is not an action name"],
@@ -98,8 +117,9 @@ describe("writ policy", () => {
         [["--action", "notes.read", "--tenant", ""], "--tenant \"\" is not an id"],
         [["--action", "notes.read", "--origin", "OTHER_AGENT", "--via-agent", ""], "--via-agent \"\" is not an id"]
       ]
-      for (const [args, message] of cases) {
-        const result = writ("policy", "explain", policy, "--json", ...args)
+      const results = await Promise.all(cases.map(([args]) => writ("policy", "explain", policy, "--json", ...args)))
+      for (const [i, [args, message]] of cases.entries()) {
+        const result = results[i]!
         assert.strictEqual(result.status, 2, `${args.join(" ")}: ${result.stderr}`)
         assert.include(result.stderr, message)
         assert.strictEqual(result.stdout, "")
@@ -108,7 +128,7 @@ describe("writ policy", () => {
     60_000
   )
 
-  it("explain takes the MCP tool, secrets and environment an action declares, as Action.make does", () => {
+  it("explain takes the MCP tool, secrets and environment an action declares, as Action.make does", async () => {
     const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
     const grants = join(dir, "grants.json")
     writeFileSync(
@@ -128,23 +148,35 @@ describe("writ policy", () => {
         ]
       })
     )
-    const explain = (declares: string) => {
-      const result = writ("policy", "explain", grants, "--json", "--action", "issues.search", "--declares", declares)
+    const explain = async (declares: string) => {
+      const result = await writ(
+        "policy",
+        "explain",
+        grants,
+        "--json",
+        "--action",
+        "issues.search",
+        "--declares",
+        declares
+      )
       return [result.status, result.status === 2 ? result.stderr.trim() : JSON.parse(result.stdout).reason]
     }
-    assert.deepStrictEqual(explain("{\"mcp\":{\"server\":\"github\",\"tool\":\"search\"}}"), [0, "policy.allowed"])
-    assert.deepStrictEqual(explain("{\"mcp\":{\"server\":\"github\",\"tool\":\"delete_repo\"}}"), [
+    assert.deepStrictEqual(await explain("{\"mcp\":{\"server\":\"github\",\"tool\":\"search\"}}"), [
+      0,
+      "policy.allowed"
+    ])
+    assert.deepStrictEqual(await explain("{\"mcp\":{\"server\":\"github\",\"tool\":\"delete_repo\"}}"), [
       1,
       "mcp.not_allowed"
     ])
-    const [status, message] = explain("{\"mcp\":{\"server\":\"github\"}}")
+    const [status, message] = await explain("{\"mcp\":{\"server\":\"github\"}}")
     assert.strictEqual(status, 2)
     assert.include(message, "--declares $.mcp.tool: is missing")
-    assert.include(explain("{\"secret\":[]}")[1], "--declares $.secret: is not a field")
+    assert.include((await explain("{\"secret\":[]}"))[1], "--declares $.secret: is not a field")
   }, 60_000)
 
-  it("schema prints the declaration's JSON Schema", () => {
-    const schema = JSON.parse(writ("policy", "schema").stdout)
+  it("schema prints the declaration's JSON Schema", async () => {
+    const schema = JSON.parse((await writ("policy", "schema")).stdout)
     assert.includeMembers(schema.required, ["policy_id", "version"])
   }, 60_000)
 })
