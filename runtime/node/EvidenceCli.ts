@@ -129,6 +129,10 @@ const log = Command.make(
       if (Option.isSome(run) && Option.isSome(chain)) {
         return yield* new CliInputError({ message: "--run and --chain are exclusive: give one or neither" })
       }
+      // A Run id is a UUID: a malformed one would name no chain and read as "no chain names this Run".
+      if (Option.isSome(run) && !isUuid(run.value)) {
+        return yield* new CliInputError({ message: `--run ${JSON.stringify(run.value)} is not a run id (a UUID)` })
+      }
       const chains = yield* withReadStores(
         db,
         Effect.gen(function*() {

@@ -252,6 +252,8 @@ describe("writ exec, evidence, certificate, recover", () => {
       ],
       [["evidence", "verify", "--db", demoDb, "--chain", "nosuch"], "--chain nosuch is not a chain id"],
       [["evidence", "log", "--db", demoDb, "--chain", "nosuch"], "--chain nosuch is not a chain id"],
+      [["evidence", "log", "--db", demoDb, "--run", "nosuch"], "--run \"nosuch\" is not a run id"],
+      [["evidence", "log", "--db", demoDb, "--run", ""], "--run \"\" is not a run id"],
       [["evidence", "verify", "--db", demoDb, "--chain", unknownChain], "the database holds no chain with this id"],
       [
         ["certificate", "mint", "--db", demoDb, "--chain", unknownChain, "--expected-head", demo.head],
