@@ -60,7 +60,7 @@ import type { InvocationTokenError } from "./InvocationTokenError.ts"
 import * as Origin from "./Origin.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import type { ActionRef } from "./Refs.ts"
-import type { RuntimeProfile } from "./RuntimeProfile.ts"
+import { ProfileUnavailableError, type RuntimeProfile } from "./RuntimeProfile.ts"
 import type { SecurityStage } from "./Stage.ts"
 import { type Run, StateStore } from "./StateStore.ts"
 import * as Time from "./Time.ts"
@@ -710,6 +710,9 @@ export const layerDurable = (config: Omit<Config, "state" | "governance"> = {}) 
     ActionExecutor,
     Effect.gen(function*() {
       const state = yield* StateStore
+      if (!state.durable) {
+        return yield* new ProfileUnavailableError({ profile: "durable", detail: "the state store is not durable" })
+      }
       const registry = yield* Effect.serviceOption(ExecutorRegistry)
       if (Option.isSome(registry)) yield* registry.value.register
       return yield* make({ ...config, state })

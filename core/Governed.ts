@@ -3,24 +3,18 @@
  * with `policy_bound` and `operation_started` at stage 4, every gate result committed as it is
  * produced, and one terminal record per operation, all through the EvidenceStore in context.
  */
-import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import { EvidenceStore } from "./EvidenceStore.ts"
 import { ExecutorRegistry } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import * as PolicyGate from "./PolicyGate.ts"
 import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
+import * as RuntimeProfile from "./RuntimeProfile.ts"
 import { StateStore } from "./StateStore.ts"
 
 /** A profile this composition cannot stand behind, such as certifiable on a store that forgets. */
-export class ProfileUnavailableError extends Schema.TaggedError<ProfileUnavailableError>()("ProfileUnavailableError", {
-  profile: Schema.String,
-  detail: Schema.String
-}) {
-  override get message() {
-    return `the ${this.profile} profile is unavailable: ${this.detail}`
-  }
-}
+export { ProfileUnavailableError } from "./RuntimeProfile.ts"
 
 /** How a governed executor is bound: its agent, and whether it claims the certifiable profile. */
 export interface Options extends PolicyGate.Options {
@@ -38,12 +32,15 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     const store = yield* EvidenceStore
     const profile = options.certifiable === true ? "certifiable" as const : "governed" as const
     if (profile === "certifiable" && !store.durable) {
-      return yield* new ProfileUnavailableError({ profile, detail: "the evidence store is not durable" })
+      return yield* new RuntimeProfile.ProfileUnavailableError({ profile, detail: "the evidence store is not durable" })
     }
     // A certificate names its policy by (id, version) and is verified by re-reading it: a store that forgets on restart
     // would turn every certificate into missing_policy.
     if (profile === "certifiable" && !(yield* PolicySnapshotStore).durable) {
-      return yield* new ProfileUnavailableError({ profile, detail: "the policy snapshot store is not durable" })
+      return yield* new RuntimeProfile.ProfileUnavailableError({
+        profile,
+        detail: "the policy snapshot store is not durable"
+      })
     }
     const pin = yield* PolicyGate.makePin
     const policy = yield* PolicyGate.make(options, pin)

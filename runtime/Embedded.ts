@@ -91,7 +91,7 @@ export const layerExecutor = <E, R extends Digest | IdGenerator.IdGenerator>(
     | Layer.Layer.Context<ReturnType<typeof layerDurableExecutor>>
     | Layer.Layer.Context<ReturnType<typeof Governed.layer>>
   > = options.profile === "durable"
-    ? layerDurableExecutor(config, policy)
+    ? Layer.orDie(layerDurableExecutor(config, policy))
     : Layer.orDie(Governed.layer(config, { ...policy, certifiable: options.profile === "certifiable" }))
   return executor.pipe(Layer.provideMerge(tools), Layer.provideMerge(layerStores(options)))
 }

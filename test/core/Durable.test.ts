@@ -13,7 +13,7 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import type { Concluded, Interceptor } from "../../core/Interceptor.ts"
 import { type Run, StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
-import { base } from "../fixtures/layers.ts"
+import { base, durableInMemory } from "../fixtures/layers.ts"
 
 const SECRET = "durable-canary-91c2"
 const calls = { write: 0 }
@@ -58,7 +58,7 @@ const interruptedAfterCommit = Layer.effect(
 )
 
 const layer = (
-  state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = MemoryStateStore.layer,
+  state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = durableInMemory,
   config: ActionExecutor.Config = {}
 ) => ActionExecutor.layerDurable(config).pipe(Layer.provideMerge(state), Layer.provideMerge(base(actions)))
 
@@ -90,6 +90,15 @@ const running = Effect.gen(function*() {
 })
 
 describe("durable-ungoverned execution", () => {
+  it.effect("is refused over a StateStore that is not durable: it could claim no Run history", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Layer.build(layer(MemoryStateStore.layer)))
+      assert.deepStrictEqual([error._tag, error.message], [
+        "ProfileUnavailableError",
+        "the durable profile is unavailable: the state store is not durable"
+      ])
+    }).pipe(Effect.scoped))
+
   it.effect("commits the typed attempt, its outcome summary and its outbox intent, and never the raw result", () =>
     Effect.gen(function*() {
       const run = yield* running
@@ -220,7 +229,7 @@ describe("durable-ungoverned execution", () => {
       while (seen.length === 0) yield* Effect.sleep("1 millis")
       assert.deepStrictEqual(attempts.map((attempt) => attempt.outcome.tag), ["succeeded"])
       assert.deepStrictEqual(seen, ["succeeded"])
-    }).pipe(Effect.provide(layer(interruptedAfterCommit.pipe(Layer.provide(MemoryStateStore.layer)), { observers })))
+    }).pipe(Effect.provide(layer(interruptedAfterCommit.pipe(Layer.provide(durableInMemory)), { observers })))
   })
 
   it.effect("a commit that fails after the call is a PersistError saying the call ran; it is not retried", () =>
@@ -231,7 +240,7 @@ describe("durable-ungoverned execution", () => {
       assert.strictEqual(error._tag, "PersistError")
       assert.isTrue((error as ActionExecutor.PersistError).call_executed)
       assert.strictEqual(calls.write, before + 1)
-    }).pipe(Effect.provide(layer(failingCommits.pipe(Layer.provide(MemoryStateStore.layer))))))
+    }).pipe(Effect.provide(layer(failingCommits.pipe(Layer.provide(durableInMemory))))))
 })
 
 // A policy by argument: "deny", "defer" and "escalate" get that verdict, anything else is allowed.
@@ -249,7 +258,7 @@ const byText: Interceptor = {
 }
 
 const oneShotLayer = ActionExecutor.layerDurable({ interceptors: [byText] }).pipe(
-  Layer.provideMerge(MemoryStateStore.layer),
+  Layer.provideMerge(durableInMemory),
   Layer.provideMerge(base(actions))
 )
 
@@ -350,7 +359,7 @@ describe("one-shot durable execution: a new Run only once the call is admitted (
                 ...store,
                 transition: () => Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
               }))
-          ).pipe(Layer.provide(MemoryStateStore.layer))
+          ).pipe(Layer.provide(durableInMemory))
         ),
         Layer.provideMerge(base(actions))
       )

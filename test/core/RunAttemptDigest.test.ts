@@ -5,7 +5,6 @@ import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
 import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
-import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as Action from "../../core/Action.ts"
 import * as ActionExecutor from "../../core/ActionExecutor.ts"
@@ -19,7 +18,7 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import type * as Interceptor from "../../core/Interceptor.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
 import { StateStore } from "../../core/StateStore.ts"
-import { run } from "../fixtures/layers.ts"
+import { durableInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 const actions = [
@@ -43,7 +42,7 @@ const transformers: ReadonlyArray<Interceptor.Transformer> = [{
 
 const stores = Layer.mergeAll(
   MemoryEvidenceStore.layer,
-  MemoryStateStore.layer,
+  durableInMemory,
   MemoryPolicySnapshotStore.layer,
   MemoryApprovalQueue.layer,
   MemoryExecutorRegistry.layer
