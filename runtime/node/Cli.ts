@@ -260,7 +260,7 @@ const argsOption = Options.text("args").pipe(
 const profileOption = choice("profile", ["minimal", "durable", "governed", "certifiable"]).pipe(
   Options.withDefault("minimal" as const),
   Options.withDescription(
-    "minimal: in memory, nothing kept; durable: a Run and its attempt in --db; governed: a task boundary's evidence chain in --db; certifiable: governed, then a certificate minted and verified"
+    "minimal: in memory, nothing kept; durable: a Run and its attempt in --db, once the call is admitted; governed: a task boundary's evidence chain in --db; certifiable: governed, then a certificate minted and verified"
   )
 )
 const dbOption = Options.file("db").pipe(
