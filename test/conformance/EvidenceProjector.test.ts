@@ -265,19 +265,20 @@ for (const [name, stores] of backends) {
       )
     })
 
-    it.effect("a projection row with the same key and another chain hash fails the drain closed", () =>
-      provided(Effect.gen(function*() {
+    // The workload's sixth record of chain a, projected by `projector` under `projection_version` with a forged hash.
+    const forgedProjection = (projector: string, projection_version: number) =>
+      Effect.gen(function*() {
         const state = yield* StateStore.StateStore
         const w = yield* workload
         const target = (yield* recordsOf(w.a))[5]!
         const forged = Sha256Hex.make("f".repeat(64))
         yield* state.applyProjection({
-          projector: "forger",
+          projector,
           rows: [
             StateStore.ProjectedRecord.make({
               chain_id: w.a,
               record_id: target.record_id as Uuid,
-              projection_version: EvidenceProjector.projectionVersion,
+              projection_version,
               chain_hash: forged,
               sequence: target.sequence,
               record_type: target.record_type as RecordType,
@@ -286,6 +287,13 @@ for (const [name, stores] of backends) {
           ],
           cursor: Cursor.make("0")
         })
+        return { forged, target, w }
+      })
+
+    it.effect("a projection row with the same key and another chain hash fails the drain closed", () =>
+      provided(Effect.gen(function*() {
+        const state = yield* StateStore.StateStore
+        const { forged, target, w } = yield* forgedProjection("forger", EvidenceProjector.projectionVersion)
         const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
         assert.strictEqual(error._tag, "ProjectionConflictError")
         if (error._tag === "ProjectionConflictError") {
@@ -305,24 +313,7 @@ for (const [name, stores] of backends) {
     it.effect("a record projected under another version with another chain hash fails the drain closed, in every store alike", () =>
       provided(Effect.gen(function*() {
         const state = yield* StateStore.StateStore
-        const w = yield* workload
-        const target = (yield* recordsOf(w.a))[5]!
-        const forged = Sha256Hex.make("f".repeat(64))
-        yield* state.applyProjection({
-          projector: "next-version",
-          rows: [
-            StateStore.ProjectedRecord.make({
-              chain_id: w.a,
-              record_id: target.record_id as Uuid,
-              projection_version: EvidenceProjector.projectionVersion + 1,
-              chain_hash: forged,
-              sequence: target.sequence,
-              record_type: target.record_type as RecordType,
-              operation_id: target.operation_id as Uuid
-            })
-          ],
-          cursor: Cursor.make("0")
-        })
+        const { forged, target, w } = yield* forgedProjection("next-version", EvidenceProjector.projectionVersion + 1)
         assert.deepStrictEqual(yield* state.projectedHash(w.a, target.sequence), Option.some(forged))
         const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
         assert.strictEqual(error._tag, "ProjectionConflictError")

@@ -693,20 +693,23 @@ describe("governed execution", () => {
 })
 
 describe("gate results", () => {
-  // An advisory gate that also guards the filesystem: its guard part refuses /secrets, its policy part allows.
-  const audited = installPolicy({
-    policy_id: "audited",
-    version: "1",
-    rules: [
-      { rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
-      { rule_id: "fs", kind: "filesystem", effect: "allow", roots: ["/"], modes: ["write"] },
-      { rule_id: "fs-secrets", kind: "filesystem", effect: "deny", roots: ["/secrets"], modes: ["write"] }
-    ],
-    gates: [
-      { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow", "fs"] },
-      { gate_id: "audit", level: "advisory", order: 1, rule_ids: ["allow", "fs", "fs-secrets"] }
-    ]
-  })
+  // A second gate that also guards the filesystem: its guard part refuses /secrets, its policy part allows.
+  const guardingSecrets = (gate_id: string, level: "advisory" | "soft", approver: Record<string, string> = {}) =>
+    installPolicy({
+      policy_id: `guarded-${level}`,
+      version: "1",
+      ...approver,
+      rules: [
+        { rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+        { rule_id: "fs", kind: "filesystem", effect: "allow", roots: ["/"], modes: ["write"] },
+        { rule_id: "fs-secrets", kind: "filesystem", effect: "deny", roots: ["/secrets"], modes: ["write"] }
+      ],
+      gates: [
+        { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow", "fs"] },
+        { gate_id, level, order: 1, rule_ids: ["allow", "fs", "fs-secrets"] }
+      ]
+    })
+  const audited = guardingSecrets("audit", "advisory")
 
   it.effect("a gate whose guard part denies is one gate result: an advisory one is recorded once, as a deny", () =>
     Effect.gen(function*() {
@@ -750,20 +753,7 @@ describe("gate results", () => {
 
   it.effect("a soft gate's guard deny escalates like its policy deny; an approval lets it pass once, recorded, degraded", () =>
     Effect.gen(function*() {
-      const ref = yield* installPolicy({
-        policy_id: "soft-guard",
-        version: "1",
-        approver_class: "lead",
-        rules: [
-          { rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
-          { rule_id: "fs", kind: "filesystem", effect: "allow", roots: ["/"], modes: ["write"] },
-          { rule_id: "fs-secrets", kind: "filesystem", effect: "deny", roots: ["/secrets"], modes: ["write"] }
-        ],
-        gates: [
-          { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow", "fs"] },
-          { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow", "fs", "fs-secrets"] }
-        ]
-      })
+      const ref = yield* guardingSecrets("review", "soft", { approver_class: "lead" })
       const boundary = yield* Governance.openBoundary(ref)
       const escalated = yield* exec(ref, boundary, "notes.save", { path: "/secrets/key" })
       assert.isTrue(escalated._tag === "escalated" && escalated.approval?.approver_class === "lead")

@@ -58,6 +58,28 @@ const rawSql = (filename: string, statements: ReadonlyArray<string>) =>
 
 const freshDir = () => mkdtempSync(join(tmpdir(), "writ-evidence-cli-"))
 
+/** A slow `exec` of a profile on `db`, once `started` (a query) finds its call running: the child and its exit. */
+const slowExec = async (profile: string, db: string, started: string) => {
+  const child = spawn("node", [
+    bin,
+    "exec",
+    "report.compile",
+    "--args",
+    "{\"pages\":600}",
+    "--profile",
+    profile,
+    "--db",
+    db
+  ])
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+  for (let polls = 0;; polls++) {
+    const rows = existsSync(db) ? await rawSql(db, [started]).catch(() => [[]]) : [[]]
+    if (rows[0]!.length > 0) return { child, exited }
+    assert.isBelow(polls, 600, "the call never started")
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
 /** An operation left open in a new database file (started, never concluded): its id. */
 const orphanOn = (db: string) =>
   onStores(
@@ -527,25 +549,7 @@ describe("writ exec, evidence, certificate, recover", () => {
         governed: "SELECT 1 FROM evidence_records WHERE record_type = 'gate_evaluated'"
       }
       for (const profile of ["durable", "governed"] as const) {
-        const db = join(dir, `${profile}.db`)
-        const child = spawn("node", [
-          bin,
-          "exec",
-          "report.compile",
-          "--args",
-          "{\"pages\":600}",
-          "--profile",
-          profile,
-          "--db",
-          db
-        ])
-        const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-        for (let polls = 0;; polls++) {
-          const rows = existsSync(db) ? await rawSql(db, [running[profile]]).catch(() => [[]]) : [[]]
-          if (rows[0]!.length > 0) break
-          assert.isBelow(polls, 600, "the call never started")
-          await new Promise((resolve) => setTimeout(resolve, 50))
-        }
+        const { child, exited } = await slowExec(profile, join(dir, `${profile}.db`), running[profile])
         child.kill("SIGINT")
         assert.strictEqual(await exited, 130, profile)
       }
@@ -566,26 +570,7 @@ describe("writ exec, evidence, certificate, recover", () => {
     "a durable exec killed mid-call: recover refuses while it lives, then ends its Run failed/indeterminate and says so",
     async () => {
       const db = join(freshDir(), "killed.db")
-      const child = spawn("node", [
-        bin,
-        "exec",
-        "report.compile",
-        "--args",
-        "{\"pages\":600}",
-        "--profile",
-        "durable",
-        "--db",
-        db
-      ])
-      const exited = new Promise<unknown>((resolve) => child.on("exit", resolve))
-      for (let polls = 0;; polls++) {
-        const rows = existsSync(db)
-          ? await rawSql(db, ["SELECT 1 FROM runs WHERE status = 'running'"]).catch(() => [[]])
-          : [[]]
-        if (rows[0]!.length > 0) break
-        assert.isBelow(polls, 600, "the call never started")
-        await new Promise((resolve) => setTimeout(resolve, 50))
-      }
+      const { child, exited } = await slowExec("durable", db, "SELECT 1 FROM runs WHERE status = 'running'")
       const live = await writ("recover", "--db", db)
       assert.strictEqual(live.status, 1, "a live durable executor is registered: its running Run is not an orphan")
       assert.include(live.stderr, "LiveExecutorsError")
