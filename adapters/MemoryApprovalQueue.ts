@@ -48,13 +48,14 @@ export const make = Effect.sync((): ApprovalQueue.Service => {
       ),
     approve: decide("approved"),
     reject: decide("rejected"),
-    consume: (approval_id, binding_digest, now) =>
+    consume: (approval_id, binding_digest, now, request_id) =>
       transition(approval_id, (record) => {
         if (record.state === "consumed") return Either.left("reused")
         if (record.state === "rejected") return Either.left("rejected")
         if (record.state === "pending") return Either.left("pending")
         if (record.request.binding_digest !== binding_digest) return Either.left("mismatched")
         if (Time.toMicros(now) >= Time.toMicros(record.request.expires_at)) return Either.left("expired")
+        if (request_id !== undefined && record.request.request_id === request_id) return Either.left("same_request")
         records.set(approval_id, ApprovalRecord.make({ ...record, state: "consumed" }))
         return Either.right(record.request)
       })

@@ -33,7 +33,8 @@ const StatusRow = Schema.Struct({
   state: ApprovalState,
   approver_class: Schema.String,
   binding_digest: Schema.String,
-  expires_at_micros: Schema.Number
+  expires_at_micros: Schema.Number,
+  request_id: Schema.NullOr(Schema.String)
 })
 
 const RequestRow = Schema.Struct({ request_json: Schema.parseJson(ApprovalRequest) })
@@ -63,8 +64,8 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
     Request: Id,
     Result: StatusRow,
     execute: ({ approval_id }) =>
-      sql`SELECT state, approver_class, binding_digest, expires_at_micros FROM approvals
-        WHERE approval_id = ${approval_id}`
+      sql`SELECT state, approver_class, binding_digest, expires_at_micros,
+          json_extract(request_json, '$.request_id') AS request_id FROM approvals WHERE approval_id = ${approval_id}`
   })
   const findRecords = SqlSchema.findAll({
     Request: Schema.Struct({ approver_class: Schema.optional(Schema.String), state: Schema.optional(ApprovalState) }),
@@ -91,12 +92,17 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
         RETURNING request_json, state, decided_by`
   })
   const consumeOne = SqlSchema.findAll({
-    Request: Schema.Struct({ approval_id: Schema.String, binding_digest: Schema.String, now: Schema.Number }),
+    Request: Schema.Struct({
+      approval_id: Schema.String,
+      binding_digest: Schema.String,
+      now: Schema.Number,
+      request_id: Schema.NullOr(Schema.String)
+    }),
     Result: RequestRow,
-    execute: ({ approval_id, binding_digest, now }) =>
+    execute: ({ approval_id, binding_digest, now, request_id }) =>
       sql`UPDATE approvals SET state = 'consumed'
         WHERE approval_id = ${approval_id} AND state = 'approved' AND binding_digest = ${binding_digest}
-          AND expires_at_micros > ${now}
+          AND expires_at_micros > ${now} AND (${request_id} IS NULL OR json_extract(request_json, '$.request_id') IS NOT ${request_id})
         RETURNING request_json`
   })
 
@@ -144,10 +150,15 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
     )
 
   const consume = Effect.fn("SqlApprovalQueue.consume")(
-    function*(approval_id: string, binding_digest: string, now: Time.Timestamp) {
+    function*(approval_id: string, binding_digest: string, now: Time.Timestamp, request_id?: string) {
       return yield* transaction(() =>
         Effect.gen(function*() {
-          const [used] = yield* consumeOne({ approval_id, binding_digest, now: Time.toMicros(now) })
+          const [used] = yield* consumeOne({
+            approval_id,
+            binding_digest,
+            now: Time.toMicros(now),
+            request_id: request_id ?? null
+          })
           if (used !== undefined) return used.request_json
           const status = yield* findStatus({ approval_id })
           const fail = (reason: ApprovalError["reason"]) => new ApprovalError({ reason, approval_id })
@@ -158,6 +169,7 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
           if (found.state === "pending") return yield* fail("pending")
           if (found.binding_digest !== binding_digest) return yield* fail("mismatched")
           if (Time.toMicros(now) >= found.expires_at_micros) return yield* fail("expired")
+          if (request_id !== undefined && found.request_id === request_id) return yield* fail("same_request")
           return yield* Effect.dieMessage(`approval ${approval_id} is usable but the compare-and-set missed it`)
         })
       )

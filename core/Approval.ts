@@ -19,7 +19,9 @@ export class ApprovalRequest extends Schema.Class<ApprovalRequest>("ApprovalRequ
   approver_class: Identifier,
   policy: PolicySnapshotRef,
   requested_at: Timestamp,
-  expires_at: Timestamp
+  expires_at: Timestamp,
+  /** The request that escalated: its approval is used by a new request (a new attempt), never by that one. */
+  request_id: Schema.optional(Schema.String)
 }) {}
 
 /** Where an approval stands. */
@@ -43,7 +45,8 @@ export class ApprovalError extends Schema.TaggedError<ApprovalError>()("Approval
     "mismatched",
     "wrong_approver",
     "decided",
-    "invalid_approver"
+    "invalid_approver",
+    "same_request"
   ),
   approval_id: Schema.String
 }) {
@@ -82,11 +85,15 @@ export declare namespace ApprovalQueue {
     ) => Effect.Effect<ReadonlyArray<ApprovalRecord>>
     readonly approve: (approval_id: string, approver: Approver) => Effect.Effect<ApprovalRecord, ApprovalError>
     readonly reject: (approval_id: string, approver: Approver) => Effect.Effect<ApprovalRecord, ApprovalError>
-    /** Use an approval once, for the call whose binding digest it was filed for, before it expires. */
+    /**
+     * Use an approval once, for the call whose binding digest it was filed for, before it expires, by a request other
+     * than the one that escalated (`same_request`, and the approval stays usable).
+     */
     readonly consume: (
       approval_id: string,
       binding_digest: string,
-      now: Timestamp
+      now: Timestamp,
+      request_id?: string
     ) => Effect.Effect<ApprovalRequest, ApprovalError>
   }
 }

@@ -358,7 +358,8 @@ export const make = (options: Options = {}, pin?: Pin) =>
       attempt_id: string,
       approval_id: string,
       binding: string,
-      now: number
+      now: number,
+      request_id: string
     ): Effect.Effect<Either.Either<Approval.ApprovalRequest, Approval.ApprovalError>> => {
       const earlier = consumed.get(attempt_id)
       if (earlier !== undefined && earlier.request.approval_id === approval_id) {
@@ -368,16 +369,19 @@ export const make = (options: Options = {}, pin?: Pin) =>
             : Either.left(new Approval.ApprovalError({ reason: "mismatched", approval_id }))
         )
       }
-      return Effect.tap(Effect.either(approvals.consume(approval_id, binding, Time.fromMicros(now))), (used) =>
-        Effect.sync(() => {
-          if (Either.isLeft(used)) {
-            return
-          }
-          consumed.set(attempt_id, { binding, request: used.right })
-          if (consumed.size > 4096) {
-            consumed.delete(consumed.keys().next().value!)
-          }
-        }))
+      return Effect.tap(
+        Effect.either(approvals.consume(approval_id, binding, Time.fromMicros(now), request_id)),
+        (used) =>
+          Effect.sync(() => {
+            if (Either.isLeft(used)) {
+              return
+            }
+            consumed.set(attempt_id, { binding, request: used.right })
+            if (consumed.size > 4096) {
+              consumed.delete(consumed.keys().next().value!)
+            }
+          })
+      )
     }
 
     /** Escalate without blocking: use a presented approval once, or file a new request and return at once. */
@@ -392,7 +396,14 @@ export const make = (options: Options = {}, pin?: Pin) =>
         const binding = yield* bindingOf(pinned, evaluation, input)
         const presented = evaluation.request.approval_id
         if (presented !== undefined) {
-          const used = yield* consumeOnce(queue.value, evaluation.attempt_id, presented, binding, input.now)
+          const used = yield* consumeOnce(
+            queue.value,
+            evaluation.attempt_id,
+            presented,
+            binding,
+            input.now,
+            evaluation.request.request_id
+          )
           if (Either.isLeft(used)) {
             return { ...verdict("deny", `approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
           }
@@ -425,7 +436,8 @@ export const make = (options: Options = {}, pin?: Pin) =>
             digest: pinned.snapshot.digest
           },
           requested_at: Time.fromMicros(input.now),
-          expires_at: Time.fromMicros(input.now + result.expires_after!)
+          expires_at: Time.fromMicros(input.now + result.expires_after!),
+          request_id: evaluation.request.request_id
         })
         yield* queue.value.submit(request)
         return { ...verdict("escalate", result.code, result.detail), approval: request, gates: result.gates ?? [] }
@@ -448,9 +460,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
           return guarded.disposition === "allow"
             ? {
               ...guarded,
-              gates: (guarded.gates ?? []).filter((gate) =>
-                gate.decision === "deny"
-              )
+              gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny")
             }
             : guarded
         }

@@ -121,7 +121,8 @@ describe("gate 13: certificate completeness", () => {
       assert.isTrue(escalated._tag === "escalated" && escalated.approval !== undefined)
       const approval_id = escalated._tag === "escalated" ? escalated.approval!.approval_id : ""
       yield* Effect.flatMap(ApprovalQueue, (queue) => queue.approve(approval_id, { id: "bob", approver_class: "lead" }))
-      const approved = yield* call("notes.sign", { approval_id: Uuid.make(approval_id) })
+      // An approval is used by a new request, never by the one that escalated (runs.md).
+      const approved = yield* call("notes.sign", { approval_id: Uuid.make(approval_id), request_id: "approved-retry" })
 
       const cancel = yield* Deferred.make<void>()
       const slow = yield* Effect.fork(call("notes.slow", {}, cancel))

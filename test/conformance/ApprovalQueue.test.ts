@@ -163,6 +163,17 @@ for (const [name, layer] of layers) {
         assert.deepStrictEqual(yield* queue.consume(request(1).approval_id, ls, now), request(1))
       })))
 
+    it.effect("the request that escalated cannot use its own approval; it stays usable by a new request", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        const filed = ApprovalRequest.make({ ...request(1), request_id: "req-escalated" })
+        yield* queue.submit(filed)
+        yield* queue.approve(filed.approval_id, maya)
+        const refused = yield* Effect.flip(queue.consume(filed.approval_id, ls, now, "req-escalated"))
+        assert.strictEqual(refused.reason, "same_request")
+        assert.deepStrictEqual(yield* queue.consume(filed.approval_id, ls, now, "req-new"), filed)
+      })))
+
     it.effect("a pending approval is not usable yet", () =>
       provided(Effect.gen(function*() {
         const queue = yield* ApprovalQueue

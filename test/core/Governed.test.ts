@@ -156,11 +156,12 @@ const exec = (
   boundary: Governance.TaskBoundary | undefined,
   action: string,
   args: Record<string, unknown>,
-  extra: { readonly approval_id?: string; readonly metadata?: Record<string, unknown> } = {}
+  extra: { readonly approval_id?: string; readonly metadata?: Record<string, unknown>; readonly request_id?: string } =
+    {}
 ) =>
   Effect.gen(function*() {
     const request = {
-      request_id: yield* IdGenerator.uuid,
+      request_id: extra.request_id ?? (yield* IdGenerator.uuid),
       ...(extra.metadata === undefined ? {} : { metadata: extra.metadata }),
       ...(extra.approval_id === undefined ? {} : { approval_id: Uuid.make(extra.approval_id) })
     }
@@ -368,7 +369,7 @@ describe("governed execution", () => {
       assert.strictEqual((error as Governance.OutcomeEvidenceError).failure_code, "notes.broken")
     }))
 
-  it.effect("an approval that lets a soft deny pass is a new attempt and commits exception_granted", () =>
+  it.effect("an approval that lets a soft deny pass is a new request's attempt and commits exception_granted", () =>
     Effect.gen(function*() {
       const { boundary, ref } = yield* setup
       const escalated = yield* exec(ref, boundary, "notes.publish", { text: "ls" })
@@ -376,6 +377,11 @@ describe("governed execution", () => {
       const approval = escalated._tag === "escalated" ? escalated.approval! : undefined
       const queue = yield* ApprovalQueue
       yield* queue.approve(approval!.approval_id, { id: "bob", approver_class: "lead" })
+      const same = yield* exec(ref, boundary, "notes.publish", { text: "ls" }, {
+        approval_id: approval!.approval_id,
+        request_id: escalated.request_id
+      })
+      assert.deepStrictEqual(same._tag === "denied" && same.reason.code, "approval.same_request")
       const approved = yield* exec(ref, boundary, "notes.publish", { text: "ls" }, {
         approval_id: approval!.approval_id
       })
