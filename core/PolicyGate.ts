@@ -57,14 +57,17 @@ const approverOf = (snapshot: PolicySnapshot) =>
   )[0]
 
 /** Compile a snapshot for evaluation. */
-export const pinned = (snapshot: PolicySnapshot): Pinned => ({
-  snapshot,
-  gates: PolicyEvaluator.compile(snapshot),
-  approver: approverOf(snapshot),
-  guardsPass: snapshot.gate_bindings.some((gate) =>
-    gate.level === "advisory" || (gate.level === "soft" && approverOf(snapshot) !== undefined)
-  )
-})
+export const pinned = (snapshot: PolicySnapshot): Pinned => {
+  const approver = approverOf(snapshot)
+  return {
+    snapshot,
+    gates: PolicyEvaluator.compile(snapshot),
+    approver,
+    guardsPass: snapshot.gate_bindings.some((gate) =>
+      gate.level === "advisory" || (gate.level === "soft" && approver !== undefined)
+    )
+  }
+}
 
 const verdict = (disposition: Verdict["disposition"], code: string, detail?: string): Verdict =>
   detail === undefined ? { disposition, code } : { disposition, code, detail }
