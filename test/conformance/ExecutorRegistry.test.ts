@@ -55,10 +55,13 @@ const endedPid = Effect.async<number>((resume) => {
   child.once("exit", () => resume(Effect.succeed(child.pid!)))
 })
 
-/** A zombie until the scope closes (a child of `sleep`, which never reaps it, killed then): its pid. */
+/**
+ * A zombie until the scope closes: a child that outlives its shell's `exec` into `sleep`, which never reaps it (the
+ * shell could reap a child that ended before the `exec`); its parent is killed then. Its pid.
+ */
 const zombiePid = Effect.acquireRelease(
   Effect.async<{ readonly parent: ChildProcess; readonly zombie: number }>((resume) => {
-    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 60"], { stdio: ["ignore", "pipe", "ignore"] })
+    const parent = spawn("sh", ["-c", "sleep 0.2 & echo $!; exec sleep 60"], { stdio: ["ignore", "pipe", "ignore"] })
     parent.stdout.once("data", (chunk) => resume(Effect.succeed({ parent, zombie: Number(String(chunk).trim()) })))
   }),
   ({ parent }) => Effect.sync(() => parent.kill())
