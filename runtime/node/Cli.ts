@@ -24,6 +24,7 @@ import * as Embedded from "../Embedded.ts"
 import * as CertificateCli from "./CertificateCli.ts"
 import { checkDatabase, choice, CliInputError, exitOneOnFailure, parseJsonObject, setExitCode } from "./CliInput.ts"
 import * as EvidenceCli from "./EvidenceCli.ts"
+import * as OutboxCli from "./OutboxCli.ts"
 import * as PolicyCli from "./PolicyCli.ts"
 import { outcomeCells, table } from "./Render.ts"
 
@@ -367,6 +368,7 @@ export const command = Command.make("writ").pipe(
     EvidenceCli.command,
     CertificateCli.command,
     EvidenceCli.recover,
+    OutboxCli.command,
     PolicyCli.command
   ])
 )

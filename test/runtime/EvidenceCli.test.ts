@@ -1,6 +1,6 @@
 /**
  * The CLI of governed evidence, run as the built `writ` binary: `exec` under every profile, `demo` on a SQLite file,
- * `evidence verify|log`, `certificate mint|verify` and `recover`, with exit codes 0 ok, 1 negative verdict, 2 bad input.
+ * `evidence verify|log`, `certificate mint|verify`, `recover` and `outbox`, with exit codes 0 ok, 1 negative verdict, 2 bad input.
  */
 import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
@@ -538,6 +538,52 @@ describe("writ exec, evidence, certificate, recover", () => {
     const text = await writ("exec", "nope.nope", "--profile", "durable", "--db", db)
     assert.include(text.stdout, "no Run: the call was not admitted")
   }, 120_000)
+
+  it(
+    "outbox: a durable exec's outcome intent is listed, delivered once as a JSON line, and kept pending when the output is closed",
+    async () => {
+      const db = join(freshDir(), "outbox.db")
+      const execArgs = ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "durable", "--db", db]
+      const first = await writJson(...execArgs)
+      assert.strictEqual(first.status, 0, first.stderr)
+      const pending = await writJson("outbox", "pending", "--db", db)
+      assert.deepStrictEqual(
+        pending.out.map((
+          intent: any
+        ) => [intent.topic, intent.attempt_id, intent.payload.tag, intent.delivery_attempts]),
+        [["writ.outcome", first.out.attempt_id, "succeeded", 0]]
+      )
+
+      const delivered = await writ("outbox", "deliver", "--db", db)
+      assert.strictEqual(delivered.status, 0, delivered.stderr)
+      const lines = delivered.stdout.trim().split("\n").map((line) => JSON.parse(line))
+      assert.deepStrictEqual(lines, pending.out, "each intent is one line, as pending lists it")
+      assert.include(delivered.stderr, "delivered 1, kept pending for a retry 0, failed for good 0")
+      const again = await writ("outbox", "deliver", "--db", db)
+      assert.deepStrictEqual([again.status, again.stdout], [0, ""], "a delivered intent is not delivered again")
+      assert.deepStrictEqual((await writJson("outbox", "pending", "--db", db)).out, [])
+
+      const second = await writJson(...execArgs)
+      const closed = spawn("node", [bin, "outbox", "deliver", "--db", db], { stdio: ["ignore", "pipe", "pipe"] })
+      closed.stdout.destroy()
+      let stderr = ""
+      closed.stderr.on("data", (chunk) => (stderr += chunk))
+      assert.strictEqual(await new Promise((resolve) => closed.on("close", resolve)), 1, stderr)
+      assert.include(stderr, "delivered 0, kept pending for a retry 1")
+      assert.deepStrictEqual(
+        (await writJson("outbox", "pending", "--db", db)).out.map((
+          intent: any
+        ) => [intent.attempt_id, intent.delivery_attempts]),
+        [[second.out.attempt_id, 1]]
+      )
+      for (const args of [["--limit", "0"], ["--max-attempts", "-2"]]) {
+        const refused = await writ("outbox", "deliver", "--db", db, ...args)
+        assert.deepStrictEqual([refused.status, refused.stdout], [2, ""], args.join(" "))
+        assert.include(refused.stderr, "must be a positive integer")
+      }
+    },
+    120_000
+  )
 
   it(
     "Ctrl-C exits 130 and leaves nothing open: the Run ends cancelled, the operation and its boundary are closed",
