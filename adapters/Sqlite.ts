@@ -21,14 +21,19 @@ export interface Options {
 
 const migrate = Migrator.make({})
 
+/** The connection settings every connection to the file applies, as PRAGMA assignments (WAL is the client's). */
+export const pragmas = (synchronous: Synchronous = "FULL"): ReadonlyArray<string> => [
+  `synchronous = ${synchronous}`,
+  "busy_timeout = 5000",
+  "foreign_keys = ON"
+]
+
 /** Apply the connection settings. */
 export const configure = (synchronous: Synchronous = "FULL") =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`PRAGMA synchronous = ${synchronous}`)
-    yield* sql`PRAGMA busy_timeout = 5000`
-    yield* sql`PRAGMA foreign_keys = ON`
-  })
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => Effect.forEach(pragmas(synchronous), (pragma) => sql.unsafe(`PRAGMA ${pragma}`), { discard: true })
+  )
 
 /** The file the connection's main database lives in, as SQLite resolved it; empty for an in-memory or temporary one. */
 export const databaseFile = Effect.map(

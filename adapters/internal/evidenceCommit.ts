@@ -1,13 +1,14 @@
 /**
  * The group commit of the SQL EvidenceStore: one transaction per batch of admitted appends, every chain's head read
  * inside it, each record compared with its head plus the batch so far, and the accepted records inserted one prepared
- * statement each (a duplicate id or hash, which no head shows, undoes the batch and it is placed record by record in
- * a transaction of its own).
+ * statement each (any failure, such as a duplicate id or hash that no head shows, undoes the batch, and it is placed
+ * record by record in a transaction of its own). The commit is written once, as a program of statements, and run
+ * either through a SqlClient connection or synchronously on a better-sqlite3 connection (the commit thread's).
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import type { SqlConnection } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
+import type { SqlConnection, Statement as SqlStatement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Effect, Exit, Schema } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import type * as Evidence from "../../core/Evidence.ts"
 import type { AppendReceipt } from "../../core/EvidenceStore.ts"
@@ -43,10 +44,6 @@ export const answered = (
   )
   return batch.map(() => error)
 }
-
-const DuplicateRow = Schema.Struct({ record_id: Schema.String })
-
-const Identity = Schema.Struct({ record_id: Schema.String, chain_hash: Schema.String })
 
 type Columns = { readonly [K in keyof Evidence.StoredRecord]: unknown }
 
@@ -96,134 +93,223 @@ const isHeadRow = (row: unknown): row is { chain_id: string; sequence: number; c
   typeof (row as { sequence?: unknown }).sequence === "number" &&
   typeof (row as { chain_hash?: unknown }).chain_hash === "string"
 
-// A batch to place again record by record, in a transaction of its own: an insert found its id or hash stored.
-const retry = { _tag: "Retry" } as const
+/** The SQL a commit runs, compiled once for the database's dialect. */
+export interface Statements {
+  /** A record's insert: it fails on a stored id or hash. */
+  readonly insert: string
+  /** A record's insert that skips (returns no row) when its id or hash is stored. */
+  readonly insertOne: string
+  /** The stored records with a record's id or hash. */
+  readonly duplicates: string
+  /** The heads of as many chains as the key says, each by its own index seek. */
+  readonly heads: ReadonlyMap<number, string>
+}
 
-/** The commit over the SqlClient in context: a batch's transaction, or record by record when an insert fails. */
-export const make: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const findDuplicates = SqlSchema.findAll({
-    Request: Identity,
-    Result: DuplicateRow,
-    execute: ({ chain_hash, record_id }) =>
-      sql`SELECT record_id FROM evidence_records WHERE record_id = ${record_id} OR chain_hash = ${chain_hash}`
-  })
-
-  // The inserts are compiled once by the client's own compiler and run on the transaction's connection as prepared
-  // statements, once per record: SQLite inserts a multi-row VALUES list several times slower per row.
-  const [insertSql, insertParams] = sql`INSERT INTO evidence_records ${sql.insert(markers)}`.compile()
-  if (insertParams.some((param, i) => param !== columns[i])) {
-    return yield* Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
+/**
+ * The commit's statements, compiled by `sql`'s own compiler (a SqlClient, or a bare SQLite compiler on the commit
+ * thread). Dies if the insert's parameters would not follow the column order.
+ */
+export const compile = (sql: SqlStatement.Constructor): Effect.Effect<Statements> => {
+  const [insert, params] = sql`INSERT INTO evidence_records ${sql.insert(markers)}`.compile()
+  if (params.some((param, i) => param !== columns[i])) {
+    return Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
   }
-  // A batch's insert: any failure (a stored id or hash, which only a write can find, or the store's own) undoes the
-  // batch, which is then placed again record by record.
-  const insert = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
-    Effect.catchTag(connection.execute(insertSql, rowParams(record), undefined), "SqlError", () => Effect.fail(retry))
-  // One record of the record-by-record path, skipped (no row returned) when its id or hash is already stored.
-  const insertOneSql =
-    sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
-      .compile()[0]
-  const insertOne = (connection: SqlConnection.Connection, record: Evidence.EvidenceRecord) =>
-    Effect.map(connection.execute(insertOneSql, rowParams(record), undefined), (rows) => rows.length === 1)
-  // Each chain's head by its own index seek (a correlated MAX over every row of 64 chains cost ~5 ms a batch).
+  // A correlated MAX over every row of 64 chains cost ~5 ms a batch; a seek per chain does not.
   const headSql = (chain: number) =>
     sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
       ORDER BY sequence DESC LIMIT 1) AS head`
-  const headsSql = new Map<number, string>(CHUNK_SIZES.map((size) =>
-    [
-      size,
-      sql`${sql.join(" UNION ALL ", false)(Array.from({ length: size }, (_, i) => headSql(i)))}`.compile()[0]
-    ] as const
-  ))
-
-  const transaction = writeTransaction(sql)
-
-  // Why a record was not appended: a duplicate record id or hash first, then the head it was compared against.
-  const refuse = Effect.fnUntraced(function*(
-    record: Evidence.EvidenceRecord,
-    head: { readonly sequence: number; readonly hash: string } | undefined
-  ) {
-    const duplicates = yield* findDuplicates(record)
-    const duplicate = duplicates.some((row) => row.record_id === record.record_id)
-      ? "duplicate_record"
-      : duplicates.length > 0
-      ? "duplicate_hash"
-      : undefined
-    return conflictOf(record, head, duplicate) ??
-      new EvidenceConflictError({ reason: "sequence", chain_id: record.chain_id, record_id: record.record_id })
+  return Effect.succeed({
+    insert,
+    insertOne: sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
+      .compile()[0],
+    duplicates: sql`SELECT record_id FROM evidence_records WHERE record_id = ${""} OR chain_hash = ${""}`.compile()[0],
+    heads: new Map(CHUNK_SIZES.map((size) =>
+      [
+        size,
+        sql`${sql.join(" UNION ALL ", false)(Array.from({ length: size }, (_, i) => headSql(i)))}`.compile()[0]
+      ] as const
+    ))
   })
+}
 
-  // Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
-  const readHeads = (connection: SqlConnection.Connection, chain_ids: ReadonlyArray<string>) =>
-    Effect.flatMap(
-      Effect.forEach(
-        chunked(chain_ids),
-        (chunk) => connection.execute(headsSql.get(chunk.length)!, chunk, undefined)
-      ),
-      (pages) => {
-        const rows = pages.flat()
-        return rows.every(isHeadRow)
-          ? Effect.succeed(
-            new Map(rows.map((row) => [row.chain_id, { sequence: row.sequence, hash: row.chain_hash }]))
-          )
-          : Effect.fail(new EvidenceUnavailableError({ detail: "a stored chain head does not decode" }))
-      }
-    )
+/** One statement of a commit and its parameters; it is answered with the rows it returns (none for a plain write). */
+export interface Statement {
+  readonly sql: string
+  readonly params: ReadonlyArray<unknown>
+}
 
-  // The record-by-record path: each record compared with its chain's head, then inserted unless its id or hash is
-  // already stored.
-  const placeEach = Effect.fnUntraced(function*(
-    connection: SqlConnection.Connection,
-    records: ReadonlyArray<Evidence.EvidenceRecord>
-  ) {
+/** A commit's work as statements in order, each answered with its rows. A failing statement ends it, undone. */
+export type Program<A> = Generator<Statement, A, ReadonlyArray<unknown>>
+
+type Head = { readonly sequence: number; readonly hash: string }
+
+// Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
+function* readHeads(
+  statements: Statements,
+  chain_ids: ReadonlyArray<string>
+): Program<Map<string, Head> | EvidenceUnavailableError> {
+  const heads = new Map<string, Head>()
+  for (const chunk of chunked(chain_ids)) {
+    for (const row of yield { sql: statements.heads.get(chunk.length)!, params: chunk }) {
+      if (!isHeadRow(row)) return new EvidenceUnavailableError({ detail: "a stored chain head does not decode" })
+      heads.set(row.chain_id, { sequence: row.sequence, hash: row.chain_hash })
+    }
+  }
+  return heads
+}
+
+// Why a record was not appended: a duplicate record id or hash first, then the head it was compared against.
+function* refuse(statements: Statements, record: Evidence.EvidenceRecord, head: Head | undefined): Program<Placed> {
+  const duplicates = yield { sql: statements.duplicates, params: [record.record_id, record.chain_hash] }
+  const ids = duplicates.map((row) => (row as { readonly record_id?: unknown }).record_id)
+  const duplicate = ids.includes(record.record_id)
+    ? "duplicate_record"
+    : duplicates.length > 0
+    ? "duplicate_hash"
+    : undefined
+  return Exit.fail(
+    conflictOf(record, head, duplicate) ??
+      new EvidenceConflictError({ reason: "sequence", chain_id: record.chain_id, record_id: record.record_id })
+  )
+}
+
+/**
+ * The batch in one transaction: every record compared against the heads read in it, then the accepted ones inserted.
+ * Anything the heads cannot show (a duplicate id or hash) fails its insert, and with it the whole program.
+ */
+export function* placeBatch(
+  statements: Statements,
+  batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
+): Program<ReadonlyArray<Placed>> {
+  const heads = yield* readHeads(statements, [...new Set(batch.flatMap((records) => records.map((r) => r.chain_id)))])
+  if (heads instanceof EvidenceUnavailableError) return batch.map(() => Exit.fail(heads))
+  const plans = batch.map((records) => {
     const receipts: Array<AppendReceipt> = []
     for (const record of records) {
-      const head = (yield* readHeads(connection, [record.chain_id])).get(record.chain_id)
-      const inserted = conflictOf(record, head, undefined) === undefined && (yield* insertOne(connection, record))
-      if (!inserted) return Exit.fail(yield* refuse(record, head)) as Placed
+      const head = heads.get(record.chain_id)
+      if (conflictOf(record, head, undefined) !== undefined) return { receipts, refused: { record, head } }
+      heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
       receipts.push(receiptOf(record))
     }
-    return Exit.succeed(receipts) as Placed
+    return { receipts, refused: undefined }
   })
+  for (const [i, plan] of plans.entries()) {
+    const records = batch[i]!
+    for (let r = 0; r < plan.receipts.length; r++) yield { sql: statements.insert, params: rowParams(records[r]!) }
+  }
+  const placed: Array<Placed> = []
+  for (const { receipts, refused } of plans) {
+    placed.push(
+      refused === undefined ? Exit.succeed(receipts) : yield* refuse(statements, refused.record, refused.head)
+    )
+  }
+  return placed
+}
 
-  // Compare every record against the heads read in this transaction, then insert the accepted ones. Anything the
-  // heads cannot show (a duplicate id or hash) fails its insert: the batch is then undone and placed record by
-  // record in a transaction of its own (`Retry`).
-  const placeBatch = Effect.fnUntraced(function*(
-    connection: SqlConnection.Connection,
-    batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
-  ) {
-    const heads = yield* readHeads(connection, [...new Set(batch.flatMap((records) => records.map((r) => r.chain_id)))])
-    const plans = batch.map((records) => {
-      const receipts: Array<AppendReceipt> = []
-      for (const record of records) {
-        const head = heads.get(record.chain_id)
-        if (conflictOf(record, head, undefined) !== undefined) return { receipts, refused: { record, head } }
-        heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
-        receipts.push(receiptOf(record))
+/**
+ * The batch record by record, in one transaction: each record compared with its chain's head, then inserted unless
+ * its id or hash is already stored.
+ */
+export function* placeEach(
+  statements: Statements,
+  batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
+): Program<ReadonlyArray<Placed>> {
+  const placed: Array<Placed> = []
+  appends: for (const records of batch) {
+    const receipts: Array<AppendReceipt> = []
+    for (const record of records) {
+      const heads = yield* readHeads(statements, [record.chain_id])
+      if (heads instanceof EvidenceUnavailableError) return batch.map(() => Exit.fail(heads))
+      const head = heads.get(record.chain_id)
+      const inserted = conflictOf(record, head, undefined) === undefined &&
+        (yield { sql: statements.insertOne, params: rowParams(record) }).length === 1
+      if (!inserted) {
+        placed.push(yield* refuse(statements, record, head))
+        continue appends
       }
-      return { receipts, refused: undefined }
-    })
-    for (const [i, plan] of plans.entries()) {
-      const records = batch[i]!
-      for (let r = 0; r < plan.receipts.length; r++) yield* insert(connection, records[r]!)
+      receipts.push(receiptOf(record))
     }
-    return yield* Effect.forEach(plans, ({ receipts, refused }) =>
-      refused === undefined
-        ? Effect.succeed(Exit.succeed(receipts) as Placed)
-        : Effect.map(refuse(refused.record, refused.head), (error) => Exit.fail(error) as Placed))
-  })
+    placed.push(Exit.succeed(receipts))
+  }
+  return placed
+}
 
+// A program run on a SqlClient connection, each statement prepared once by the client and answered in turn.
+const runOn = <A>(connection: SqlConnection.Connection, program: Program<A>): Effect.Effect<A, SqlError> => {
+  const step = (next: IteratorResult<Statement, A>): Effect.Effect<A, SqlError> =>
+    next.done === true
+      ? Effect.succeed(next.value)
+      : Effect.flatMap(connection.execute(next.value.sql, next.value.params, undefined), (rows) =>
+        step(program.next(rows)))
+  return Effect.suspend(() => step(program.next()))
+}
+
+/** The commit over the SqlClient in context: a batch's transaction, or record by record when it fails. */
+export const make: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const statements = yield* compile(sql)
+  const transaction = writeTransaction(sql)
   return (batch) =>
-    transaction((connection) => placeBatch(connection, batch)).pipe(
-      Effect.catchTag("Retry", () =>
-        transaction((connection) => Effect.forEach(batch, (records) => placeEach(connection, records)))),
-      Effect.mapError((error) =>
-        error._tag === "EvidenceUnavailableError" ? error : unavailable(error)
-      ),
+    transaction((connection) => runOn(connection, placeBatch(statements, batch))).pipe(
+      Effect.orElse(() => transaction((connection) => runOn(connection, placeEach(statements, batch)))),
+      Effect.mapError(unavailable),
       Effect.exit,
       Effect.map((exit): ReadonlyArray<Placed> =>
         Exit.isSuccess(exit) ? exit.value : batch.map(() => Exit.failCause(exit.cause))
       )
     )
 })
+
+/** The little of a better-sqlite3 connection the synchronous commit uses. */
+export interface SyncDatabase {
+  readonly exec: (sql: string) => unknown
+  readonly prepare: (sql: string) => {
+    readonly reader: boolean
+    readonly all: (...params: ReadonlyArray<unknown>) => Array<unknown>
+    readonly run: (...params: ReadonlyArray<unknown>) => unknown
+  }
+}
+
+/**
+ * The same commit run synchronously on a better-sqlite3 connection (SQLite: `BEGIN IMMEDIATE`), each statement
+ * prepared once: what the commit thread runs, with no effect runtime between its statements.
+ */
+export const makeSync = (database: SyncDatabase, statements: Statements) => {
+  const prepared = new Map<string, ReturnType<SyncDatabase["prepare"]>>()
+  const run = ({ params, sql }: Statement): ReadonlyArray<unknown> => {
+    let statement = prepared.get(sql)
+    if (statement === undefined) prepared.set(sql, statement = database.prepare(sql))
+    if (statement.reader) return statement.all(...params)
+    statement.run(...params)
+    return []
+  }
+  const transaction = <A>(program: Program<A>): A => {
+    database.exec("BEGIN IMMEDIATE")
+    try {
+      let next = program.next()
+      while (next.done !== true) next = program.next(run(next.value))
+      database.exec("COMMIT")
+      return next.value
+    } catch (error) {
+      // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
+      try {
+        database.exec("ROLLBACK")
+      } catch {
+        // no transaction left open
+      }
+      throw error
+    }
+  }
+  return (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>): ReadonlyArray<Placed> => {
+    try {
+      return transaction(placeBatch(statements, batch))
+    } catch {
+      try {
+        return transaction(placeEach(statements, batch))
+      } catch (error) {
+        const failed = Exit.fail(new EvidenceUnavailableError({ detail: `the evidence commit failed: ${error}` }))
+        return batch.map(() => failed)
+      }
+    }
+  }
+}
