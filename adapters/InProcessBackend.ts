@@ -7,8 +7,10 @@ import type * as Scope from "effect/Scope"
 import type { Handler, HandlerContext } from "../core/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../core/ActionExecutionBackend.ts"
 import type { Invocation } from "../core/ActionExecutionBackend.ts"
+import { ActionOutbox } from "../core/ActionOutbox.ts"
 import { ActionUsage } from "../core/ActionUsage.ts"
 import type { Report } from "../core/ActionUsage.ts"
+import type { JsonValue } from "../core/Canonical.ts"
 import * as InvocationToken from "../core/InvocationToken.ts"
 import { ActionBackendRef } from "../core/Refs.ts"
 
@@ -26,14 +28,26 @@ const report = ActionBackendCapabilityReport.make({
   verified_by: "static: a handler shares the host process, its filesystem, network and environment"
 })
 
+// A service call made synchronously for a Promise or plain handler: its failure is thrown.
+const runOrThrow = (effect: Effect.Effect<void, unknown>) => {
+  const done = Effect.runSync(Effect.either(effect))
+  if (done._tag === "Left") throw done.left
+}
+
 class InProcessContext implements HandlerContext {
   #controller: AbortController | undefined
-  constructor(readonly request_id: string, readonly attempt_id: string, readonly usage: ActionUsage.Service) {}
+  constructor(
+    readonly request_id: string,
+    readonly attempt_id: string,
+    readonly usage: ActionUsage.Service,
+    readonly outbox: ActionOutbox.Service
+  ) {}
   get report() {
-    return (usage: Report) => {
-      const reported = Effect.runSync(Effect.either(this.usage.report(usage)))
-      if (reported._tag === "Left") throw reported.left
-    }
+    return (usage: Report) => runOrThrow(this.usage.report(usage))
+  }
+  get stage() {
+    return (topic: string, payload: { readonly [key: string]: JsonValue }) =>
+      runOrThrow(this.outbox.stage(topic, payload))
   }
   get signal() {
     return (this.#controller ??= new AbortController()).signal
@@ -51,7 +65,8 @@ const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Ef
     const context = new InProcessContext(
       invocation.context.request_id,
       invocation.context.attempt_id,
-      invocation.usage
+      invocation.usage,
+      invocation.outbox
     )
     let result: ReturnType<Handler>
     try {
@@ -60,8 +75,11 @@ const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Ef
       return Effect.fail(error)
     }
     if (Effect.isEffect(result)) {
-      const effect = result as Effect.Effect<unknown, unknown, Scope.Scope | ActionUsage>
-      return Effect.provideService(Effect.scoped(effect), ActionUsage, invocation.usage)
+      const effect = result as Effect.Effect<unknown, unknown, Scope.Scope | ActionUsage | ActionOutbox>
+      return Effect.scoped(effect).pipe(
+        Effect.provideService(ActionUsage, invocation.usage),
+        Effect.provideService(ActionOutbox, invocation.outbox)
+      )
     }
     if (Predicate.isPromiseLike(result)) {
       return Effect.tryPromise({ try: () => result, catch: (error) => error }).pipe(

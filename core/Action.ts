@@ -5,7 +5,9 @@
 import type { Effect } from "effect"
 import { Cause, Either, Option, ParseResult, Schema } from "effect"
 import type * as Scope from "effect/Scope"
+import type { ActionOutbox } from "./ActionOutbox.ts"
 import type { ActionUsage, Report } from "./ActionUsage.ts"
+import type { JsonValue } from "./Canonical.ts"
 import { seal } from "./internal/callable.ts"
 import { type ExecutionCaller, sortOrigins } from "./InvocationContext.ts"
 import { ActionName, Identifier } from "./Refs.ts"
@@ -65,13 +67,15 @@ export interface HandlerContext {
   readonly signal: AbortSignal
   /** Report tokens and cost this invocation consumed (for Promise and plain handlers); throws `ActionUsageError` when invalid. */
   readonly report: (usage: Report) => void
+  /** Stage an outbox intent, committed with the attempt if the call succeeds (for Promise and plain handlers); throws `ActionOutboxError` when refused. */
+  readonly stage: (topic: string, payload: { readonly [key: string]: JsonValue }) => void
 }
 
-/** A handler: an Effect (which may report its usage), a Promise or a plain value; scoped resources close when the call ends. */
+/** A handler: an Effect (which may report its usage and stage outbox intents), a Promise or a plain value; scoped resources close when the call ends. */
 export type Handler<I = any, O = any> = (
   input: I,
   context: HandlerContext
-) => Effect.Effect<O, unknown, Scope.Scope | ActionUsage> | PromiseLike<O> | O
+) => Effect.Effect<O, unknown, Scope.Scope | ActionUsage | ActionOutbox> | PromiseLike<O> | O
 
 /** A failure an action chooses to make public: its code and message reach the outcome. */
 export class ActionError extends Schema.TaggedError<ActionError>()("ActionError", {

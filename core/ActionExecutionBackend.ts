@@ -5,6 +5,7 @@
 import { Context, Schema } from "effect"
 import type { Effect } from "effect"
 import type { ActionDefinition, ContainmentKind, HandlerContext } from "./Action.ts"
+import type { ActionOutbox } from "./ActionOutbox.ts"
 import type { ActionUsage } from "./ActionUsage.ts"
 import type { InvocationToken } from "./InvocationToken.ts"
 import { ActionBackendRef } from "./Refs.ts"
@@ -33,13 +34,15 @@ export const uncontained = (
   required: ReadonlyArray<ContainmentKind>
 ): ReadonlyArray<ContainmentKind> => required.filter((kind) => report.containment[kind] !== "enforced")
 
-/** One invocation, handed to a backend with its token and the usage meter its handler reports to. */
+/** One invocation, handed to a backend with its token, the usage meter its handler reports to and its outbox. */
 export interface Invocation {
   readonly definition: ActionDefinition
   readonly input: unknown
-  readonly context: Omit<HandlerContext, "signal" | "report">
+  readonly context: Omit<HandlerContext, "signal" | "report" | "stage">
   /** Provided to the handler as the ActionUsage service; a backend that runs elsewhere relays reports to it. */
   readonly usage: ActionUsage.Service
+  /** Provided to the handler as the ActionOutbox service; a backend that runs elsewhere relays staged intents to it. */
+  readonly outbox: ActionOutbox.Service
 }
 
 /** Where handlers run. */

@@ -52,6 +52,7 @@ import { common, denied, describeParseError, outcomeOf, reason } from "./interna
 import type { PersistError } from "./internal/durable.ts"
 import { makeDurableStages } from "./internal/durable.ts"
 import { makeGovernedStages } from "./internal/governed.ts"
+import { refusing, stager } from "./internal/outbox.ts"
 import { isRefusal, mint } from "./internal/token.ts"
 import { trustedMake } from "./internal/trusted.ts"
 import { meter, unmetered } from "./internal/usage.ts"
@@ -432,13 +433,16 @@ export const make = (config: Config = {}) =>
             return Effect.forEach(meters, (interceptor) => interceptor.charge!(evaluated, usage), { discard: true })
           })))
 
-    const call = (attempt: Attempt, compiled: Compiled, usage: ActionUsage.ActionUsage.Service) =>
-      backend.invoke(mint(compiled.definition), {
+    const call = (attempt: Attempt, compiled: Compiled, usage: ActionUsage.ActionUsage.Service) => {
+      if (attempt.profile === "durable") attempt.outbox = stager()
+      return backend.invoke(mint(compiled.definition), {
         definition: compiled.definition,
         input: attempt.input,
         context: { request_id: attempt.request.request_id, attempt_id: attempt.attempt_id },
-        usage
+        usage,
+        outbox: attempt.outbox?.service ?? refusing
       })
+    }
 
     const invokeGuarded = Effect.fnUntraced(function*(
       attempt: Attempt,

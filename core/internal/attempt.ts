@@ -19,6 +19,7 @@ import type { ActionRef } from "../Refs.ts"
 import type { RuntimeProfile } from "../RuntimeProfile.ts"
 import type { Stage } from "../Stage.ts"
 import type { Run } from "../StateStore.ts"
+import type { Stager } from "./outbox.ts"
 import { trustedMake } from "./trusted.ts"
 
 /** An action compiled once per executor: its plan, identity and Schema codecs. */
@@ -61,6 +62,8 @@ export interface Attempt {
   committed?: ExecutionOutcome
   /** The outcome first offered to its Run's commit: committed, if a later commit finds the attempt already there. */
   offered?: ExecutionOutcome
+  /** Durable: the outbox its invocation stages intents to, closed when the attempt is committed. */
+  outbox?: Stager
   /** The interceptors whose verdicts metered this attempt's invocation, to be charged its usage. */
   meters?: Array<Interceptor>
   /** Durable: the Run this attempt is committed to, once bound (a scope's Run) or created on admission. */

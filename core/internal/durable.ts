@@ -53,7 +53,10 @@ export const makeDurableStages = (digest: Digest.Service) => {
       )
     )
 
-  /** Stage 14, durable: the typed attempt, its outcome summary and its outbox intent commit in one transaction. */
+  /**
+   * Stage 14, durable: the typed attempt, its outcome summary, its outcome intent and, if the call succeeded, the
+   * intents it staged commit in one transaction.
+   */
   const persist = Effect.fnUntraced(function*(
     store: StateStore.Service,
     attempt: Attempt,
@@ -75,9 +78,10 @@ export const makeDurableStages = (digest: Digest.Service) => {
     })
     const offered = attempt.offered
     attempt.offered ??= outcome
-    const committed = yield* Effect.either(
-      store.commitAttempt({ attempt: committedAttempt, intents: [outcomeIntent(committedAttempt)] })
-    )
+    // What the call staged commits only if it succeeded; the outbox closes either way, so nothing more is staged.
+    const staged = attempt.outbox?.close() ?? []
+    const intents = [outcomeIntent(committedAttempt), ...(outcome._tag === "succeeded" ? staged : [])]
+    const committed = yield* Effect.either(store.commitAttempt({ attempt: committedAttempt, intents }))
     if (Either.isRight(committed)) {
       attempt.committed = outcome
       return outcome

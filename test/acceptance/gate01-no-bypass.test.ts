@@ -10,6 +10,7 @@ import * as NodeDigest from "../../adapters/NodeDigest.ts"
 import * as Action from "../../core/Action.ts"
 import { ActionExecutionBackend } from "../../core/ActionExecutionBackend.ts"
 import * as ActionExecutor from "../../core/ActionExecutor.ts"
+import { ActionOutbox } from "../../core/ActionOutbox.ts"
 import { ActionRegistry } from "../../core/ActionRegistry.ts"
 import * as ActionRegistryModule from "../../core/ActionRegistry.ts"
 import { ActionUsage } from "../../core/ActionUsage.ts"
@@ -139,7 +140,8 @@ describe("gate 1: the invocation token", () => {
     definition,
     input: { a: 1, b: 2 },
     context: { request_id: "r", attempt_id: "a" },
-    usage: ActionUsage.of({ report: () => Effect.void })
+    usage: ActionUsage.of({ report: () => Effect.void }),
+    outbox: ActionOutbox.of({ stage: () => Effect.void })
   }
 
   it.effect("a backend refuses an invoke without a fresh token", () =>

@@ -1,0 +1,174 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, FiberId, Layer, Schema } from "effect"
+import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as Action from "../../core/Action.ts"
+import * as ActionExecutor from "../../core/ActionExecutor.ts"
+import * as ActionOutbox from "../../core/ActionOutbox.ts"
+import * as ExecutionContext from "../../core/ExecutionContext.ts"
+import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
+import { DurableRun } from "../../core/ExecutionScope.ts"
+import * as IdGenerator from "../../core/IdGenerator.ts"
+import { StateStore } from "../../core/StateStore.ts"
+import { base, durableInMemory, executor, run } from "../fixtures/layers.ts"
+
+const To = Schema.Struct({ to: Schema.String })
+
+/** What a staging call answered: `staged`, or the refusal's reason. */
+const tried = (staging: Effect.Effect<void, ActionOutbox.ActionOutboxError, ActionOutbox.ActionOutbox>) =>
+  Effect.match(staging, { onFailure: (error) => error.reason, onSuccess: () => "staged" })
+
+// A handler's fiber that outlives its call: it stages once the test opens `gate`, and says what it was answered.
+const leak = { gate: Deferred.unsafeMake<void>(FiberId.none), answer: Deferred.unsafeMake<string>(FiberId.none) }
+
+const actions = [
+  Action.make({
+    name: "mail.leak",
+    input: To,
+    output: Schema.String,
+    handler: ({ to }) =>
+      Effect.gen(function*() {
+        const outbox = yield* ActionOutbox.ActionOutbox
+        yield* Effect.forkDaemon(
+          Deferred.await(leak.gate).pipe(
+            Effect.zipRight(tried(outbox.stage("mail.send", { to }))),
+            Effect.flatMap((answer) => Deferred.succeed(leak.answer, answer))
+          )
+        )
+        return "left running"
+      })
+  }),
+  Action.make({
+    name: "mail.queue",
+    input: To,
+    output: Schema.String,
+    handler: ({ to }) =>
+      Effect.gen(function*() {
+        yield* ActionOutbox.stage("mail.send", { to, template: "welcome" })
+        yield* ActionOutbox.stage("audit.note", { queued: 1 })
+        return "queued"
+      })
+  }),
+  Action.make({
+    name: "mail.queue_async",
+    input: To,
+    output: Schema.String,
+    handler: async ({ to }, context) => {
+      await Promise.resolve()
+      context.stage("mail.send", { to })
+      return "queued"
+    }
+  }),
+  Action.make({
+    name: "mail.queue_then_fail",
+    input: To,
+    output: Schema.String,
+    handler: ({ to }) =>
+      Effect.zipRight(
+        ActionOutbox.stage("mail.send", { to }),
+        Effect.fail(new Action.ActionError({ code: "mail.refused", message: "no such mailbox" }))
+      )
+  }),
+  Action.make({
+    name: "mail.try",
+    input: To,
+    output: Schema.Array(Schema.String),
+    handler: ({ to }) =>
+      Effect.all([
+        tried(ActionOutbox.stage("", { to })),
+        tried(ActionOutbox.stage("mail.send", { to, weight: 1.5 })),
+        tried(ActionOutbox.stage("mail.send", { to }))
+      ])
+  })
+]
+
+const durable = ActionExecutor.layerDurable().pipe(
+  Layer.provideMerge(durableInMemory),
+  Layer.provideMerge(base(actions))
+)
+
+/** One call of `action` in a new running Run: its outcome and the intents its Run's attempt committed. */
+const inRun = (action: string, to: string) =>
+  Effect.gen(function*() {
+    const store = yield* StateStore
+    const run = yield* store.createRun()
+    yield* store.transition(run.run_id, "preparing", "queued")
+    yield* store.transition(run.run_id, "queued", "running")
+    const scope = DurableRun.make({ run_id: run.run_id })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: "alice" },
+      effect_backend: InProcessBackend.make.ref
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* IdGenerator.uuid,
+      action: { name: action },
+      arguments: { to },
+      execution_scope: scope
+    })
+    const outcome = yield* (yield* ActionExecutor.ActionExecutor).execute(request, { context })
+    const intents = (yield* store.pendingIntents(100)).filter((intent) => intent.attempt_id === outcome.attempt_id)
+    return { outcome, intents: intents.map((intent) => [intent.topic, intent.payload_json]) }
+  })
+
+describe("an action's outbox intents", () => {
+  it.effect("commit with its attempt, after its outcome intent, in the order staged: from an Effect or a Promise handler", () =>
+    Effect.gen(function*() {
+      const effect = yield* inRun("mail.queue", "ana@example.org")
+      assert.strictEqual(effect.outcome._tag, "succeeded")
+      assert.deepStrictEqual(effect.intents.slice(1), [
+        ["mail.send", "{\"template\":\"welcome\",\"to\":\"ana@example.org\"}"],
+        ["audit.note", "{\"queued\":1}"]
+      ])
+      assert.strictEqual(effect.intents[0]![0], "writ.outcome")
+      const promise = yield* inRun("mail.queue_async", "bo@example.org")
+      assert.deepStrictEqual(promise.intents.map(([topic]) => topic), ["writ.outcome", "mail.send"])
+    }).pipe(Effect.provide(durable)))
+
+  it.effect("are dropped when the call does not succeed: only the outcome intent commits", () =>
+    Effect.gen(function*() {
+      const { intents, outcome } = yield* inRun("mail.queue_then_fail", "cy@example.org")
+      assert.strictEqual(outcome._tag, "failed")
+      assert.deepStrictEqual(intents.map(([topic]) => topic), ["writ.outcome"])
+    }).pipe(Effect.provide(durable)))
+
+  it.effect("a malformed intent is refused to the handler, naming what is wrong, and is not staged", () =>
+    Effect.gen(function*() {
+      const { intents, outcome } = yield* inRun("mail.try", "di@example.org")
+      assert.deepStrictEqual(outcome._tag === "succeeded" && outcome.result, [
+        "invalid_intent",
+        "invalid_intent",
+        "staged"
+      ])
+      assert.deepStrictEqual(intents.map(([topic]) => topic), ["writ.outcome", "mail.send"])
+      const [topic, payload] = [
+        ActionOutbox.draftOf("", {}),
+        ActionOutbox.draftOf("mail.send", { weight: 1.5 })
+      ]
+      assert.isTrue(topic._tag === "Left" && /^topic: /.test(topic.left.detail))
+      assert.isTrue(payload._tag === "Left" && /float/.test(payload.left.detail))
+      assert.isTrue(ActionOutbox.draftOf("mail.send", [1])._tag === "Left")
+    }).pipe(Effect.provide(durable)))
+
+  it.effect("cannot be staged once the call has concluded: a fiber it left running is refused (concluded)", () =>
+    Effect.gen(function*() {
+      const { intents, outcome } = yield* inRun("mail.leak", "fy@example.org")
+      assert.strictEqual(outcome._tag, "succeeded")
+      yield* Deferred.succeed(leak.gate, undefined)
+      assert.strictEqual(yield* Deferred.await(leak.answer), "concluded")
+      assert.deepStrictEqual(intents.map(([topic]) => topic), ["writ.outcome"])
+      const pending = yield* (yield* StateStore).pendingIntents(100)
+      assert.notInclude(pending.map((intent) => intent.payload_json).join(), "fy@example.org")
+    }).pipe(Effect.provide(durable)))
+
+  it.effect("outside the durable profile, staging is refused (not_durable): no store would keep the intent", () =>
+    Effect.gen(function*() {
+      const outcome = yield* run("mail.try", { to: "ed@example.org" })
+      assert.deepStrictEqual(outcome._tag === "succeeded" && outcome.result, [
+        "invalid_intent",
+        "invalid_intent",
+        "not_durable"
+      ])
+      const refused = yield* run("mail.queue", { to: "ed@example.org" })
+      assert.strictEqual(refused._tag, "failed", "a handler that does not handle the refusal fails")
+    }).pipe(Effect.provide(executor(actions))))
+})
