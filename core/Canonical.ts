@@ -77,8 +77,18 @@ class Violation {
   constructor(readonly reason: CanonicalViolation, readonly segments: ReadonlyArray<Segment>) {}
 }
 
+// Whether a string's literal is the string between quotes: no control character, quote, backslash or surrogate.
+const isPlain = (value: string): boolean => {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i)
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return false
+  }
+  return true
+}
+
 /** A string's canonical JSON literal, or undefined when it holds a lone surrogate (UTF-8 cannot carry it). */
 export const quote = (value: string): string | undefined => {
+  if (isPlain(value)) return "\"" + value + "\""
   // JSON.stringify writes a lone surrogate as a `\udXXX` escape, so only a text containing one needs the full test.
   const quoted = JSON.stringify(value)
   return quoted.includes("\\ud") && LONE_SURROGATE.test(value) ? undefined : quoted
