@@ -6,8 +6,8 @@
 import { Chunk, Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import { ActionBackendCapabilityReport } from "./ActionExecutionBackend.ts"
-import type * as Canonical from "./Canonical.ts"
-import { canonical, Digest, Sha256Hex } from "./Digest.ts"
+import * as Canonical from "./Canonical.ts"
+import { Digest, Sha256Hex, sha256TextWith } from "./Digest.ts"
 import * as Evidence from "./Evidence.ts"
 import type { AppendError, AppendReceipt, EvidenceUnavailableError } from "./EvidenceStore.ts"
 import { EvidenceStore } from "./EvidenceStore.ts"
@@ -128,7 +128,23 @@ const capabilityDigests = new WeakMap<ActionBackendCapabilityReport, Sha256Hex>(
 
 /** Derive the operation context from exactly six trusted inputs; any disagreement among them is a refusal code. */
 export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, arguments_digest: Sha256Hex) =>
+  Effect.flatMap(
+    Digest,
+    (digest) =>
+      Effect.flatMap(IdGenerator, (ids) => deriveContextWith(digest, ids, inputs, attempt_id, arguments_digest))
+  )
+
+/** `deriveContext` with the Digest and IdGenerator services given. */
+export const deriveContextWith = (
+  digest: Digest.Service,
+  ids: IdGenerator.Service,
+  inputs: OperationInputs,
+  attempt_id: Uuid,
+  arguments_digest: Sha256Hex
+) =>
   Effect.gen(function*() {
+    const canonical = (value: unknown) =>
+      Effect.flatMap(Canonical.stringify(value), (text) => sha256TextWith(digest, text))
     const { boundary, capability, context, descriptor, request, snapshot } = inputs
     const pinned = context.policy_snapshot
     if (
@@ -150,7 +166,7 @@ export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, argumen
     const scope = request.execution_scope
     return Either.right(
       trustedMake(OperationContext, {
-        operation_id: yield* IdGenerator.pipe(Effect.flatMap((ids) => ids.uuid)),
+        operation_id: yield* ids.uuid,
         task_boundary_id: boundary.task_boundary_id,
         chain_id: boundary.chain_id,
         attempt_id,

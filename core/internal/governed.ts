@@ -1,12 +1,12 @@
 import { Effect, Either } from "effect"
 import { type ActionExecutionBackend, uncontained } from "../ActionExecutionBackend.ts"
 import type { ExecutionError, Governor } from "../ActionExecutor.ts"
-import { Digest } from "../Digest.ts"
+import type { Digest } from "../Digest.ts"
 import type * as Evidence from "../Evidence.ts"
 import { Ambiguous, callExecuted, Cancelled, type ExecutionOutcome } from "../ExecutionOutcome.ts"
 import type { OperationContext, TaskBoundary } from "../Governance.ts"
-import { deriveContext, failureDetail, GovernanceEvidenceError, OutcomeEvidenceError } from "../Governance.ts"
-import { IdGenerator } from "../IdGenerator.ts"
+import { deriveContextWith, failureDetail, GovernanceEvidenceError, OutcomeEvidenceError } from "../Governance.ts"
+import type { IdGenerator } from "../IdGenerator.ts"
 import type { Verdict } from "../Interceptor.ts"
 import * as Time from "../Time.ts"
 import type { Attempt, Compiled } from "./attempt.ts"
@@ -109,7 +109,9 @@ export const makeGovernedStages = (
         `${capability.backend.id} no longer contains ${missing.join(", ")} (its report changed after stage 3)`
       )
     }
-    const derived = yield* deriveContext(
+    const derived = yield* deriveContextWith(
+      digest,
+      ids,
       {
         context: attempt.context,
         request: attempt.request,
@@ -120,9 +122,6 @@ export const makeGovernedStages = (
       },
       attempt.attempt_id,
       attempt.digest!
-    ).pipe(
-      Effect.provideService(Digest, digest),
-      Effect.provideService(IdGenerator, ids)
     )
     if (Either.isLeft(derived)) return denied(attempt, derived.left, "the operation's trusted inputs disagree")
     const operation = derived.right
