@@ -3,8 +3,8 @@
  * of its encoded staged form (immutable, guarded by a trigger), with its release state and activation metadata beside
  * it. Every snapshot it serves is immutable (`PolicySnapshot.immutable`), built once per verified text and state.
  * Every read checks the stored text: the first decodes it, checks it is canonical and that its digest recomputes, and
- * refuses it otherwise; later ones compare it, in the database, with the text verified, and verify it again when
- * it or its digest changed.
+ * refuses it otherwise; later ones compare it, in the database, with the text verified (sent as its UTF-8 bytes,
+ * encoded once), and verify it again when it or its digest changed.
  * A storage failure has no place in the port's errors and is a defect.
  *
  * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node).
@@ -68,6 +68,8 @@ const BindingRow = Schema.Struct({
   version: Schema.String
 })
 
+const utf8 = new TextEncoder()
+
 const decodeSnapshotJson = Schema.decodeUnknown(Schema.parseJson(PolicySnapshot))
 const encodeSnapshot = Schema.encode(PolicySnapshot)
 
@@ -105,10 +107,12 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         sql`SELECT snapshot_json, digest, release_state, activated_at, activated_by FROM policy_snapshots
           WHERE policy_id = ${policy_id} AND version = ${version}`
     })
-    // Checked with `Schema.is`, not decoded: this read runs once per governed call.
-    const findCurrent = (policy_id: string, version: string, json: string) =>
+    // Checked with `Schema.is`, not decoded: this read runs once per governed call. The text is compared as bytes: a
+    // string parameter is transcoded to UTF-8 on every call (about 50 µs for a 64 KB snapshot), bytes are bound as
+    // they are. A database in another encoding never compares equal, and is read back and checked every time.
+    const findCurrent = (policy_id: string, version: string, bytes: Uint8Array) =>
       Effect.map(
-        sql`SELECT digest, release_state, activated_at, activated_by, snapshot_json = ${json} AS unchanged
+        sql`SELECT digest, release_state, activated_at, activated_by, CAST(snapshot_json AS BLOB) = ${bytes} AS unchanged
           FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`,
         (rows) => rows[0]
       )
@@ -165,15 +169,23 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         return staged
       })
 
-    // The last snapshot a read built for each policy version, with the verified text and staged form it came from.
+    // The last snapshot a read built for each policy version, with the verified text (and its UTF-8 bytes) and the
+    // staged form it came from.
     const served = new Map<
       string,
-      { readonly json: string; readonly staged: PolicySnapshot; readonly snapshot: PolicySnapshot }
+      {
+        readonly json: string
+        readonly bytes: Uint8Array
+        readonly staged: PolicySnapshot
+        readonly snapshot: PolicySnapshot
+      }
     >()
 
     const serve = (policy: string, json: string, staged: PolicySnapshot, row: StateColumns) => {
       const last = served.get(policy)
-      const snapshot = last !== undefined && last.json === json && sameState(last.snapshot, row)
+      const same = last !== undefined && last.json === json
+      const bytes = same ? last.bytes : utf8.encode(json)
+      const snapshot = same && sameState(last.snapshot, row)
         ? last.snapshot
         : immutable(
           new PolicySnapshot({
@@ -183,7 +195,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
             ...(row.activated_by === null ? {} : { activated_by: row.activated_by })
           }, { disableValidation: true })
         )
-      served.set(policy, { json, staged, snapshot })
+      served.set(policy, { json, bytes, staged, snapshot })
       return snapshot
     }
 
@@ -194,7 +206,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         // A text once verified is compared in the database, not read back; a changed text or digest is read again,
         // verified again, and refused.
         if (last !== undefined) {
-          const row = yield* findCurrent(policy_id, version, last.json)
+          const row = yield* findCurrent(policy_id, version, last.bytes)
           if (row === undefined) return yield* notFound(policy_id, version)
           const unchanged = row.unchanged === 1 && row.digest === last.snapshot.digest
           // A row equal to what was last served is as valid as that was: only a changed one is decoded.

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Either, Exit, Layer } from "effect"
+import { Cause, Effect, Either, Exit, Layer, Tracer } from "effect"
 import * as path from "node:path"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
@@ -352,6 +352,64 @@ describe("PolicySnapshotStore: sql", () => {
       yield* sql`UPDATE policy_snapshots SET activated_at = 'yesterday'`
       assert.include((yield* Effect.flip(store.get("p", "1"))).detail, "its row does not decode")
     }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+})
+
+/** What an effect returns, with the text of each SQL statement it ran (from the `sql.execute` spans). */
+const statementsOf = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const inner = yield* Effect.tracer
+    const spans: Array<Tracer.Span> = []
+    const tracer = Tracer.make({
+      span: (...args) => {
+        const span = inner.span(...args)
+        spans.push(span)
+        return span
+      },
+      context: (f, fiber) => inner.context(f, fiber)
+    })
+    const result = yield* Effect.withTracer(effect, tracer)
+    return [
+      result,
+      spans.filter((span) => span.name === "sql.execute").map((span) => String(span.attributes.get("db.query.text")))
+    ] as const
+  })
+
+describe("PolicySnapshotStore: sql, a snapshot served before", () => {
+  it.effect("is checked by one statement comparing its stored text, multi-byte text included, not read back", () =>
+    Effect.gen(function*() {
+      const store = yield* PolicySnapshotStore
+      const a = yield* rich
+      yield* store.put(a)
+      const served = yield* store.activate("rich", "2026.1", "ops", at)
+      const [again, statements] = yield* statementsOf(store.get("rich", "2026.1"))
+      assert.strictEqual(again, served)
+      assert.strictEqual(statements.length, 1)
+      assert.include(statements[0]!, "CAST(snapshot_json AS BLOB) = ?")
+      assert.notInclude(statements[0]!, "SELECT snapshot_json")
+    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+
+  it.scoped("sees another connection's activation, and refuses the text another connection tampered with", () =>
+    Effect.gen(function*() {
+      const filename = path.join(yield* tempDir, "writ.db")
+      const writer = yield* Layer.build(sqlOn(Sqlite.layer({ filename })))
+      const reader = yield* Layer.build(sqlOn(Sqlite.layer({ filename })))
+      const onWriter = <A, E>(effect: Effect.Effect<A, E, PolicySnapshotStore | SqlClient.SqlClient>) =>
+        Effect.provide(effect, writer)
+      const read = Effect.provide(Effect.flatMap(PolicySnapshotStore, (store) => store.get("p", "1")), reader)
+      yield* onWriter(Effect.flatMap(PolicySnapshotStore, (store) => Effect.flatMap(snapshot("p", "1"), store.put)))
+      assert.strictEqual((yield* read).release_state, "staged")
+      assert.strictEqual((yield* read).release_state, "staged")
+      yield* onWriter(Effect.flatMap(PolicySnapshotStore, (store) => store.activate("p", "1", "ops", at)))
+      const active = yield* read
+      assert.deepStrictEqual([active.release_state, active.activated_by, active.activated_at], ["active", "ops", at])
+      assert.strictEqual(yield* read, active)
+      yield* onWriter(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`DROP TRIGGER policy_snapshots_immutable`
+        yield* sql`UPDATE policy_snapshots SET snapshot_json = replace(snapshot_json, '"*"', '"x"')`
+      }))
+      assert.include((yield* Effect.flip(read)).detail, "digest does not recompute")
+    }))
 })
 
 describe("PolicySnapshotStore: sql, another version's content under a key", () => {
