@@ -109,10 +109,12 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     })
     // Checked with `Schema.is`, not decoded: this read runs once per governed call. The text is compared as bytes: a
     // string parameter is transcoded to UTF-8 on every call (about 50 µs for a 64 KB snapshot), bytes are bound as
-    // they are. A database in another encoding never compares equal, and is read back and checked every time.
+    // they are; a value stored as a blob is no text, however equal its bytes. A database in another encoding never
+    // compares equal, and is read back and checked every time.
     const findCurrent = (policy_id: string, version: string, bytes: Uint8Array) =>
       Effect.map(
-        sql`SELECT digest, release_state, activated_at, activated_by, CAST(snapshot_json AS BLOB) = ${bytes} AS unchanged
+        sql`SELECT digest, release_state, activated_at, activated_by,
+          typeof(snapshot_json) = 'text' AND CAST(snapshot_json AS BLOB) = ${bytes} AS unchanged
           FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`,
         (rows) => rows[0]
       )

@@ -384,7 +384,7 @@ describe("PolicySnapshotStore: sql, a snapshot served before", () => {
       const [again, statements] = yield* statementsOf(store.get("rich", "2026.1"))
       assert.strictEqual(again, served)
       assert.strictEqual(statements.length, 1)
-      assert.include(statements[0]!, "CAST(snapshot_json AS BLOB) = ?")
+      assert.include(statements[0]!, "typeof(snapshot_json) = 'text' AND CAST(snapshot_json AS BLOB) = ?")
       assert.notInclude(statements[0]!, "SELECT snapshot_json")
     }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
 
@@ -410,6 +410,17 @@ describe("PolicySnapshotStore: sql, a snapshot served before", () => {
       }))
       assert.include((yield* Effect.flip(read)).detail, "digest does not recompute")
     }))
+
+  it.effect("is refused when its text is stored again as a blob of the same bytes, as a fresh read refuses it", () =>
+    Effect.gen(function*() {
+      const store = yield* PolicySnapshotStore
+      const sql = yield* SqlClient.SqlClient
+      yield* store.put(yield* rich)
+      yield* store.activate("rich", "2026.1", "ops", at)
+      yield* sql`DROP TRIGGER policy_snapshots_immutable`
+      yield* sql`UPDATE policy_snapshots SET snapshot_json = CAST(snapshot_json AS BLOB)`
+      assert.include((yield* Effect.flip(store.get("rich", "2026.1"))).detail, "its row does not decode")
+    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
 })
 
 describe("PolicySnapshotStore: sql, another version's content under a key", () => {
