@@ -1,14 +1,15 @@
 /**
- * The group commit of the SQL EvidenceStore: one transaction per batch of admitted appends, every chain's head read
- * inside it, each record compared with its head plus the batch so far, and the accepted records inserted one prepared
- * statement each (any failure, such as a duplicate id or hash that no head shows, undoes the batch, and it is placed
- * record by record in a transaction of its own). The commit is written once, as a program of statements, and run
+ * The group commit of the SQL EvidenceStore: one transaction per batch of admitted appends (a lone record is one
+ * statement), each record inserted by a statement that is its own compare-and-append: it inserts only when the
+ * record before it on its chain holds the hash it links to, and the chain's unique (chain, sequence), id and hash
+ * refuse a fork or a duplicate. Anything not inserted so undoes the batch, which is then placed record by record in a
+ * transaction of its own, each refusal explained (the head it was compared with, a duplicate id or hash). The commit is written once, as a program of statements, and run
  * either through a SqlClient connection or synchronously on a better-sqlite3 connection (the commit thread's).
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlConnection, Statement as SqlStatement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Effect, Exit } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import type * as Evidence from "../../core/Evidence.ts"
 import type { AppendReceipt } from "../../core/EvidenceStore.ts"
@@ -76,6 +77,13 @@ const columns = Object.keys(markers) as ReadonlyArray<keyof Columns>
 // A record's insert parameters, in the column order of `markers`.
 const rowParams = (record: Columns): ReadonlyArray<unknown> => columns.map((column) => record[column])
 
+// The columns the link condition of a compare-and-append names, after the row's own.
+const linkColumns = ["sequence", "previous_chain_hash", "chain_id", "sequence", "previous_chain_hash"] as const
+
+const linkedParams = (
+  record: Columns
+): ReadonlyArray<unknown> => [...rowParams(record), ...linkColumns.map((column) => record[column])]
+
 // The statement sizes a batch is cut into, so a handful of prepared statements serve every batch.
 const CHUNK_SIZES = [64, 16, 4, 2, 1] as const
 
@@ -95,8 +103,11 @@ const isHeadRow = (row: unknown): row is { chain_id: string; sequence: number; c
 
 /** The SQL a commit runs, compiled once for the database's dialect. */
 export interface Statements {
-  /** A record's insert: it fails on a stored id or hash. */
-  readonly insert: string
+  /**
+   * A record's compare-and-append: inserted (its position returned) only if it opens its chain with no previous hash,
+   * or the record before it holds its previous hash; it fails on a stored sequence, id or hash.
+   */
+  readonly linked: string
   /** A record's insert that skips (returns no row) when its id or hash is stored. */
   readonly insertOne: string
   /** The stored records with a record's id or hash. */
@@ -110,8 +121,13 @@ export interface Statements {
  * thread). Dies if the insert's parameters would not follow the column order.
  */
 export const compile = (sql: SqlStatement.Constructor): Effect.Effect<Statements> => {
-  const [insert, params] = sql`INSERT INTO evidence_records ${sql.insert(markers)}`.compile()
-  if (params.some((param, i) => param !== columns[i])) {
+  const [linked, params] = sql`INSERT INTO evidence_records (${sql.literal(columns.join(", "))})
+    SELECT ${sql.join(", ", false)(columns.map((column) => sql`${markers[column]}`))}
+    WHERE CASE WHEN ${"sequence"} = 0 THEN ${"previous_chain_hash"} IS NULL
+      ELSE (SELECT chain_hash FROM evidence_records WHERE chain_id = ${"chain_id"} AND sequence = ${"sequence"} - 1)
+        = ${"previous_chain_hash"} END
+    RETURNING position`.compile()
+  if (params.some((param, i) => param !== [...columns, ...linkColumns][i])) {
     return Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
   }
   // A correlated MAX over every row of 64 chains cost ~5 ms a batch; a seek per chain does not.
@@ -119,7 +135,7 @@ export const compile = (sql: SqlStatement.Constructor): Effect.Effect<Statements
     sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
       ORDER BY sequence DESC LIMIT 1) AS head`
   return Effect.succeed({
-    insert,
+    linked,
     insertOne: sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
       .compile()[0],
     duplicates: sql`SELECT record_id FROM evidence_records WHERE record_id = ${""} OR chain_hash = ${""}`.compile()[0],
@@ -174,34 +190,19 @@ function* refuse(statements: Statements, record: Evidence.EvidenceRecord, head: 
 }
 
 /**
- * The batch in one transaction: every record compared against the heads read in it, then the accepted ones inserted.
- * Anything the heads cannot show (a duplicate id or hash) fails its insert, and with it the whole program.
+ * The batch in one transaction, each record by its compare-and-append: its receipts, or `undefined` once one is not
+ * inserted (the transaction must then be undone, and the batch placed record by record).
  */
 export function* placeBatch(
   statements: Statements,
   batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
-): Program<ReadonlyArray<Placed>> {
-  const heads = yield* readHeads(statements, [...new Set(batch.flatMap((records) => records.map((r) => r.chain_id)))])
-  if (heads instanceof EvidenceUnavailableError) return batch.map(() => Exit.fail(heads))
-  const plans = batch.map((records) => {
-    const receipts: Array<AppendReceipt> = []
-    for (const record of records) {
-      const head = heads.get(record.chain_id)
-      if (conflictOf(record, head, undefined) !== undefined) return { receipts, refused: { record, head } }
-      heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
-      receipts.push(receiptOf(record))
-    }
-    return { receipts, refused: undefined }
-  })
-  for (const [i, plan] of plans.entries()) {
-    const records = batch[i]!
-    for (let r = 0; r < plan.receipts.length; r++) yield { sql: statements.insert, params: rowParams(records[r]!) }
-  }
+): Program<ReadonlyArray<Placed> | undefined> {
   const placed: Array<Placed> = []
-  for (const { receipts, refused } of plans) {
-    placed.push(
-      refused === undefined ? Exit.succeed(receipts) : yield* refuse(statements, refused.record, refused.head)
-    )
+  for (const records of batch) {
+    for (const record of records) {
+      if ((yield { sql: statements.linked, params: linkedParams(record) }).length !== 1) return undefined
+    }
+    placed.push(Exit.succeed(records.map(receiptOf)))
   }
   return placed
 }
@@ -244,13 +245,36 @@ const runOn = <A>(connection: SqlConnection.Connection, program: Program<A>): Ef
   return Effect.suspend(() => step(program.next()))
 }
 
+// A batch of one record: its one statement is its own transaction, with nothing to undo if it inserts nothing.
+const isLone = (batch: ReadonlyArray<ReadonlyArray<unknown>>) => batch.length === 1 && batch[0]!.length === 1
+
+const unlinked = { _tag: "Unlinked" } as const
+
 /** The commit over the SqlClient in context: a batch's transaction, or record by record when it fails. */
 export const make: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const statements = yield* compile(sql)
   const transaction = writeTransaction(sql)
+  // The connection of the transaction in progress, if any, else one reserved for the statement.
+  const onConnection = <A, E>(body: (connection: SqlConnection.Connection) => Effect.Effect<A, E>) =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+      Option.isSome(outer)
+        ? body(outer.value[0])
+        : Effect.scoped(Effect.flatMap(sql.reserve, body)))
+  const linked = (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) =>
+    isLone(batch)
+      ? Effect.flatMap(
+        onConnection((connection) => runOn(connection, placeBatch(statements, batch))),
+        (placed) => placed === undefined ? Effect.fail(unlinked) : Effect.succeed(placed)
+      )
+      : transaction((connection) =>
+        Effect.flatMap(
+          runOn(connection, placeBatch(statements, batch)),
+          (placed) => placed === undefined ? Effect.fail(unlinked) : Effect.succeed(placed)
+        )
+      )
   return (batch) =>
-    transaction((connection) => runOn(connection, placeBatch(statements, batch))).pipe(
+    linked(batch).pipe(
       Effect.orElse(() => transaction((connection) => runOn(connection, placeEach(statements, batch)))),
       Effect.mapError(unavailable),
       Effect.exit,
@@ -283,13 +307,18 @@ export const makeSync = (database: SyncDatabase, statements: Statements) => {
     statement.run(...params)
     return []
   }
+  const runAll = <A>(program: Program<A>): A => {
+    let next = program.next()
+    while (next.done !== true) next = program.next(run(next.value))
+    return next.value
+  }
   const transaction = <A>(program: Program<A>): A => {
     database.exec("BEGIN IMMEDIATE")
     try {
-      let next = program.next()
-      while (next.done !== true) next = program.next(run(next.value))
+      const result = runAll(program)
+      if (result === undefined) throw unlinked
       database.exec("COMMIT")
-      return next.value
+      return result
     } catch (error) {
       // SQLite may have rolled back already (an I/O error, a full disk): nothing more to undo then.
       try {
@@ -302,14 +331,16 @@ export const makeSync = (database: SyncDatabase, statements: Statements) => {
   }
   return (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>): ReadonlyArray<Placed> => {
     try {
-      return transaction(placeBatch(statements, batch))
+      const placed = isLone(batch) ? runAll(placeBatch(statements, batch)) : transaction(placeBatch(statements, batch))
+      if (placed !== undefined) return placed
     } catch {
-      try {
-        return transaction(placeEach(statements, batch))
-      } catch (error) {
-        const failed = Exit.fail(new EvidenceUnavailableError({ detail: `the evidence commit failed: ${error}` }))
-        return batch.map(() => failed)
-      }
+      // placed record by record below
+    }
+    try {
+      return transaction(placeEach(statements, batch))
+    } catch (error) {
+      const failed = Exit.fail(new EvidenceUnavailableError({ detail: `the evidence commit failed: ${error}` }))
+      return batch.map(() => failed)
     }
   }
 }
