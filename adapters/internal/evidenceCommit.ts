@@ -3,8 +3,9 @@
  * statement), each record inserted by a statement that is its own compare-and-append: it inserts only when the
  * record before it on its chain holds the hash it links to, and the chain's unique (chain, sequence), id and hash
  * refuse a fork or a duplicate. Anything not inserted so undoes the batch, which is then placed record by record in a
- * transaction of its own, each refusal explained (the head it was compared with, a duplicate id or hash). The commit is written once, as a program of statements, and run
- * either through a SqlClient connection or synchronously on a better-sqlite3 connection (the commit thread's).
+ * transaction of its own, each refusal explained (the head it was compared with, a duplicate id or hash). The commit
+ * is written once, as a program of statements, and run either through a SqlClient connection or synchronously on a
+ * better-sqlite3 connection (the commit thread's).
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlConnection, Statement as SqlStatement } from "@effect/sql"
@@ -84,21 +85,8 @@ const linkedParams = (
   record: Columns
 ): ReadonlyArray<unknown> => [...rowParams(record), ...linkColumns.map((column) => record[column])]
 
-// The statement sizes a batch is cut into, so a handful of prepared statements serve every batch.
-const CHUNK_SIZES = [64, 16, 4, 2, 1] as const
-
-const chunked = <A>(items: ReadonlyArray<A>): ReadonlyArray<ReadonlyArray<A>> => {
-  const out: Array<ReadonlyArray<A>> = []
-  let i = 0
-  for (const size of CHUNK_SIZES) {
-    for (; items.length - i >= size; i += size) out.push(items.slice(i, i + size))
-  }
-  return out
-}
-
-const isHeadRow = (row: unknown): row is { chain_id: string; sequence: number; chain_hash: string } =>
-  typeof row === "object" && row !== null && typeof (row as { chain_id?: unknown }).chain_id === "string" &&
-  typeof (row as { sequence?: unknown }).sequence === "number" &&
+const isHeadRow = (row: unknown): row is { sequence: number; chain_hash: string } =>
+  typeof row === "object" && row !== null && typeof (row as { sequence?: unknown }).sequence === "number" &&
   typeof (row as { chain_hash?: unknown }).chain_hash === "string"
 
 /** The SQL a commit runs, compiled once for the database's dialect. */
@@ -112,8 +100,8 @@ export interface Statements {
   readonly insertOne: string
   /** The stored records with a record's id or hash. */
   readonly duplicates: string
-  /** The heads of as many chains as the key says, each by its own index seek. */
-  readonly heads: ReadonlyMap<number, string>
+  /** A chain's head. */
+  readonly head: string
 }
 
 /**
@@ -130,21 +118,13 @@ export const compile = (sql: SqlStatement.Constructor): Effect.Effect<Statements
   if (params.some((param, i) => param !== [...columns, ...linkColumns][i])) {
     return Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
   }
-  // A correlated MAX over every row of 64 chains cost ~5 ms a batch; a seek per chain does not.
-  const headSql = (chain: number) =>
-    sql`SELECT * FROM (SELECT chain_id, sequence, chain_hash FROM evidence_records WHERE chain_id = ${chain}
-      ORDER BY sequence DESC LIMIT 1) AS head`
   return Effect.succeed({
     linked,
     insertOne: sql`INSERT INTO evidence_records ${sql.insert(markers)} ON CONFLICT DO NOTHING RETURNING position`
       .compile()[0],
     duplicates: sql`SELECT record_id FROM evidence_records WHERE record_id = ${""} OR chain_hash = ${""}`.compile()[0],
-    heads: new Map(CHUNK_SIZES.map((size) =>
-      [
-        size,
-        sql`${sql.join(" UNION ALL ", false)(Array.from({ length: size }, (_, i) => headSql(i)))}`.compile()[0]
-      ] as const
-    ))
+    head: sql`SELECT sequence, chain_hash FROM evidence_records WHERE chain_id = ${""}
+      ORDER BY sequence DESC LIMIT 1`.compile()[0]
   })
 }
 
@@ -159,19 +139,13 @@ export type Program<A> = Generator<Statement, A, ReadonlyArray<unknown>>
 
 type Head = { readonly sequence: number; readonly hash: string }
 
-// Every chain's head, read inside the transaction (IMMEDIATE: no other writer can move one until COMMIT).
-function* readHeads(
-  statements: Statements,
-  chain_ids: ReadonlyArray<string>
-): Program<Map<string, Head> | EvidenceUnavailableError> {
-  const heads = new Map<string, Head>()
-  for (const chunk of chunked(chain_ids)) {
-    for (const row of yield { sql: statements.heads.get(chunk.length)!, params: chunk }) {
-      if (!isHeadRow(row)) return new EvidenceUnavailableError({ detail: "a stored chain head does not decode" })
-      heads.set(row.chain_id, { sequence: row.sequence, hash: row.chain_hash })
-    }
-  }
-  return heads
+// A chain's head, read inside the transaction (IMMEDIATE: no other writer can move it until COMMIT).
+function* readHead(statements: Statements, chain_id: string): Program<Head | undefined | EvidenceUnavailableError> {
+  const [row] = yield { sql: statements.head, params: [chain_id] }
+  if (row === undefined) return undefined
+  return isHeadRow(row)
+    ? { sequence: row.sequence, hash: row.chain_hash }
+    : new EvidenceUnavailableError({ detail: "a stored chain head does not decode" })
 }
 
 // Why a record was not appended: a duplicate record id or hash first, then the head it was compared against.
@@ -219,9 +193,8 @@ export function* placeEach(
   appends: for (const records of batch) {
     const receipts: Array<AppendReceipt> = []
     for (const record of records) {
-      const heads = yield* readHeads(statements, [record.chain_id])
-      if (heads instanceof EvidenceUnavailableError) return batch.map(() => Exit.fail(heads))
-      const head = heads.get(record.chain_id)
+      const head = yield* readHead(statements, record.chain_id)
+      if (head instanceof EvidenceUnavailableError) return batch.map(() => Exit.fail(head))
       const inserted = conflictOf(record, head, undefined) === undefined &&
         (yield { sql: statements.insertOne, params: rowParams(record) }).length === 1
       if (!inserted) {
