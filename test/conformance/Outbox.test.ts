@@ -8,6 +8,7 @@ import type { Uuid } from "../../core/IdGenerator.ts"
 import { deliverPending, DeliveryError, OutboxSink } from "../../core/Outbox.ts"
 import * as StateStore from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
+import { runningRun } from "../fixtures/layers.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
 
 const layers = [
@@ -35,11 +36,8 @@ const attempt = (run_id: Uuid, attempt_id: Uuid) =>
 /** One attempt committed with intents on `topics`, in a running Run: the committed intents. */
 const commitWith = (...topics: ReadonlyArray<string>) =>
   Effect.gen(function*() {
-    const store = yield* StateStore.StateStore
-    const run = yield* store.createRun()
-    yield* store.transition(run.run_id, "preparing", "queued")
-    yield* store.transition(run.run_id, "queued", "running")
-    const committed = yield* store.commitAttempt({
+    const run = yield* runningRun
+    const committed = yield* (yield* StateStore.StateStore).commitAttempt({
       attempt: attempt(run.run_id, yield* IdGenerator.uuid),
       intents: topics.map((topic) => StateStore.IntentDraft.make({ topic, payload_json: `{"topic":"${topic}"}` }))
     })

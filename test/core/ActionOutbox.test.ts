@@ -1,15 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, FiberId, Layer, Schema } from "effect"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as Action from "../../core/Action.ts"
 import * as ActionExecutor from "../../core/ActionExecutor.ts"
 import * as ActionOutbox from "../../core/ActionOutbox.ts"
-import * as ExecutionContext from "../../core/ExecutionContext.ts"
-import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
 import { DurableRun } from "../../core/ExecutionScope.ts"
-import * as IdGenerator from "../../core/IdGenerator.ts"
 import { StateStore } from "../../core/StateStore.ts"
-import { base, durableInMemory, executor, run } from "../fixtures/layers.ts"
+import { base, durableInMemory, executor, run, runningRun } from "../fixtures/layers.ts"
 
 const To = Schema.Struct({ to: Schema.String })
 
@@ -89,24 +85,10 @@ const durable = ActionExecutor.layerDurable().pipe(
 /** One call of `action` in a new running Run: its outcome and the intents its Run's attempt committed. */
 const inRun = (action: string, to: string) =>
   Effect.gen(function*() {
-    const store = yield* StateStore
-    const run = yield* store.createRun()
-    yield* store.transition(run.run_id, "preparing", "queued")
-    yield* store.transition(run.run_id, "queued", "running")
-    const scope = DurableRun.make({ run_id: run.run_id })
-    const context = yield* ExecutionContext.bind({
-      execution_scope: scope,
-      authenticated_principal: { id: "alice" },
-      effect_backend: InProcessBackend.make.ref
-    })
-    const request = ExecutionRequest.make({
-      request_id: yield* IdGenerator.uuid,
-      action: { name: action },
-      arguments: { to },
-      execution_scope: scope
-    })
-    const outcome = yield* (yield* ActionExecutor.ActionExecutor).execute(request, { context })
-    const intents = (yield* store.pendingIntents(100)).filter((intent) => intent.attempt_id === outcome.attempt_id)
+    const { run_id } = yield* runningRun
+    const outcome = yield* run(action, { to }, { execution_scope: DurableRun.make({ run_id }) })
+    const intents = (yield* (yield* StateStore).pendingIntents(100))
+      .filter((intent) => intent.attempt_id === outcome.attempt_id)
     return { outcome, intents: intents.map((intent) => [intent.topic, intent.payload_json]) }
   })
 

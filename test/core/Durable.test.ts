@@ -13,7 +13,7 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import type { Concluded, Interceptor } from "../../core/Interceptor.ts"
 import { type Run, StateStore, StateStoreUnavailableError } from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
-import { base, durableInMemory } from "../fixtures/layers.ts"
+import { base, durableInMemory, runningRun } from "../fixtures/layers.ts"
 
 const SECRET = "durable-canary-91c2"
 const calls = { write: 0 }
@@ -81,13 +81,7 @@ const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp
     return yield* executor.execute(request, { context })
   })
 
-const running = Effect.gen(function*() {
-  const store = yield* StateStore
-  const run = yield* store.createRun()
-  yield* store.transition(run.run_id, "preparing", "queued")
-  yield* store.transition(run.run_id, "queued", "running")
-  return run
-})
+const running = runningRun
 
 describe("durable-ungoverned execution", () => {
   it.effect("is refused over a StateStore that is not durable: it could claim no Run history", () =>
