@@ -2,36 +2,17 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Ref } from "effect"
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
-import { Sha256Hex } from "../../core/Digest.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import type { Uuid } from "../../core/IdGenerator.ts"
 import { deliverPending, DeliveryError, OutboxSink } from "../../core/Outbox.ts"
 import * as StateStore from "../../core/StateStore.ts"
-import * as Time from "../../core/Time.ts"
 import { runningRun } from "../fixtures/layers.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
+import { attempt } from "../fixtures/state.ts"
 
 const layers = [
   ["memory", MemoryStateStore.layer],
   ["sqlite", SqlStateStore.layer.pipe(Layer.provide(sqliteLayer()))]
 ] as const
-
-const attempt = (run_id: Uuid, attempt_id: Uuid) =>
-  StateStore.OperationAttempt.make({
-    attempt_id,
-    run_id,
-    request_id: `req-${attempt_id}`,
-    action_name: "notes.write",
-    action_version: "1",
-    arguments_digest: Sha256Hex.make("a".repeat(64)),
-    outcome: StateStore.OutcomeSummary.make({
-      tag: "succeeded",
-      reason_code: "ok",
-      call_executed: true,
-      result_digest: null
-    }),
-    created_at: Time.fromMicros(0)
-  })
 
 /** One attempt committed with intents on `topics`, in a running Run: the committed intents. */
 const commitWith = (...topics: ReadonlyArray<string>) =>

@@ -5,7 +5,6 @@ import * as path from "node:path"
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as Sqlite from "../../adapters/Sqlite.ts"
 import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
-import { Sha256Hex } from "../../core/Digest.ts"
 import type { RecordType } from "../../core/Evidence.ts"
 import { Cursor } from "../../core/EvidenceStore.ts"
 import { Failed, FailureSummary, Succeeded } from "../../core/ExecutionOutcome.ts"
@@ -14,13 +13,12 @@ import type { Uuid } from "../../core/IdGenerator.ts"
 import * as StateStore from "../../core/StateStore.ts"
 import * as Time from "../../core/Time.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
+import { attempt, hash } from "../fixtures/state.ts"
 
 const layers = [
   ["memory", MemoryStateStore.layer],
   ["sqlite", SqlStateStore.layer.pipe(Layer.provide(sqliteLayer()))]
 ] as const
-
-const hash = (c: string) => Sha256Hex.make(c.repeat(64))
 
 const terminal = (status: StateStore.TerminalStatus, reason_code = `run.${status}`) =>
   StateStore.RunTerminal.make({
@@ -30,23 +28,6 @@ const terminal = (status: StateStore.TerminalStatus, reason_code = `run.${status
     reason_code,
     evidence: [],
     cost: null
-  })
-
-const attempt = (run_id: Uuid, attempt_id: Uuid, reason_code = "ok") =>
-  StateStore.OperationAttempt.make({
-    attempt_id,
-    run_id,
-    request_id: `req-${attempt_id}`,
-    action_name: "notes.write",
-    action_version: "1",
-    arguments_digest: hash("a"),
-    outcome: StateStore.OutcomeSummary.make({
-      tag: "succeeded",
-      reason_code,
-      call_executed: true,
-      result_digest: hash("b")
-    }),
-    created_at: Time.fromMicros(0)
   })
 
 const intent = (topic: string) => StateStore.IntentDraft.make({ topic, payload_json: JSON.stringify({ topic }) })
