@@ -79,7 +79,14 @@ const columns = Object.keys(markers) as ReadonlyArray<keyof Columns>
 const rowParams = (record: Columns): ReadonlyArray<unknown> => columns.map((column) => record[column])
 
 // The columns the link condition of a compare-and-append names, after the row's own.
-const linkColumns = ["sequence", "previous_chain_hash", "chain_id", "sequence", "previous_chain_hash"] as const
+const linkColumns = [
+  "sequence",
+  "previous_chain_hash",
+  "chain_id",
+  "sequence",
+  "previous_chain_hash",
+  "chain_id"
+] as const
 
 const linkedParams = (
   record: Columns
@@ -92,8 +99,8 @@ const isHeadRow = (row: unknown): row is { sequence: number; chain_hash: string 
 /** The SQL a commit runs, compiled once for the database's dialect. */
 export interface Statements {
   /**
-   * A record's compare-and-append: inserted (its position returned) only if it opens its chain with no previous hash,
-   * or the record before it holds its previous hash; it fails on a stored sequence, id or hash.
+   * A record's compare-and-append: inserted (its position returned) only if it opens an empty chain with no previous
+   * hash, or extends the chain's head (the next sequence, linked to the head's hash); it fails on a stored id or hash.
    */
   readonly linked: string
   /** A record's insert that skips (returns no row) when its id or hash is stored. */
@@ -111,9 +118,10 @@ export interface Statements {
 export const compile = (sql: SqlStatement.Constructor): Effect.Effect<Statements> => {
   const [linked, params] = sql`INSERT INTO evidence_records (${sql.literal(columns.join(", "))})
     SELECT ${sql.join(", ", false)(columns.map((column) => sql`${markers[column]}`))}
-    WHERE CASE WHEN ${"sequence"} = 0 THEN ${"previous_chain_hash"} IS NULL
-      ELSE (SELECT chain_hash FROM evidence_records WHERE chain_id = ${"chain_id"} AND sequence = ${"sequence"} - 1)
-        = ${"previous_chain_hash"} END
+    WHERE CASE WHEN ${"sequence"} = 0
+      THEN ${"previous_chain_hash"} IS NULL AND NOT EXISTS (SELECT 1 FROM evidence_records WHERE chain_id = ${"chain_id"})
+      ELSE COALESCE((SELECT sequence = ${"sequence"} - 1 AND chain_hash = ${"previous_chain_hash"} FROM evidence_records
+        WHERE chain_id = ${"chain_id"} ORDER BY sequence DESC LIMIT 1), 0) END
     RETURNING position`.compile()
   if (params.some((param, i) => param !== [...columns, ...linkColumns][i])) {
     return Effect.dieMessage("SqlEvidenceStore: the insert statement's parameters are out of order")
@@ -183,18 +191,18 @@ export function* placeBatch(
 
 /**
  * The batch record by record, in one transaction: each record compared with its chain's head, then inserted unless
- * its id or hash is already stored.
+ * its id or hash is already stored. A head that does not decode fails the whole transaction, undone.
  */
 export function* placeEach(
   statements: Statements,
   batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
-): Program<ReadonlyArray<Placed>> {
+): Program<ReadonlyArray<Placed> | EvidenceUnavailableError> {
   const placed: Array<Placed> = []
   appends: for (const records of batch) {
     const receipts: Array<AppendReceipt> = []
     for (const record of records) {
       const head = yield* readHead(statements, record.chain_id)
-      if (head instanceof EvidenceUnavailableError) return batch.map(() => Exit.fail(head))
+      if (head instanceof EvidenceUnavailableError) return head
       const inserted = conflictOf(record, head, undefined) === undefined &&
         (yield { sql: statements.insertOne, params: rowParams(record) }).length === 1
       if (!inserted) {
@@ -246,10 +254,17 @@ export const make: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.ge
           (placed) => placed === undefined ? Effect.fail(unlinked) : Effect.succeed(placed)
         )
       )
+  const each = (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) =>
+    transaction((connection) =>
+      Effect.flatMap(
+        runOn(connection, placeEach(statements, batch)),
+        (placed) => placed instanceof EvidenceUnavailableError ? Effect.fail(placed) : Effect.succeed(placed)
+      )
+    )
   return (batch) =>
     linked(batch).pipe(
-      Effect.orElse(() => transaction((connection) => runOn(connection, placeEach(statements, batch)))),
-      Effect.mapError(unavailable),
+      Effect.orElse(() => each(batch)),
+      Effect.mapError((error) => error._tag === "EvidenceUnavailableError" ? error : unavailable(error)),
       Effect.exit,
       Effect.map((exit): ReadonlyArray<Placed> =>
         Exit.isSuccess(exit) ? exit.value : batch.map(() => Exit.failCause(exit.cause))
@@ -285,11 +300,14 @@ export const makeSync = (database: SyncDatabase, statements: Statements) => {
     while (next.done !== true) next = program.next(run(next.value))
     return next.value
   }
-  const transaction = <A>(program: Program<A>): A => {
+  // A program in one transaction, committed only when it placed every append (an array of results); else undone.
+  const transaction = (
+    program: Program<ReadonlyArray<Placed> | EvidenceUnavailableError | undefined>
+  ): ReadonlyArray<Placed> => {
     database.exec("BEGIN IMMEDIATE")
     try {
       const result = runAll(program)
-      if (result === undefined) throw unlinked
+      if (result === undefined || result instanceof EvidenceUnavailableError) throw result ?? unlinked
       database.exec("COMMIT")
       return result
     } catch (error) {
@@ -312,7 +330,11 @@ export const makeSync = (database: SyncDatabase, statements: Statements) => {
     try {
       return transaction(placeEach(statements, batch))
     } catch (error) {
-      const failed = Exit.fail(new EvidenceUnavailableError({ detail: `the evidence commit failed: ${error}` }))
+      const failed = Exit.fail(
+        error instanceof EvidenceUnavailableError
+          ? error
+          : new EvidenceUnavailableError({ detail: `the evidence commit failed: ${error}` })
+      )
       return batch.map(() => failed)
     }
   }
