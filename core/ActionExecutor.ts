@@ -434,14 +434,16 @@ export const make = (config: Config = {}) =>
           })))
 
     const call = (attempt: Attempt, compiled: Compiled, usage: ActionUsage.ActionUsage.Service) => {
-      if (attempt.profile === "durable") attempt.outbox = stager()
-      return backend.invoke(mint(compiled.definition), {
+      const outbox = attempt.profile === "durable" ? (attempt.outbox = stager()) : undefined
+      const invoked = backend.invoke(mint(compiled.definition), {
         definition: compiled.definition,
         input: attempt.input,
         context: { request_id: attempt.request.request_id, attempt_id: attempt.attempt_id },
         usage,
-        outbox: attempt.outbox?.service ?? refusing
+        outbox: outbox?.service ?? refusing
       })
+      // Staging ends with the invocation: a fiber its handler left running stages nothing after it.
+      return outbox === undefined ? invoked : Effect.ensuring(invoked, Effect.sync(outbox.close))
     }
 
     const invokeGuarded = Effect.fnUntraced(function*(
@@ -467,6 +469,7 @@ export const make = (config: Config = {}) =>
       if (remaining !== undefined) racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(remaining))), byDeadline))
       if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
       const first = yield* Effect.raceAll(racers).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
+      attempt.outbox?.close()
       if (first._tag === "exit") return settle(attempt, compiled, first.exit)
       const stopped = yield* Effect.either(Effect.timeout(Fiber.interrupt(fiber), teardown))
       const fields = {

@@ -35,12 +35,18 @@ export declare namespace ActionOutbox {
 
 const decodeTopic = Schema.decodeUnknownEither(IntentDraft.fields.topic)
 
-/** The draft an intent stages as, or why it is malformed: a topic that is not an identifier, a payload not a canonical JSON object. */
+/**
+ * The draft an intent stages as, or why it is malformed: a topic that is not an identifier or is writ's own (`writ`,
+ * `writ.*`: the executor's outcome intent is a fact no action may forge), a payload not a canonical JSON object.
+ */
 export const draftOf = (topic: unknown, payload: unknown): Either.Either<IntentDraft, ActionOutboxError> => {
   const invalid = (detail: string) => Either.left(new ActionOutboxError({ reason: "invalid_intent", detail }))
   const checkedTopic = decodeTopic(topic)
   if (Either.isLeft(checkedTopic)) {
     return invalid(`topic: ${ParseResult.TreeFormatter.formatErrorSync(checkedTopic.left)}`)
+  }
+  if (/^writ(\.|$)/.test(checkedTopic.right)) {
+    return invalid(`topic: ${checkedTopic.right} is writ's own (writ and writ.* are reserved)`)
   }
   if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
     return invalid("payload: not a JSON object")

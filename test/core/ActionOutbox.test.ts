@@ -4,6 +4,7 @@ import * as Action from "../../core/Action.ts"
 import * as ActionExecutor from "../../core/ActionExecutor.ts"
 import * as ActionOutbox from "../../core/ActionOutbox.ts"
 import { DurableRun } from "../../core/ExecutionScope.ts"
+import type { Interceptor } from "../../core/Interceptor.ts"
 import { StateStore } from "../../core/StateStore.ts"
 import { base, durableInMemory, executor, run, runningRun } from "../fixtures/layers.ts"
 
@@ -13,7 +14,7 @@ const To = Schema.Struct({ to: Schema.String })
 const tried = (staging: Effect.Effect<void, ActionOutbox.ActionOutboxError, ActionOutbox.ActionOutbox>) =>
   Effect.match(staging, { onFailure: (error) => error.reason, onSuccess: () => "staged" })
 
-// A handler's fiber that outlives its call: it stages once the test opens `gate`, and says what it was answered.
+// A handler's fiber that outlives its call: it stages once `gate` opens, and says what it was answered.
 const leak = { gate: Deferred.unsafeMake<void>(FiberId.none), answer: Deferred.unsafeMake<string>(FiberId.none) }
 
 const actions = [
@@ -77,6 +78,19 @@ const actions = [
   })
 ]
 
+// An interceptor that meters every call: its charge, after the call, lets the leaked fiber stage and waits for it.
+const meter: Interceptor = {
+  id: "test.meter",
+  stage: "policy",
+  evaluate: () => Effect.succeed({ disposition: "allow", code: "test.allowed", metered: true }),
+  charge: () => Effect.zipRight(Deferred.succeed(leak.gate, undefined), Deferred.await(leak.answer))
+}
+
+const metered = ActionExecutor.layerDurable({ interceptors: [meter] }).pipe(
+  Layer.provideMerge(durableInMemory),
+  Layer.provideMerge(base(actions))
+)
+
 const durable = ActionExecutor.layerDurable().pipe(
   Layer.provideMerge(durableInMemory),
   Layer.provideMerge(base(actions))
@@ -131,16 +145,26 @@ describe("an action's outbox intents", () => {
       assert.isTrue(ActionOutbox.draftOf("mail.send", [1])._tag === "Left")
     }).pipe(Effect.provide(durable)))
 
-  it.effect("cannot be staged once the call has concluded: a fiber it left running is refused (concluded)", () =>
+  it.effect("cannot be staged once the invocation has ended: a fiber it left running is refused (concluded)", () =>
     Effect.gen(function*() {
+      // The metering interceptor's charge runs after the call and before the attempt commits: the leaked fiber
+      // stages right then.
       const { intents, outcome } = yield* inRun("mail.leak", "fy@example.org")
       assert.strictEqual(outcome._tag, "succeeded")
-      yield* Deferred.succeed(leak.gate, undefined)
       assert.strictEqual(yield* Deferred.await(leak.answer), "concluded")
       assert.deepStrictEqual(intents.map(([topic]) => topic), ["writ.outcome"])
       const pending = yield* (yield* StateStore).pendingIntents(100)
       assert.notInclude(pending.map((intent) => intent.payload_json).join(), "fy@example.org")
-    }).pipe(Effect.provide(durable)))
+    }).pipe(Effect.provide(metered)))
+
+  it.effect("may not use writ's own topics: the outcome intent is a fact no action can forge", () =>
+    Effect.gen(function*() {
+      for (const topic of ["writ", "writ.outcome", "writ.anything"]) {
+        const refused = ActionOutbox.draftOf(topic, { attempt_id: "someone-else", tag: "succeeded" })
+        assert.isTrue(refused._tag === "Left" && refused.left.reason === "invalid_intent", topic)
+      }
+      assert.isTrue(ActionOutbox.draftOf("writer.note", {})._tag === "Right")
+    }))
 
   it.effect("outside the durable profile, staging is refused (not_durable): no store would keep the intent", () =>
     Effect.gen(function*() {
