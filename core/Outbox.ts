@@ -19,14 +19,26 @@ export class DeliveryError extends Schema.TaggedError<DeliveryError>()("Delivery
   }
 }
 
+/** The sink cannot take anything now (its output is gone, say): the pass stops, and no intent is charged an attempt. */
+export class SinkUnavailableError extends Schema.TaggedError<SinkUnavailableError>()("SinkUnavailableError", {
+  reason_code: Identifier
+}) {
+  override get message() {
+    return `the outbox sink is unavailable (${this.reason_code})`
+  }
+}
+
 /** Where committed intents are delivered. */
 export class OutboxSink extends Context.Tag("writ/OutboxSink")<OutboxSink, OutboxSink.Service>() {}
 
 /** The OutboxSink service. */
 export declare namespace OutboxSink {
-  /** Take one intent; a failure is a DeliveryError, and a defect counts as a retryable `outbox.sink_defect`. */
+  /**
+   * Take one intent. A DeliveryError refuses that intent (a defect counts as a retryable `outbox.sink_defect`); a
+   * SinkUnavailableError stops the pass with the intent untouched.
+   */
   export interface Service {
-    readonly deliver: (intent: OutboxIntent) => Effect.Effect<void, DeliveryError>
+    readonly deliver: (intent: OutboxIntent) => Effect.Effect<void, DeliveryError | SinkUnavailableError>
   }
 }
 
@@ -47,26 +59,37 @@ export interface DeliverOptions {
   readonly maxAttempts?: number | undefined
 }
 
-/** What one pass did to each intent it took, by intent id, in delivery order. */
+/** What one pass did to each intent it took, by intent id, in delivery order, and what stopped it early, if anything. */
 export interface DeliveryReport {
   readonly delivered: ReadonlyArray<string>
   readonly retrying: ReadonlyArray<string>
   readonly failed: ReadonlyArray<string>
+  /** The reason code of the SinkUnavailableError that stopped the pass, or null when it took every intent it read. */
+  readonly halted: string | null
 }
 
 const positive = (name: string, value: number | undefined, fallback: number) =>
   value === undefined
-    ? Effect.succeed(fallback)
+    ? Either.right(fallback)
     : Number.isSafeInteger(value) && value > 0
-    ? Effect.succeed(value)
-    : Effect.fail(new DeliverOptionsError({ detail: `${name} must be a positive integer, got ${value}` }))
+    ? Either.right(value)
+    : Either.left(new DeliverOptionsError({ detail: `${name} must be a positive integer, got ${value}` }))
+
+/** The options of a pass with their defaults, or the first one that cannot be honoured. */
+export const checkOptions = (
+  options: DeliverOptions
+): Either.Either<{ readonly limit: number; readonly maxAttempts: number }, DeliverOptionsError> =>
+  Either.flatMap(
+    positive("limit", options.limit, 100),
+    (limit) => Either.map(positive("maxAttempts", options.maxAttempts, 5), (maxAttempts) => ({ limit, maxAttempts }))
+  )
 
 const sinkDefect = new DeliveryError({ reason_code: "outbox.sink_defect", retryable: true })
 
 /**
  * One delivery pass: up to `limit` pending intents, oldest first, each handed to the sink and then marked delivered,
  * or, when refused, kept pending (retryable, attempts left) or failed for good. A refused intent does not hold back
- * the ones after it. Intents kept pending wait for the next pass.
+ * the ones after it; an unavailable sink stops the pass. Intents kept pending wait for the next pass.
  */
 export const deliverPending = (
   options: DeliverOptions = {}
@@ -76,11 +99,15 @@ export const deliverPending = (
   StateStore | OutboxSink
 > =>
   Effect.gen(function*() {
-    const limit = yield* positive("limit", options.limit, 100)
-    const maxAttempts = yield* positive("maxAttempts", options.maxAttempts, 5)
+    const { limit, maxAttempts } = yield* checkOptions(options)
     const store = yield* StateStore
     const sink = yield* OutboxSink
-    const report = { delivered: [] as Array<string>, retrying: [] as Array<string>, failed: [] as Array<string> }
+    const report = {
+      delivered: [] as Array<string>,
+      retrying: [] as Array<string>,
+      failed: [] as Array<string>,
+      halted: null as string | null
+    }
     for (const intent of yield* store.pendingIntents(limit)) {
       const delivery = yield* Effect.either(
         Effect.suspend(() => sink.deliver(intent)).pipe(
@@ -93,6 +120,10 @@ export const deliverPending = (
         yield* store.markDelivered(intent.intent_id)
         report.delivered.push(intent.intent_id)
         continue
+      }
+      if (delivery.left._tag === "SinkUnavailableError") {
+        report.halted = delivery.left.reason_code
+        break
       }
       const retry = delivery.left.retryable && intent.delivery_attempts + 1 < maxAttempts
       yield* store.markFailed(intent.intent_id, delivery.left.reason_code, { retry })

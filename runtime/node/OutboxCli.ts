@@ -1,10 +1,10 @@
 /**
  * `writ outbox pending|deliver`: list the outbox intents awaiting delivery, and deliver them as JSON lines on standard
- * output (an intent is marked delivered once its line is written; a closed output keeps it pending). Exit codes: 0 ok,
- * 1 an intent not delivered or a store failure, 2 bad input.
+ * output (an intent is marked delivered once its line is written; a closed output stops the pass and leaves the rest
+ * pending, charged nothing). Exit codes: 0 ok, 1 an intent not delivered or a store failure, 2 bad input.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, Either, Option } from "effect"
 import * as Outbox from "../../core/Outbox.ts"
 import type { OutboxIntent } from "../../core/StateStore.ts"
 import { StateStore } from "../../core/StateStore.ts"
@@ -29,15 +29,15 @@ const intentLine = (intent: OutboxIntent) =>
     delivery_attempts: intent.delivery_attempts
   })
 
-/** Standard output as a sink: an intent is delivered once its line has been handed to the output. */
+/** Standard output as a sink: an intent is delivered once its line has been handed to the output; a closed output stops the pass. */
 const stdoutSink = Outbox.OutboxSink.of({
   deliver: (intent) =>
-    Effect.async<void, Outbox.DeliveryError>((resume) => {
+    Effect.async<void, Outbox.SinkUnavailableError>((resume) => {
       process.stdout.write(`${intentLine(intent)}\n`, (error) =>
         resume(
           error === null || error === undefined
             ? Effect.void
-            : Effect.fail(new Outbox.DeliveryError({ reason_code: "outbox.output_closed", retryable: true }))
+            : Effect.fail(new Outbox.SinkUnavailableError({ reason_code: "outbox.output_closed" }))
         ))
     })
 })
@@ -82,6 +82,8 @@ const deliver = Command.make(
   ({ db, limit, maxAttempts }) =>
     Effect.gen(function*() {
       const options = { limit: Option.getOrUndefined(limit), maxAttempts: Option.getOrUndefined(maxAttempts) }
+      // Bad options are refused before the database is opened (or migrated).
+      yield* Either.mapLeft(Outbox.checkOptions(options), (error) => new CliInputError({ message: error.message }))
       // A closed output is the write's error, answered to its callback; unheard, the stream's event would end the process.
       process.stdout.on("error", () => {})
       const report = yield* withStores(db, Outbox.deliverPending(options)).pipe(
@@ -89,9 +91,11 @@ const deliver = Command.make(
         Effect.catchTag("DeliverOptionsError", (error) => new CliInputError({ message: error.message }))
       )
       yield* Console.error(
-        `delivered ${report.delivered.length}, kept pending for a retry ${report.retrying.length}, failed for good ${report.failed.length}`
+        `delivered ${report.delivered.length}, kept pending for a retry ${report.retrying.length}, failed for good ${report.failed.length}${
+          report.halted === null ? "" : `; stopped (${report.halted}): the rest stay pending, charged no attempt`
+        }`
       )
-      if (report.retrying.length + report.failed.length > 0) yield* setExitCode(1)
+      if (report.retrying.length + report.failed.length > 0 || report.halted !== null) yield* setExitCode(1)
     }).pipe(exitOneOnFailure)
 ).pipe(Command.withDescription(
   "Deliver pending outbox intents, oldest first, as JSON lines on standard output (a summary on standard error)"

@@ -3,7 +3,7 @@ import { Effect, Layer, Ref } from "effect"
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as SqlStateStore from "../../adapters/SqlStateStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import { deliverPending, DeliveryError, OutboxSink } from "../../core/Outbox.ts"
+import { deliverPending, DeliveryError, OutboxSink, SinkUnavailableError } from "../../core/Outbox.ts"
 import * as StateStore from "../../core/StateStore.ts"
 import { runningRun } from "../fixtures/layers.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
@@ -25,23 +25,28 @@ const commitWith = (...topics: ReadonlyArray<string>) =>
     return committed
   })
 
-/** A sink answering by topic (`refuse.*` retryable, `reject.*` not, `crash.*` dies) and recording what it took. */
+/**
+ * A sink answering by topic (`refuse.*` retryable, `reject.*` not, `down.*` the sink unavailable, `crash.*` dies) and
+ * recording what it took.
+ */
+// How the sink answers an intent of a topic.
+const answerTo = (topic: string): Effect.Effect<void, DeliveryError | SinkUnavailableError> =>
+  topic.startsWith("refuse.")
+    ? new DeliveryError({ reason_code: "sink.busy", retryable: true })
+    : topic.startsWith("reject.")
+    ? new DeliveryError({ reason_code: "sink.rejected", retryable: false })
+    : topic.startsWith("down.")
+    ? new SinkUnavailableError({ reason_code: "sink.gone" })
+    : topic.startsWith("crash.")
+    ? Effect.sync(() => {
+      throw new Error("sink bug")
+    })
+    : Effect.void
+
 const recordingSink = Effect.map(Ref.make<ReadonlyArray<string>>([]), (taken) => ({
   taken,
   sink: OutboxSink.of({
-    deliver: (intent) =>
-      Effect.zipRight(
-        Ref.update(taken, (all) => [...all, intent.topic]),
-        intent.topic.startsWith("refuse.")
-          ? Effect.fail(new DeliveryError({ reason_code: "sink.busy", retryable: true }))
-          : intent.topic.startsWith("reject.")
-          ? Effect.fail(new DeliveryError({ reason_code: "sink.rejected", retryable: false }))
-          : intent.topic.startsWith("crash.")
-          ? Effect.sync(() => {
-            throw new Error("sink bug")
-          })
-          : Effect.void
-      )
+    deliver: (intent) => Effect.zipRight(Ref.update(taken, (all) => [...all, intent.topic]), answerTo(intent.topic))
   })
 }))
 
@@ -58,12 +63,12 @@ for (const [name, layer] of layers) {
         const { sink, taken } = yield* recordingSink
         const report = yield* Effect.provideService(deliverPending(), OutboxSink, sink)
         const ids = [...first.intents, ...second.intents].map((intent) => intent.intent_id)
-        assert.deepStrictEqual(report, { delivered: ids, retrying: [], failed: [] })
+        assert.deepStrictEqual(report, { delivered: ids, retrying: [], failed: [], halted: null })
         assert.deepStrictEqual(yield* Ref.get(taken), ["audit.one", "audit.two", "audit.three"])
         assert.deepStrictEqual(yield* store.pendingIntents(10), [])
         assert.deepStrictEqual(
           yield* Effect.provideService(deliverPending(), OutboxSink, sink),
-          { delivered: [], retrying: [], failed: [] }
+          { delivered: [], retrying: [], failed: [], halted: null }
         )
         assert.strictEqual((yield* Ref.get(taken)).length, 3, "a delivered intent is not delivered again")
         assert.deepStrictEqual(yield* store.listAttempts(first.attempt.run_id), [first.attempt])
@@ -85,20 +90,40 @@ for (const [name, layer] of layers) {
         assert.deepStrictEqual(yield* pass, {
           delivered: [fine!],
           retrying: [refused!, crashed!],
-          failed: [rejected!]
+          failed: [rejected!],
+          halted: null
         })
         const pending = yield* store.pendingIntents(10)
         assert.deepStrictEqual(
           pending.map((intent) => [intent.intent_id, intent.delivery_attempts, intent.last_reason_code]),
           [[refused!, 1, "sink.busy"], [crashed!, 1, "outbox.sink_defect"]]
         )
-        assert.deepStrictEqual(yield* pass, { delivered: [], retrying: [], failed: [refused!, crashed!] })
+        assert.deepStrictEqual(yield* pass, { delivered: [], retrying: [], failed: [refused!, crashed!], halted: null })
         assert.deepStrictEqual(yield* store.pendingIntents(10), [])
         const last = yield* store.markFailed(refused!, "ignored")
         assert.deepStrictEqual(
           [last.delivery_state, last.delivery_attempts, last.last_reason_code],
           ["failed", 2, "sink.busy"],
           "an intent failed for good stays as it was"
+        )
+      })))
+
+    it.effect("an unavailable sink stops the pass: that intent and the rest stay pending, charged no attempt", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const { intents } = yield* commitWith("audit.first", "down.now", "audit.after")
+        const { sink, taken } = yield* recordingSink
+        const report = yield* Effect.provideService(deliverPending({ maxAttempts: 1 }), OutboxSink, sink)
+        assert.deepStrictEqual(report, {
+          delivered: [intents[0]!.intent_id],
+          retrying: [],
+          failed: [],
+          halted: "sink.gone"
+        })
+        assert.deepStrictEqual(yield* Ref.get(taken), ["audit.first", "down.now"])
+        assert.deepStrictEqual(
+          (yield* store.pendingIntents(10)).map((intent) => [intent.topic, intent.delivery_attempts]),
+          [["down.now", 0], ["audit.after", 0]]
         )
       })))
 

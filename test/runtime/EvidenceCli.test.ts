@@ -569,17 +569,28 @@ describe("writ exec, evidence, certificate, recover", () => {
       let stderr = ""
       closed.stderr.on("data", (chunk) => (stderr += chunk))
       assert.strictEqual(await new Promise((resolve) => closed.on("close", resolve)), 1, stderr)
-      assert.include(stderr, "delivered 0, kept pending for a retry 1")
+      assert.include(
+        stderr,
+        "delivered 0, kept pending for a retry 0, failed for good 0; stopped (outbox.output_closed)"
+      )
       assert.deepStrictEqual(
         (await writJson("outbox", "pending", "--db", db)).out.map((
           intent: any
         ) => [intent.attempt_id, intent.delivery_attempts]),
-        [[second.out.attempt_id, 1]]
+        [[second.out.attempt_id, 0]],
+        "an intent no sink saw is charged no attempt"
       )
-      for (const args of [["--limit", "0"], ["--max-attempts", "-2"]]) {
-        const refused = await writ("outbox", "deliver", "--db", db, ...args)
-        assert.deepStrictEqual([refused.status, refused.stdout], [2, ""], args.join(" "))
-        assert.include(refused.stderr, "must be a positive integer")
+      // Bad options are refused before the database is opened: even a locked one answers bad input.
+      const holder = new Database(db)
+      holder.exec("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE held (a)")
+      try {
+        for (const args of [["--limit", "0"], ["--max-attempts", "-2"]]) {
+          const refused = await writ("outbox", "deliver", "--db", db, ...args)
+          assert.deepStrictEqual([refused.status, refused.stdout], [2, ""], refused.stderr)
+          assert.include(refused.stderr, "must be a positive integer")
+        }
+      } finally {
+        holder.close()
       }
     },
     120_000
