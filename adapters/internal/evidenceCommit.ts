@@ -274,6 +274,7 @@ export const make: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.ge
 
 /** The little of a better-sqlite3 connection the synchronous commit uses. */
 export interface SyncDatabase {
+  readonly inTransaction: boolean
   readonly exec: (sql: string) => unknown
   readonly prepare: (sql: string) => {
     readonly reader: boolean
@@ -322,6 +323,8 @@ export const makeSync = (database: SyncDatabase, statements: Statements) => {
   }
   return (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>): ReadonlyArray<Placed> => {
     try {
+      // A transaction somehow still open is undone first: nothing this commit places may join it.
+      if (database.inTransaction) database.exec("ROLLBACK")
       const placed = isLone(batch) ? runAll(placeBatch(statements, batch)) : transaction(placeBatch(statements, batch))
       if (placed !== undefined) return placed
     } catch {

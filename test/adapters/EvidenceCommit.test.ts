@@ -19,7 +19,6 @@ import { tempDir } from "../fixtures/sqlite.ts"
 
 // better-sqlite3 directly: the synchronous driver's connection, and a foreign writer.
 interface Database extends EvidenceCommit.SyncDatabase {
-  readonly inTransaction: boolean
   readonly close: () => unknown
 }
 const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string) => Database
@@ -118,3 +117,18 @@ for (const driver of ["sqlclient", "sync"] as const) {
       })))
   })
 }
+
+describe("evidence commit (sync driver) on a connection left inside a transaction", () => {
+  it.scoped("undoes that transaction and commits the batch, so no transaction outlives a commit", () =>
+    provided(Effect.gen(function*() {
+      const { commit, connection, stored } = yield* setup("sync")
+      const left = yield* sealAt(yield* IdGenerator.uuid, 0, null)
+      connection.exec("BEGIN")
+      writeForeign(connection, left)
+      const record = yield* sealAt(yield* IdGenerator.uuid, 0, null)
+      const [placed] = yield* commit([[record]])
+      assert.isTrue(Exit.isSuccess(placed!))
+      assert.deepStrictEqual([stored(record), stored(left)], [true, false])
+      assert.isFalse(connection.inTransaction)
+    })))
+})
