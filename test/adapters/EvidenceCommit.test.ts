@@ -14,7 +14,7 @@ import * as Sqlite from "../../adapters/Sqlite.ts"
 import type { Digest } from "../../core/Digest.ts"
 import type { EvidenceRecord } from "../../core/Evidence.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import { sealAt } from "../fixtures/evidence.ts"
+import { evidenceColumns, sealAt } from "../fixtures/evidence.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 
 // better-sqlite3 directly: the synchronous driver's connection, and a foreign writer.
@@ -23,27 +23,12 @@ interface Database extends EvidenceCommit.SyncDatabase {
 }
 const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string) => Database
 
-const COLUMNS = [
-  "record_id",
-  "record_type",
-  "chain_id",
-  "operation_id",
-  "sequence",
-  "policy_id",
-  "policy_version",
-  "payload_json",
-  "payload_digest",
-  "previous_chain_hash",
-  "chain_hash",
-  "supersedes_record_id",
-  "created_at",
-  "hash_algorithm"
-] as const
-
 /** Write a row as a foreign writer would, with no check at all (`sequence` as given, even if not a number). */
 const writeForeign = (database: Database, record: EvidenceRecord, sequence: unknown = record.sequence) =>
-  database.prepare(`INSERT INTO evidence_records (${COLUMNS.join(", ")}) VALUES (${COLUMNS.map(() => "?").join(", ")})`)
-    .run(...COLUMNS.map((column) => column === "sequence" ? sequence : record[column]))
+  database.prepare(
+    `INSERT INTO evidence_records (${evidenceColumns.join(", ")}) VALUES (${evidenceColumns.map(() => "?").join(", ")})`
+  )
+    .run(...evidenceColumns.map((column) => column === "sequence" ? sequence : record[column]))
 
 /** A migrated file, a foreign connection to it, and the commit through the named driver. */
 const setup = (driver: "sqlclient" | "sync") =>

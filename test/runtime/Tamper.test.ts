@@ -22,6 +22,7 @@ import { EvidenceStore } from "../../core/EvidenceStore.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import * as Time from "../../core/Time.ts"
+import { evidenceColumns } from "../fixtures/evidence.ts"
 import { root } from "../fixtures/sources.ts"
 
 const bin = join(root, "dist/runtime/node/bin.js")
@@ -38,22 +39,7 @@ const writ = (...args: Array<string>) =>
     )
   })
 
-const columns = [
-  "record_id",
-  "record_type",
-  "chain_id",
-  "operation_id",
-  "sequence",
-  "policy_id",
-  "policy_version",
-  "payload_json",
-  "payload_digest",
-  "previous_chain_hash",
-  "chain_hash",
-  "supersedes_record_id",
-  "created_at",
-  "hash_algorithm"
-] as const
+const columns = evidenceColumns
 
 type Row = Evidence.StoredRecord
 
