@@ -32,9 +32,16 @@ export const sha256TextWith = (digest: Digest.Service, text: string): Effect.Eff
 export const sha256Text = (text: string): Effect.Effect<Sha256Hex, never, Digest> =>
   Effect.flatMap(Digest, (digest) => sha256TextWith(digest, text))
 
+/** The `sha256-v1` digest of a value with a Digest service: SHA-256 of its canonical JSON bytes. */
+export const canonicalWith = (
+  digest: Digest.Service,
+  value: unknown
+): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError> =>
+  Effect.flatMap(Canonical.stringify(value), (text) => sha256TextWith(digest, text))
+
 /** The `sha256-v1` digest of a value: SHA-256 of its canonical JSON bytes. */
 export const canonical = (value: unknown): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError, Digest> =>
-  Effect.flatMap(Canonical.stringify(value), sha256Text)
+  Effect.flatMap(Digest, (digest) => canonicalWith(digest, value))
 
 /** Lowercase hex of bytes (for Digest layers). */
 export const toHex = (bytes: Uint8Array): Sha256Hex => {

@@ -6,8 +6,8 @@
 import { Chunk, Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
 import { ActionBackendCapabilityReport } from "./ActionExecutionBackend.ts"
-import * as Canonical from "./Canonical.ts"
-import { Digest, Sha256Hex, sha256TextWith } from "./Digest.ts"
+import type * as Canonical from "./Canonical.ts"
+import { canonicalWith, Digest, Sha256Hex } from "./Digest.ts"
 import * as Evidence from "./Evidence.ts"
 import type { AppendError, AppendReceipt, EvidenceUnavailableError } from "./EvidenceStore.ts"
 import { EvidenceStore } from "./EvidenceStore.ts"
@@ -143,8 +143,7 @@ export const deriveContextWith = (
   arguments_digest: Sha256Hex
 ) =>
   Effect.gen(function*() {
-    const canonical = (value: unknown) =>
-      Effect.flatMap(Canonical.stringify(value), (text) => sha256TextWith(digest, text))
+    const canonical = (value: unknown) => canonicalWith(digest, value)
     const { boundary, capability, context, descriptor, request, snapshot } = inputs
     const pinned = context.policy_snapshot
     if (
