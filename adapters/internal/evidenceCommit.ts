@@ -242,34 +242,30 @@ export const make: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.ge
       Option.isSome(outer)
         ? body(outer.value[0])
         : Effect.scoped(Effect.flatMap(sql.reserve, body)))
-  const linked = (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) =>
-    isLone(batch)
-      ? Effect.flatMap(
-        onConnection((connection) => runOn(connection, placeBatch(statements, batch))),
+  // Each path's program on a connection, failing (so its transaction is undone) unless it placed every append.
+  const linkedOn =
+    (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) => (connection: SqlConnection.Connection) =>
+      Effect.flatMap(
+        runOn(connection, placeBatch(statements, batch)),
         (placed) => placed === undefined ? Effect.fail(unlinked) : Effect.succeed(placed)
       )
-      : transaction((connection) =>
-        Effect.flatMap(
-          runOn(connection, placeBatch(statements, batch)),
-          (placed) => placed === undefined ? Effect.fail(unlinked) : Effect.succeed(placed)
-        )
-      )
-  const each = (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) =>
-    transaction((connection) =>
+  const eachOn =
+    (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) => (connection: SqlConnection.Connection) =>
       Effect.flatMap(
         runOn(connection, placeEach(statements, batch)),
         (placed) => placed instanceof EvidenceUnavailableError ? Effect.fail(placed) : Effect.succeed(placed)
       )
-    )
-  return (batch) =>
-    linked(batch).pipe(
-      Effect.orElse(() => each(batch)),
+  return (batch) => {
+    const linked = linkedOn(batch)
+    return (isLone(batch) ? onConnection(linked) : transaction(linked)).pipe(
+      Effect.orElse(() => transaction(eachOn(batch))),
       Effect.mapError((error) => error._tag === "EvidenceUnavailableError" ? error : unavailable(error)),
       Effect.exit,
       Effect.map((exit): ReadonlyArray<Placed> =>
         Exit.isSuccess(exit) ? exit.value : batch.map(() => Exit.failCause(exit.cause))
       )
     )
+  }
 })
 
 /** The little of a better-sqlite3 connection the synchronous commit uses. */
