@@ -131,18 +131,24 @@ export class FinishResult extends Schema.Class<FinishResult>("FinishResult")({
   run: Run
 }) {}
 
-/** How a new Run is created: a root, or a child linked to an existing parent by lineage. */
+/**
+ * How a new Run is created: a root, or a child linked to an existing parent by lineage; `started` creates it already
+ * `running` (through `queued`, in the one write), so no crash can leave it between creation and start.
+ */
 export type CreateRun =
-  | { readonly lineage?: "root" }
-  | { readonly lineage: Exclude<Lineage, "root">; readonly parent_run_id: Uuid }
+  & (
+    | { readonly lineage?: "root" }
+    | { readonly lineage: Exclude<Lineage, "root">; readonly parent_run_id: Uuid }
+  )
+  & { readonly started?: boolean }
 
-/** A new Run as `createRun` stores it: preparing, not started, no terminal outcome. */
+/** A new Run as `createRun` stores it: preparing (or, `started`, running since its creation), no terminal outcome. */
 export const preparedRun = (run_id: Uuid, created_at: Timestamp, input: CreateRun): Run =>
   Run.make({
     run_id,
-    status: "preparing",
+    status: input.started === true ? "running" : "preparing",
     created_at,
-    started_at: null,
+    started_at: input.started === true ? created_at : null,
     ended_at: null,
     parent_run_id: "parent_run_id" in input ? input.parent_run_id : null,
     lineage: input.lineage ?? "root",
@@ -622,7 +628,7 @@ export declare namespace StateStore {
   export interface Service {
     /** Whether state survives a restart; an in-memory store is not durable and cannot claim resume or history. */
     readonly durable: boolean
-    /** Create a Run in `preparing`, its id minted by the store; a child names an existing parent. */
+    /** Create a Run in `preparing` (or `running`, `started`), its id minted by the store; a child names an existing parent. */
     readonly createRun: (
       input?: CreateRun
     ) => Effect.Effect<Run, StateNotFoundError | StateStoreUnavailableError>

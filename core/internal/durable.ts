@@ -32,17 +32,15 @@ export const makeDurableStages = (digest: Digest.Service) => {
   })
 
   /**
-   * Between stages 11 and 12, one-shot durable: the invocation is admitted, so its Run is created (the store mints its
-   * id) and started before the call. The caller learns of the Run as soon as it exists, so a start that fails half way
-   * leaves no Run it cannot see; a store failure here is a PersistError before any call.
+   * Between stages 11 and 12, one-shot durable: the invocation is admitted, so its Run is created already running (the
+   * store mints its id, in one write: a crash leaves either no Run or a running one, which recovery ends) before the
+   * call; a store failure here is a PersistError before any call.
    */
   const openRun = (store: StateStore.Service, attempt: Attempt, created: Deferred.Deferred<Run>) =>
     Effect.uninterruptible(Effect.gen(function*() {
-      const run = yield* store.createRun()
+      const run = yield* store.createRun({ started: true })
       attempt.run_id = run.run_id
       yield* Deferred.succeed(created, run)
-      yield* store.transition(run.run_id, "preparing", "queued")
-      yield* store.transition(run.run_id, "queued", "running")
     })).pipe(
       Effect.mapError((error) =>
         new PersistError({

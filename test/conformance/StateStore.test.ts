@@ -92,6 +92,32 @@ for (const [name, layer] of layers) {
         assert.strictEqual((yield* store.listRuns()).length, 2)
       })))
 
+    it.effect("createRun started: the Run is running from its creation, and only the edges out of running remain", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const root = yield* store.createRun({ started: true })
+        assert.deepStrictEqual(
+          [root.status, root.lineage, root.started_at, root.ended_at, root.terminal],
+          ["running", "root", root.created_at, null, null]
+        )
+        assert.deepStrictEqual(yield* store.getRun(root.run_id), root)
+        const child = yield* store.createRun({ lineage: "retry", parent_run_id: root.run_id, started: true })
+        assert.deepStrictEqual([child.status, child.parent_run_id], ["running", root.run_id])
+        assert.deepStrictEqual(
+          (yield* store.listRuns({ status: ["running"] })).map((run) => run.run_id),
+          [root.run_id, child.run_id]
+        )
+        const restart = yield* Effect.flip(store.transition(root.run_id, "preparing", "queued"))
+        assert.isTrue(restart._tag === "IllegalTransitionError" && restart.actual === "running")
+        assert.strictEqual((yield* store.transition(root.run_id, "running", "paused")).status, "paused")
+        const completed = yield* store.finish(child.run_id, terminal("completed"))
+        assert.deepStrictEqual([completed.won, completed.run.status], [true, "completed"])
+        const [ghost] = yield* uuids(1)
+        const orphan = yield* Effect.flip(store.createRun({ lineage: "fork", parent_run_id: ghost!, started: true }))
+        assert.strictEqual(orphan._tag, "StateNotFoundError")
+        assert.strictEqual((yield* store.listRuns()).length, 2)
+      })))
+
     it.effect("a child Run naming a malformed parent id is StateNotFoundError, and no Run is created", () =>
       provided(Effect.gen(function*() {
         const store = yield* StateStore.StateStore

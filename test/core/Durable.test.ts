@@ -256,6 +256,17 @@ const oneShotLayer = ActionExecutor.layerDurable({ interceptors: [byText] }).pip
   Layer.provideMerge(base(actions))
 )
 
+/** The durable executor over the in-memory StateStore with some of its methods replaced. */
+const durableWith = (patch: Partial<StateStore.Service>) =>
+  ActionExecutor.layerDurable().pipe(
+    Layer.provideMerge(
+      Layer.effect(StateStore, Effect.map(StateStore, (store) => StateStore.of({ ...store, ...patch }))).pipe(
+        Layer.provide(durableInMemory)
+      )
+    ),
+    Layer.provideMerge(base(actions))
+  )
+
 /** One call as a one-shot durable execution: its outcome, and the Run the executor created for it, if any. */
 const oneShot = (action: string, args: { readonly [x: string]: unknown }, scope?: ExecutionScopeRef) =>
   Effect.gen(function*() {
@@ -314,6 +325,8 @@ describe("one-shot durable execution: a new Run only once the call is admitted (
       assert.isTrue(Option.isSome(run))
       const stored = yield* store.getRun(Option.getOrThrow(run).run_id)
       assert.deepStrictEqual([stored.status, stored.lineage], ["running", "root"], "the caller ends it")
+      assert.deepStrictEqual(Option.getOrThrow(run), stored, "the caller is told of the Run as created: running")
+      assert.strictEqual(stored.started_at, stored.created_at)
       assert.deepStrictEqual(
         (yield* store.listAttempts(stored.run_id)).map((attempt) => [attempt.attempt_id, attempt.outcome.tag]),
         [[outcome.attempt_id, "succeeded"]]
@@ -334,7 +347,16 @@ describe("one-shot durable execution: a new Run only once the call is admitted (
       assert.deepStrictEqual((yield* store.listRuns()).map((r) => r.run_id), [run.run_id])
     }).pipe(Effect.provide(oneShotLayer)))
 
-  it.effect("a Run that cannot be started is a PersistError before any call", () =>
+  it.effect("the Run is created running in one write: no lifecycle step is left for a crash to interrupt", () =>
+    Effect.gen(function*() {
+      const { outcome, run } = yield* oneShot("notes.write", { text: "fine" })
+      assert.strictEqual(outcome._tag, "succeeded")
+      assert.strictEqual(Option.getOrThrow(run).status, "running")
+    }).pipe(
+      Effect.provide(durableWith({ transition: () => Effect.die("the one-shot Run takes no separate transition") }))
+    ))
+
+  it.effect("a Run that cannot be created is a PersistError before any call", () =>
     Effect.gen(function*() {
       const before = calls.write
       const error = yield* Effect.flip(oneShot("notes.write", { text: "x" }))
@@ -344,18 +366,6 @@ describe("one-shot durable execution: a new Run only once the call is admitted (
       ])
       assert.strictEqual(calls.write, before)
     }).pipe(Effect.provide(
-      ActionExecutor.layerDurable().pipe(
-        Layer.provideMerge(
-          Layer.effect(
-            StateStore,
-            Effect.map(StateStore, (store) =>
-              StateStore.of({
-                ...store,
-                transition: () => Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
-              }))
-          ).pipe(Layer.provide(durableInMemory))
-        ),
-        Layer.provideMerge(base(actions))
-      )
+      durableWith({ createRun: () => Effect.fail(new StateStoreUnavailableError({ detail: "injected" })) })
     )))
 })
