@@ -7,10 +7,16 @@ import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, ParseResult, Schema } from "effect"
 import * as TaskCertificate from "../../core/TaskCertificate.ts"
-import { CliInputError, exitOneOnFailure, parseJsonObject, parseSha256, setExitCode } from "./CliInput.ts"
+import {
+  CliInputError,
+  exitOneOnFailure,
+  json,
+  jsonAlways,
+  parseJsonObject,
+  parseSha256,
+  setExitCode
+} from "./CliInput.ts"
 import { db, knownChain, withReadStores } from "./EvidenceCli.ts"
-
-const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 
 const encodeCertificate = Schema.encodeSync(TaskCertificate.TaskCertificate)
 // A field the schema does not know is a claim nothing verifies: refused, never dropped.
@@ -47,7 +53,7 @@ const mint = Command.make(
   "mint",
   {
     db,
-    json,
+    json: jsonAlways,
     chain: Options.text("chain").pipe(Options.withDescription("the closed task boundary's chain id")),
     expectedHead: Options.text("expected-head").pipe(
       Options.withDescription("the trusted head: the chain's task_closed record hash")

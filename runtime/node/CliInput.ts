@@ -7,6 +7,14 @@ import { Cause, Console, Effect, Either, Exit, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Sqlite from "../../adapters/Sqlite.ts"
 
+/** `--json`: print JSON. */
+export const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
+
+/** `--json` on a command that prints JSON anyway: accepted, as every command accepts it, and changes nothing. */
+export const jsonAlways = Options.boolean("json").pipe(
+  Options.withDescription("accepted like every command's --json; this command always prints JSON")
+)
+
 /** Bad input on the command line: exit code 2. */
 export class CliInputError extends Schema.TaggedError<CliInputError>()("CliInputError", { message: Schema.String }) {}
 

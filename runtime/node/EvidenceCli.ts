@@ -11,10 +11,8 @@ import { EvidenceStore } from "../../core/EvidenceStore.ts"
 import { ExecutorRegistry } from "../../core/ExecutorRegistry.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import * as Embedded from "../Embedded.ts"
-import { checkDatabase, CliInputError, exitOneOnFailure, parseSha256, setExitCode } from "./CliInput.ts"
+import { checkDatabase, CliInputError, exitOneOnFailure, json, parseSha256, setExitCode } from "./CliInput.ts"
 import { factsLine, recordFacts, short, table } from "./Render.ts"
-
-const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 
 /** `--db FILE`: an existing writ SQLite database. */
 export const db = Options.file("db", { exists: "yes" }).pipe(

@@ -8,7 +8,7 @@ import { Console, Effect, Either, Option } from "effect"
 import * as Outbox from "../../core/Outbox.ts"
 import type { OutboxIntent } from "../../core/StateStore.ts"
 import { StateStore } from "../../core/StateStore.ts"
-import { CliInputError, exitOneOnFailure, setExitCode } from "./CliInput.ts"
+import { CliInputError, exitOneOnFailure, json, setExitCode } from "./CliInput.ts"
 import { db, withReadStores, withStores } from "./EvidenceCli.ts"
 import { short, table } from "./Render.ts"
 
@@ -44,7 +44,7 @@ const stdoutSink = Outbox.OutboxSink.of({
 
 const pending = Command.make(
   "pending",
-  { db, limit, json: Options.boolean("json").pipe(Options.withDescription("print JSON")) },
+  { db, limit, json },
   ({ db, json, limit }) =>
     Effect.gen(function*() {
       const taken = Option.getOrElse(limit, () => 100)

@@ -14,9 +14,8 @@ import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { ActionName, Identifier } from "../../core/Refs.ts"
 import * as Time from "../../core/Time.ts"
-import { choice, CliInputError, parseJsonObject, setExitCode } from "./CliInput.ts"
+import { choice, CliInputError, json, jsonAlways, parseJsonObject, setExitCode } from "./CliInput.ts"
 
-const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
 const file = Args.file({ name: "FILE", exists: "yes" }).pipe(
   Args.withDescription("a policy declaration (.yaml, .yml or .json)")
 )
@@ -62,7 +61,7 @@ const fmt = Command.make("fmt", { file, json }, ({ file, json }) =>
 
 const schema = Command.make(
   "schema",
-  { json },
+  { json: jsonAlways },
   () => Console.log(JSON.stringify(JSONSchema.make(PermissionPolicy.PermissionPolicy), null, 2))
 ).pipe(
   Command.withDescription("Print the JSON Schema of a policy declaration, for editors")

@@ -176,7 +176,10 @@ describe("writ policy", () => {
   }, 60_000)
 
   it("schema prints the declaration's JSON Schema", async () => {
-    const schema = JSON.parse((await writ("policy", "schema")).stdout)
+    const plain = await writ("policy", "schema")
+    const schema = JSON.parse(plain.stdout)
     assert.includeMembers(schema.required, ["policy_id", "version"])
+    assert.strictEqual((await writ("policy", "schema", "--json")).stdout, plain.stdout, "--json changes nothing")
+    assert.include((await writ("policy", "schema", "--help")).stdout, "this command always prints JSON")
   }, 60_000)
 })
