@@ -124,6 +124,8 @@ export interface Governor {
   readonly profile: "governed" | "certifiable"
   readonly pin: (context: ExecutionContext, attempt_id: string) => Effect.Effect<Either.Either<PolicySnapshot, Verdict>>
   readonly writer: EvidenceWriter.Service
+  /** Stage 14 for a call in a durable Run: project its committed evidence into the Run now (true), or leave it (false). */
+  readonly project?: Effect.Effect<boolean>
 }
 
 type Invoked =

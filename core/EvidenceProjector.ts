@@ -205,6 +205,26 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   return { inserted, unchanged, cursor } satisfies DrainReport
 })
 
+/**
+ * A drain shared by everyone who asks for one: each caller waits for a drain that began after it asked, one at a time,
+ * so calls that conclude together share a drain instead of queueing one each.
+ */
+export const makeShared = (options: DrainOptions = {}) =>
+  Effect.gen(function*() {
+    const services = yield* Effect.context<EvidenceProjectionSource | EvidenceStore | StateStore | Digest>()
+    const lock = yield* Effect.makeSemaphore(1)
+    let asked = 0
+    let covered = 0
+    return Effect.suspend(() => {
+      const ticket = ++asked
+      return lock.withPermits(1)(Effect.suspend(() => {
+        if (covered >= ticket) return Effect.void
+        const through = asked
+        return Effect.map(drain(options), () => void (covered = Math.max(covered, through)))
+      }))
+    }).pipe(Effect.provide(services))
+  })
+
 /** A Run recovery found left running with no executor: how many attempts it had committed, and how it was ended. */
 export interface OrphanedRun {
   readonly run_id: string

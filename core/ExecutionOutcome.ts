@@ -8,6 +8,7 @@ import { ActionAdmissionDecision, DecisionReason } from "./AdmissionDecision.ts"
 import { ApprovalRequest } from "./Approval.ts"
 import { Sha256Hex } from "./Digest.ts"
 import { Uuid } from "./IdGenerator.ts"
+import { trustedMake } from "./internal/trusted.ts"
 import { ActionRef, Identifier } from "./Refs.ts"
 import { RuntimeProfile } from "./RuntimeProfile.ts"
 import { Stage } from "./Stage.ts"
@@ -35,7 +36,9 @@ const common = {
   profile: RuntimeProfile,
   stage: Stage,
   decisions: Schema.Array(ActionAdmissionDecision),
-  recheck: Schema.optional(Recheck)
+  recheck: Schema.optional(Recheck),
+  /** A governed call in a durable Run whose attempt the Run's state does not show yet: the projector will apply it. */
+  projection_pending: Schema.optional(Schema.Literal(true))
 }
 
 /** The callable returned; `result` is the output as encoded by the action's output Schema (may be undefined).
@@ -103,6 +106,21 @@ export const ExecutionOutcome = Schema.Union(
 
 /** The closed union of outcomes. */
 export type ExecutionOutcome = typeof ExecutionOutcome.Type
+
+const classes = {
+  succeeded: Succeeded,
+  denied: Denied,
+  deferred: Deferred,
+  escalated: Escalated,
+  failed: Failed,
+  cancelled: Cancelled,
+  timed_out: TimedOut,
+  ambiguous: Ambiguous
+} as const
+
+/** The same outcome, saying its projection into the Run's state is left to the projector. */
+export const withProjectionPending = (outcome: ExecutionOutcome): ExecutionOutcome =>
+  trustedMake(classes[outcome._tag] as typeof Succeeded, { ...outcome, projection_pending: true } as Succeeded)
 
 /** Whether the callable was (or may have been) reached for this outcome (a replayed success reached none). */
 export const callExecuted: (outcome: ExecutionOutcome) => boolean = Match.type<ExecutionOutcome>().pipe(

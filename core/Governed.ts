@@ -5,7 +5,8 @@
  */
 import { Effect, Either, Layer, Option } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
-import { EvidenceStore } from "./EvidenceStore.ts"
+import * as EvidenceProjector from "./EvidenceProjector.ts"
+import { EvidenceProjectionSource, EvidenceStore } from "./EvidenceStore.ts"
 import { ExecutorRegistry } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import * as PolicyGate from "./PolicyGate.ts"
@@ -46,6 +47,15 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     const policy = yield* PolicyGate.make(options, pin)
     const writer = yield* EvidenceWriter
     const runs = yield* Effect.serviceOption(StateStore)
+    const source = yield* Effect.serviceOption(EvidenceProjectionSource)
+    const project = Option.isSome(runs) && Option.isSome(source)
+      ? Option.some(
+        yield* projectRuns.pipe(
+          Effect.provideService(StateStore, runs.value),
+          Effect.provideService(EvidenceProjectionSource, source.value)
+        )
+      )
+      : Option.none()
     yield* (yield* ExecutorRegistry).register
     return yield* ActionExecutor.make({
       ...config,
@@ -55,10 +65,26 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
       governance: {
         profile,
         pin: (context, attempt_id) => Effect.map(pin(context, attempt_id), Either.map((pinned) => pinned.snapshot)),
-        writer
+        writer,
+        ...(Option.isSome(project) ? { project: project.value } : {})
       }
     })
   })
+
+/**
+ * Stage 14 for governed calls in durable Runs: a drain of the projector shared by the executor's calls, so a call's
+ * attempt is in its Run when the call returns. A drain that fails leaves the projection to the next one (or to
+ * recovery), and is logged: a conflict or integrity failure needs an operator.
+ */
+const projectRuns = Effect.map(
+  EvidenceProjector.makeShared(),
+  (shared) =>
+    Effect.matchCauseEffect(shared, {
+      onFailure: (cause) =>
+        Effect.as(Effect.logWarning("a governed call's projection into its Run is pending", cause), false),
+      onSuccess: () => Effect.succeed(true)
+    })
+)
 
 /** The governed (or certifiable) executor as a layer; it shares the EvidenceWriter in context with task boundaries. */
 export const layer = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>

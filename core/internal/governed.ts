@@ -3,7 +3,13 @@ import { type ActionExecutionBackend, uncontained } from "../ActionExecutionBack
 import type { ExecutionError, Governor } from "../ActionExecutor.ts"
 import type { Digest } from "../Digest.ts"
 import type * as Evidence from "../Evidence.ts"
-import { Ambiguous, callExecuted, Cancelled, type ExecutionOutcome } from "../ExecutionOutcome.ts"
+import {
+  Ambiguous,
+  callExecuted,
+  Cancelled,
+  type ExecutionOutcome,
+  withProjectionPending
+} from "../ExecutionOutcome.ts"
 import type { OperationContext, TaskBoundary } from "../Governance.ts"
 import { deriveContextWith, failureDetail, GovernanceEvidenceError, OutcomeEvidenceError } from "../Governance.ts"
 import type { IdGenerator } from "../IdGenerator.ts"
@@ -218,7 +224,16 @@ export const makeGovernedStages = (
         Effect.fail(error)
       )
 
-  /** Stages 4-13, governed: start the operation, run it, and conclude it; its boundary's close waits until it ends. */
+  /** Stage 14 in a durable Run: the concluded operation projected into the Run now, or its outcome says it is pending. */
+  const projectInRun = (attempt: Attempt, outcome: ExecutionOutcome) =>
+    governor.project === undefined || attempt.run_id === undefined || attempt.committed === undefined
+      ? Effect.succeed(outcome)
+      : Effect.map(governor.project, (projected) => projected ? outcome : withProjectionPending(outcome))
+
+  /**
+   * Stages 4-14, governed: start the operation, run it, conclude it (its boundary's close waits until then), and in a
+   * durable Run project it.
+   */
   const govern = (
     attempt: Attempt,
     compiled: Compiled,
@@ -241,7 +256,10 @@ export const makeGovernedStages = (
           : governor.writer.release(attempt.operation.chain_id, attempt.operation.operation_id)
       ))
     )
-    return boundary === undefined ? governed : governor.writer.track(boundary.chain_id, governed)
+    const tracked = boundary === undefined ? governed : governor.writer.track(boundary.chain_id, governed)
+    return governor.project === undefined
+      ? tracked
+      : Effect.flatMap(tracked, (outcome) => projectInRun(attempt, outcome))
   }
 
   return { recordVerdict, govern }

@@ -1,9 +1,10 @@
 /**
  * Governed durable state is a projection of committed evidence: a governed call in a durable Run becomes one of the
- * Run's attempts (with its outcome intent) when the projector applies its terminal record, once, in both layers.
+ * Run's attempts (with its outcome intent) when the projector applies its terminal record, once, in both layers; the
+ * executor drains the projector as the call concludes (stage 14), and says when that drain failed.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Logger, Schema } from "effect"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
@@ -19,7 +20,7 @@ import { DurableRun } from "../../core/ExecutionScope.ts"
 import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
-import { StateStore, summarize } from "../../core/StateStore.ts"
+import { StateStore, StateStoreUnavailableError, summarize } from "../../core/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
@@ -87,6 +88,33 @@ const governed = <E>(stores: Layer.Layer<Layer.Layer.Success<typeof memoryStores
     Layer.provideMerge(stores)
   )
 
+/** What the stores `steeredProjection` wraps do: refuse projection batches, hold the next one, count drains. */
+const steering: {
+  refuse: boolean
+  hold?: { readonly entered: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> }
+  drains: number
+} = { refuse: false, drains: 0 }
+
+/** `stores` whose StateStore counts drains (each reads its cursor once) and refuses or holds batches as `steering` says. */
+const steeredProjection = <E>(stores: Layer.Layer<Layer.Layer.Success<typeof memoryStores>, E>) =>
+  Layer.effect(
+    StateStore,
+    Effect.map(StateStore, (store) =>
+      StateStore.of({
+        ...store,
+        projectionCursor: (projector) => Effect.suspend(() => (steering.drains++, store.projectionCursor(projector))),
+        applyProjection: (input) => {
+          const hold = steering.hold
+          delete steering.hold
+          if (steering.refuse) return Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
+          return hold === undefined ? store.applyProjection(input) : Effect.zipRight(
+            Effect.zipRight(Deferred.succeed(hold.entered, undefined), Deferred.await(hold.release)),
+            store.applyProjection(input)
+          )
+        }
+      }))
+  ).pipe(Layer.provideMerge(stores))
+
 const setup = Effect.gen(function*() {
   const state = yield* StateStore
   const ref = yield* installPolicy(declaration)
@@ -119,9 +147,10 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
         assert.deepStrictEqual(outcomes.map((o) => o._tag), ["succeeded", "failed", "denied"])
         const outside = yield* run("notes.write", { text: "b" }, {}, { policy_snapshot: ref }, { boundary })
         assert.strictEqual(outside._tag, "succeeded")
-        assert.deepStrictEqual(yield* state.listAttempts(run_id), [], "nothing before the projector runs")
+        assert.isTrue(outcomes.every((o) => o.projection_pending === undefined), "each projected as it concluded")
 
-        yield* EvidenceProjector.drain()
+        const drained = yield* EvidenceProjector.drain()
+        assert.strictEqual(drained.inserted, 4, "the call outside any Run: its records, projected by the next drain")
         const attempts = yield* state.listAttempts(run_id)
         assert.deepStrictEqual(
           attempts.map((a) => [a.attempt_id, a.outcome.tag, a.outcome.reason_code, a.outcome.call_executed]),
@@ -140,6 +169,28 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
         assert.strictEqual((yield* state.listAttempts(run_id)).length, 3, "a replay projects no attempt twice")
         assert.strictEqual((yield* state.pendingIntents(100)).length, 3)
       }).pipe(Effect.provide(governed(stores))))
+
+    it.scoped("a drain that fails leaves the outcome projection_pending, logged; the next drain projects it", () =>
+      Effect.gen(function*() {
+        const state = yield* StateStore
+        const { inRun, run_id } = yield* setup
+        const logged: Array<unknown> = []
+        const logger = Logger.make(({ message }) => void logged.push(message))
+        steering.refuse = true
+        const pending = yield* inRun("notes.write", { text: "a" }).pipe(
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+          Effect.ensuring(Effect.sync(() => (steering.refuse = false)))
+        )
+        assert.deepStrictEqual([pending._tag, pending.projection_pending], ["succeeded", true])
+        assert.include(String(logged), "projection into its Run is pending")
+        assert.deepStrictEqual(yield* state.listAttempts(run_id), [])
+        const next = yield* inRun("notes.write", { text: "b" })
+        assert.strictEqual(next.projection_pending, undefined)
+        assert.deepStrictEqual(
+          (yield* state.listAttempts(run_id)).map((a) => a.attempt_id),
+          [pending.attempt_id, next.attempt_id]
+        )
+      }).pipe(Effect.provide(governed(steeredProjection(stores)))))
 
     it.scoped("a start naming a Run this store does not hold projects its records, and no attempt", () =>
       Effect.gen(function*() {
@@ -195,3 +246,29 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
       }).pipe(Effect.provide(governed(stores))))
   })
 }
+
+describe("governed Run projection: the executor's drains", () => {
+  it.scoped("calls that conclude while a drain runs share the next one", () =>
+    Effect.gen(function*() {
+      const state = yield* StateStore
+      const { inRun, run_id } = yield* setup
+      const hold = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+      steering.hold = hold
+      const first = yield* Effect.fork(inRun("notes.write", { text: "first" }))
+      yield* Deferred.await(hold.entered)
+      const before = steering.drains
+      const others = yield* Effect.forEach(["b", "c", "d"], (text) => Effect.fork(inRun("notes.write", { text })))
+      // In memory nothing else suspends a call: each is waiting for the held drain once it is suspended.
+      while ((yield* Effect.forEach(others, Fiber.status)).some((status) => status._tag === "Running")) {
+        yield* Effect.yieldNow()
+      }
+      yield* Deferred.succeed(hold.release, undefined)
+      const outcomes = [yield* Fiber.join(first), ...(yield* Effect.forEach(others, Fiber.join))]
+      assert.strictEqual(steering.drains - before, 1, "one drain for the three calls")
+      assert.isTrue(outcomes.every((o) => o._tag === "succeeded" && o.projection_pending === undefined))
+      assert.deepStrictEqual(
+        (yield* state.listAttempts(run_id)).map((a) => a.attempt_id),
+        outcomes.map((o) => o.attempt_id)
+      )
+    }).pipe(Effect.provide(governed(steeredProjection(memoryStores)))))
+})
