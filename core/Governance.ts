@@ -241,7 +241,7 @@ export declare namespace EvidenceWriter {
      * chain already opened or already holding records is refused (BoundaryError `in_use`).
      */
     readonly open: (boundary: TaskBoundary) => Effect.Effect<void, BoundaryError | EvidenceUnavailableError>
-    /** Whether this writer opened `boundary` (as this very boundary): only then may operations run under it. */
+    /** Whether this writer opened `boundary` (as this very boundary) and has not begun closing it: only then may operations start under it. */
     readonly isOpen: (boundary: TaskBoundary) => boolean
     /**
      * Refuse new `operation_started` on the boundary's chain for good, wait until no tracked operation runs, then append
@@ -473,6 +473,7 @@ export const makeWriter = Effect.gen(function*() {
 
   // The wait holds no lock; an interrupted close leaves the chain closing, and a later close completes it. A boundary
   // other than the one opened is refused before the chain starts closing: it must not stop the real one's operations.
+  // Once closed the chain takes no record, so the writer forgets it: the store's head says it is closed from then on.
   const close = (boundary: TaskBoundary) =>
     Effect.suspend(() => {
       const { chain_id } = boundary
@@ -480,7 +481,11 @@ export const makeWriter = Effect.gen(function*() {
       const mismatch = state.opened === undefined ? undefined : mismatchOf(state.opened, boundary)
       if (mismatch !== undefined) return Effect.fail(new BoundaryError({ reason: mismatch, chain_id }))
       state.closing ??= Effect.unsafeMakeLatch(state.running === 0)
-      return Effect.zipRight(state.closing.await, append(chain_id, closedDraft(boundary)))
+      return Effect.zipRight(state.closing.await, append(chain_id, closedDraft(boundary))).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          if (chains.get(chain_id) === state && state.head?.closed === true) chains.delete(chain_id)
+        }))
+      )
     })
 
   const open = (boundary: TaskBoundary) =>
@@ -496,8 +501,9 @@ export const makeWriter = Effect.gen(function*() {
     })
 
   const isOpen = (boundary: TaskBoundary) => {
-    const opened = chains.get(boundary.chain_id)?.opened
-    return opened !== undefined && mismatchOf(opened, boundary) === undefined
+    const state = chains.get(boundary.chain_id)
+    return state?.opened !== undefined && state.closing === undefined &&
+      mismatchOf(state.opened, boundary) === undefined
   }
 
   const release = (chain_id: Uuid, operation_id: string) =>

@@ -100,7 +100,7 @@ export const makeGovernedStages = (
       return denied(
         attempt,
         "governance.boundary_not_open",
-        `task boundary ${boundary.task_boundary_id} was not opened by this executor's evidence writer`
+        `task boundary ${boundary.task_boundary_id} is not open in this executor's evidence writer (not opened here, or closed)`
       )
     }
     const pinned = yield* governor.pin(attempt.context, attempt.attempt_id)

@@ -562,8 +562,11 @@ describe("governed execution", () => {
       const again = yield* Effect.flip(Governance.closeBoundary(boundary))
       assert.strictEqual(again._tag, "BoundaryError")
       const before = calls.write
-      const error = yield* Effect.flip(exec(ref, boundary, "notes.write", { text: "late" }))
-      assert.strictEqual(error._tag, "GovernanceEvidenceError")
+      const late = yield* exec(ref, boundary, "notes.write", { text: "late" })
+      assert.deepStrictEqual(
+        [late._tag, late._tag === "denied" && late.reason.code],
+        ["denied", "governance.boundary_not_open"]
+      )
       assert.strictEqual(calls.write, before)
       assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
     }).pipe(Effect.provide(layerWith())))

@@ -270,8 +270,11 @@ describe("TaskCertificate.mint", () => {
         )
       )
       assert.strictEqual(fresh._tag, "BoundaryError")
-      const afterClose = yield* Effect.flip(exec(boundary, "add", { a: 1, b: 1 }))
-      assert.strictEqual(afterClose._tag, "GovernanceEvidenceError")
+      const afterClose = yield* exec(boundary, "add", { a: 1, b: 1 })
+      assert.deepStrictEqual(
+        [afterClose._tag, afterClose._tag === "denied" && afterClose.reason.code],
+        ["denied", "governance.boundary_not_open"]
+      )
       assert.strictEqual(yield* headOf(boundary.chain_id), closed)
       // The pre-close head is no longer the head: a record follows it.
       assert.strictEqual(yield* reasonOf(TaskCertificate.mint(boundary.chain_id, open)), "broken_link")
@@ -579,11 +582,21 @@ describe("Governance.closeBoundary", () => {
       const { boundary, closing, release, running } = yield* closeWhileHeld
       yield* settle
       const before = tools.counter.count("add")
-      const late = yield* Effect.flip(exec(boundary, "add", { a: 1, b: 1 }))
-      assert.strictEqual(late._tag, "GovernanceEvidenceError")
-      const refusal = late as Governance.GovernanceEvidenceError
-      assert.deepStrictEqual([refusal.call_executed, refusal.record_type], [false, "policy_bound"])
-      assert.include(refusal.detail, "is closing")
+      const late = yield* exec(boundary, "add", { a: 1, b: 1 })
+      assert.deepStrictEqual(
+        [late._tag, late._tag === "denied" && late.reason.code],
+        ["denied", "governance.boundary_not_open"]
+      )
+      // A start from an executor that saw the boundary open just before the close began: the writer refuses it.
+      const writer = yield* Governance.EvidenceWriter
+      const raced = yield* Effect.flip(writer.appendAll(boundary.chain_id, [{
+        record_type: "operation_started",
+        operation_id: yield* IdGenerator.uuid,
+        policy_id: boundary.policy.policy_id,
+        policy_version: boundary.policy.version,
+        payload: {}
+      }]))
+      assert.deepStrictEqual([raced._tag, raced._tag === "BoundaryError" && raced.reason], ["BoundaryError", "closing"])
       assert.strictEqual(tools.counter.count("add"), before)
       yield* release
       assert.strictEqual((yield* Fiber.join(running))._tag, "succeeded")
@@ -674,8 +687,11 @@ describe("Governance.closeBoundary", () => {
       const { boundary, closing, release, running } = yield* closeWhileHeld
       yield* settle
       yield* Fiber.interrupt(closing)
-      const late = yield* Effect.flip(exec(boundary, "add", { a: 1, b: 1 }))
-      assert.include((late as Governance.GovernanceEvidenceError).detail, "is closing")
+      const late = yield* exec(boundary, "add", { a: 1, b: 1 })
+      assert.deepStrictEqual(
+        [late._tag, late._tag === "denied" && late.reason.code],
+        ["denied", "governance.boundary_not_open"]
+      )
       yield* release
       assert.strictEqual((yield* Fiber.join(running))._tag, "succeeded")
       yield* Governance.closeBoundary(boundary)
