@@ -571,12 +571,12 @@ export const make = (config: Config = {}) =>
       }
       const refused = yield* admitCall(attempt, compiled)
       if (refused !== undefined) return refused
-      return yield* leased(
+      if (governed === undefined) return yield* leased(attempt, operate(attempt, compiled, cancel))
+      const outcome = yield* leased(
         attempt,
-        governed === undefined
-          ? operate(attempt, compiled, cancel)
-          : governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
+        governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
       )
+      return yield* governed.project(attempt, outcome)
     })
 
     /** Stages 5-11: the security interceptors, then transformation and recheck; an outcome when one refuses. */

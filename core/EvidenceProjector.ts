@@ -4,7 +4,7 @@
  * commits rows and cursor together; recovery drains it and closes each orphaned operation with
  * `external_result_ambiguous`, never inventing a result and never invoking anything.
  */
-import { Chunk, Effect, Either, Option, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Exit, Option, Schema, Stream } from "effect"
 import { Digest } from "./Digest.ts"
 import * as Evidence from "./Evidence.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "./EvidenceStore.ts"
@@ -205,22 +205,30 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
   return { inserted, unchanged, cursor } satisfies DrainReport
 })
 
+/** Why a drain stopped: bad options, a record it cannot trust, a conflicting projection, or an unavailable store. */
+export type DrainError = Effect.Effect.Error<ReturnType<typeof drain>>
+
 /**
- * A drain shared by everyone who asks for one: each caller waits for a drain that began after it asked, one at a time,
- * so calls that conclude together share a drain instead of queueing one each.
+ * A drain shared by everyone who asks for one, one at a time: each caller gets the result of the latest drain that
+ * began after it asked, succeeded or failed, so calls that conclude together share one drain instead of queueing one
+ * each. Only an interrupted drain is not shared: whoever waits next runs its own.
  */
 export const makeShared = (options: DrainOptions = {}) =>
   Effect.gen(function*() {
     const services = yield* Effect.context<EvidenceProjectionSource | EvidenceStore | StateStore | Digest>()
     const lock = yield* Effect.makeSemaphore(1)
     let asked = 0
-    let covered = 0
+    // The latest drain that ended: the last ticket asked before it began, and its result.
+    let settled: { readonly through: number; readonly exit: Exit.Exit<void, DrainError> } | undefined
     return Effect.suspend(() => {
       const ticket = ++asked
       return lock.withPermits(1)(Effect.suspend(() => {
-        if (covered >= ticket) return Effect.void
+        if (settled !== undefined && settled.through >= ticket) return settled.exit
         const through = asked
-        return Effect.map(drain(options), () => void (covered = Math.max(covered, through)))
+        return Effect.onExit(Effect.asVoid(drain(options)), (exit) =>
+          Effect.sync(() => {
+            if (!Exit.isInterrupted(exit)) settled = { through, exit }
+          }))
       }))
     }).pipe(Effect.provide(services))
   })

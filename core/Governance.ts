@@ -249,6 +249,8 @@ export declare namespace EvidenceWriter {
      * that is not the one opened on its chain (another id, opening time or policy) is refused before anything changes.
      */
     readonly close: (boundary: TaskBoundary) => Effect.Effect<AppendReceipt, EvidenceAppendError>
+    /** How many chains the writer keeps state for: the boundaries it opened and has not closed, and chains it appended to otherwise. */
+    readonly held: () => number
   }
 }
 
@@ -458,10 +460,12 @@ export const makeWriter = Effect.gen(function*() {
       (receipts) => receipts[0]!
     )
 
-  // Counted and released in one uninterruptible region, so no exit of the operation can skip the release.
+  // Counted and released in one uninterruptible region, so no exit of the operation can skip the release. A chain this
+  // writer holds nothing for has no boundary open here: the operation is refused before it starts, and leaves no state.
   const track = <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) =>
     Effect.uninterruptibleMask((restore) => {
-      const state = stateOf(chain_id)
+      const state = chains.get(chain_id)
+      if (state === undefined) return restore(operation)
       state.running++
       return Effect.ensuring(
         restore(operation),
@@ -509,7 +513,17 @@ export const makeWriter = Effect.gen(function*() {
   const release = (chain_id: Uuid, operation_id: string) =>
     Effect.sync(() => void chains.get(chain_id)?.operations.delete(operation_id))
 
-  return EvidenceWriter.of({ append, appendAfter, appendAll, release, track, open, isOpen, close })
+  return EvidenceWriter.of({
+    append,
+    appendAfter,
+    appendAll,
+    release,
+    track,
+    open,
+    isOpen,
+    close,
+    held: () => chains.size
+  })
 })
 
 /** The one writer every governed executor and task boundary of a process shares. */
@@ -534,8 +548,8 @@ export const openBoundary = (policy: PolicySnapshotRef) =>
 
 /**
  * Close a task boundary with its one `task_closed` once its operations in flight end, refusing new ones; a second close
- * fails with BoundaryError, and so does a boundary value that is not the one opened on its chain (`boundary_mismatch`,
- * `policy_mismatch`).
+ * fails with BoundaryError (`closed`, whatever boundary value it names), and so does a boundary value that is not the
+ * one opened on a chain still open (`boundary_mismatch`, `policy_mismatch`).
  */
 export const closeBoundary = (boundary: TaskBoundary) =>
   Effect.flatMap(EvidenceWriter, (writer) => writer.close(boundary))

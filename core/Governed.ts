@@ -3,7 +3,7 @@
  * with `policy_bound` and `operation_started` at stage 4, every gate result committed as it is
  * produced, and one terminal record per operation, all through the EvidenceStore in context.
  */
-import { Effect, Either, Layer, Option } from "effect"
+import { Cause, Effect, Either, Layer, Option } from "effect"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import * as EvidenceProjector from "./EvidenceProjector.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "./EvidenceStore.ts"
@@ -73,15 +73,21 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
 
 /**
  * Stage 14 for governed calls in durable Runs: a drain of the projector shared by the executor's calls, so a call's
- * attempt is in its Run when the call returns. A drain that fails leaves the projection to the next one (or to
- * recovery), and is logged: a conflict or integrity failure needs an operator.
+ * attempt is in its Run when the call returns. A drain that fails (or dies: the call's outcome stands either way)
+ * leaves the projection to the next one or to recovery, and is logged: a conflict or integrity failure needs an operator.
  */
 const projectRuns = Effect.map(
   EvidenceProjector.makeShared(),
   (shared) =>
     Effect.matchCauseEffect(shared, {
       onFailure: (cause) =>
-        Effect.as(Effect.logWarning("a governed call's projection into its Run is pending", cause), false),
+        Effect.as(
+          (Cause.isDie(cause) ? Effect.logError : Effect.logWarning)(
+            "a governed call's projection into its Run is pending",
+            cause
+          ),
+          false
+        ),
       onSuccess: () => Effect.succeed(true)
     })
 )

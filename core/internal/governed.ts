@@ -224,16 +224,16 @@ export const makeGovernedStages = (
         Effect.fail(error)
       )
 
-  /** Stage 14 in a durable Run: the concluded operation projected into the Run now, or its outcome says it is pending. */
-  const projectInRun = (attempt: Attempt, outcome: ExecutionOutcome) =>
+  /**
+   * Stage 14 in a durable Run, once the call's capacity is released: the concluded operation projected into the Run
+   * now, or its outcome says it is pending.
+   */
+  const project = (attempt: Attempt, outcome: ExecutionOutcome) =>
     governor.project === undefined || attempt.run_id === undefined || attempt.committed === undefined
       ? Effect.succeed(outcome)
       : Effect.map(governor.project, (projected) => projected ? outcome : withProjectionPending(outcome))
 
-  /**
-   * Stages 4-14, governed: start the operation, run it, conclude it (its boundary's close waits until then), and in a
-   * durable Run project it.
-   */
+  /** Stages 4-13, governed: start the operation, run it, and conclude it; its boundary's close waits until it ends. */
   const govern = (
     attempt: Attempt,
     compiled: Compiled,
@@ -256,11 +256,8 @@ export const makeGovernedStages = (
           : governor.writer.release(attempt.operation.chain_id, attempt.operation.operation_id)
       ))
     )
-    const tracked = boundary === undefined ? governed : governor.writer.track(boundary.chain_id, governed)
-    return governor.project === undefined
-      ? tracked
-      : Effect.flatMap(tracked, (outcome) => projectInRun(attempt, outcome))
+    return boundary === undefined ? governed : governor.writer.track(boundary.chain_id, governed)
   }
 
-  return { recordVerdict, govern }
+  return { recordVerdict, govern, project }
 }

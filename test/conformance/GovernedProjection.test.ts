@@ -14,6 +14,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotS
 import * as MemoryStateStore from "../../adapters/MemoryStateStore.ts"
 import * as Action from "../../core/Action.ts"
 import * as ActionRegistry from "../../core/ActionRegistry.ts"
+import * as Capacity from "../../core/Capacity.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
 import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
 import { DurableRun } from "../../core/ExecutionScope.ts"
@@ -82,8 +83,11 @@ const sqlStores = Layer.unwrapScoped(
   Effect.map(tempDir, (dir) => Embedded.layerStores({ filename: path.join(dir, "writ.db") }))
 )
 
-const governed = <E>(stores: Layer.Layer<Layer.Layer.Success<typeof memoryStores>, E>) =>
-  Governed.layer().pipe(
+const governed = <E>(
+  stores: Layer.Layer<Layer.Layer.Success<typeof memoryStores>, E>,
+  config: Parameters<typeof Governed.layer>[0] = {}
+) =>
+  Governed.layer(config).pipe(
     Layer.provideMerge(Layer.merge(ActionRegistry.layerWith(actions), InProcessBackend.layer)),
     Layer.provideMerge(stores)
   )
@@ -106,10 +110,14 @@ const steeredProjection = <E>(stores: Layer.Layer<Layer.Layer.Success<typeof mem
         applyProjection: (input) => {
           const hold = steering.hold
           delete steering.hold
-          if (steering.refuse) return Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
-          return hold === undefined ? store.applyProjection(input) : Effect.zipRight(
+          const applied = Effect.suspend(() =>
+            steering.refuse
+              ? Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
+              : store.applyProjection(input)
+          )
+          return hold === undefined ? applied : Effect.zipRight(
             Effect.zipRight(Deferred.succeed(hold.entered, undefined), Deferred.await(hold.release)),
-            store.applyProjection(input)
+            applied
           )
         }
       }))
@@ -247,28 +255,61 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
   })
 }
 
+/** The first call's drain held in its `applyProjection` while `others` conclude and wait; then all joined. */
+const concludeWhileHeld = (inRun: (text: string) => ReturnType<typeof run>, others: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const hold = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+    steering.hold = hold
+    const first = yield* Effect.fork(inRun("first"))
+    yield* Deferred.await(hold.entered)
+    const before = steering.drains
+    const waiting = yield* Effect.forEach(others, (text) => Effect.fork(inRun(text)))
+    // In memory nothing else suspends a call: each is waiting for the held drain once it is suspended.
+    while ((yield* Effect.forEach(waiting, Fiber.status)).some((status) => status._tag === "Running")) {
+      yield* Effect.yieldNow()
+    }
+    yield* Deferred.succeed(hold.release, undefined)
+    const outcomes = [yield* Fiber.join(first), ...(yield* Effect.forEach(waiting, Fiber.join))]
+    return { outcomes, drains: steering.drains - before }
+  })
+
 describe("governed Run projection: the executor's drains", () => {
   it.scoped("calls that conclude while a drain runs share the next one", () =>
     Effect.gen(function*() {
       const state = yield* StateStore
       const { inRun, run_id } = yield* setup
-      const hold = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
-      steering.hold = hold
-      const first = yield* Effect.fork(inRun("notes.write", { text: "first" }))
-      yield* Deferred.await(hold.entered)
-      const before = steering.drains
-      const others = yield* Effect.forEach(["b", "c", "d"], (text) => Effect.fork(inRun("notes.write", { text })))
-      // In memory nothing else suspends a call: each is waiting for the held drain once it is suspended.
-      while ((yield* Effect.forEach(others, Fiber.status)).some((status) => status._tag === "Running")) {
-        yield* Effect.yieldNow()
-      }
-      yield* Deferred.succeed(hold.release, undefined)
-      const outcomes = [yield* Fiber.join(first), ...(yield* Effect.forEach(others, Fiber.join))]
-      assert.strictEqual(steering.drains - before, 1, "one drain for the three calls")
+      const { drains, outcomes } = yield* concludeWhileHeld((text) => inRun("notes.write", { text }), ["b", "c", "d"])
+      assert.strictEqual(drains, 1, "one drain for the three calls")
       assert.isTrue(outcomes.every((o) => o._tag === "succeeded" && o.projection_pending === undefined))
       assert.deepStrictEqual(
         (yield* state.listAttempts(run_id)).map((a) => a.attempt_id),
         outcomes.map((o) => o.attempt_id)
       )
     }).pipe(Effect.provide(governed(steeredProjection(memoryStores)))))
+
+  it.scoped("calls that conclude while a drain runs share its successor's failure too: one drain, all pending", () =>
+    Effect.gen(function*() {
+      const { inRun } = yield* setup
+      steering.refuse = true
+      const { drains, outcomes } = yield* concludeWhileHeld((text) => inRun("notes.write", { text }), ["b", "c", "d"])
+        .pipe(Effect.ensuring(Effect.sync(() => (steering.refuse = false))))
+      assert.strictEqual(drains, 1)
+      assert.isTrue(outcomes.every((o) => o._tag === "succeeded" && o.projection_pending === true))
+    }).pipe(Effect.provide(governed(steeredProjection(memoryStores)))))
+
+  it.scoped("a call waiting for its Run's projection holds no capacity", () =>
+    Effect.gen(function*() {
+      const { boundary, inRun, ref } = yield* setup
+      // The second call, outside any Run, runs while the first waits on its drain: the one permit is free.
+      const { outcomes } = yield* concludeWhileHeld(
+        (text) =>
+          text === "first"
+            ? inRun("notes.write", { text })
+            : run("notes.write", { text }, {}, { policy_snapshot: ref }, { boundary }),
+        ["outside"]
+      )
+      assert.deepStrictEqual(outcomes.map((o) => o._tag), ["succeeded", "succeeded"])
+    }).pipe(Effect.provide(
+      governed(steeredProjection(memoryStores), { capacity: [Capacity.bounded({ id: "one", permits: 1 })] })
+    )))
 })

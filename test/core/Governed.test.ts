@@ -555,6 +555,25 @@ describe("governed execution", () => {
       interceptors: [{ id: "stuck", stage: "authorise", evaluate: () => Effect.never }]
     }))))
 
+  it.effect("the writer forgets a closed chain, and a call it denies leaves nothing behind", () =>
+    Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const writer = yield* Governance.EvidenceWriter
+      const other = yield* Governance.openBoundary(ref)
+      const held = writer.held()
+      assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "a" }))._tag, "succeeded")
+      yield* Governance.closeBoundary(boundary)
+      assert.strictEqual(writer.held(), held - 1)
+      const foreign = new Governance.TaskBoundary({ ...other, chain_id: yield* IdGenerator.uuid })
+      for (const closedOrForeign of [boundary, foreign]) {
+        const late = yield* exec(ref, closedOrForeign, "notes.write", { text: "late" })
+        assert.deepStrictEqual(late._tag === "denied" && late.reason.code, "governance.boundary_not_open")
+      }
+      assert.strictEqual(writer.held(), held - 1)
+      yield* Governance.closeBoundary(other)
+      assert.strictEqual(writer.held(), held - 2)
+    }).pipe(Effect.provide(layerWith())))
+
   it.effect("a closed boundary takes no further operation, and cannot be closed twice", () =>
     Effect.gen(function*() {
       const { boundary, ref } = yield* setup
