@@ -576,48 +576,68 @@ export const make = (config: Config = {}) =>
         attempt,
         governed.govern(attempt, compiled, boundary, operate(attempt, compiled, cancel))
       )
-      return yield* governed.project(attempt, outcome)
+      // The outcome is committed: a deadline or cancellation now only leaves its projection to the projector.
+      const within = (projection: Effect.Effect<boolean>) => untilStopped(attempt, projection, cancel, () => false)
+      return yield* governed.project(attempt, outcome, within)
     })
 
     /** Stages 5-11: the security interceptors, then transformation and recheck; an outcome when one refuses. */
     const secure = Effect.fnUntraced(function*(attempt: Attempt, compiled: Compiled) {
       if (compiled.interceptors.length > 0) {
         const refused = yield* authorise(attempt, false)
-        if (refused !== undefined) return refused
+        if (refused !== undefined) {
+          return refused
+        }
       }
-      if (transformers.length > 0) return yield* transform(attempt, compiled)
+      if (transformers.length > 0) {
+        return yield* transform(attempt, compiled)
+      }
       if (evaluates) {
         attempt.recheck = trustedMake(Recheck, { ran: false, reason: "no_transformation", evaluators: [] })
       }
       return undefined
     })
 
-    /**
-     * The pre-call stages raced against the request's deadline and its cancellation: whichever comes first concludes
-     * the attempt (timed out or cancelled, the callable never reached); the stages still running are interrupted.
-     */
-    const bounded = <E>(
+    /** `effect` raced against the request's deadline and its cancellation: whichever comes first interrupts it. */
+    const untilStopped = <A, E>(
       attempt: Attempt,
-      stages: Effect.Effect<StageResult, E>,
-      cancel: Deferred.Deferred<void> | undefined
-    ): Effect.Effect<StageResult, E> => {
+      effect: Effect.Effect<A, E>,
+      cancel: Deferred.Deferred<void> | undefined,
+      stopped: (by: "deadline" | "cancel") => A
+    ): Effect.Effect<A, E> => {
       const deadline = attempt.request.deadline
-      const cancelled = cancel === undefined ? stages : Effect.raceFirst(
-        stages,
-        Effect.zipRight(
-          Deferred.await(cancel),
-          Effect.sync(() => trustedMake(Cancelled, { ...common(attempt), call_executed: false }))
+      const cancelled = cancel === undefined
+        ? effect
+        : Effect.raceFirst(
+          effect,
+          Effect.zipRight(
+            Deferred.await(cancel),
+            Effect.sync(() => stopped("cancel"))
+          )
         )
-      )
       return deadline === undefined ? cancelled : Effect.raceFirst(
         cancelled,
         Effect.flatMap(Time.nowMicros, (now) =>
           Effect.zipRight(
             Effect.sleep(Duration.micros(BigInt(Math.max(0, Time.toMicros(deadline) - now)))),
-            Effect.sync(() => trustedMake(TimedOut, { ...common(attempt), call_executed: false }))
+            Effect.sync(() => stopped("deadline"))
           ))
       )
     }
+
+    /**
+     * The pre-call stages until the request's deadline or cancellation, whichever comes first concluding the attempt
+     * (timed out or cancelled, the callable never reached).
+     */
+    const bounded = <E>(
+      attempt: Attempt,
+      stages: Effect.Effect<StageResult, E>,
+      cancel: Deferred.Deferred<void> | undefined
+    ): Effect.Effect<StageResult, E> =>
+      untilStopped(attempt, stages, cancel, (by) =>
+        by === "cancel"
+          ? trustedMake(Cancelled, { ...common(attempt), call_executed: false })
+          : trustedMake(TimedOut, { ...common(attempt), call_executed: false }))
 
     /** Stages 5-12: security interceptors, transformation and recheck, then the one invocation. */
     const operate = Effect.fnUntraced(function*(

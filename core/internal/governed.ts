@@ -226,12 +226,16 @@ export const makeGovernedStages = (
 
   /**
    * Stage 14 in a durable Run, once the call's capacity is released: the concluded operation projected into the Run
-   * now, or its outcome says it is pending.
+   * now, within `limit`, or its outcome says it is pending.
    */
-  const project = (attempt: Attempt, outcome: ExecutionOutcome) =>
+  const project = (
+    attempt: Attempt,
+    outcome: ExecutionOutcome,
+    limit: (projection: Effect.Effect<boolean>) => Effect.Effect<boolean>
+  ) =>
     governor.project === undefined || attempt.run_id === undefined || attempt.committed === undefined
       ? Effect.succeed(outcome)
-      : Effect.map(governor.project, (projected) => projected ? outcome : withProjectionPending(outcome))
+      : Effect.map(limit(governor.project), (projected) => projected ? outcome : withProjectionPending(outcome))
 
   /** Stages 4-13, governed: start the operation, run it, and conclude it; its boundary's close waits until it ends. */
   const govern = (

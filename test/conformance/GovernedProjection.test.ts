@@ -4,7 +4,7 @@
  * executor drains the projector as the call concludes (stage 14), and says when that drain failed.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Logger, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Logger, Schema, TestClock } from "effect"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
@@ -22,6 +22,7 @@ import * as Governance from "../../core/Governance.ts"
 import * as Governed from "../../core/Governed.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import { StateStore, StateStoreUnavailableError, summarize } from "../../core/StateStore.ts"
+import * as Time from "../../core/Time.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
@@ -295,6 +296,40 @@ describe("governed Run projection: the executor's drains", () => {
         .pipe(Effect.ensuring(Effect.sync(() => (steering.refuse = false))))
       assert.strictEqual(drains, 1)
       assert.isTrue(outcomes.every((o) => o._tag === "succeeded" && o.projection_pending === true))
+    }).pipe(Effect.provide(governed(steeredProjection(memoryStores)))))
+
+  it.scoped("a deadline or a cancellation while a call waits on its drain leaves its outcome pending, not late", () =>
+    Effect.gen(function*() {
+      const state = yield* StateStore
+      const { boundary, ref, run_id } = yield* setup
+      const execution_scope = DurableRun.make({ run_id })
+      const stopped = (stop: "deadline" | "cancel") =>
+        Effect.gen(function*() {
+          const hold = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+          steering.hold = hold
+          const cancel = yield* Deferred.make<void>()
+          const deadline = Time.fromMicros((yield* Time.nowMicros) + 1_000_000)
+          const call = yield* Effect.fork(run(
+            "notes.write",
+            { text: stop },
+            { execution_scope, ...(stop === "deadline" ? { deadline } : {}) },
+            { policy_snapshot: ref },
+            { boundary, ...(stop === "cancel" ? { cancel } : {}) }
+          ))
+          yield* Deferred.await(hold.entered)
+          yield* stop === "deadline" ? TestClock.adjust("2 seconds") : Deferred.succeed(cancel, undefined)
+          return yield* Fiber.join(call)
+        })
+      const outcomes = [yield* stopped("deadline"), yield* stopped("cancel")]
+      assert.deepStrictEqual(outcomes.map((o) => [o._tag, o.projection_pending]), [["succeeded", true], [
+        "succeeded",
+        true
+      ]])
+      yield* EvidenceProjector.drain()
+      assert.deepStrictEqual(
+        (yield* state.listAttempts(run_id)).map((a) => a.attempt_id),
+        outcomes.map((o) => o.attempt_id)
+      )
     }).pipe(Effect.provide(governed(steeredProjection(memoryStores)))))
 
   it.scoped("a call waiting for its Run's projection holds no capacity", () =>
