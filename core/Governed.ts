@@ -49,13 +49,11 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     const runs = yield* Effect.serviceOption(StateStore)
     const source = yield* Effect.serviceOption(EvidenceProjectionSource)
     const project = Option.isSome(runs) && Option.isSome(source)
-      ? Option.some(
-        yield* projectRuns.pipe(
-          Effect.provideService(StateStore, runs.value),
-          Effect.provideService(EvidenceProjectionSource, source.value)
-        )
+      ? yield* projectRuns.pipe(
+        Effect.provideService(StateStore, runs.value),
+        Effect.provideService(EvidenceProjectionSource, source.value)
       )
-      : Option.none()
+      : undefined
     yield* (yield* ExecutorRegistry).register
     return yield* ActionExecutor.make({
       ...config,
@@ -66,7 +64,7 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
         profile,
         pin: (context, attempt_id) => Effect.map(pin(context, attempt_id), Either.map((pinned) => pinned.snapshot)),
         writer,
-        ...(Option.isSome(project) ? { project: project.value } : {})
+        ...(project === undefined ? {} : { project })
       }
     })
   })
