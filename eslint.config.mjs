@@ -1,4 +1,5 @@
 import effect from "@effect/eslint-plugin";
+import importX from "eslint-plugin-import-x";
 import tseslint from "typescript-eslint";
 
 const nodeOnly = [
@@ -54,6 +55,16 @@ export default [
         },
       }],
     },
+  },
+  {
+    files: ["core/**/*.ts", "adapters/**/*.ts", "runtime/**/*.ts", "bench/**/*.ts"],
+    plugins: { "import-x": importX },
+    settings: {
+      "import-x/resolver-next": [importX.createNodeResolver()],
+      "import-x/extensions": [".ts", ".js", ".mjs"],
+      "import-x/parsers": { "@typescript-eslint/parser": [".ts"] },
+    },
+    rules: { "import-x/no-cycle": ["error", { ignoreExternal: true }], "import-x/no-unresolved": "error" },
   },
   {
     files: ["core/**/*.ts"],

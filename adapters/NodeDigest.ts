@@ -10,7 +10,8 @@ import { Digest } from "../core/Digest.ts"
 /** SHA-256 with node:crypto. */
 export const make: Digest.Service = {
   sha256: (bytes) => Effect.sync(() => hash("sha256", bytes, "hex") as Sha256Hex),
-  sha256Texts: (texts) => Effect.sync(() => texts.map((text) => hash("sha256", text, "hex") as Sha256Hex))
+  sha256Texts: (texts) => Effect.sync(() => texts.map((text) => hash("sha256", text, "hex") as Sha256Hex)),
+  sha256TextSync: (text) => hash("sha256", text, "hex") as Sha256Hex
 }
 
 /** The Digest port on node:crypto. */

@@ -200,7 +200,7 @@ export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I
     ...(secrets.length === 0 ? {} : { secrets }),
     ...(environment.length === 0 ? {} : { environment })
   })
-  seal(definition, spec.handler)
+  seal<Handler>(definition, spec.handler)
   return definition
 }
 

@@ -21,6 +21,8 @@ export declare namespace Digest {
     readonly sha256: (bytes: Uint8Array) => Effect.Effect<Sha256Hex>
     /** SHA-256 of each string's UTF-8 bytes, in order: one effect for a whole batch. */
     readonly sha256Texts: (texts: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Sha256Hex>>
+    /** SHA-256 of a string's UTF-8 bytes, synchronously: only where the layer's hash is synchronous (node:crypto). */
+    readonly sha256TextSync?: (text: string) => Sha256Hex
   }
 }
 

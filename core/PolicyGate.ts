@@ -6,9 +6,8 @@
  * after the call (see ActionUsage), to the window in which it concluded, so stage 7 denies once
  * the window's consumed amount has reached the limit and a call in flight may overrun it once.
  */
-import { Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import type { ActionDescriptor } from "./ActionDescriptor.ts"
-import * as ActionExecutor from "./ActionExecutor.ts"
 import type { Usage } from "./ActionUsage.ts"
 import * as Approval from "./Approval.ts"
 import { Digest } from "./Digest.ts"
@@ -511,15 +510,3 @@ export const make = (options: Options = {}, pin?: Pin) =>
     ]
     return interceptors
   })
-
-/** A minimal-profile executor whose stages 5-7 enforce the policy pinned by each call's context. */
-export const layerExecutor = (config: ActionExecutor.Config = {}, options: Options = {}) =>
-  Layer.effect(
-    ActionExecutor.ActionExecutor,
-    Effect.flatMap(make(options), (policy) =>
-      ActionExecutor.make({
-        ...config,
-        ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
-        interceptors: [...policy, ...(config.interceptors ?? [])]
-      }))
-  )

@@ -22,7 +22,6 @@ import * as IdGenerator from "../core/IdGenerator.ts"
 import type { Uuid } from "../core/IdGenerator.ts"
 import * as InvocationContext from "../core/InvocationContext.ts"
 import * as PermissionPolicy from "../core/PermissionPolicy.ts"
-import * as PolicyGate from "../core/PolicyGate.ts"
 import * as PolicySnapshot from "../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../core/PolicySnapshotStore.ts"
 import { ActionRef, PrincipalRef } from "../core/Refs.ts"
@@ -174,7 +173,7 @@ export const layerWith = (
   config: ActionExecutor.Config = {},
   backend: Layer.Layer<ActionExecutionBackend> = InProcessBackend.layer
 ) =>
-  PolicyGate.layerExecutor(config, { boundAgent: agent }).pipe(
+  ActionExecutor.layerPolicyGated(config, { boundAgent: agent }).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         ActionRegistry.layerWith(actions),

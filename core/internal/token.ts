@@ -33,7 +33,7 @@ export class InvocationToken {
     if (!(token instanceof InvocationToken) || token.#spent) return refuse("spent")
     token.#spent = true
     if (token.#definition !== definition) return refuse("mismatched")
-    const handler = unseal(definition)
+    const handler = unseal<Handler>(definition)
     return handler === undefined ? refuse("unsealed") : Either.right(handler)
   }
 }

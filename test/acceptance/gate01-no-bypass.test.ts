@@ -27,9 +27,12 @@ const callers = (callee: string) => productionFiles().filter((file) => factsOf(f
 
 describe("gate 1: static", () => {
   it("only the executor mints invocation tokens and calls a backend's invoke", () => {
-    assert.deepStrictEqual(callers("mint"), ["core/ActionExecutor.ts"])
-    assert.deepStrictEqual(callers(".invoke"), ["core/ActionExecutor.ts"])
-    assert.deepStrictEqual(importers("core/internal/token.ts"), ["core/ActionExecutor.ts", "core/InvocationToken.ts"])
+    assert.deepStrictEqual(callers("mint"), ["core/internal/executor/invoke.ts"])
+    assert.deepStrictEqual(callers(".invoke"), ["core/internal/executor/invoke.ts"])
+    assert.deepStrictEqual(importers("core/internal/token.ts"), [
+      "core/InvocationToken.ts",
+      "core/internal/executor/invoke.ts"
+    ])
   })
 
   it("a handler is reachable only by spending a token, and only backends spend them", () => {
@@ -41,7 +44,8 @@ describe("gate 1: static", () => {
 
   it("the check sees call sites (it is not vacuous)", () => {
     assert.isTrue(productionFiles().length > 10)
-    assert.include(factsOf("core/ActionExecutor.ts").calls, ".invoke")
+    assert.include(factsOf("core/internal/executor/invoke.ts").calls, ".invoke")
+    assert.deepStrictEqual(importers("core/internal/executor/invoke.ts"), ["core/internal/executor/run.ts"])
   })
 })
 

@@ -7,13 +7,12 @@ import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as NodePathResolver from "../../adapters/NodePathResolver.ts"
 import * as Action from "../../core/Action.ts"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { ActionExecutor, layerPolicyGated } from "../../core/ActionExecutor.ts"
 import * as ExecutionContext from "../../core/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/ExecutionScope.ts"
 import * as IdGenerator from "../../core/IdGenerator.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicyGate from "../../core/PolicyGate.ts"
 import { PathResolver } from "../../core/PolicyPath.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
@@ -35,7 +34,7 @@ const read = Action.make({
 })
 
 const layerWith = (resolver: Layer.Layer<never> | Layer.Layer<PathResolver>) =>
-  PolicyGate.layerExecutor().pipe(
+  layerPolicyGated().pipe(
     Layer.provideMerge(Layer.merge(MemoryPolicySnapshotStore.layer, resolver).pipe(Layer.provideMerge(base([read]))))
   )
 

@@ -8,7 +8,6 @@ import * as ExecutionContext from "../../core/ExecutionContext.ts"
 import type { AuthorityScope } from "../../core/InvocationContext.ts"
 import * as Invocation from "../../core/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import * as Time from "../../core/Time.ts"
@@ -104,7 +103,7 @@ describe("origins declared on the action itself", () => {
       assert.deepStrictEqual(codes, ["origin.not_allowed", "origin.not_allowed", "succeeded"])
     }).pipe(
       Effect.provide(
-        PolicyGate.layerExecutor({}, { boundAgent: agentA }).pipe(
+        ActionExecutor.layerPolicyGated({}, { boundAgent: agentA }).pipe(
           Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
         )
       )

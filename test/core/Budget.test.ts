@@ -7,7 +7,6 @@ import * as ActionUsage from "../../core/ActionUsage.ts"
 import type { Interceptor } from "../../core/Interceptor.ts"
 import { meter } from "../../core/internal/usage.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
@@ -68,7 +67,7 @@ const reports: Record<string, ActionUsage.Report> = {
 }
 
 const layer = () =>
-  PolicyGate.layerExecutor().pipe(
+  ActionExecutor.layerPolicyGated().pipe(
     Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base([...actions, ...promised]))))
   )
 

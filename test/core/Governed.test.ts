@@ -11,6 +11,7 @@ import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../cor
 import * as ActionExecutor from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
 import * as Capacity from "../../core/Capacity.ts"
+import * as Digest from "../../core/Digest.ts"
 import type { EvidenceRecord, StoredRecord } from "../../core/Evidence.ts"
 import { terminalTypes } from "../../core/Evidence.ts"
 import * as EvidenceProjector from "../../core/EvidenceProjector.ts"
@@ -404,12 +405,13 @@ describe("governed execution", () => {
       for (const record of chain) assert.notInclude(JSON.stringify(record), CANARY)
     }).pipe(Effect.provide(layerWith())))
 
-  it.effect("a backend whose report stops containing what stage 3 admitted is denied before the operation starts", () => {
+  it.effect("the operation records the one report stage 3 admitted the call on, and a report that stops containing denies before any operation", () => {
     let probes = 0
+    const reports: Array<ActionBackendCapabilityReport> = []
     const flipping = Layer.succeed(ActionExecutionBackend, {
       ...InProcessBackend.make,
-      probe: Effect.sync(() =>
-        ActionBackendCapabilityReport.make({
+      probe: Effect.sync(() => {
+        const report = ActionBackendCapabilityReport.make({
           backend: InProcessBackend.make.ref,
           containment: {
             filesystem: "unsupported",
@@ -420,15 +422,29 @@ describe("governed execution", () => {
           },
           verified_by: `probe ${probes}`
         })
-      )
+        reports.push(report)
+        return report
+      })
     })
     return Effect.gen(function*() {
       const { boundary, ref } = yield* setup
-      const outcome = yield* exec(ref, boundary, "notes.contained", {})
-      assert.deepStrictEqual(outcome._tag === "denied" && outcome.reason.code, "containment.unsupported")
+      const contained = calls.contained
+      const admitted = yield* exec(ref, boundary, "notes.contained", {})
+      assert.strictEqual(admitted._tag, "succeeded")
+      assert.strictEqual(probes, 1)
+      const started = (yield* records(boundary.chain_id)).find((record) => record.record_type === "operation_started")!
+      const recorded = (JSON.parse(started.payload_json) as { backend: { capability_digest: string } }).backend
+      const first = yield* Digest.canonical(yield* Schema.encode(ActionBackendCapabilityReport)(reports[0]!))
+      assert.strictEqual(recorded.capability_digest, first)
+      const before = (yield* records(boundary.chain_id)).length
+      const refused = yield* exec(ref, boundary, "notes.contained", {})
+      assert.deepStrictEqual(refused._tag === "denied" && [refused.reason.code, refused.stage], [
+        "containment.unsupported",
+        "bind_context"
+      ])
       assert.strictEqual(probes, 2)
-      assert.deepStrictEqual(types(yield* records(boundary.chain_id)), [])
-      assert.strictEqual(calls.contained, 0)
+      assert.strictEqual((yield* records(boundary.chain_id)).length, before)
+      assert.strictEqual(calls.contained, contained + 1)
     }).pipe(Effect.provide(
       Governed.layer().pipe(
         Layer.provide(flipping),

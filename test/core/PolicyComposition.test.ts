@@ -7,7 +7,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotS
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as Absence from "../../core/Absence.ts"
 import * as Action from "../../core/Action.ts"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { ActionExecutor, layerPolicyGated } from "../../core/ActionExecutor.ts"
 import * as ActionRegistry from "../../core/ActionRegistry.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
 import type { Digest } from "../../core/Digest.ts"
@@ -21,7 +21,6 @@ import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PermissionPolicyEncoded } from "../../core/PermissionPolicy.ts"
 import * as PolicyComposition from "../../core/PolicyComposition.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
-import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import * as Time from "../../core/Time.ts"
@@ -642,7 +641,7 @@ const actions = [
   Action.make({ name: "notes.read", input: Schema.Struct({}), output: Schema.String, handler: () => "note" })
 ]
 
-const executorLayer = PolicyGate.layerExecutor().pipe(
+const executorLayer = layerPolicyGated().pipe(
   Layer.provideMerge(
     Layer.mergeAll(ActionRegistry.layerWith(actions), MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer)
   ),

@@ -4,7 +4,7 @@ import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/Action.ts"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
+import { ActionExecutor, layerPolicyGated } from "../../core/ActionExecutor.ts"
 import { ApprovalQueue } from "../../core/Approval.ts"
 import { Sha256Hex } from "../../core/Digest.ts"
 import * as ExecutionContext from "../../core/ExecutionContext.ts"
@@ -14,7 +14,6 @@ import * as IdGenerator from "../../core/IdGenerator.ts"
 import { Uuid } from "../../core/IdGenerator.ts"
 import * as InvocationContext from "../../core/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicyGate from "../../core/PolicyGate.ts"
 import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
 import type { PolicySnapshotRef } from "../../core/Refs.ts"
@@ -37,7 +36,7 @@ const actions = [
   Action.make({ name: "notes.read", input: Schema.Struct({}), output: Schema.String, handler: () => "note" })
 ]
 
-const layer = PolicyGate.layerExecutor().pipe(
+const layer = layerPolicyGated().pipe(
   Layer.provideMerge(
     Layer.merge(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer).pipe(Layer.provideMerge(base(actions)))
   )
@@ -154,7 +153,7 @@ describe("PolicyGate in the executor", () => {
       assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "denied policy.denied @policy")
       assert.strictEqual(shellCalls, before)
     }).pipe(Effect.provide(
-      PolicyGate.layerExecutor().pipe(
+      layerPolicyGated().pipe(
         Layer.provideMerge(leaky),
         Layer.provideMerge(
           Layer.merge(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer).pipe(
@@ -246,7 +245,7 @@ describe("PolicyGate in the executor", () => {
 
 describe("PolicyGate and the invocation's origin", () => {
   const agentB = InvocationContext.agent("agent-b")
-  const originLayer = PolicyGate.layerExecutor({}, { boundAgent: agentB }).pipe(
+  const originLayer = layerPolicyGated({}, { boundAgent: agentB }).pipe(
     Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
   )
 
@@ -380,7 +379,7 @@ describe("approval escalation", () => {
       )
       assert.strictEqual(shellCalls, before)
     }).pipe(Effect.provide(
-      PolicyGate.layerExecutor({
+      layerPolicyGated({
         transformers: [{
           id: "widen",
           transform: ({ arguments: args }) => Effect.succeed({ ...args, command: `${String(args.command)} -la` })
@@ -402,7 +401,7 @@ describe("approval escalation", () => {
         "denied approval.no_authority @policy"
       )
     }).pipe(Effect.provide(
-      PolicyGate.layerExecutor().pipe(
+      layerPolicyGated().pipe(
         Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
       )
     )))

@@ -4,6 +4,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotS
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
 import * as Action from "../../core/Action.ts"
 import * as ActionDescriptor from "../../core/ActionDescriptor.ts"
+import { layerPolicyGated } from "../../core/ActionExecutor.ts"
 import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
 import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
 import * as PolicyGate from "../../core/PolicyGate.ts"
@@ -391,7 +392,7 @@ const actions = [
   })
 ]
 
-const layer = PolicyGate.layerExecutor().pipe(
+const layer = layerPolicyGated().pipe(
   Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base(actions))))
 )
 
