@@ -6,10 +6,16 @@ import { spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import * as Evidence from "./evidence.ts"
 import * as Executor from "./executor.ts"
+import * as Governed from "./governed.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import * as Policy from "./policy.ts"
 
-const benchmarks: ReadonlyArray<Benchmark> = [Executor.benchmark, Policy.benchmark, Evidence.benchmark]
+const benchmarks: ReadonlyArray<Benchmark> = [
+  Executor.benchmark,
+  Governed.benchmark,
+  Policy.benchmark,
+  Evidence.benchmark
+]
 
 const main = async (names: ReadonlyArray<string>): Promise<number> => {
   const unknown = names.filter((name) => !benchmarks.some((benchmark) => benchmark.name === name))

@@ -78,3 +78,32 @@ export const compare = async (baseline: Runner, subject: Runner, options: Option
 
 /** Bytes as megabytes, two decimals. */
 export const mb = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(2)
+
+const cpu = async (runner: Runner, iterations: number): Promise<number> => {
+  collect()
+  const start = process.cpuUsage()
+  await runner(iterations)
+  const used = process.cpuUsage(start)
+  return (used.user + used.system) / iterations
+}
+
+/** `compare` by the process's CPU time (user and system) per op instead of wall time. */
+export const compareCpu = async (baseline: Runner, subject: Runner, options: Options): Promise<Comparison> => {
+  for (let i = 0; i < options.warmup; i++) {
+    await baseline(options.iterations)
+    await subject(options.iterations)
+  }
+  const perRound: Array<{ baseline: number; subject: number }> = []
+  for (let i = 0; i < options.rounds; i++) {
+    if (i % 2 === 0) {
+      const b = await cpu(baseline, options.iterations)
+      perRound.push({ baseline: b, subject: await cpu(subject, options.iterations) })
+    } else {
+      const s = await cpu(subject, options.iterations)
+      perRound.push({ baseline: await cpu(baseline, options.iterations), subject: s })
+    }
+  }
+  const b = median(perRound.map((round) => round.baseline))
+  const s = median(perRound.map((round) => round.subject))
+  return { baseline: b, subject: s, ratio: s / b, perRound }
+}
