@@ -25,10 +25,8 @@ const nodeOnlyPackages = [
   "better-sqlite3",
   "@effect/cli",
   "@effect/platform",
-  "../adapters",
-  "../runtime",
-  "../../adapters",
-  "../../runtime",
+  "**/adapters",
+  "**/runtime",
 ]
   .map((name) => ({ group: [name, `${name}/*`], message: "core/ imports only effect" }));
 

@@ -5,11 +5,11 @@
  * Runtimes: every one (Node, Deno, edge).
  */
 import { Effect, Either, Layer, Option } from "effect"
-import type { Cursor } from "../core/EvidenceStore.ts"
-import { IdGenerator } from "../core/IdGenerator.ts"
-import type { Uuid } from "../core/IdGenerator.ts"
-import * as StateStore from "../core/StateStore.ts"
-import * as Time from "../core/Time.ts"
+import { IdGenerator } from "../core/base/IdGenerator.ts"
+import type { Uuid } from "../core/base/IdGenerator.ts"
+import * as Time from "../core/base/Time.ts"
+import type { Cursor } from "../core/evidence/EvidenceStore.ts"
+import * as StateStore from "../core/state/StateStore.ts"
 
 /** A fresh in-memory store; run and intent ids come from the IdGenerator in context. */
 export const make = Effect.gen(function*() {

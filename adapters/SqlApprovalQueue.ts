@@ -9,7 +9,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, ParseResult, Schema } from "effect"
-import type { Approver } from "../core/Approval.ts"
+import type { Approver } from "../core/approval/Approval.ts"
 import {
   ApprovalError,
   ApprovalQueue,
@@ -17,10 +17,10 @@ import {
   ApprovalRequest,
   ApprovalState,
   checkedApprover
-} from "../core/Approval.ts"
-import * as Canonical from "../core/Canonical.ts"
-import { Identifier } from "../core/Refs.ts"
-import * as Time from "../core/Time.ts"
+} from "../core/approval/Approval.ts"
+import * as Canonical from "../core/base/Canonical.ts"
+import { Identifier } from "../core/base/Refs.ts"
+import * as Time from "../core/base/Time.ts"
 import { writeTransaction } from "./internal/transaction.ts"
 
 const RecordRow = Schema.Struct({

@@ -10,17 +10,17 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Scope } from "effect"
 import { Chunk, Context, Effect, Layer, Option, Schema, Stream } from "effect"
-import { Digest, Sha256Hex } from "../core/Digest.ts"
-import * as Evidence from "../core/Evidence.ts"
-import type { ChainHead } from "../core/EvidenceStore.ts"
+import { Digest, Sha256Hex } from "../core/base/Digest.ts"
+import * as Evidence from "../core/evidence/Evidence.ts"
+import type { ChainHead } from "../core/evidence/EvidenceStore.ts"
 import {
   AppendReceipt,
   Cursor,
   EvidenceProjectionSource,
   EvidenceStore,
   EvidenceUnavailableError
-} from "../core/EvidenceStore.ts"
-import { admitAll } from "../core/EvidenceStore.ts"
+} from "../core/evidence/EvidenceStore.ts"
+import { admitAll } from "../core/evidence/EvidenceStore.ts"
 import * as CommitDispatch from "./internal/commitDispatch.ts"
 import * as EvidenceCommit from "./internal/evidenceCommit.ts"
 import { unavailable } from "./internal/evidenceCommit.ts"

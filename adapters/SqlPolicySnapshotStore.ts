@@ -12,10 +12,12 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, Schema } from "effect"
-import * as Canonical from "../core/Canonical.ts"
-import type * as Digest from "../core/Digest.ts"
-import { checkDigest, immutable, PolicySnapshot, recomputeDigest } from "../core/PolicySnapshot.ts"
-import type { BindingScope, BindingTarget } from "../core/PolicySnapshotStore.ts"
+import * as Canonical from "../core/base/Canonical.ts"
+import type * as Digest from "../core/base/Digest.ts"
+import { Identifier } from "../core/base/Refs.ts"
+import { Timestamp } from "../core/base/Time.ts"
+import { checkDigest, immutable, PolicySnapshot, recomputeDigest } from "../core/policy/PolicySnapshot.ts"
+import type { BindingScope, BindingTarget } from "../core/policy/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
   candidatesOf,
@@ -23,9 +25,7 @@ import {
   PolicyConflictError,
   PolicyNotFoundError,
   PolicySnapshotStore
-} from "../core/PolicySnapshotStore.ts"
-import { Identifier } from "../core/Refs.ts"
-import { Timestamp } from "../core/Time.ts"
+} from "../core/policy/PolicySnapshotStore.ts"
 import { writeTransaction } from "./internal/transaction.ts"
 
 const key = (policy_id: string, version: string) => `${policy_id}@${version}`

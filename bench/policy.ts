@@ -6,8 +6,8 @@
  */
 import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { setFlagsFromString } from "node:v8"
-import type { CompiledGate, PolicyInput } from "../core/PolicyEvaluator.ts"
-import * as PolicyEvaluator from "../core/PolicyEvaluator.ts"
+import type { CompiledGate, PolicyInput } from "../core/policy/PolicyEvaluator.ts"
+import * as PolicyEvaluator from "../core/policy/PolicyEvaluator.ts"
 import type { ActionRule, InvocationKind, OriginRule, SubsetPolicy, SubsetRequest } from "../test/fixtures/cedar.ts"
 import { cedarDecision, compileWrit, toCedar, toCedarRequest, toPolicyInput } from "../test/fixtures/cedar.ts"
 import type { Benchmark } from "./internal/measure.ts"

@@ -7,21 +7,21 @@ import { Effect, Either, Layer } from "effect"
 import fc from "fast-check"
 import * as InProcessBackend from "../adapters/InProcessBackend.ts"
 import * as WebCryptoDigest from "../adapters/WebCryptoDigest.ts"
-import type { ActionExecutionBackend } from "../core/ActionExecutionBackend.ts"
-import { Sha256Hex } from "../core/Digest.ts"
-import type { Digest } from "../core/Digest.ts"
-import * as ExecutionContext from "../core/ExecutionContext.ts"
-import { ExecutionRequest } from "../core/ExecutionRequest.ts"
-import { DurableRun, EphemeralOperation } from "../core/ExecutionScope.ts"
-import type { ExecutionScopeRef } from "../core/ExecutionScope.ts"
-import * as IdGenerator from "../core/IdGenerator.ts"
-import * as InvocationContext from "../core/InvocationContext.ts"
-import type { AgentSubject, AuthorityScope, ExecutionCaller, HumanSubject } from "../core/InvocationContext.ts"
-import * as PermissionPolicy from "../core/PermissionPolicy.ts"
-import type { DeclaredRule, PermissionPolicyEncoded } from "../core/PermissionPolicy.ts"
-import type { ChildPolicyEncoded } from "../core/PolicyComposition.ts"
-import type { PolicyInput } from "../core/PolicyEvaluator.ts"
-import * as Time from "../core/Time.ts"
+import type { ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
+import { Sha256Hex } from "../core/base/Digest.ts"
+import type { Digest } from "../core/base/Digest.ts"
+import * as IdGenerator from "../core/base/IdGenerator.ts"
+import * as Time from "../core/base/Time.ts"
+import * as ExecutionContext from "../core/execution/ExecutionContext.ts"
+import { ExecutionRequest } from "../core/execution/ExecutionRequest.ts"
+import { DurableRun, EphemeralOperation } from "../core/execution/ExecutionScope.ts"
+import type { ExecutionScopeRef } from "../core/execution/ExecutionScope.ts"
+import * as InvocationContext from "../core/policy/InvocationContext.ts"
+import type { AgentSubject, AuthorityScope, ExecutionCaller, HumanSubject } from "../core/policy/InvocationContext.ts"
+import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
+import type { DeclaredRule, PermissionPolicyEncoded } from "../core/policy/PermissionPolicy.ts"
+import type { ChildPolicyEncoded } from "../core/policy/PolicyComposition.ts"
+import type { PolicyInput } from "../core/policy/PolicyEvaluator.ts"
 
 type NonEmpty<A> = readonly [A, ...Array<A>]
 type WireRule = typeof DeclaredRule.Encoded
@@ -174,7 +174,7 @@ const allowOrDeny = fc.constantFrom("allow" as const, "deny" as const)
 const approverClass = fc.constantFrom("maintainer", "ops", "security")
 const record = { noNullPrototype: true } as const
 
-/** A typed rule in its wire form, of any kind of core/PolicyRule.ts (ids, order and provenance left to the compiler). */
+/** A typed rule in its wire form, of any kind of core/policy/PolicyRule.ts (ids, order and provenance left to the compiler). */
 export const declaredRule = (options: PolicyOptions = {}): fc.Arbitrary<WireRule> => {
   const actions = nonEmpty(actionPattern(options.actions))
   const operations = nonEmpty(operationPattern)
@@ -586,7 +586,7 @@ export const invocationContext = (
 // Evaluator inputs
 // ---------------------------------------------------------------------------------------------
 
-/** A PolicyInput for core/PolicyEvaluator.ts over the given action names: aliases, arguments, effects, declared
+/** A PolicyInput for core/policy/PolicyEvaluator.ts over the given action names: aliases, arguments, effects, declared
  * MCP tool, secrets and environment variables, principal, origin, time. */
 export const policyInput = (actions: ReadonlyArray<string> = defaultActions): fc.Arbitrary<PolicyInput> =>
   fc.record({

@@ -7,9 +7,9 @@
  */
 import type { Scope } from "effect"
 import { Effect, Exit, Fiber, Queue, Runtime } from "effect"
-import type * as Evidence from "../../core/Evidence.ts"
-import type { AppendError, AppendReceipt } from "../../core/EvidenceStore.ts"
-import { EvidenceUnavailableError } from "../../core/EvidenceStore.ts"
+import type * as Evidence from "../../core/evidence/Evidence.ts"
+import type { AppendError, AppendReceipt } from "../../core/evidence/EvidenceStore.ts"
+import { EvidenceUnavailableError } from "../../core/evidence/EvidenceStore.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as CommitThread from "./commitThreadHandle.ts"
 import * as EvidenceCommit from "./evidenceCommit.ts"

@@ -6,7 +6,7 @@
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, ParseResult, Schema } from "effect"
-import * as TaskCertificate from "../../core/TaskCertificate.ts"
+import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
 import {
   CliInputError,
   exitOneOnFailure,

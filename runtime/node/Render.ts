@@ -2,9 +2,9 @@
  * Plain-text rendering for the CLI: aligned tables, one-line summaries, and the key facts of an
  * evidence record.
  */
-import type { StoredRecord } from "../../core/Evidence.ts"
-import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
-import { reasonCode } from "../../core/ExecutionOutcome.ts"
+import type { StoredRecord } from "../../core/evidence/Evidence.ts"
+import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
+import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 
 /** Render rows as an aligned table under a header row. */
 export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {

@@ -7,16 +7,16 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
-import * as Action from "../../core/Action.ts"
-import { ActionExecutionBackend } from "../../core/ActionExecutionBackend.ts"
-import * as ActionExecutor from "../../core/ActionExecutor.ts"
-import { ActionOutbox } from "../../core/ActionOutbox.ts"
-import { ActionRegistry } from "../../core/ActionRegistry.ts"
-import * as ActionRegistryModule from "../../core/ActionRegistry.ts"
-import { ActionUsage } from "../../core/ActionUsage.ts"
-import * as IdGenerator from "../../core/IdGenerator.ts"
-import { mint } from "../../core/internal/token.ts"
-import { InvocationTokenError } from "../../core/InvocationTokenError.ts"
+import * as Action from "../../core/action/Action.ts"
+import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import { ActionOutbox } from "../../core/action/ActionOutbox.ts"
+import { ActionRegistry } from "../../core/action/ActionRegistry.ts"
+import * as ActionRegistryModule from "../../core/action/ActionRegistry.ts"
+import { ActionUsage } from "../../core/action/ActionUsage.ts"
+import { mint } from "../../core/action/internal/token.ts"
+import { InvocationTokenError } from "../../core/action/InvocationTokenError.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import * as Demo from "../../runtime/Demo.ts"
 import * as Cli from "../../runtime/node/Cli.ts"
 import { createExecutor } from "../../runtime/Promise.ts"
@@ -27,25 +27,30 @@ const callers = (callee: string) => productionFiles().filter((file) => factsOf(f
 
 describe("gate 1: static", () => {
   it("only the executor mints invocation tokens and calls a backend's invoke", () => {
-    assert.deepStrictEqual(callers("mint"), ["core/internal/executor/invoke.ts"])
-    assert.deepStrictEqual(callers(".invoke"), ["core/internal/executor/invoke.ts"])
-    assert.deepStrictEqual(importers("core/internal/token.ts"), [
-      "core/InvocationToken.ts",
-      "core/internal/executor/invoke.ts"
+    assert.deepStrictEqual(callers("mint"), ["core/execution/internal/executor/invoke.ts"])
+    assert.deepStrictEqual(callers(".invoke"), ["core/execution/internal/executor/invoke.ts"])
+    assert.deepStrictEqual(importers("core/action/internal/token.ts"), [
+      "core/action/InvocationToken.ts",
+      "core/execution/internal/executor/invoke.ts"
     ])
   })
 
   it("a handler is reachable only by spending a token, and only backends spend them", () => {
-    assert.deepStrictEqual(importers("core/internal/callable.ts"), ["core/Action.ts", "core/internal/token.ts"])
-    assert.deepStrictEqual(callers("unseal"), ["core/internal/token.ts"])
+    assert.deepStrictEqual(importers("core/action/internal/callable.ts"), [
+      "core/action/Action.ts",
+      "core/action/internal/token.ts"
+    ])
+    assert.deepStrictEqual(callers("unseal"), ["core/action/internal/token.ts"])
     assert.deepStrictEqual(callers(".redeem"), ["adapters/InProcessBackend.ts"])
     assert.deepStrictEqual(callers(".handler"), [])
   })
 
   it("the check sees call sites (it is not vacuous)", () => {
     assert.isTrue(productionFiles().length > 10)
-    assert.include(factsOf("core/internal/executor/invoke.ts").calls, ".invoke")
-    assert.deepStrictEqual(importers("core/internal/executor/invoke.ts"), ["core/internal/executor/run.ts"])
+    assert.include(factsOf("core/execution/internal/executor/invoke.ts").calls, ".invoke")
+    assert.deepStrictEqual(importers("core/execution/internal/executor/invoke.ts"), [
+      "core/execution/internal/executor/run.ts"
+    ])
   })
 })
 

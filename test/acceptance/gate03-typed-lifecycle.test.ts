@@ -4,10 +4,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Either, Fiber, Schema, TestClock } from "effect"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
-import { callExecuted, ExecutionOutcome, reasonCode } from "../../core/ExecutionOutcome.ts"
-import * as Interceptor from "../../core/Interceptor.ts"
-import * as Time from "../../core/Time.ts"
+import * as Time from "../../core/base/Time.ts"
+import { ActionExecutor } from "../../core/execution/ActionExecutor.ts"
+import { callExecuted, ExecutionOutcome, reasonCode } from "../../core/execution/ExecutionOutcome.ts"
+import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { started, toolSet } from "../fixtures/actions.ts"
 import { call, executor, run } from "../fixtures/layers.ts"
 

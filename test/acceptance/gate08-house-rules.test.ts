@@ -30,9 +30,9 @@ describe("gate 8: house rules", () => {
     assert.deepStrictEqual([...raw, ...constructed], [])
   })
 
-  it("serialisation goes through Canonical: JSON.stringify appears in core/Canonical.ts only", () => {
+  it("serialisation goes through Canonical: JSON.stringify appears in core/base/Canonical.ts only", () => {
     const users = core().filter((file) => readFileSync(join(root, file), "utf-8").includes("JSON.stringify"))
-    assert.deepStrictEqual(users, ["core/Canonical.ts"])
+    assert.deepStrictEqual(users, ["core/base/Canonical.ts"])
   })
 
   it("every adapter says which runtimes it supports", () => {

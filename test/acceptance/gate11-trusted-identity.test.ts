@@ -4,10 +4,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { ActionExecutor } from "../../core/ActionExecutor.ts"
-import { DurableRun } from "../../core/ExecutionScope.ts"
-import * as Interceptor from "../../core/Interceptor.ts"
-import { PrincipalRef } from "../../core/Refs.ts"
+import { PrincipalRef } from "../../core/base/Refs.ts"
+import { ActionExecutor } from "../../core/execution/ActionExecutor.ts"
+import { DurableRun } from "../../core/execution/ExecutionScope.ts"
+import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { toolSet } from "../fixtures/actions.ts"
 import { call, executor, run } from "../fixtures/layers.ts"
 

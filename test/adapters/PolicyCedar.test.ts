@@ -8,7 +8,7 @@ import * as cedar from "@cedar-policy/cedar-wasm/nodejs"
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import { setFlagsFromString } from "node:v8"
-import * as PolicyEvaluator from "../../core/PolicyEvaluator.ts"
+import * as PolicyEvaluator from "../../core/policy/PolicyEvaluator.ts"
 import type { ActionRule, Caller, InvocationKind, OriginRule, SubsetPolicy, SubsetRequest } from "../fixtures/cedar.ts"
 import { cedarDecision, compileWrit, toCedar, toCedarRequest, toPolicyInput, writDecision } from "../fixtures/cedar.ts"
 

@@ -6,10 +6,10 @@ import * as path from "node:path"
 import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
 import * as SqlApprovalQueue from "../../adapters/SqlApprovalQueue.ts"
 import * as Sqlite from "../../adapters/Sqlite.ts"
-import { ApprovalQueue, ApprovalRecord, ApprovalRequest } from "../../core/Approval.ts"
-import { Sha256Hex } from "../../core/Digest.ts"
-import { Uuid } from "../../core/IdGenerator.ts"
-import * as Time from "../../core/Time.ts"
+import { ApprovalQueue, ApprovalRecord, ApprovalRequest } from "../../core/approval/Approval.ts"
+import { Sha256Hex } from "../../core/base/Digest.ts"
+import { Uuid } from "../../core/base/IdGenerator.ts"
+import * as Time from "../../core/base/Time.ts"
 import { bundleChild, root } from "../fixtures/child.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
 
@@ -269,8 +269,8 @@ const consumer = `
 import { Cause, Effect, Exit, Layer } from "effect"
 import * as Sqlite from "../../adapters/Sqlite.ts"
 import * as SqlApprovalQueue from "../../adapters/SqlApprovalQueue.ts"
-import { ApprovalQueue } from "../../core/Approval.ts"
-import * as Time from "../../core/Time.ts"
+import { ApprovalQueue } from "../../core/approval/Approval.ts"
+import * as Time from "../../core/base/Time.ts"
 
 const [filename, digest, now, ...ids] = process.argv.slice(2)
 const go = new Promise((resolve) => process.stdin.once("data", resolve))

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import fc from "fast-check"
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
-import { Digest } from "../../core/Digest.ts"
+import { Digest } from "../../core/base/Digest.ts"
 
 const layers = [["node:crypto", NodeDigest.layer], ["WebCrypto", WebCryptoDigest.layer]] as const
 

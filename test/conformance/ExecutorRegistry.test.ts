@@ -12,8 +12,8 @@ import * as os from "node:os"
 import * as ProcessIdentity from "../../adapters/internal/processIdentity.ts"
 import * as MemoryExecutorRegistry from "../../adapters/MemoryExecutorRegistry.ts"
 import * as SqlExecutorRegistry from "../../adapters/SqlExecutorRegistry.ts"
-import { ExecutorRegistry } from "../../core/ExecutorRegistry.ts"
-import * as IdGenerator from "../../core/IdGenerator.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import { ExecutorRegistry } from "../../core/evidence/ExecutorRegistry.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
 
 const sql = SqlExecutorRegistry.layer.pipe(Layer.provideMerge(sqliteLayer()), Layer.provide(IdGenerator.layerCrypto))

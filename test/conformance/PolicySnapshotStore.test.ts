@@ -6,11 +6,11 @@ import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotS
 import * as NodeDigest from "../../adapters/NodeDigest.ts"
 import * as Sqlite from "../../adapters/Sqlite.ts"
 import * as SqlPolicySnapshotStore from "../../adapters/SqlPolicySnapshotStore.ts"
-import { Sha256Hex } from "../../core/Digest.ts"
-import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
-import { PolicySnapshotStore } from "../../core/PolicySnapshotStore.ts"
-import * as Time from "../../core/Time.ts"
+import { Sha256Hex } from "../../core/base/Digest.ts"
+import * as Time from "../../core/base/Time.ts"
+import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
+import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
 
 const sqlOn = (database: Layer.Layer<SqlClient.SqlClient>) =>

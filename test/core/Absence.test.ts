@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, Schema } from "effect"
-import * as Absence from "../../core/Absence.ts"
+import * as Absence from "../../core/base/Absence.ts"
 
 describe("absence states", () => {
   it("resolves Unset against the parent; null and values stay", () => {

@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, FiberId, Layer, Schema } from "effect"
-import * as Action from "../../core/Action.ts"
-import * as ActionExecutor from "../../core/ActionExecutor.ts"
-import * as ActionOutbox from "../../core/ActionOutbox.ts"
-import { DurableRun } from "../../core/ExecutionScope.ts"
-import type { Interceptor } from "../../core/Interceptor.ts"
-import { StateStore } from "../../core/StateStore.ts"
+import * as Action from "../../core/action/Action.ts"
+import * as ActionOutbox from "../../core/action/ActionOutbox.ts"
+import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
+import { DurableRun } from "../../core/execution/ExecutionScope.ts"
+import type { Interceptor } from "../../core/execution/Interceptor.ts"
+import { StateStore } from "../../core/state/StateStore.ts"
 import { base, durableInMemory, executor, run, runningRun } from "../fixtures/layers.ts"
 
 const To = Schema.Struct({ to: Schema.String })

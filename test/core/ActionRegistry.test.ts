@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Schema } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
-import * as Action from "../../core/Action.ts"
-import * as ActionRegistry from "../../core/ActionRegistry.ts"
+import * as Action from "../../core/action/Action.ts"
+import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 
 type Extra = Partial<
   Pick<Action.Spec<object, object, void, void>, "aliases" | "version" | "description" | "effects" | "source">

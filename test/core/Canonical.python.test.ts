@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
 import fc from "fast-check"
 import { spawnSync } from "node:child_process"
-import * as Canonical from "../../core/Canonical.ts"
+import * as Canonical from "../../core/base/Canonical.ts"
 
 const oracle = `
 import json, sys

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
-import { Unset } from "../../core/Absence.ts"
-import * as Canonical from "../../core/Canonical.ts"
+import { Unset } from "../../core/base/Absence.ts"
+import * as Canonical from "../../core/base/Canonical.ts"
 
 const text = (value: unknown) => Either.getOrThrow(Canonical.stringify(value))
 const rejection = (value: unknown) => {

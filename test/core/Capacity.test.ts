@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Exit, Schema } from "effect"
-import * as Action from "../../core/Action.ts"
-import * as Capacity from "../../core/Capacity.ts"
+import * as Action from "../../core/action/Action.ts"
+import * as Capacity from "../../core/execution/Capacity.ts"
 import { executor, run } from "../fixtures/layers.ts"
 
 const admission = (name: string, principal = "alice") =>

@@ -1,14 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, FastCheck as fc, Fiber, Layer, Option, Runtime, TestClock } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
-import * as Canonical from "../../core/Canonical.ts"
-import * as Digest from "../../core/Digest.ts"
-import * as IdGenerator from "../../core/IdGenerator.ts"
-import * as Invocation from "../../core/InvocationContext.ts"
-import type { AuthorityScope, ExecutionCaller, InvocationContext } from "../../core/InvocationContext.ts"
-import * as Origin from "../../core/Origin.ts"
-import type { OriginRestriction } from "../../core/Origin.ts"
-import * as Time from "../../core/Time.ts"
+import * as Canonical from "../../core/base/Canonical.ts"
+import * as Digest from "../../core/base/Digest.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import * as Time from "../../core/base/Time.ts"
+import * as Invocation from "../../core/policy/InvocationContext.ts"
+import type { AuthorityScope, ExecutionCaller, InvocationContext } from "../../core/policy/InvocationContext.ts"
+import * as Origin from "../../core/policy/Origin.ts"
+import type { OriginRestriction } from "../../core/policy/Origin.ts"
 
 const alice = Invocation.human("local-chat", ["viewer"])
 const agentA = Invocation.agent("agent-a", ["planner"])

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Ref } from "effect"
-import type { ExecutionOutcome } from "../../core/ExecutionOutcome.ts"
-import * as Interceptor from "../../core/Interceptor.ts"
+import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
+import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { toolSet } from "../fixtures/actions.ts"
 import { executor, run } from "../fixtures/layers.ts"
 

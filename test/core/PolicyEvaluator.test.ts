@@ -1,13 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
-import * as InvocationContext from "../../core/InvocationContext.ts"
-import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicyEvaluator from "../../core/PolicyEvaluator.ts"
-import type { PolicyInput } from "../../core/PolicyEvaluator.ts"
-import * as PolicyGate from "../../core/PolicyGate.ts"
-import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
-import * as Time from "../../core/Time.ts"
+import * as Time from "../../core/base/Time.ts"
+import * as InvocationContext from "../../core/policy/InvocationContext.ts"
+import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
+import * as PolicyEvaluator from "../../core/policy/PolicyEvaluator.ts"
+import type { PolicyInput } from "../../core/policy/PolicyEvaluator.ts"
+import * as PolicyGate from "../../core/policy/PolicyGate.ts"
+import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 
 const snapshotOf = (declaration: Record<string, unknown>) =>
   PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode({ policy_id: "p", version: "1", ...declaration })))

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Equal, Hash } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
-import * as PermissionPolicy from "../../core/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/PolicySnapshot.ts"
+import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
+import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 
 const declare = (input: unknown) => Either.getOrThrow(PermissionPolicy.decode(input))
 const rejection = (input: unknown) => {

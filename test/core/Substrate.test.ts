@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema, TestClock } from "effect"
 import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
-import * as Digest from "../../core/Digest.ts"
-import * as IdGenerator from "../../core/IdGenerator.ts"
-import * as Time from "../../core/Time.ts"
+import * as Digest from "../../core/base/Digest.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import * as Time from "../../core/base/Time.ts"
 
 const take = (n: number) => Effect.all(Array.from({ length: n }, () => IdGenerator.uuid))
 

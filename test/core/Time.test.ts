@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
-import * as Time from "../../core/Time.ts"
+import * as Time from "../../core/base/Time.ts"
 
 // The ISO text Date gives for the millisecond, with the microseconds appended.
 const viaDate = (micros: number) =>

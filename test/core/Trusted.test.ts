@@ -1,9 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Equal, Schema } from "effect"
-import { ActionAdmissionDecision, DecisionReason } from "../../core/AdmissionDecision.ts"
-import { Sha256Hex } from "../../core/Digest.ts"
-import { EvidenceRecord } from "../../core/Evidence.ts"
-import { AppendReceipt } from "../../core/EvidenceStore.ts"
+import { Sha256Hex } from "../../core/base/Digest.ts"
+import { Uuid } from "../../core/base/IdGenerator.ts"
+import { trustedMake } from "../../core/base/internal/trusted.ts"
+import { ActionRef } from "../../core/base/Refs.ts"
+import { Timestamp } from "../../core/base/Time.ts"
+import { EvidenceRecord } from "../../core/evidence/Evidence.ts"
+import { AppendReceipt } from "../../core/evidence/EvidenceStore.ts"
+import { OperationContext } from "../../core/evidence/Governance.ts"
+import { ActionAdmissionDecision, DecisionReason } from "../../core/execution/AdmissionDecision.ts"
 import {
   Cancelled,
   Deferred,
@@ -14,13 +19,8 @@ import {
   Recheck,
   Succeeded,
   TimedOut
-} from "../../core/ExecutionOutcome.ts"
-import { OperationContext } from "../../core/Governance.ts"
-import { Uuid } from "../../core/IdGenerator.ts"
-import { trustedMake } from "../../core/internal/trusted.ts"
-import { ActionRef } from "../../core/Refs.ts"
-import { IntentDraft, OperationAttempt } from "../../core/StateStore.ts"
-import { Timestamp } from "../../core/Time.ts"
+} from "../../core/execution/ExecutionOutcome.ts"
+import { IntentDraft, OperationAttempt } from "../../core/state/StateStore.ts"
 
 const hash = Sha256Hex.make("a".repeat(64))
 const id = Uuid.make("11111111-1111-4111-8111-111111111111")

@@ -1,0 +1,63 @@
+/**
+ * The effect-backend port: where a handler actually runs, what containment that place can prove,
+ * and an `invoke` that demands the executor's one-use invocation token.
+ */
+import { Context, Schema } from "effect"
+import type { Effect } from "effect"
+import { ActionBackendRef } from "../base/Refs.ts"
+import type { ActionDefinition, ContainmentKind, HandlerContext } from "./Action.ts"
+import type { ActionOutbox } from "./ActionOutbox.ts"
+import type { ActionUsage } from "./ActionUsage.ts"
+import type { InvocationToken } from "./InvocationToken.ts"
+
+/** Whether a backend enforces one kind of containment. */
+export const ContainmentLevel = Schema.Literal("enforced", "unsupported")
+
+/** What a backend can prove it contains, and how that was established. */
+export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCapabilityReport>(
+  "ActionBackendCapabilityReport"
+)({
+  backend: ActionBackendRef,
+  containment: Schema.Struct({
+    filesystem: ContainmentLevel,
+    network: ContainmentLevel,
+    subprocess: ContainmentLevel,
+    environment: ContainmentLevel,
+    secrets: ContainmentLevel
+  }),
+  verified_by: Schema.String
+}) {}
+
+/** The kinds of containment among `required` that a backend's report does not enforce. */
+export const uncontained = (
+  report: ActionBackendCapabilityReport,
+  required: ReadonlyArray<ContainmentKind>
+): ReadonlyArray<ContainmentKind> => required.filter((kind) => report.containment[kind] !== "enforced")
+
+/** One invocation, handed to a backend with its token, the usage meter its handler reports to and its outbox. */
+export interface Invocation {
+  readonly definition: ActionDefinition
+  readonly input: unknown
+  readonly context: Omit<HandlerContext, "signal" | "report" | "stage">
+  /** Provided to the handler as the ActionUsage service; a backend that runs elsewhere relays reports to it. */
+  readonly usage: ActionUsage.Service
+  /** Provided to the handler as the ActionOutbox service; a backend that runs elsewhere relays staged intents to it. */
+  readonly outbox: ActionOutbox.Service
+}
+
+/** Where handlers run. */
+export class ActionExecutionBackend extends Context.Tag("writ/ActionExecutionBackend")<
+  ActionExecutionBackend,
+  ActionExecutionBackend.Service
+>() {}
+
+/** The ActionExecutionBackend service. */
+export declare namespace ActionExecutionBackend {
+  /** A backend: its identity, its probe, and a token-gated invoke. */
+  export interface Service {
+    readonly ref: ActionBackendRef
+    readonly probe: Effect.Effect<ActionBackendCapabilityReport>
+    /** Run the handler once; fails with InvocationTokenError on a refused token, else with the handler's own failure. */
+    readonly invoke: (token: InvocationToken, invocation: Invocation) => Effect.Effect<unknown, unknown>
+  }
+}

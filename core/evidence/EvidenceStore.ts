@@ -1,0 +1,229 @@
+/**
+ * The EvidenceStore port: append-only, hash-chained evidence with compare-and-append per chain,
+ * read, head and verify, and never update or delete. EvidenceProjectionSource enumerates every
+ * committed append in a durable cursor order for the projector.
+ */
+import { Context, Effect, Either, Schema } from "effect"
+import type { Option, Stream } from "effect"
+import * as Canonical from "../base/Canonical.ts"
+import type { Digest } from "../base/Digest.ts"
+import { Sha256Hex } from "../base/Digest.ts"
+import { Uuid } from "../base/IdGenerator.ts"
+import { trustedMake } from "../base/internal/trusted.ts"
+import * as Evidence from "./Evidence.ts"
+import type { EvidenceRecord, StoredRecord, VerificationResult } from "./Evidence.ts"
+
+/** What a committed append returns; nothing returns one before its transaction commits. */
+export class AppendReceipt extends Schema.Class<AppendReceipt>("AppendReceipt")({
+  chain_id: Uuid,
+  record_id: Uuid,
+  sequence: Schema.NonNegativeInt,
+  head_hash: Sha256Hex
+}) {}
+
+/** A chain's current head. */
+export interface ChainHead {
+  readonly sequence: number
+  readonly hash: Sha256Hex
+}
+
+/** A record whose own content is wrong: not canonical, hashes that do not recompute, or an unknown algorithm. */
+export class EvidenceIntegrityError extends Schema.TaggedError<EvidenceIntegrityError>()("EvidenceIntegrityError", {
+  reason: Schema.Literal("payload_digest", "chain_hash", "not_canonical", "unsupported_algorithm", "malformed"),
+  chain_id: Schema.String,
+  record_id: Schema.String
+}) {
+  override get message() {
+    return `evidence record ${this.record_id} on chain ${this.chain_id} refused: ${this.reason}`
+  }
+}
+
+/** A record that does not extend its chain's head: wrong sequence, stale head, or a duplicate record id or hash. */
+export class EvidenceConflictError extends Schema.TaggedError<EvidenceConflictError>()("EvidenceConflictError", {
+  reason: Schema.Literal("sequence", "stale_head", "duplicate_record", "duplicate_hash"),
+  chain_id: Schema.String,
+  record_id: Schema.String
+}) {
+  override get message() {
+    return `evidence record ${this.record_id} conflicts with chain ${this.chain_id}: ${this.reason}`
+  }
+}
+
+/** The store could not be reached or could not commit. */
+export class EvidenceUnavailableError extends Schema.TaggedError<EvidenceUnavailableError>()(
+  "EvidenceUnavailableError",
+  { detail: Schema.String }
+) {
+  override get message() {
+    return `evidence store unavailable: ${this.detail}`
+  }
+}
+
+/** Any way an append can fail. */
+export type AppendError = EvidenceIntegrityError | EvidenceConflictError | EvidenceUnavailableError
+
+/** Append-only, hash-chained evidence. */
+export class EvidenceStore extends Context.Tag("writ/EvidenceStore")<EvidenceStore, EvidenceStore.Service>() {}
+
+/** The EvidenceStore service. */
+export declare namespace EvidenceStore {
+  /** Append, read, head, verify; no update, no delete. */
+  export interface Service {
+    /** Whether appends survive a restart. */
+    readonly durable: boolean
+    /** Compare-and-append: recompute both hashes, then commit only the chain's next record. */
+    readonly append: (record: EvidenceRecord) => Effect.Effect<AppendReceipt, AppendError>
+    /**
+     * Append records in order, committed together: every record is admitted before any is committed, then each is
+     * compare-and-appended as if appended alone; the first refusal fails the call, and the records before it stay.
+     */
+    readonly appendAll: (
+      records: ReadonlyArray<EvidenceRecord>
+    ) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
+    /** A chain's records after `after_sequence` (default -1), ascending, exactly as stored. */
+    readonly read: (
+      chain_id: string,
+      after_sequence?: number
+    ) => Stream.Stream<StoredRecord, EvidenceUnavailableError>
+    /** A chain's current head, if it has any record. */
+    readonly head: (chain_id: string) => Effect.Effect<Option.Option<ChainHead>, EvidenceUnavailableError>
+    /** Verify a chain from sequence 0 against a trusted expected head. */
+    readonly verify: (
+      chain_id: string,
+      expected_head?: string
+    ) => Effect.Effect<VerificationResult, EvidenceUnavailableError>
+    /** Every chain id, in first-append order. */
+    readonly chains: Effect.Effect<ReadonlyArray<string>, EvidenceUnavailableError>
+  }
+}
+
+/** An opaque position in the projection source; it survives restart. */
+export const Cursor = Schema.String.pipe(Schema.brand("EvidenceCursor"))
+
+/** An opaque position in the projection source. */
+export type Cursor = typeof Cursor.Type
+
+/** One page of committed appends after a cursor. */
+export interface ScanPage {
+  readonly receipts: ReadonlyArray<AppendReceipt>
+  readonly next_cursor: Cursor | null
+}
+
+/** Every committed append, exactly once in cursor order, delivered at least once. */
+export class EvidenceProjectionSource extends Context.Tag("writ/EvidenceProjectionSource")<
+  EvidenceProjectionSource,
+  EvidenceProjectionSource.Service
+>() {}
+
+/** The EvidenceProjectionSource service. */
+export declare namespace EvidenceProjectionSource {
+  /** Scan committed appends after a cursor (null: from the start). */
+  export interface Service {
+    readonly scan: (after: Cursor | null, limit: number) => Effect.Effect<ScanPage, EvidenceUnavailableError>
+    /** One record by chain and id, as stored. */
+    readonly get: (
+      chain_id: string,
+      record_id: string
+    ) => Effect.Effect<Option.Option<StoredRecord>, EvidenceUnavailableError>
+  }
+}
+
+const isCanonicalPayload = (payload_json: string): boolean => {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(payload_json)
+  } catch {
+    return false
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return false
+  const text = Canonical.stringify(parsed)
+  return Either.isRight(text) && text.right === payload_json
+}
+
+const integrityError = (record: unknown, reason: EvidenceIntegrityError["reason"]) => {
+  const fields = record as { readonly chain_id?: unknown; readonly record_id?: unknown } | null | undefined
+  return new EvidenceIntegrityError({
+    reason,
+    chain_id: String(fields?.chain_id),
+    record_id: String(fields?.record_id)
+  })
+}
+
+type Form =
+  | { readonly refused: EvidenceIntegrityError["reason"]; readonly input?: undefined }
+  | { readonly refused?: undefined; readonly input: string }
+
+// A record's chain-hash input, or why its form is refused before any hash is recomputed.
+const formOf = (record: Evidence.EvidenceRecord): Form => {
+  if (!Evidence.isEvidenceRecord(record)) return { refused: "malformed" }
+  const sealed = Evidence.sealedInput(record)
+  // Sealed here: its payload is canonical, so it is an object exactly when its text opens one.
+  if (sealed !== undefined && record.payload_json.startsWith("{")) return { input: sealed }
+  if (record.hash_algorithm !== Evidence.hashAlgorithm) return { refused: "unsupported_algorithm" }
+  if (!isCanonicalPayload(record.payload_json)) return { refused: "not_canonical" }
+  const input = Evidence.chainInput(record)
+  return input === undefined ? { refused: "malformed" } : { input }
+}
+
+/**
+ * The admission check of every EvidenceStore layer, record by record in order: the record decodes, its algorithm is
+ * `sha256-v1`, its payload is a canonical JSON object, and both hashes recompute. Every record is admitted before any
+ * is appended, and the first refused fails the call; the hashes of a whole batch are computed in one Digest call.
+ */
+export const admitAll = (
+  digest: Digest.Service,
+  records: ReadonlyArray<Evidence.EvidenceRecord>
+): Effect.Effect<ReadonlyArray<Evidence.EvidenceRecord>, EvidenceIntegrityError> =>
+  Effect.suspend(() => {
+    const texts: Array<string> = []
+    const inputs: Array<string> = []
+    let refused: EvidenceIntegrityError | undefined
+    for (const record of records) {
+      const form = formOf(record)
+      if (form.refused !== undefined) {
+        refused = integrityError(record, form.refused)
+        break
+      }
+      texts.push(record.payload_json)
+      inputs.push(form.input)
+    }
+    const formed = texts.length
+    if (formed === 0) return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
+    return Effect.flatMap(digest.sha256Texts(texts.concat(inputs)), (hashes) => {
+      for (let i = 0; i < formed; i++) {
+        const record = records[i]!
+        if (hashes[i] !== record.payload_digest) return Effect.fail(integrityError(record, "payload_digest"))
+        if (hashes[formed + i] !== record.chain_hash) return Effect.fail(integrityError(record, "chain_hash"))
+      }
+      return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
+    })
+  })
+
+/** The receipt of a committed record: its chain, id, sequence and the head it made. */
+export const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>
+  trustedMake(AppendReceipt, {
+    chain_id: record.chain_id,
+    record_id: record.record_id,
+    sequence: record.sequence,
+    head_hash: record.chain_hash
+  })
+
+/**
+ * Why a record that passed admission cannot extend a chain whose head is `head`, or none: a duplicate record id or
+ * hash first (so appending the same record twice says so), then the sequence, then the previous hash.
+ */
+export const conflictOf = (
+  record: Evidence.EvidenceRecord,
+  head: { readonly sequence: number; readonly hash: string } | undefined,
+  duplicate: "duplicate_record" | "duplicate_hash" | undefined
+): EvidenceConflictError | undefined => {
+  const reason = duplicate ??
+    (record.sequence !== (head === undefined ? 0 : head.sequence + 1)
+      ? "sequence"
+      : record.previous_chain_hash !== (head?.hash ?? null)
+      ? "stale_head"
+      : undefined)
+  return reason === undefined
+    ? undefined
+    : new EvidenceConflictError({ reason, chain_id: record.chain_id, record_id: record.record_id })
+}

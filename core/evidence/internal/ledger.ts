@@ -1,0 +1,201 @@
+import { Either, Schema } from "effect"
+import type { JsonValue } from "../../base/Canonical.ts"
+import { Sha256Hex } from "../../base/Digest.ts"
+import type { Timestamp } from "../../base/Time.ts"
+import type { ExecutionOutcome } from "../../execution/ExecutionOutcome.ts"
+import type { GateOutcome, GrantedException } from "../../execution/Interceptor.ts"
+import type { Stage } from "../../execution/Stage.ts"
+import type { PolicySnapshot } from "../../policy/PolicySnapshot.ts"
+import { OutcomeSummary } from "../../state/StateStore.ts"
+import type { Draft, RecordType, StoredRecord } from "../Evidence.ts"
+import type { OperationContext } from "../Governance.ts"
+
+type Payload = { readonly [key: string]: JsonValue }
+
+const draft = (operation: OperationContext, record_type: RecordType, payload: Payload): Draft => ({
+  record_type,
+  operation_id: operation.operation_id,
+  policy_id: operation.policy.policy_id,
+  policy_version: operation.policy.version,
+  payload
+})
+
+/** `policy_bound`: the exact snapshot this operation is pinned to. */
+export const policyBound = (operation: OperationContext, snapshot: PolicySnapshot): Draft =>
+  draft(operation, "policy_bound", {
+    task_boundary_id: operation.task_boundary_id,
+    policy_digest: snapshot.digest,
+    release_state: snapshot.release_state,
+    rule_count: snapshot.compiled_rules.length,
+    gate_count: snapshot.gate_bindings.length
+  })
+
+/**
+ * `operation_started`: the frozen operation context, with the count of argument keys and the names of those its input
+ * schema declares, never their values (keys a schema does not declare, a record's, are values too).
+ */
+export const operationStarted = (
+  operation: OperationContext,
+  declared: ReadonlySet<string>,
+  args: { readonly [key: string]: unknown }
+): Draft =>
+  draft(operation, "operation_started", {
+    task_boundary_id: operation.task_boundary_id,
+    attempt_id: operation.attempt_id,
+    request_id: operation.request_id,
+    request_digest: operation.request_digest,
+    actor: operation.actor,
+    tenant: operation.tenant,
+    session_id: operation.session_id,
+    scope: { ...operation.scope },
+    action: { ...operation.action },
+    policy_digest: operation.policy.digest,
+    backend: { ...operation.backend },
+    arguments_digest: operation.arguments_digest,
+    argument_fields: Object.keys(args).filter((key) => declared.has(key)).sort(),
+    argument_count: Object.keys(args).length
+  })
+
+/** `gate_evaluated`: one gate's result, bound to the argument digest it evaluated. */
+export const gateEvaluated = (
+  operation: OperationContext,
+  result: GateOutcome & {
+    readonly result_id: string
+    readonly evaluator: string
+    readonly stage: Stage
+    readonly arguments_digest: Sha256Hex
+    readonly evaluated_at: Timestamp
+  }
+): Draft =>
+  draft(operation, "gate_evaluated", {
+    result_id: result.result_id,
+    gate_id: result.gate_id,
+    level: result.level,
+    decision: result.decision,
+    reason_code: result.reason_code,
+    matched_rules: [...result.matched_rules],
+    evaluator: result.evaluator,
+    stage: result.stage,
+    operation_id: operation.operation_id,
+    policy_version: operation.policy.version,
+    arguments_digest: result.arguments_digest,
+    evaluated_at: result.evaluated_at
+  })
+
+/** `exception_granted`: an attributable approval let a soft deny pass; the certificate is degraded for good. */
+export const exceptionGranted = (operation: OperationContext, exception: GrantedException): Draft =>
+  draft(operation, "exception_granted", {
+    approval_id: exception.approval_id,
+    approver_class: exception.approver_class,
+    reason_code: exception.reason_code
+  })
+
+/** The terminal record type an outcome closes its operation with. */
+export const terminalType = (outcome: ExecutionOutcome): RecordType => {
+  switch (outcome._tag) {
+    case "succeeded":
+      return "callable_completed"
+    case "failed":
+      return "callable_failed"
+    case "cancelled":
+      return "operation_cancelled"
+    case "timed_out":
+      return "operation_timed_out"
+    case "ambiguous":
+      return "external_result_ambiguous"
+    case "denied":
+    case "deferred":
+    case "escalated":
+      return "operation_denied"
+  }
+}
+
+/**
+ * The terminal record for an outcome: codes, digests and flags only, with the digest of the arguments the attempt
+ * last had (a transformation may have changed them since `operation_started`).
+ */
+export const terminal = (
+  operation: OperationContext,
+  outcome: ExecutionOutcome,
+  result_digest: Sha256Hex | null,
+  arguments_digest: Sha256Hex
+): Draft => {
+  const base = { stage: outcome.stage, attempt_id: outcome.attempt_id, arguments_digest }
+  switch (outcome._tag) {
+    case "succeeded":
+      return draft(operation, "callable_completed", {
+        ...base,
+        result_digest,
+        replay_of: outcome.replay_of ?? null
+      })
+    case "failed":
+      return draft(operation, "callable_failed", { ...base, failure_code: outcome.failure.code })
+    case "cancelled":
+    case "timed_out":
+      return draft(operation, terminalType(outcome), {
+        ...base,
+        call_executed: outcome.call_executed,
+        teardown: outcome.teardown ?? null
+      })
+    case "ambiguous":
+      return draft(operation, "external_result_ambiguous", { ...base, reason_code: outcome.reason.code })
+    case "denied":
+    case "deferred":
+    case "escalated":
+      return draft(operation, "operation_denied", {
+        ...base,
+        disposition: outcome._tag === "denied" ? "deny" : outcome._tag === "deferred" ? "defer" : "escalate",
+        reason_code: outcome.reason.code,
+        approval_id: outcome._tag === "escalated" ? outcome.approval?.approval_id ?? null : null
+      })
+  }
+}
+
+const terminalPayload = Schema.decodeUnknownEither(Schema.parseJson(Schema.Struct({
+  result_digest: Schema.optional(Schema.NullOr(Sha256Hex)),
+  replay_of: Schema.optional(Schema.NullOr(Schema.String)),
+  failure_code: Schema.optional(Schema.String),
+  reason_code: Schema.optional(Schema.String),
+  disposition: Schema.optional(Schema.Literal("deny", "defer", "escalate")),
+  call_executed: Schema.optional(Schema.NullOr(Schema.Boolean))
+})))
+
+const summary = (
+  tag: OutcomeSummary["tag"],
+  reason_code: string | undefined,
+  call_executed: boolean | null | undefined,
+  result_digest: Sha256Hex | null = null
+) =>
+  reason_code === undefined || typeof call_executed !== "boolean"
+    ? undefined
+    : OutcomeSummary.make({ tag, reason_code, call_executed, result_digest })
+
+/**
+ * The outcome summary a terminal record states, as `summarize` gives it for the outcome `terminal` recorded (a
+ * recovery's ambiguous close may have run the call); undefined when its payload does not say.
+ */
+export const summaryOf = (record: Pick<StoredRecord, "record_type" | "payload_json">): OutcomeSummary | undefined => {
+  const decoded = terminalPayload(record.payload_json)
+  if (Either.isLeft(decoded)) return undefined
+  const p = decoded.right
+  switch (record.record_type) {
+    case "callable_completed": {
+      const replayed = p.replay_of !== undefined && p.replay_of !== null
+      return summary("succeeded", replayed ? "idempotency.replayed" : "ok", !replayed, p.result_digest ?? null)
+    }
+    case "callable_failed":
+      return summary("failed", p.failure_code, true)
+    case "operation_denied": {
+      const tag = p.disposition === "defer" ? "deferred" : p.disposition === "escalate" ? "escalated" : "denied"
+      return p.disposition === undefined ? undefined : summary(tag, p.reason_code, false)
+    }
+    case "operation_cancelled":
+      return summary("cancelled", "execution.cancelled", p.call_executed)
+    case "operation_timed_out":
+      return summary("timed_out", "execution.deadline_exceeded", p.call_executed)
+    case "external_result_ambiguous":
+      return summary("ambiguous", p.reason_code, true)
+    default:
+      return undefined
+  }
+}

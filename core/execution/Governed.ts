@@ -1,0 +1,95 @@
+/**
+ * The governed and certifiable executors: the policy pinned at stage 3, the operation opened
+ * with `policy_bound` and `operation_started` at stage 4, every gate result committed as it is
+ * produced, and one terminal record per operation, all through the EvidenceStore in context.
+ */
+import { Cause, Effect, Either, Layer, Option } from "effect"
+import * as EvidenceProjector from "../evidence/EvidenceProjector.ts"
+import { EvidenceProjectionSource, EvidenceStore } from "../evidence/EvidenceStore.ts"
+import { ExecutorRegistry } from "../evidence/ExecutorRegistry.ts"
+import { EvidenceWriter } from "../evidence/Governance.ts"
+import * as PolicyGate from "../policy/PolicyGate.ts"
+import { PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
+import { StateStore } from "../state/StateStore.ts"
+import * as ActionExecutor from "./ActionExecutor.ts"
+import * as RuntimeProfile from "./RuntimeProfile.ts"
+
+/** A profile this composition cannot stand behind, such as certifiable on a store that forgets. */
+export { ProfileUnavailableError } from "./RuntimeProfile.ts"
+
+/** How a governed executor is bound: its agent, and whether it claims the certifiable profile. */
+export interface Options extends PolicyGate.Options {
+  /** Certifiable needs durable evidence and policy snapshot stores: its certificates must verify after a restart. */
+  readonly certifiable?: boolean
+}
+
+/**
+ * Build a governed executor over the policy, evidence and approval stores in context; with a StateStore in context,
+ * Run scopes bind to their Run. It is registered in the ExecutorRegistry in context until the scope closes, so
+ * recovery never takes its running operations for a crash's orphans.
+ */
+export const make = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
+  Effect.gen(function*() {
+    const store = yield* EvidenceStore
+    const profile = options.certifiable === true ? "certifiable" as const : "governed" as const
+    if (profile === "certifiable" && !store.durable) {
+      return yield* new RuntimeProfile.ProfileUnavailableError({ profile, detail: "the evidence store is not durable" })
+    }
+    // A certificate names its policy by (id, version) and is verified by re-reading it: a store that forgets on restart
+    // would turn every certificate into missing_policy.
+    if (profile === "certifiable" && !(yield* PolicySnapshotStore).durable) {
+      return yield* new RuntimeProfile.ProfileUnavailableError({
+        profile,
+        detail: "the policy snapshot store is not durable"
+      })
+    }
+    const pin = yield* PolicyGate.makePin
+    const policy = yield* PolicyGate.make(options, pin)
+    const writer = yield* EvidenceWriter
+    const runs = yield* Effect.serviceOption(StateStore)
+    const source = yield* Effect.serviceOption(EvidenceProjectionSource)
+    const project = Option.isSome(runs) && Option.isSome(source)
+      ? yield* projectRuns.pipe(
+        Effect.provideService(StateStore, runs.value),
+        Effect.provideService(EvidenceProjectionSource, source.value)
+      )
+      : undefined
+    yield* (yield* ExecutorRegistry).register
+    return yield* ActionExecutor.make({
+      ...config,
+      ...(Option.isSome(runs) ? { state: runs.value } : {}),
+      ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
+      interceptors: [...policy, ...(config.interceptors ?? [])],
+      governance: {
+        profile,
+        pin: (context, attempt_id) => Effect.map(pin(context, attempt_id), Either.map((pinned) => pinned.snapshot)),
+        writer,
+        ...(project === undefined ? {} : { project })
+      }
+    })
+  })
+
+/**
+ * Stage 14 for governed calls in durable Runs: a drain of the projector shared by the executor's calls, so a call's
+ * attempt is in its Run when the call returns. A drain that fails (or dies: the call's outcome stands either way)
+ * leaves the projection to the next one or to recovery, and is logged: a conflict or integrity failure needs an operator.
+ */
+const projectRuns = Effect.map(
+  EvidenceProjector.makeShared(),
+  (shared) =>
+    Effect.matchCauseEffect(shared, {
+      onFailure: (cause) =>
+        Effect.as(
+          (Cause.isDie(cause) ? Effect.logError : Effect.logWarning)(
+            "a governed call's projection into its Run is pending",
+            cause
+          ),
+          false
+        ),
+      onSuccess: () => Effect.succeed(true)
+    })
+)
+
+/** The governed (or certifiable) executor as a layer; it shares the EvidenceWriter in context with task boundaries. */
+export const layer = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
+  Layer.scoped(ActionExecutor.ActionExecutor, make(config, options))

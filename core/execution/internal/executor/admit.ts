@@ -1,0 +1,228 @@
+/**
+ * Stages 1-3: resolve the action, normalise and digest its arguments, bind the trusted context, and admit the call
+ * (containment, deadline, capacity).
+ */
+import type { ParseResult } from "effect"
+import { Effect, Either } from "effect"
+import type { ActionDefinition } from "../../../action/Action.ts"
+import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
+import { uncontained } from "../../../action/ActionExecutionBackend.ts"
+import * as Canonical from "../../../base/Canonical.ts"
+import type { Sha256Hex } from "../../../base/Digest.ts"
+import { sha256TextWith } from "../../../base/Digest.ts"
+import { trustedMake } from "../../../base/internal/trusted.ts"
+import * as Time from "../../../base/Time.ts"
+import type { Lease } from "../../Capacity.ts"
+import { Deferred as Deferral, TimedOut } from "../../ExecutionOutcome.ts"
+import type { Arguments } from "../../ExecutionRequest.ts"
+import * as ExecutionScope from "../../ExecutionScope.ts"
+import type { Interceptor } from "../../Interceptor.ts"
+import { type Call, common, denied, describeParseError, reason } from "./call.ts"
+import type { Env } from "./env.ts"
+import { type AroundStep, type EffectStep, isOutcome, type State, type SyncStep } from "./table.ts"
+
+/** An action compiled once per executor: its identity, Schema codecs and evaluators. */
+export interface Action {
+  readonly definition: ActionDefinition
+  readonly descriptor: ActionDescriptor
+  /** The security evaluators for this action, in stage order: the executor's, after any the action itself declares. */
+  readonly interceptors: ReadonlyArray<Interceptor>
+  readonly decode: (u: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly encode: (a: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  readonly encodeOutput: (a: unknown) => Either.Either<unknown, ParseResult.ParseError>
+  /** The field names the input schema declares: the only argument keys evidence may name (others are data). */
+  readonly fields: ReadonlySet<string>
+}
+
+/** After stage 1: the action the call resolved to. */
+export interface Resolved extends State {
+  readonly action: Action
+}
+
+/** After stage 2: the decoded input. */
+export interface Normalised extends Resolved {
+  input: unknown
+}
+
+/** The canonical arguments and their digest, which every security decision is bound to. */
+export interface Digested extends Normalised {
+  args: Arguments
+  digest: Sha256Hex
+}
+
+/** A durable call's arguments digest, when they have one (no float). */
+export interface Noted extends Normalised {
+  args?: Arguments
+  digest?: Sha256Hex
+}
+
+/** Stage 2 (and 9): decode the arguments by Schema; no handler code runs. */
+export const decodeWith = (call: Call, action: Action, args: unknown) => {
+  const decoded = action.decode(args)
+  return Either.isLeft(decoded)
+    ? denied(call, "schema.invalid", describeParseError(decoded.left, "arguments"))
+    : { input: decoded.right }
+}
+
+/** Stage 2: decode the request's arguments. */
+export const normalise: SyncStep<Resolved, { input: unknown }> = {
+  _tag: "Sync",
+  stage: "normalise",
+  detail: "decode the arguments with the action's input Schema",
+  run: (state) => decodeWith(state.call, state.action, state.call.request.arguments)
+}
+
+/** The canonical text of the decoded input, or the denial that it has none. */
+export const canonicalText = (state: Normalised) => {
+  const encoded = state.action.encode(state.input)
+  if (Either.isLeft(encoded)) {
+    return denied(state.call, "schema.invalid", describeParseError(encoded.left, "arguments"))
+  }
+  const text = Canonical.stringify(encoded.right)
+  if (Either.isLeft(text)) {
+    return denied(state.call, "arguments.not_canonical", `arguments${text.left.path.slice(1)}: ${text.left.reason}`)
+  }
+  return { args: encoded.right as Arguments, text: text.right }
+}
+
+const digestDetail = "bind the arguments to the SHA-256 of their canonical JSON"
+
+/** Stage 2 (and 9): the digest every decision binds to, synchronously where the Digest layer hashes synchronously. */
+export const digestWith = (env: Env): SyncStep<Normalised, Digested> | EffectStep<Normalised, Digested> => {
+  const sync = env.digest.sha256TextSync
+  if (sync !== undefined) {
+    return {
+      _tag: "Sync",
+      stage: "normalise",
+      detail: digestDetail,
+      run: (state) => {
+        const canonical = canonicalText(state)
+        return "text" in canonical ? { args: canonical.args, digest: sync(canonical.text) } as Digested : canonical
+      }
+    }
+  }
+  return {
+    _tag: "Effect",
+    stage: "normalise",
+    detail: digestDetail,
+    run: (state) => {
+      const canonical = canonicalText(state)
+      if (!("text" in canonical)) return Effect.succeed(canonical)
+      return Effect.map(
+        sha256TextWith(env.digest, canonical.text),
+        (digest) => ({ args: canonical.args, digest }) as Digested
+      )
+    }
+  }
+}
+
+/** Stage 2, durable without evaluators: the arguments' digest when they have one; a call without one still runs. */
+export const noteDigestWith = (env: Env): EffectStep<Normalised, { args?: Arguments; digest?: Sha256Hex }> => {
+  const digest = digestWith(env)
+  return {
+    _tag: "Effect",
+    stage: "normalise",
+    detail: "note the SHA-256 of the arguments' canonical JSON, when they have one",
+    run: (state) => {
+      const answer = digest._tag === "Sync" ? Effect.succeed(digest.run(state)) : digest.run(state)
+      return Effect.map(answer, (noted) => isOutcome(noted) ? {} : noted)
+    }
+  }
+}
+
+/** Stage 3: bind the trusted context to the request; scope, principal and backend must agree. */
+export const bindContextWith = (env: Env, runs: boolean, creates: boolean): SyncStep<Normalised, void> => ({
+  _tag: "Sync",
+  stage: "bind_context",
+  detail: "bind the trusted context: scope, principal claim and backend must agree",
+  run: ({ call }) => {
+    const { context, request } = call
+    if (!ExecutionScope.equals(request.execution_scope, context.execution_scope)) {
+      return denied(call, "context.scope_mismatch", "the request's scope is not the context's scope")
+    }
+    if ("operation_context" in request.metadata) {
+      return denied(call, "context.operation_context_supplied", "an operation context is derived, never supplied")
+    }
+    if (request.principal_claim !== undefined && request.principal_claim.id !== context.authenticated_principal.id) {
+      return denied(call, "context.principal_mismatch", "the principal claim is not the authenticated principal")
+    }
+    if (request.execution_scope._tag === "durable_run" && !runs) {
+      return denied(call, "scope.run_unavailable", `the ${env.profile} profile has no Run repository`)
+    }
+    if (call.newRun !== undefined && !creates) {
+      return denied(call, "scope.run_unavailable", `the ${env.profile} profile creates no Run`)
+    }
+    if (call.newRun !== undefined && request.execution_scope._tag === "durable_run") {
+      return denied(call, "scope.run_conflict", "a call inside a Run cannot also open a new one")
+    }
+    if (request.execution_scope._tag === "ephemeral_operation" && creates && call.newRun === undefined) {
+      return denied(call, "scope.run_required", "the durable profile executes inside a Run")
+    }
+    if (
+      context.effect_backend.id !== env.backend.ref.id || context.effect_backend.version !== env.backend.ref.version
+    ) {
+      return denied(call, "context.backend_mismatch", `the executor's backend is ${env.backend.ref.id}`)
+    }
+  }
+})
+
+/** Stage 3: the backend must prove every kind of containment the action requires. */
+export const containmentWith = (env: Env): EffectStep<Resolved, void> => ({
+  _tag: "Effect",
+  stage: "bind_context",
+  detail: "probe the backend for the containment the action requires",
+  run: ({ action, call }) =>
+    Effect.map(env.backend.probe, (report) => {
+      const missing = uncontained(report, action.definition.containment)
+      return missing.length === 0
+        ? undefined
+        : denied(call, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
+    })
+})
+
+/** Stage 3: deadline admission; a deadline already past concludes before the callable. */
+export const deadline: EffectStep<State, void> = {
+  _tag: "Effect",
+  stage: "bind_context",
+  detail: "deadline admission",
+  skip: ({ call }) => call.request.deadline === undefined,
+  run: ({ call }) =>
+    Effect.map(Time.nowMicros, (now) =>
+      now >= Time.toMicros(call.request.deadline!)
+        ? trustedMake(TimedOut, { ...common(call), call_executed: false })
+        : undefined)
+}
+
+/**
+ * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
+ * full; the leases taken are released however the call ends, an admission that dies included.
+ */
+export const capacityWith = (env: Env): AroundStep<Resolved, unknown> => ({
+  _tag: "Around",
+  stage: "bind_context",
+  detail: `a lease on each capacity (${env.capacities.map((capacity) => capacity.id).join(", ")}), or defer`,
+  run: (state, inner) =>
+    Effect.uninterruptibleMask((restore) => {
+      const leases: Array<Lease> = []
+      const admission = {
+        request: state.call.request,
+        context: state.call.context,
+        descriptor: state.action.descriptor
+      }
+      return Effect.gen(function*() {
+        for (const capacity of env.capacities) {
+          const admitted = yield* capacity.admit(admission)
+          if (Either.isLeft(admitted)) {
+            const { code, detail, retry_at } = admitted.left
+            return trustedMake(Deferral, {
+              ...common(state.call),
+              reason: reason(code, detail),
+              ...(retry_at === undefined ? {} : { retry_at })
+            })
+          }
+          leases.push(admitted.right)
+        }
+        return yield* restore(inner(state))
+      }).pipe(Effect.ensuring(Effect.forEach(leases, (lease) => lease.release, { discard: true })))
+    })
+})

@@ -1,0 +1,146 @@
+/**
+ * One call's identity and progress: what every stage, every bracket's finalizer and the observers read. The runner
+ * moves `stage`; each other field has one writer, named on it.
+ */
+import type { Deferred as EffectDeferred } from "effect"
+import { Effect, Either, ParseResult } from "effect"
+import type { Usage } from "../../../action/ActionUsage.ts"
+import type { Stager } from "../../../action/internal/outbox.ts"
+import * as Canonical from "../../../base/Canonical.ts"
+import { type Digest, type Sha256Hex, sha256TextWith } from "../../../base/Digest.ts"
+import type { Uuid } from "../../../base/IdGenerator.ts"
+import { trustedMake } from "../../../base/internal/trusted.ts"
+import type { ActionRef } from "../../../base/Refs.ts"
+import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
+import type { TaskBoundary } from "../../../evidence/Governance.ts"
+import type { Run } from "../../../state/StateStore.ts"
+import type { ActionAdmissionDecision, Disposition } from "../../AdmissionDecision.ts"
+import { DecisionReason } from "../../AdmissionDecision.ts"
+import type { ExecutionContext } from "../../ExecutionContext.ts"
+import { Deferred, Denied, Escalated, type ExecutionOutcome, type Recheck } from "../../ExecutionOutcome.ts"
+import type { ExecutionRequest } from "../../ExecutionRequest.ts"
+import type { Interceptor, Verdict } from "../../Interceptor.ts"
+import type { RuntimeProfile } from "../../RuntimeProfile.ts"
+import type { Stage } from "../../Stage.ts"
+
+/** A verdict as its stage produced it, bound to the digest it evaluated: what the evidence checkpoint records. */
+export interface Produced {
+  readonly evaluator: string
+  readonly verdict: Verdict
+  readonly stage: Stage
+  readonly arguments_digest: Sha256Hex
+}
+
+/** One call's identity and progress. */
+export class Call {
+  /** Set by stage 1 once the reference resolves. */
+  action: ActionRef
+  stage: Stage = "resolve"
+  /** Appended by stages 5-10. */
+  decisions: Array<ActionAdmissionDecision> | undefined = undefined
+  /** Verdicts produced since the last evidence checkpoint (governed profiles), appended by stages 5-10. */
+  produced: Array<Produced> | undefined = undefined
+  /** What each interceptor whose verdict metered the call charges its usage: set by stages 5-10, run by stage 12. */
+  charges: Map<Interceptor, (usage: Usage) => Effect.Effect<void>> | undefined = undefined
+  /** Set by stage 10. */
+  recheck: Recheck | undefined = undefined
+  /** Set by stage 12 as the token is released (and reset if the backend refused it). */
+  invoked = false
+  /** Governed: its operation's start is committed (or being committed), set by stage 4. */
+  operated = false
+  /** Durable: the outbox its invocation stages intents to, set by stage 12 and closed by stage 14. */
+  outbox: Stager | undefined = undefined
+  /** Durable: the Run this call is committed to, once bound at stage 3 or created at stage 12. */
+  run_id: Uuid | undefined = undefined
+  /** The outcome committed for it (a terminal record, a Run's attempt): after an interruption, the only one told. */
+  committed: ExecutionOutcome | undefined = undefined
+  /** The receipt of its committed terminal record. */
+  receipt: AppendReceipt | undefined = undefined
+
+  constructor(
+    readonly request: ExecutionRequest,
+    readonly context: ExecutionContext,
+    readonly attempt_id: Uuid,
+    readonly profile: RuntimeProfile,
+    readonly cancel: EffectDeferred.Deferred<void> | undefined,
+    readonly boundary: TaskBoundary | undefined,
+    readonly newRun: EffectDeferred.Deferred<Run> | undefined,
+    private readonly trace: ((attempt_id: string, stage: Stage) => void) | undefined
+  ) {
+    this.action = request.action
+  }
+
+  /** The runner moves the call into `stage`. */
+  enter(stage: Stage): void {
+    if (stage === this.stage && stage !== "resolve") return
+    this.stage = stage
+    this.trace?.(this.attempt_id, stage)
+  }
+}
+
+const noDecisions: ReadonlyArray<ActionAdmissionDecision> = Object.freeze([])
+
+/** The fields every outcome of this call shares. */
+export const common = (call: Call) => {
+  const fields = {
+    request_id: call.request.request_id,
+    attempt_id: call.attempt_id,
+    action: call.action,
+    profile: call.profile,
+    stage: call.stage,
+    decisions: call.decisions ?? noDecisions
+  }
+  return call.recheck === undefined ? fields : { ...fields, recheck: call.recheck }
+}
+
+/** A decision reason. */
+export const reason = (code: string, detail?: string) =>
+  trustedMake(DecisionReason, detail === undefined ? { code } : { code, detail })
+
+/** A denial of this call at its current stage. */
+export const denied = (call: Call, code: string, detail?: string): ExecutionOutcome =>
+  trustedMake(Denied, { ...common(call), reason: reason(code, detail) })
+
+/** The outcome a non-allow decision concludes the call with. */
+export const outcomeOf = (
+  call: Call,
+  disposition: Exclude<Disposition, "allow">,
+  decision: ActionAdmissionDecision
+): ExecutionOutcome => {
+  switch (disposition) {
+    case "deny":
+      return trustedMake(Denied, { ...common(call), reason: decision.reason })
+    case "defer":
+      return trustedMake(Deferred, {
+        ...common(call),
+        reason: decision.reason,
+        ...(decision.retry_at === undefined ? {} : { retry_at: decision.retry_at })
+      })
+    case "escalate":
+      return trustedMake(Escalated, {
+        ...common(call),
+        reason: decision.reason,
+        ...(decision.approval === undefined ? {} : { approval: decision.approval })
+      })
+  }
+}
+
+/** The first issue of a parse error as `path: what`, without the offending value. */
+export const describeParseError = (error: ParseResult.ParseError, root: string): string => {
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  if (issue === undefined) return root
+  const path = issue.path.length === 0 ? root : `${root}.${issue.path.join(".")}`
+  const what = issue._tag === "Missing"
+    ? "is missing"
+    : issue._tag === "Unexpected" || issue.message.startsWith("Expected never")
+    ? "is not an accepted field"
+    : issue.message.replace(/, actual .*$/s, "")
+  return `${path}: ${what}`
+}
+
+/** The digest of a result's canonical JSON, or null when there is no result or it is not canonical. */
+export const resultDigest = (digest: Digest.Service, result: unknown): Effect.Effect<Sha256Hex | null> => {
+  if (result === undefined) return Effect.succeed(null)
+  const text = Canonical.stringify(result)
+  return Either.isLeft(text) ? Effect.succeed(null) : sha256TextWith(digest, text.right)
+}

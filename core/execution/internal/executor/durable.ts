@@ -1,0 +1,118 @@
+/**
+ * The durable stages: the scope's Run bound at stage 3, a one-shot call's Run created once it is admitted, and each
+ * attempt with its outcome and outbox intents committed at stage 14, however the call concludes.
+ */
+import { Deferred, Effect, Either } from "effect"
+import { trustedMake } from "../../../base/internal/trusted.ts"
+import * as Time from "../../../base/Time.ts"
+import type { StateStore } from "../../../state/StateStore.ts"
+import { OperationAttempt, outcomeIntent, summarize } from "../../../state/StateStore.ts"
+import { callExecuted, Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
+import type { Noted } from "./admit.ts"
+import { type Call, common, denied, resultDigest } from "./call.ts"
+import { type Env, PersistError } from "./env.ts"
+import type { AroundStep, EffectStep } from "./table.ts"
+
+/** Stage 3, durable: the scope's Run must exist and still be running; the call then belongs to it. */
+export const bindRunWith = (store: StateStore.Service): EffectStep<Noted, void> => ({
+  _tag: "Effect",
+  stage: "bind_context",
+  detail: "the scope's Run must exist and be running",
+  skip: ({ call }) => call.request.execution_scope._tag !== "durable_run",
+  run: ({ call }) => {
+    const scope = call.request.execution_scope
+    const run_id = scope._tag === "durable_run" ? scope.run_id : ""
+    return Effect.map(Effect.either(store.getRun(run_id)), (run) => {
+      if (Either.isLeft(run)) return denied(call, "scope.run_not_found", `no Run ${run_id}`)
+      if (run.right.status !== "running") {
+        return denied(call, "scope.run_not_running", `Run ${run_id} is ${run.right.status}`)
+      }
+      call.run_id = run.right.run_id
+    })
+  }
+})
+
+/**
+ * Stage 12, one-shot durable: the invocation is admitted, so its Run is created already running (the store mints its
+ * id, in one write: a crash leaves either no Run or a running one, which recovery ends) before the call; a store
+ * failure here is a PersistError before any call.
+ */
+export const openRunWith = (store: StateStore.Service): EffectStep<Noted, void> => ({
+  _tag: "Effect",
+  stage: "invoke",
+  detail: "a one-shot call's Run is created, running, once the call is admitted",
+  skip: ({ call }) => call.newRun === undefined,
+  run: ({ call }) =>
+    Effect.uninterruptible(Effect.gen(function*() {
+      const run = yield* store.createRun({ started: true })
+      call.run_id = run.run_id
+      yield* Deferred.succeed(call.newRun!, run)
+    })).pipe(
+      Effect.mapError((error) =>
+        new PersistError({
+          call_executed: false,
+          attempt_id: call.attempt_id,
+          detail: `its Run could not be created and started: ${error.message}`
+        })
+      )
+    )
+})
+
+/**
+ * Stage 14, durable: from the moment a call belongs to a Run (its scope's, bound at stage 3, or its own, created at
+ * stage 12), whatever concludes it is committed: the typed attempt, its outcome summary, its outcome intent and, if
+ * the call succeeded, the intents it staged, in one transaction. An interruption commits it as cancelled.
+ */
+export const commitWith = (env: Env, store: StateStore.Service): AroundStep<Noted, unknown> => {
+  const persist = Effect.fnUntraced(
+    function*(state: Noted, offered: { first?: ExecutionOutcome }, outcome: ExecutionOutcome) {
+      const call = state.call
+      if (call.run_id === undefined) return outcome
+      if (outcome.stage === "outcome") call.enter("persist")
+      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(env.digest, outcome.result) : null
+      const attempt = trustedMake(OperationAttempt, {
+        attempt_id: call.attempt_id,
+        run_id: call.run_id,
+        request_id: call.request.request_id,
+        action_name: call.action.name,
+        action_version: call.action.version ?? null,
+        arguments_digest: state.digest ?? null,
+        outcome: summarize(outcome, result_digest),
+        created_at: yield* Time.now
+      })
+      const first = offered.first
+      offered.first ??= outcome
+      // What the call staged commits only if it succeeded; the outbox closes either way, so nothing more is staged.
+      const staged = call.outbox?.close() ?? []
+      const intents = [outcomeIntent(attempt), ...(outcome._tag === "succeeded" ? staged : [])]
+      const committed = yield* Effect.either(store.commitAttempt({ attempt, intents }))
+      if (Either.isRight(committed)) {
+        call.committed = outcome
+        return outcome
+      }
+      // The attempt is there already: the first commit landed though its answer was lost (to an interruption).
+      if (committed.left._tag === "DuplicateAttemptError" && first !== undefined) call.committed = first
+      return yield* new PersistError({
+        call_executed: callExecuted(outcome),
+        attempt_id: call.attempt_id,
+        detail: committed.left.message
+      })
+    }
+  )
+  return {
+    _tag: "Around",
+    closes: "persist",
+    detail: "durable: the attempt, its outcome and its outbox intents commit in one StateStore transaction",
+    skip: ({ call }) => call.run_id === undefined && call.newRun === undefined,
+    run: (state, inner) => {
+      const offered: { first?: ExecutionOutcome } = {}
+      const call: Call = state.call
+      return inner(state).pipe(
+        Effect.flatMap((outcome) => persist(state, offered, outcome)),
+        Effect.onInterrupt(() =>
+          Effect.exit(persist(state, offered, trustedMake(Cancelled, { ...common(call), call_executed: call.invoked })))
+        )
+      )
+    }
+  }
+}

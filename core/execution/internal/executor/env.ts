@@ -1,0 +1,107 @@
+/**
+ * What an executor is built with and closes over: its configuration, the services it took from context, and the
+ * profile chosen once for it.
+ */
+import type { Deferred, Duration, Effect, Either, Option } from "effect"
+import { Context, Schema } from "effect"
+import type { ActionExecutionBackend } from "../../../action/ActionExecutionBackend.ts"
+import type { ActionRegistry } from "../../../action/ActionRegistry.ts"
+import type { Digest } from "../../../base/Digest.ts"
+import type { IdGenerator } from "../../../base/IdGenerator.ts"
+import type {
+  EvidenceWriter,
+  GovernanceEvidenceError,
+  OutcomeEvidenceError,
+  TaskBoundary
+} from "../../../evidence/Governance.ts"
+import type { AgentSubject } from "../../../policy/InvocationContext.ts"
+import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
+import type { Run, StateStore } from "../../../state/StateStore.ts"
+import type { Capacity } from "../../Capacity.ts"
+import type { ExecutionContext } from "../../ExecutionContext.ts"
+import type { IdempotencyStore } from "../../IdempotencyStore.ts"
+import type { Interceptor, Observer, Transformer, Verdict } from "../../Interceptor.ts"
+import type { RuntimeProfile } from "../../RuntimeProfile.ts"
+import type { Stage } from "../../Stage.ts"
+
+/** One execution's options: the trusted context, a Deferred whose completion cancels it, and for governed profiles the task boundary. */
+export interface ExecuteOptions {
+  readonly context: ExecutionContext
+  readonly cancel?: Deferred.Deferred<void>
+  readonly boundary?: TaskBoundary
+  /**
+   * Durable profile, ephemeral scope: run the call as the one attempt of a new root Run that is created, started and
+   * completed into this Deferred only once every pre-call stage admitted the invocation (spec/runs.md: a denied,
+   * deferred or escalated invocation has no Run). The caller ends the Run. Without it, a durable call names its
+   * already-running Run in its scope.
+   */
+  readonly newRun?: Deferred.Deferred<Run>
+}
+
+/** The durable profile could not commit an attempt; `call_executed` says whether the callable had run (it is never retried). */
+export class PersistError extends Schema.TaggedError<PersistError>()("PersistError", {
+  call_executed: Schema.Boolean,
+  attempt_id: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `attempt ${this.attempt_id} not committed (call_executed: ${this.call_executed}): ${this.detail}`
+  }
+}
+
+/** An evidence failure of a governed execution: an error, never an outcome. */
+export type ExecutionError = GovernanceEvidenceError | OutcomeEvidenceError | PersistError
+
+/** What a governed executor adds: the profile it claims, the snapshot pin, and the evidence writer. */
+export interface Governor {
+  readonly profile: "governed" | "certifiable"
+  readonly pin: (context: ExecutionContext, attempt_id: string) => Effect.Effect<Either.Either<PolicySnapshot, Verdict>>
+  readonly writer: EvidenceWriter.Service
+  /** Stage 14 for a call in a durable Run: project its committed evidence into the Run now (true), or leave it (false). */
+  readonly project?: Effect.Effect<boolean>
+}
+
+/** What an executor is built with; minimal unless `governance` or `state` is set. */
+export interface Config {
+  /** Stage 3: the capacities each call takes a lease on before any governed operation opens; a full one defers it. */
+  readonly capacity?: ReadonlyArray<Capacity>
+  readonly interceptors?: ReadonlyArray<Interceptor>
+  readonly transformers?: ReadonlyArray<Transformer>
+  readonly observers?: ReadonlyArray<Observer>
+  /** How long an interrupted callable may take to tear down before the executor stops waiting. */
+  readonly teardown?: Duration.DurationInput
+  /** Governed profiles: pin the snapshot at stage 3 and commit evidence as control flow. */
+  readonly governance?: Governor
+  /** The real executing agent this executor acts as; an action's declared origins require the invocation's agent to be it. */
+  readonly boundAgent?: AgentSubject
+  /** Runs resolved at stage 3; in the durable profile also each attempt, outcome and outbox intent committed at stage 14 (governed profiles project evidence instead). */
+  readonly state?: StateStore.Service
+}
+
+/** What every stage of one executor closes over. */
+export interface Env {
+  readonly profile: RuntimeProfile
+  readonly registry: ActionRegistry.Service
+  readonly backend: ActionExecutionBackend.Service
+  readonly digest: Digest.Service
+  readonly ids: IdGenerator.Service
+  readonly idempotency: Option.Option<IdempotencyStore.Service>
+  /** Configured interceptors, in stage order. */
+  readonly interceptors: ReadonlyArray<Interceptor>
+  readonly transformers: ReadonlyArray<Transformer>
+  readonly capacities: ReadonlyArray<Capacity>
+  readonly observers: ReadonlyArray<Observer>
+  readonly teardown: Duration.Duration
+  readonly boundAgent: AgentSubject | undefined
+  /** Told of every stage each call enters. */
+  readonly trace: StageTrace.Service | undefined
+}
+
+/** Told of every stage each call enters, by attempt id: what the plan's conformance tests compare with the plan. */
+export class StageTrace extends Context.Tag("writ/internal/StageTrace")<StageTrace, StageTrace.Service>() {}
+
+/** The StageTrace service. */
+export declare namespace StageTrace {
+  /** Called as a call enters a stage. */
+  export type Service = (attempt_id: string, stage: Stage) => void
+}

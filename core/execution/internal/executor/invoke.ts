@@ -1,0 +1,176 @@
+/**
+ * Stages 12 and 13: replay a stored success or release a one-use token and invoke exactly once, under the deadline
+ * and cancellation; then normalise the callable's exit into an outcome.
+ */
+import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Option } from "effect"
+import { captureFailure } from "../../../action/Action.ts"
+import type * as ActionUsage from "../../../action/ActionUsage.ts"
+import { refusing, stager } from "../../../action/internal/outbox.ts"
+import { isRefusal, mint } from "../../../action/internal/token.ts"
+import { meter, unmetered } from "../../../action/internal/usage.ts"
+import type { InvocationTokenError } from "../../../action/InvocationTokenError.ts"
+import { Digest } from "../../../base/Digest.ts"
+import { trustedMake } from "../../../base/internal/trusted.ts"
+import * as Time from "../../../base/Time.ts"
+import { Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../ExecutionOutcome.ts"
+import type { IdempotencyStore } from "../../IdempotencyStore.ts"
+import { keyOf } from "../../IdempotencyStore.ts"
+import type { Interceptor } from "../../Interceptor.ts"
+import type { Normalised } from "./admit.ts"
+import { common, denied, describeParseError } from "./call.ts"
+import type { Env } from "./env.ts"
+import type { AroundStep, EffectStep, SyncStep } from "./table.ts"
+
+/** After stage 12: how the one invocation ended. */
+export interface Invoked extends Normalised {
+  readonly exit: Exit.Exit<unknown, unknown>
+}
+
+type Stopped = { readonly _tag: "exit"; readonly exit: Exit.Exit<unknown, unknown> } | {
+  readonly _tag: "stopped"
+  readonly by: "deadline" | "cancel"
+}
+
+const byDeadline: Stopped = { _tag: "stopped", by: "deadline" }
+const byCancel: Stopped = { _tag: "stopped", by: "cancel" }
+
+/** After every security stage allowed the call: replay a stored success for this caller and key, or invoke and store. */
+export const idempotentWith = (env: Env, store: IdempotencyStore.Service): AroundStep<Normalised, unknown> => ({
+  _tag: "Around",
+  stage: "invoke",
+  detail: "replay the stored success of this caller's idempotency key, or invoke and store it",
+  skip: ({ call }) => call.request.idempotency_key === undefined,
+  run: (state, inner) =>
+    Effect.gen(function*() {
+      const call = state.call
+      const key = yield* Effect.orDie(
+        Effect.provideService(keyOf(call.context, call.action, call.request.idempotency_key!), Digest, env.digest)
+      )
+      const stored = yield* store.get(key)
+      if (Option.isSome(stored)) {
+        return trustedMake(Succeeded, {
+          ...common(call),
+          result: stored.value.result,
+          replay_of: stored.value.attempt_id
+        })
+      }
+      const outcome = yield* inner(state)
+      if (outcome._tag === "succeeded") yield* store.put(key, outcome)
+      return outcome
+    })
+})
+
+/** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
+export const invokeWith = (
+  env: Env,
+  stages: boolean
+): EffectStep<Normalised, { exit: Exit.Exit<unknown, unknown> }> => {
+  const call = (state: Normalised, usage: ActionUsage.ActionUsage.Service) => {
+    const outbox = stages ? (state.call.outbox = stager()) : undefined
+    const invoked = env.backend.invoke(mint(state.action.definition), {
+      definition: state.action.definition,
+      input: state.input,
+      context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
+      usage,
+      outbox: outbox?.service ?? refusing
+    })
+    // Staging ends with the invocation: a fiber its handler left running stages nothing after it.
+    return outbox === undefined ? invoked : Effect.ensuring(invoked, Effect.sync(outbox.close))
+  }
+
+  const once = (state: Normalised, usage: ActionUsage.ActionUsage.Service) => {
+    state.call.invoked = true
+    return Effect.map(Effect.exit(call(state, usage)), (exit) => ({ exit }))
+  }
+
+  const guarded = Effect.fnUntraced(function*(state: Normalised, usage: ActionUsage.ActionUsage.Service) {
+    const { cancel, request } = state.call
+    if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
+      return trustedMake(Cancelled, { ...common(state.call), call_executed: false })
+    }
+    // A deadline that passed during the pre-call stages stops the call before the token is released.
+    const deadline = request.deadline
+    const remaining = deadline === undefined ? undefined : Time.toMicros(deadline) - (yield* Time.nowMicros)
+    if (remaining !== undefined && remaining <= 0) {
+      return trustedMake(TimedOut, { ...common(state.call), call_executed: false })
+    }
+    state.call.invoked = true
+    const fiber = yield* Effect.forkDaemon(call(state, usage))
+    const racers: Array<Effect.Effect<Stopped>> = [
+      Effect.map(Fiber.await(fiber), (exit): Stopped => ({ _tag: "exit", exit }))
+    ]
+    if (remaining !== undefined) racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(remaining))), byDeadline))
+    if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
+    const first = yield* Effect.raceAll(racers).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
+    state.call.outbox?.close()
+    if (first._tag === "exit") return { exit: first.exit }
+    const stopped = yield* Effect.either(Effect.timeout(Fiber.interrupt(fiber), env.teardown))
+    const fields = {
+      ...common(state.call),
+      call_executed: true,
+      teardown: Either.isRight(stopped) ? "completed" as const : "abandoned" as const
+    }
+    return first.by === "deadline" ? trustedMake(TimedOut, fields) : trustedMake(Cancelled, fields)
+  })
+
+  /** The invocation's wall time by the Clock, with what its callable reported, charged to each meter however it ended. */
+  const charged = <A>(
+    state: Normalised,
+    charges: ReadonlyMap<Interceptor, (usage: ActionUsage.Usage) => Effect.Effect<void>>,
+    run: (usage: ActionUsage.ActionUsage.Service) => Effect.Effect<A>
+  ) => {
+    const usage = meter()
+    return Effect.flatMap(
+      Time.nowMicros,
+      (started) =>
+        Effect.onExit(run(usage.service), () =>
+          Effect.flatMap(Time.nowMicros, (ended) => {
+            const used = usage.close(ended - started)
+            if (!state.call.invoked) return Effect.void
+            return Effect.forEach(charges.values(), (charge) => charge(used), { discard: true })
+          }))
+    )
+  }
+
+  return {
+    _tag: "Effect",
+    stage: "invoke",
+    detail: "release the one-use invocation token and invoke exactly once",
+    run: (state) => {
+      const invoke = state.call.request.deadline !== undefined || state.call.cancel !== undefined ? guarded : once
+      const charges = state.call.charges
+      return charges === undefined ? invoke(state, unmetered) : charged(state, charges, (usage) => invoke(state, usage))
+    }
+  }
+}
+
+/** Stage 13: normalise the callable's exit into an outcome; failures are captured and redacted. */
+export const settle: SyncStep<Invoked, never> = {
+  _tag: "Sync",
+  stage: "outcome",
+  detail: "normalise the result or the captured failure into an outcome",
+  run: ({ action, call, exit }) => {
+    if (Exit.isSuccess(exit)) {
+      const encoded = action.encodeOutput(exit.value)
+      return Either.isRight(encoded)
+        ? trustedMake(Succeeded, { ...common(call), result: encoded.right })
+        : trustedMake(Failed, {
+          ...common(call),
+          failure: trustedMake(FailureSummary, {
+            code: "output.invalid",
+            message: describeParseError(encoded.left, "result")
+          })
+        })
+    }
+    const refused = Cause.failureOption(exit.cause).pipe(Option.filter(isRefusal))
+    if (Option.isSome(refused)) {
+      call.invoked = false
+      call.stage = "invoke"
+      return denied(call, "invoke.token_refused", (refused.value as InvocationTokenError).reason)
+    }
+    if (Cause.isInterruptedOnly(exit.cause)) {
+      return trustedMake(Cancelled, { ...common(call), call_executed: true })
+    }
+    return trustedMake(Failed, { ...common(call), failure: trustedMake(FailureSummary, captureFailure(exit.cause)) })
+  }
+}

@@ -1,0 +1,393 @@
+/**
+ * The only module that orders the stages. Each profile's table, read top to bottom, is the seed's D4 list; an
+ * action's table is built and compiled once, and its plan is derived from the same entries, so it cannot drift.
+ */
+import { Effect, Either, Option, Schema, SchemaAST } from "effect"
+import type { ActionDefinition } from "../../../action/Action.ts"
+import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
+import { trustedMake } from "../../../base/internal/trusted.ts"
+import type { ActionRef } from "../../../base/Refs.ts"
+import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
+import * as Origin from "../../../policy/Origin.ts"
+import type { StateStore } from "../../../state/StateStore.ts"
+import { ActionExecutionPlan, PlannedStage } from "../../ActionExecutionPlan.ts"
+import { Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
+import type { ExecutionRequest } from "../../ExecutionRequest.ts"
+import type { Concluded, Interceptor, Verdict } from "../../Interceptor.ts"
+import type { RuntimeProfile } from "../../RuntimeProfile.ts"
+import { type SecurityStage, type Stage, stages } from "../../Stage.ts"
+import {
+  type Action,
+  bindContextWith,
+  capacityWith,
+  containmentWith,
+  deadline,
+  type Digested,
+  digestWith,
+  normalise,
+  type Normalised,
+  type Noted,
+  noteDigestWith,
+  type Resolved
+} from "./admit.ts"
+import { Call, common, denied } from "./call.ts"
+import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
+import type { Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
+import { governedWith } from "./governed.ts"
+import { idempotentWith, invokeWith, settle } from "./invoke.ts"
+import { bounded, noRecheck, recheckWith, revalidateWith, securityWith, transformWith } from "./secure.ts"
+import { compile, type EffectStep, type Entry, flatten, type Steps, steps, type Table } from "./table.ts"
+
+/** The profile an executor was built for, with the stores its stages use: chosen once, never per call. */
+export type Profile =
+  | { readonly _tag: "minimal" }
+  | { readonly _tag: "durable"; readonly store: StateStore.Service }
+  | {
+    readonly _tag: "governed"
+    readonly profile: "governed" | "certifiable"
+    readonly governor: Governor
+    readonly runs: StateStore.Service | undefined
+  }
+
+/** The profile an executor's configuration selects. */
+export const profileOf = (
+  governor: Governor | undefined,
+  state: StateStore.Service | undefined
+): Profile =>
+  governor !== undefined
+    ? { _tag: "governed", profile: governor.profile, governor, runs: state }
+    : state !== undefined
+    ? { _tag: "durable", store: state }
+    : { _tag: "minimal" }
+
+/** The runtime profile a Profile stands behind. */
+export const runtimeProfile = (profile: Profile): RuntimeProfile =>
+  profile._tag === "governed" ? profile.profile : profile._tag
+
+/** An action compiled once per executor: its codecs, its table compiled to one function, and the plan of that table. */
+export interface Compiled {
+  readonly action: Action
+  readonly plan: ActionExecutionPlan
+  readonly run: (state: Resolved) => Effect.Effect<ExecutionOutcome, ExecutionError>
+}
+
+const securityStages: ReadonlyArray<SecurityStage> = ["authorise", "guard", "policy"]
+
+/** Stages 5-11 under the request's deadline and cancellation. */
+const secured = <C extends Digested>(
+  table: Steps<C>,
+  env: Env,
+  action: Action,
+  governed: boolean,
+  checkpoint?: EffectStep<C, void>
+) =>
+  table.within(bounded, (stages) => {
+    let secure: Steps<C> = stages
+    for (const stage of securityStages) {
+      const here = action.interceptors.filter((interceptor) => interceptor.stage === stage)
+      secure = secure.when(here.length > 0, () => securityWith(stage, here, governed))
+    }
+    const checked = env.transformers.length === 0
+      ? secure.sync(noRecheck)
+      : secure.effect(transformWith(env)).effect(revalidateWith(digestWith(env))).effect(
+        recheckWith(action.interceptors, governed)
+      )
+    return checkpoint === undefined ? checked : checked.effect(checkpoint)
+  })
+
+/** Stages 12-13: the one invocation, behind the caller's idempotency key where a store keeps them. */
+const invocation = <C extends Normalised>(table: Steps<C>, env: Env, stages: boolean) =>
+  table.aroundIf(
+    Option.isSome(env.idempotency),
+    () => idempotentWith(env, Option.getOrThrow(env.idempotency)),
+    (invoke) => invoke.effect(invokeWith(env, stages)).conclude(settle)
+  )
+
+/** Whether an action's calls are evaluated, and so bound to their arguments' digest. */
+const evaluated = (env: Env, action: Action, governed: boolean) =>
+  governed || action.interceptors.length > 0 || env.transformers.length > 0
+
+const contained = (action: Action) => action.definition.containment.length > 0
+
+/** The minimal profile: nothing kept, no evidence. */
+const minimalTable = (env: Env, action: Action): Table => {
+  const admit = <C extends Normalised>(table: Steps<C>) =>
+    table
+      .sync(bindContextWith(env, false, false))
+      .when(contained(action), () => containmentWith(env))
+      .effect(deadline)
+  const capacity = env.capacities.length > 0
+  return evaluated(env, action, false)
+    ? admit(steps<Resolved>().sync(normalise).step(digestWith(env)))
+      .aroundIf(
+        capacity,
+        () => capacityWith(env),
+        (leased) => invocation(secured(leased, env, action, false), env, false)
+      )
+    : admit(steps<Resolved>().sync(normalise))
+      .aroundIf(capacity, () => capacityWith(env), (leased) => invocation(leased, env, false))
+}
+
+/** The durable profile: every attempt in a Run committed with its outcome and outbox intents. */
+const durableTable = (env: Env, action: Action, store: StateStore.Service): Table => {
+  const admit = <C extends Noted>(table: Steps<C>, invoke: (leased: Steps<C>) => Table) =>
+    table
+      .sync(bindContextWith(env, true, true))
+      .effect(bindRunWith(store))
+      .around(commitWith(env, store), (committed) =>
+        committed
+          .when(contained(action), () => containmentWith(env))
+          .effect(deadline)
+          .aroundIf(env.capacities.length > 0, () => capacityWith(env), invoke))
+  return evaluated(env, action, false)
+    ? admit(
+      steps<Resolved>().sync(normalise).step(digestWith(env)),
+      (leased) => invocation(secured(leased, env, action, false).effect(openRunWith(store)), env, true)
+    )
+    : admit(
+      steps<Resolved>().sync(normalise).effect(noteDigestWith(env)),
+      (leased) => invocation(leased.effect(openRunWith(store)), env, true)
+    )
+}
+
+/** The governed profiles: evidence as control flow, one operation per admitted call. */
+const governedTable = (
+  env: Env,
+  action: Action,
+  profile: Extract<Profile, { readonly _tag: "governed" }>
+): Table => {
+  const governed = governedWith(env, profile.governor)
+  const project = profile.governor.project
+  return steps<Resolved>()
+    .sync(normalise)
+    .step(digestWith(env))
+    .sync(bindContextWith(env, profile.runs !== undefined, false))
+    .when(profile.runs !== undefined, () => bindRunWith(profile.runs!))
+    .sync(governed.boundary)
+    .effect(governed.pin)
+    .effect(deadline)
+    .aroundIf(
+      env.capacities.length > 0,
+      () => capacityWith(env),
+      (leased) =>
+        leased.around(governed.operate, (operation) =>
+          invocation(
+            secured(operation, env, action, true, governed.checkpoint),
+            env,
+            false
+          ))
+    )
+    .after(project !== undefined, () => governed.project(project!))
+}
+
+const resolveDetail = "resolve the reference to a digest-pinned descriptor"
+
+const skipped: Record<Profile["_tag"], Partial<Record<Stage, string>>> = {
+  minimal: {
+    governed_start: "minimal profile: no governed operation, policy pin or evidence",
+    evidence_checkpoint: "minimal profile: no pre-call evidence to commit",
+    persist: "minimal profile: no Run, StateStore or outbox projection"
+  },
+  durable: {
+    governed_start: "durable profile: no governed operation, policy pin or evidence",
+    evidence_checkpoint: "durable profile: no pre-call evidence to commit"
+  },
+  governed: {
+    persist: "governed: no Run repository or projection source, so durable state is left to the EvidenceProjector"
+  }
+}
+
+const skippedDetail: Partial<Record<Stage, string>> = {
+  authorise: "no authorization interceptors",
+  guard: "no guard interceptors",
+  policy: "no policy interceptors",
+  transform: "no transformers",
+  revalidate: "no transformation to revalidate",
+  recheck: "no evaluators, so nothing to recheck"
+}
+
+/** The plan of an action's table: every stage, run when the table enters it, with what it does there. */
+const planOf = (
+  env: Env,
+  profile: Profile,
+  action: Action,
+  entries: ReadonlyArray<Entry>
+): ActionExecutionPlan => {
+  const entered = [{ stage: "resolve" as Stage, detail: resolveDetail }, ...flatten(entries)]
+  for (let i = 1; i < entered.length; i++) {
+    if (stages.indexOf(entered[i]!.stage) < stages.indexOf(entered[i - 1]!.stage)) {
+      throw new Error(`stage table out of order: ${entered[i]!.stage} after ${entered[i - 1]!.stage}`)
+    }
+  }
+  const evaluatorsOf = (stage: Stage): ReadonlyArray<string> => {
+    switch (stage) {
+      case "authorise":
+      case "guard":
+      case "policy":
+        return action.interceptors.filter((interceptor) => interceptor.stage === stage).map((i) => i.id)
+      case "transform":
+        return env.transformers.map((transformer) => transformer.id)
+      case "recheck":
+        return env.transformers.length === 0 ? [] : action.interceptors.map((interceptor) => interceptor.id)
+      default:
+        return []
+    }
+  }
+  return ActionExecutionPlan.make({
+    action: action.descriptor,
+    profile: runtimeProfile(profile),
+    backend: env.backend.ref,
+    stages: stages.map((stage) => {
+      const details = [...new Set(entered.filter((entry) => entry.stage === stage).map((entry) => entry.detail))]
+      return PlannedStage.make({
+        stage,
+        mode: details.length > 0 ? "run" : "skip",
+        detail: details.length > 0
+          ? details.join("; ")
+          : skipped[profile._tag][stage] ?? skippedDetail[stage] ?? "not run in this profile",
+        evaluators: evaluatorsOf(stage)
+      })
+    })
+  })
+}
+
+/** A decoder that refuses unknown fields, including for `Schema.Struct({})`, which Effect reads as "any object". */
+const strictDecoder = (schema: Schema.Schema<any, any>) => {
+  const decode = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
+  const ast = SchemaAST.encodedAST(schema.ast)
+  const empty = SchemaAST.isTypeLiteral(ast) && ast.propertySignatures.length === 0 && ast.indexSignatures.length === 0
+  if (!empty) return decode
+  const nothing = Schema.decodeUnknownEither(Schema.Record({ key: Schema.String, value: Schema.Never }))
+  return (input: unknown) => Either.flatMap(nothing(input), () => decode(input))
+}
+
+/** The string field names an input schema declares (none, when its type has no property signatures to read). */
+const declaredFields = (input: Schema.Schema.Any): ReadonlySet<string> => {
+  try {
+    return new Set(
+      SchemaAST.getPropertySignatures(SchemaAST.typeAST(input.ast)).flatMap((signature) =>
+        typeof signature.name === "string" ? [signature.name] : []
+      )
+    )
+  } catch {
+    return new Set()
+  }
+}
+
+/** Stage 5 for an action that declares its origins: the invocation must come from one of them. */
+const originsOf = (env: Env, definition: ActionDefinition): Interceptor => ({
+  id: "action.origins",
+  stage: "authorise",
+  evaluate: (evaluation) =>
+    Effect.map(
+      Origin.authorize({
+        restriction: definition.origins,
+        boundAgent: env.boundAgent,
+        principal: evaluation.context.authenticated_principal,
+        action_type: definition.name
+      }),
+      (check): Verdict =>
+        check._tag === "origin_denied"
+          ? { disposition: "deny", code: check.code, detail: check.detail }
+          : { disposition: "allow", code: check.code }
+    )
+})
+
+/** Build and compile one action's table under a profile. */
+const compileAction = (
+  env: Env,
+  profile: Profile,
+  definition: ActionDefinition,
+  descriptor: ActionDescriptor
+): Compiled => {
+  const action: Action = {
+    definition,
+    descriptor,
+    interceptors: definition.origins === undefined
+      ? env.interceptors
+      : [originsOf(env, definition), ...env.interceptors],
+    decode: strictDecoder(definition.input),
+    encode: Schema.encodeUnknownEither(definition.input),
+    encodeOutput: Schema.encodeUnknownEither(definition.output),
+    fields: declaredFields(definition.input)
+  }
+  const table = profile._tag === "governed"
+    ? governedTable(env, action, profile)
+    : profile._tag === "durable"
+    ? durableTable(env, action, profile.store)
+    : minimalTable(env, action)
+  return Object.freeze({ action, plan: planOf(env, profile, action, table.entries), run: compile(table.entries) })
+}
+
+/** An executor's `execute` and `plan` over its environment and profile. */
+export const makeRunner = (env: Env, profile: Profile) => {
+  const compiled = new WeakMap<ActionDefinition, Compiled>()
+  const compiledFor = (definition: ActionDefinition, descriptor: ActionDescriptor): Compiled => {
+    const cached = compiled.get(definition)
+    if (cached !== undefined) return cached
+    const made = compileAction(env, profile, definition, descriptor)
+    compiled.set(definition, made)
+    return made
+  }
+
+  /** Stage 1, then the action's compiled table. */
+  const run = (call: Call): Effect.Effect<ExecutionOutcome, ExecutionError> => {
+    call.enter("resolve")
+    const resolved = env.registry.resolve(call.request.action)
+    if (Either.isLeft(resolved)) return Effect.succeed(denied(call, "action.not_found", resolved.left.message))
+    const { definition, descriptor } = resolved.right
+    const action = compiledFor(definition, descriptor)
+    call.action = { name: definition.name, version: definition.version }
+    return action.run({ call, action: action.action })
+  }
+
+  const notify = (outcome: ExecutionOutcome, receipt: AppendReceipt | undefined) => {
+    const event: Concluded = receipt === undefined
+      ? { _tag: "concluded", outcome }
+      : {
+        _tag: "concluded",
+        outcome,
+        evidence: { chain_id: receipt.chain_id, record_id: receipt.record_id, head_hash: receipt.head_hash }
+      }
+    // Suspended: an observer that throws while building its effect changes nothing either.
+    return Effect.forEach(env.observers, (observer) => Effect.exit(Effect.suspend(() => observer.observe(event))), {
+      discard: true
+    })
+  }
+
+  const observed = (call: Call, outcome: Effect.Effect<ExecutionOutcome, ExecutionError>) =>
+    outcome.pipe(
+      Effect.tap((outcome) => notify(outcome, call.receipt)),
+      // Told in the background: the interrupted caller waits for no observer. A call whose conclusion is committed
+      // (a governed operation, or one bound to a durable Run) is told only the outcome that was.
+      Effect.onInterrupt(() => {
+        const told = call.committed ?? (call.operated || call.run_id !== undefined
+          ? undefined
+          : trustedMake(Cancelled, { ...common(call), call_executed: call.invoked }))
+        return told === undefined ? Effect.void : Effect.asVoid(Effect.forkDaemon(notify(told, call.receipt)))
+      })
+    )
+
+  const execute = (request: ExecutionRequest, options: ExecuteOptions) =>
+    Effect.withSpan(
+      Effect.flatMap(env.ids.uuid, (attempt_id) => {
+        const call = new Call(
+          request,
+          options.context,
+          attempt_id,
+          env.profile,
+          options.cancel,
+          options.boundary,
+          options.newRun,
+          env.trace
+        )
+        return env.observers.length === 0 ? run(call) : observed(call, run(call))
+      }),
+      "ActionExecutor.execute"
+    )
+
+  const plan = (ref: ActionRef) =>
+    Effect.map(env.registry.resolve(ref), (resolved) => compiledFor(resolved.definition, resolved.descriptor).plan)
+
+  return { execute, plan }
+}

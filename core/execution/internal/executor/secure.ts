@@ -1,0 +1,196 @@
+/**
+ * Stages 5-10: the security interceptors in fixed order, bound to the arguments' digest; the transformers; the
+ * revalidation of what they produced; and the recheck of every evaluator when the digest changed.
+ */
+import { Deferred, Duration, Effect, Exit } from "effect"
+import type { Usage } from "../../../action/ActionUsage.ts"
+import { trustedMake } from "../../../base/internal/trusted.ts"
+import * as Time from "../../../base/Time.ts"
+import { ActionAdmissionDecision } from "../../AdmissionDecision.ts"
+import { Cancelled, type ExecutionOutcome, Recheck, TimedOut } from "../../ExecutionOutcome.ts"
+import type { Arguments } from "../../ExecutionRequest.ts"
+import type { Evaluation, Interceptor, Verdict } from "../../Interceptor.ts"
+import type { SecurityStage, Stage } from "../../Stage.ts"
+import { decodeWith, type Digested } from "./admit.ts"
+import { type Call, common, denied, outcomeOf, reason } from "./call.ts"
+import type { Env } from "./env.ts"
+import { type EffectStep, isOutcome, type SyncStep, type WithinStep } from "./table.ts"
+
+/** What an evaluator sees of the call now. */
+export const evaluationOf = (state: Digested): Evaluation => ({
+  attempt_id: state.call.attempt_id,
+  request: state.call.request,
+  context: state.call.context,
+  descriptor: state.action.descriptor,
+  arguments: state.args,
+  arguments_digest: state.digest
+})
+
+const evaluatorError: Verdict = { disposition: "deny", code: "control.evaluator_error" }
+
+/** Run interceptors in order at `stage`, each decision bound to the current digest; an outcome when one refuses. */
+const decide = Effect.fnUntraced(function*(
+  state: Digested,
+  interceptors: ReadonlyArray<Interceptor>,
+  stage: Stage,
+  governed: boolean
+) {
+  const call = state.call
+  for (const interceptor of interceptors) {
+    const exit = yield* Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state))))
+    const verdict = Exit.isSuccess(exit) ? exit.value : evaluatorError
+    const decision = trustedMake(ActionAdmissionDecision, {
+      disposition: verdict.disposition,
+      reason: reason(verdict.code, verdict.detail),
+      evaluator: interceptor.id,
+      stage,
+      arguments_digest: state.digest,
+      evidence: [],
+      ...(verdict.retry_at === undefined ? {} : { retry_at: verdict.retry_at }),
+      ...(verdict.approval === undefined ? {} : { approval: verdict.approval })
+    })
+    ;(call.decisions ??= []).push(decision)
+    if (governed) {
+      ;(call.produced ??= []).push({ evaluator: interceptor.id, verdict, stage, arguments_digest: state.digest })
+    }
+    const charge = interceptor.charge
+    if (verdict.metered === true && charge !== undefined && call.charges?.has(interceptor) !== true) {
+      ;(call.charges ??= new Map()).set(interceptor, (usage: Usage) => charge(evaluationOf(state), usage))
+    }
+    if (verdict.disposition !== "allow") return outcomeOf(call, verdict.disposition, decision)
+  }
+  return undefined
+})
+
+const securityDetail: Record<SecurityStage, string> = {
+  authorise: "principal and tenant authorization interceptors",
+  guard: "intrinsic guard interceptors",
+  policy: "action policy interceptors"
+}
+
+/** Stages 5, 6 or 7: the action's interceptors of that stage. */
+export const securityWith = (
+  stage: SecurityStage,
+  interceptors: ReadonlyArray<Interceptor>,
+  governed: boolean
+): EffectStep<Digested, void> => ({
+  _tag: "Effect",
+  stage,
+  detail: `${securityDetail[stage]}: ${interceptors.map((interceptor) => interceptor.id).join(", ")}`,
+  run: (state) => decide(state, interceptors, stage, governed)
+})
+
+/** After stage 8: the digest the security stages decided on. */
+export interface Transformed extends Digested {
+  readonly before: Digested["digest"]
+}
+
+/** Stage 8: each transformer in turn rewrites the arguments. */
+export const transformWith = (env: Env): EffectStep<Digested, { before: Digested["digest"]; args: Arguments }> => ({
+  _tag: "Effect",
+  stage: "transform",
+  detail: `user transformations: ${env.transformers.map((transformer) => transformer.id).join(", ")}`,
+  run: Effect.fnUntraced(function*(state) {
+    const before = state.digest
+    let args = state.args
+    for (const transformer of env.transformers) {
+      const exit = yield* Effect.exit(
+        Effect.suspend(() => transformer.transform({ ...evaluationOf(state), arguments: args }))
+      )
+      if (Exit.isFailure(exit)) return denied(state.call, "transform.failed", `transformer ${transformer.id} failed`)
+      args = exit.value
+    }
+    return { before, args }
+  })
+})
+
+/** Stage 9: decode and digest the transformed arguments again. */
+export const revalidateWith = (
+  digestStep: SyncStep<any, Digested> | EffectStep<any, Digested>
+): EffectStep<Transformed, Digested> => ({
+  _tag: "Effect",
+  stage: "revalidate",
+  detail: "decode the transformed arguments again",
+  run: (state) => {
+    const decoded = decodeWith(state.call, state.action, state.args)
+    if (isOutcome(decoded)) return Effect.succeed(decoded)
+    const view = { ...state, input: decoded.input }
+    const digested = digestStep._tag === "Sync" ? Effect.succeed(digestStep.run(view)) : digestStep.run(view)
+    return Effect.map(
+      digested,
+      (answer) => isOutcome(answer) ? answer : { ...decoded, args: answer.args, digest: answer.digest } as Digested
+    )
+  }
+})
+
+/** Stage 10: re-run every evaluator when the digest changed, and record why it ran or not. */
+export const recheckWith = (
+  interceptors: ReadonlyArray<Interceptor>,
+  governed: boolean
+): EffectStep<Transformed, void> => ({
+  _tag: "Effect",
+  stage: "recheck",
+  detail: `re-run every security evaluator whose input digest changed: ${
+    interceptors.map((interceptor) => interceptor.id).join(", ")
+  }`,
+  run: (state) => {
+    const changed = state.digest !== state.before
+    state.call.recheck = trustedMake(Recheck, {
+      ran: changed,
+      reason: changed ? "arguments_changed" : "arguments_unchanged",
+      evaluators: changed ? interceptors.map((interceptor) => interceptor.id) : [],
+      digest_before: state.before,
+      digest_after: state.digest
+    })
+    return changed ? decide(state, interceptors, "recheck", governed) : Effect.succeed(undefined)
+  }
+})
+
+const notRechecked = trustedMake(Recheck, { ran: false, reason: "no_transformation", evaluators: [] })
+
+/** Stage 10 without transformers: nothing changed the arguments, and that is recorded. */
+export const noRecheck: SyncStep<Digested, void> = {
+  _tag: "Sync",
+  stage: "recheck",
+  detail: "no transformation: the evaluators' digest is unchanged",
+  run: ({ call }) => {
+    call.recheck = notRechecked
+  }
+}
+
+/** `effect` raced against the request's deadline and its cancellation: whichever comes first interrupts it. */
+export const untilStopped = <A, E>(
+  call: Call,
+  effect: Effect.Effect<A, E>,
+  stopped: (by: "deadline" | "cancel") => A
+): Effect.Effect<A, E> => {
+  const deadline = call.request.deadline
+  const cancel = call.cancel
+  const cancelled = cancel === undefined
+    ? effect
+    : Effect.raceFirst(effect, Effect.zipRight(Deferred.await(cancel), Effect.sync(() => stopped("cancel"))))
+  return deadline === undefined ? cancelled : Effect.raceFirst(
+    cancelled,
+    Effect.flatMap(Time.nowMicros, (now) =>
+      Effect.zipRight(
+        Effect.sleep(Duration.micros(BigInt(Math.max(0, Time.toMicros(deadline) - now)))),
+        Effect.sync(() => stopped("deadline"))
+      ))
+  )
+}
+
+/**
+ * Stages 5-11 until the request's deadline or cancellation, whichever comes first concluding the call (timed out or
+ * cancelled, the callable never reached).
+ */
+export const bounded: WithinStep = {
+  _tag: "Within",
+  detail: "stages 5-11 stop at the request's deadline or cancellation",
+  run: <A, E2>(call: Call, steps: Effect.Effect<A | ExecutionOutcome, E2>) =>
+    call.request.deadline === undefined && call.cancel === undefined
+      ? steps
+      : untilStopped<A | ExecutionOutcome, E2>(call, steps, (by) =>
+        by === "cancel"
+          ? trustedMake(Cancelled, { ...common(call), call_executed: false })
+          : trustedMake(TimedOut, { ...common(call), call_executed: false }))
+}

@@ -1,0 +1,210 @@
+/**
+ * The one runtime form of a policy: the immutable, digest-pinned snapshot compiled from a
+ * declaration. There is no second resolved-policy object.
+ */
+import { Effect, Either, Hash, Schema } from "effect"
+import type { CanonicalJsonError } from "../base/Canonical.ts"
+import * as Digest from "../base/Digest.ts"
+import { Identifier } from "../base/Refs.ts"
+import { Timestamp } from "../base/Time.ts"
+import type { DeclaredRule, PermissionPolicy } from "./PermissionPolicy.ts"
+import {
+  defaultApprovalLifetime,
+  mapRules,
+  PolicyProvenance,
+  PolicyValidationError,
+  presetRules
+} from "./PermissionPolicy.ts"
+import { CompiledRule, GateBinding, Pattern } from "./PolicyRule.ts"
+
+// Rules and gates each run in a unique `order`: a snapshot with two of one order is not a snapshot.
+const uniqueOrders = <A extends { readonly order: number }>(items: ReadonlyArray<A>) =>
+  new Set(items.map((item) => item.order)).size === items.length || "orders must be unique"
+
+/** A compiled, digest-pinned policy snapshot, staged or active. */
+export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot")({
+  policy_id: Identifier,
+  version: Identifier,
+  digest: Digest.Sha256Hex,
+  principal_scope: Schema.NonEmptyArray(Pattern),
+  tenant_scope: Schema.NonEmptyArray(Pattern),
+  compiled_rules: Schema.Array(CompiledRule).pipe(Schema.filter(uniqueOrders)),
+  gate_bindings: Schema.Array(GateBinding).pipe(Schema.filter(uniqueOrders)),
+  provenance: PolicyProvenance,
+  release_state: Schema.Literal("staged", "active"),
+  activated_at: Schema.optional(Timestamp),
+  activated_by: Schema.optional(Identifier)
+}) {}
+
+// Snapshots `immutable` built: frozen at every level, so handed out as they are.
+const frozen = new WeakSet<PolicySnapshot>()
+
+// A deep copy of plain data (a snapshot's fields are strings, numbers, arrays and structs), frozen at every level.
+const frozenCopy = <A>(value: A): A => {
+  if (typeof value !== "object" || value === null) return value
+  const copy = Array.isArray(value)
+    ? value.map(frozenCopy)
+    : Object.fromEntries(Object.entries(value).map(([key, field]) => [key, frozenCopy(field)]))
+  return Object.freeze(copy) as A
+}
+
+/**
+ * A snapshot as an immutable value: a copy frozen at every level, sharing nothing with its argument, so no holder of
+ * it (or of the argument) can change what is enforced under its digest. One `immutable` built is returned as it is.
+ */
+export const immutable = (snapshot: PolicySnapshot): PolicySnapshot => {
+  if (frozen.has(snapshot)) return snapshot
+  const copy = new PolicySnapshot(frozenCopy({ ...snapshot }), { disableValidation: true })
+  // Effect caches a class instance's hash on the instance the first time it is hashed: done before it is frozen.
+  Hash.hash(copy)
+  frozen.add(Object.freeze(copy))
+  return copy
+}
+
+/** Exactly the fields the digest covers: id, version, scopes, ordered rules, ordered gates. */
+export const digestInput = (
+  snapshot: Pick<
+    PolicySnapshot,
+    "policy_id" | "version" | "principal_scope" | "tenant_scope" | "compiled_rules" | "gate_bindings"
+  >
+) => ({
+  policy_id: snapshot.policy_id,
+  version: snapshot.version,
+  principal_scope: snapshot.principal_scope,
+  tenant_scope: snapshot.tenant_scope,
+  compiled_rules: snapshot.compiled_rules,
+  gate_bindings: snapshot.gate_bindings
+})
+
+const fail = (path: string, detail: string) => Either.left(new PolicyValidationError({ path, detail }))
+
+const compileRules = (
+  policy: PermissionPolicy
+): Either.Either<ReadonlyArray<CompiledRule> & { readonly generated: ReadonlySet<string> }, PolicyValidationError> => {
+  const approver = policy.approver_class ?? null
+  const sources: Array<[DeclaredRule, string, string]> = [
+    ...presetRules(policy.mode, approver).map((
+      rule
+    ): [DeclaredRule, string, string] => [rule, `preset:${policy.mode}`, "$.mode"]),
+    ...mapRules(policy).map((rule): [DeclaredRule, string, string] => [rule, "rules-mode", "$"]),
+    ...policy.rules.map((rule, i): [DeclaredRule, string, string] => [rule, "declared", `$.rules.${i}`])
+  ]
+  // A policy-level approver with no approval rule still names the authority an unresolved soft deny escalates to: it
+  // is compiled into a rule (matching no action), so it lives in the digested rules like every executable part.
+  if (approver !== null && !sources.some(([rule]) => rule.kind === "approval")) {
+    sources.push([
+      {
+        rule_id: "approver_class",
+        kind: "approval",
+        effect: "require_approval",
+        action_patterns: [],
+        operations: ["*"],
+        approver_class: approver,
+        expires_after_microseconds: defaultApprovalLifetime
+      },
+      "approver_class",
+      "$.approver_class"
+    ])
+  }
+  const seen = new Map<string, string>()
+  const compiled: Array<CompiledRule> = []
+  const generated = new Set<string>()
+  for (const [rule, provenance, path] of sources) {
+    const order = compiled.length
+    const rule_id = rule.rule_id ?? `rule-${order}`
+    if (rule.rule_id === undefined) generated.add(rule_id)
+    const earlier = seen.get(rule_id)
+    if (earlier !== undefined) return fail(`${path}.rule_id`, `duplicate rule id "${rule_id}" (first at ${earlier})`)
+    seen.set(rule_id, path)
+    const filled = rule.kind === "approval" ? { ...rule, approver_class: rule.approver_class ?? approver } : rule
+    compiled.push(
+      { ...filled, rule_id, order: rule.order ?? order, provenance: rule.provenance ?? provenance } as CompiledRule
+    )
+  }
+  const orders = new Set(compiled.map((rule) => rule.order))
+  if (orders.size !== compiled.length) return fail("$.rules", "rule orders must be unique")
+  return Either.right(Object.assign(compiled.sort((a, b) => a.order - b.order), { generated }))
+}
+
+const compileGates = (
+  policy: PermissionPolicy,
+  rules: ReadonlyArray<CompiledRule> & { readonly generated: ReadonlySet<string> }
+): Either.Either<ReadonlyArray<GateBinding>, PolicyValidationError> => {
+  const all = rules.map((rule) => rule.rule_id)
+  if (policy.gates === undefined) {
+    return Either.right([{
+      gate_id: "policy",
+      adapter_id: "writ.policy",
+      level: "hard",
+      order: 0,
+      tool_ids: ["*"],
+      rule_ids: all
+    }])
+  }
+  if (policy.gates.length === 0) {
+    return fail("$.gates", "at least one gate must bind the rules (no gate would allow everything)")
+  }
+  const known = new Set(all)
+  const bound = new Set<string>()
+  const ids = new Set<string>()
+  const orders = new Set<number>()
+  const gates: Array<GateBinding> = []
+  for (const [i, gate] of policy.gates.entries()) {
+    if (ids.has(gate.gate_id)) return fail(`$.gates.${i}.gate_id`, `duplicate gate id "${gate.gate_id}"`)
+    if (orders.has(gate.order)) return fail(`$.gates.${i}.order`, `duplicate gate order ${gate.order}`)
+    ids.add(gate.gate_id)
+    orders.add(gate.order)
+    const rule_ids = gate.rule_ids ?? all
+    for (const [j, id] of rule_ids.entries()) {
+      if (!known.has(id)) return fail(`$.gates.${i}.rule_ids.${j}`, `no rule "${id}" exists`)
+      if (rules.generated.has(id)) {
+        return fail(
+          `$.gates.${i}.rule_ids.${j}`,
+          `"${id}" is a generated id that moves when rules change: give the rule an explicit rule_id`
+        )
+      }
+      bound.add(id)
+    }
+    gates.push({ ...gate, rule_ids })
+  }
+  // A rule that can apply to no action (an approval of nothing, naming the authority) needs no gate.
+  const unbound = rules.find((rule) =>
+    !bound.has(rule.rule_id) && !(rule.kind === "approval" && rule.action_patterns.length === 0)
+  )?.rule_id
+  if (unbound !== undefined) return fail("$.gates", `rule "${unbound}" is bound to no gate`)
+  return Either.right(gates.sort((a, b) => a.order - b.order))
+}
+
+/** Compile a declaration into a staged, immutable snapshot with its `sha256-v1` digest. */
+export const compile = (
+  policy: PermissionPolicy
+): Effect.Effect<PolicySnapshot, PolicyValidationError | CanonicalJsonError, Digest.Digest> =>
+  Effect.gen(function*() {
+    const compiled_rules = yield* compileRules(policy)
+    const gate_bindings = yield* compileGates(policy, compiled_rules)
+    const fields = {
+      policy_id: policy.policy_id,
+      version: policy.version,
+      principal_scope: policy.principal_scope,
+      tenant_scope: policy.tenant_scope,
+      compiled_rules,
+      gate_bindings
+    }
+    const digest = yield* Digest.canonical(digestInput(fields))
+    return immutable(
+      PolicySnapshot.make({ ...fields, digest, provenance: policy.provenance, release_state: "staged" })
+    )
+  })
+
+/** Recompute a snapshot's digest from exactly the digested fields. */
+export const recomputeDigest = (snapshot: PolicySnapshot) => Digest.canonical(digestInput(snapshot))
+
+/** A snapshot offered to a store, checked: one whose content does not recompute to its digest (only a hand-built one can) is a defect. */
+export const checkDigest = (snapshot: PolicySnapshot): Effect.Effect<void, never, Digest.Digest> =>
+  Effect.flatMap(
+    Effect.orDie(recomputeDigest(snapshot)),
+    (recomputed) =>
+      recomputed === snapshot.digest ? Effect.void : Effect.dieMessage(
+        `policy ${snapshot.policy_id}@${snapshot.version}: its digest ${snapshot.digest} does not recompute (${recomputed})`
+      )
+  )

@@ -1,0 +1,96 @@
+/**
+ * The PolicySnapshotStore port: immutable snapshots by (policy id, version), the one staged ->
+ * active step, scope bindings with precedence, and historical reads.
+ */
+import { Context, Schema } from "effect"
+import type { Effect } from "effect"
+import { Identifier } from "../base/Refs.ts"
+import type { Timestamp } from "../base/Time.ts"
+import type { PolicySnapshot } from "./PolicySnapshot.ts"
+
+/** The same policy id and version put again with another digest. */
+export class PolicyConflictError extends Schema.TaggedError<PolicyConflictError>()("PolicyConflictError", {
+  policy_id: Schema.String,
+  version: Schema.String,
+  stored_digest: Schema.String,
+  offered_digest: Schema.String
+}) {
+  override get message() {
+    return `policy ${this.policy_id}@${this.version} is stored with digest ${this.stored_digest}; refusing ${this.offered_digest}`
+  }
+}
+
+/** No snapshot (or no active one) answers. */
+export class PolicyNotFoundError extends Schema.TaggedError<PolicyNotFoundError>()("PolicyNotFoundError", {
+  detail: Schema.String
+}) {
+  override get message() {
+    return this.detail
+  }
+}
+
+/** Two bindings tie at the top precedence. */
+export class AmbiguousPolicyError extends Schema.TaggedError<AmbiguousPolicyError>()("AmbiguousPolicyError", {
+  candidates: Schema.Array(Schema.String)
+}) {
+  override get message() {
+    return `ambiguous policy binding: ${this.candidates.join(", ")}`
+  }
+}
+
+/** A (policy_id, version) pair as a string no other pair shares: an identifier may itself contain "@". */
+export const pairKey = (policy_id: string, version: string): string => `${policy_id.length}:${policy_id}@${version}`
+
+/** The candidates an AmbiguousPolicyError names: each distinct pair once, as `id@version`, sorted. */
+export const candidatesOf = (pairs: ReadonlyArray<{ readonly policy_id: string; readonly version: string }>) =>
+  [...new Map(pairs.map((pair) => [pairKey(pair.policy_id, pair.version), pair])).values()]
+    .map((pair) => `${pair.policy_id}@${pair.version}`)
+    .sort()
+
+/** Where a binding applies: every call, calls by a role, or calls on one resource. */
+export const BindingScope = Schema.Union(
+  Schema.TaggedStruct("global", {}),
+  Schema.TaggedStruct("role", { role: Identifier }),
+  Schema.TaggedStruct("resource", { resource: Identifier })
+)
+
+/** Where a binding applies. */
+export type BindingScope = typeof BindingScope.Type
+
+/** What a call offers to binding resolution. */
+export interface BindingTarget {
+  readonly roles: ReadonlyArray<string>
+  readonly resource?: string
+}
+
+/** Stores snapshots; nothing in a stored snapshot's executable content ever changes. */
+export class PolicySnapshotStore extends Context.Tag("writ/PolicySnapshotStore")<
+  PolicySnapshotStore,
+  PolicySnapshotStore.Service
+>() {}
+
+/** The PolicySnapshotStore service. */
+export declare namespace PolicySnapshotStore {
+  /** put, activate, bind, resolve and historical get. */
+  export interface Service {
+    /** Whether stored snapshots survive a restart: a certificate re-reads its policy by (id, version) to verify. */
+    readonly durable: boolean
+    /** Store a staged snapshot; the same (id, version, digest) again is a no-op. */
+    readonly put: (snapshot: PolicySnapshot) => Effect.Effect<void, PolicyConflictError>
+    /** The only staged -> active step; activation metadata changes, executable content never does. */
+    readonly activate: (
+      policy_id: string,
+      version: string,
+      by: string,
+      at: Timestamp
+    ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError>
+    /** Bind an active snapshot to a scope (replacing that scope's previous binding). */
+    readonly bind: (scope: BindingScope, policy_id: string, version: string) => Effect.Effect<void, PolicyNotFoundError>
+    /** The snapshot bound for a call: resource beats role beats global; a tie at the top is ambiguous. */
+    readonly resolve: (
+      target: BindingTarget
+    ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError | AmbiguousPolicyError>
+    /** Any stored version, active or not. */
+    readonly get: (policy_id: string, version: string) => Effect.Effect<PolicySnapshot, PolicyNotFoundError>
+  }
+}
