@@ -30,6 +30,17 @@ const nodeOnlyPackages = [
 ]
   .map((name) => ({ group: [name, `${name}/*`], message: "core/ imports only effect" }));
 
+// Over the size limits until they are split (Governance into boundary, context and writer; StateStore into its ports;
+// the policy modules); the list only shrinks.
+const oversized = [
+  "core/evidence/Evidence.ts",
+  "core/evidence/Governance.ts",
+  "core/policy/PolicyComposition.ts",
+  "core/policy/PolicyEvaluator.ts",
+  "core/policy/PolicyGate.ts",
+  "core/state/StateStore.ts",
+];
+
 export default [
   { ignores: ["dist/**", "node_modules/**"] },
   ...tseslint.configs.recommended,
@@ -63,6 +74,14 @@ export default [
       "import-x/parsers": { "@typescript-eslint/parser": [".ts"] },
     },
     rules: { "import-x/no-cycle": ["error", { ignoreExternal: true }], "import-x/no-unresolved": "error" },
+  },
+  {
+    files: ["core/**/*.ts"],
+    ignores: oversized,
+    rules: {
+      "max-lines": ["error", { max: 400 }],
+      "max-lines-per-function": ["error", { max: 100 }],
+    },
   },
   {
     files: ["core/**/*.ts"],

@@ -8,7 +8,7 @@ import { uncontained } from "../../../action/ActionExecutionBackend.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
-import type { OperationContext } from "../../../evidence/Governance.ts"
+import type { EvidenceWriter, OperationContext } from "../../../evidence/Governance.ts"
 import {
   deriveContextWith,
   failureDetail,
@@ -41,264 +41,290 @@ export interface Operated extends Pinned {
   readonly operation: OperationContext
 }
 
-/** The governed stages of one executor over its governor. */
-export const governedWith = (env: Env, governor: Governor) => {
-  const writer = governor.writer
+/** Append records in one commit; a failure is a GovernanceEvidenceError naming whether the callable had run. */
+const appendEvidence = (
+  writer: EvidenceWriter.Service,
+  operation: OperationContext,
+  drafts: ReadonlyArray<Evidence.Draft>,
+  call_executed: boolean,
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+) =>
+  Effect.mapError(writer.appendAll(operation.chain_id, drafts, ifCommitted), (error) =>
+    new GovernanceEvidenceError({
+      call_executed,
+      record_type: drafts[0]!.record_type,
+      operation_id: operation.operation_id,
+      detail: failureDetail(error)
+    }))
 
-  /** Append records in one commit; a failure is a GovernanceEvidenceError naming whether the callable had run. */
-  const appendEvidence = (
-    operation: OperationContext,
-    drafts: ReadonlyArray<Evidence.Draft>,
-    call_executed: boolean,
-    ifCommitted?: () => ReadonlyArray<Evidence.Draft>
-  ) =>
-    Effect.mapError(writer.appendAll(operation.chain_id, drafts, ifCommitted), (error) =>
-      new GovernanceEvidenceError({
-        call_executed,
-        record_type: drafts[0]!.record_type,
-        operation_id: operation.operation_id,
-        detail: failureDetail(error)
+/**
+ * The gate records of the verdicts produced since the last checkpoint, which it takes from the call: one
+ * `gate_evaluated` per gate result (a verdict without gates is its evaluator's one hard gate, except a deferral:
+ * capacity is never a gate result), then any granted exception.
+ */
+const producedDrafts = Effect.fnUntraced(function*(env: Env, call: Call, operation: OperationContext) {
+  const produced = call.produced
+  call.produced = undefined
+  const drafts: Array<Evidence.Draft> = []
+  if (produced === undefined) return drafts
+  const evaluated_at = yield* Time.now
+  for (const { arguments_digest, evaluator, stage, verdict } of produced) {
+    const gates = verdict.gates ?? (verdict.disposition === "defer" ? [] : [{
+      gate_id: evaluator,
+      level: "hard" as const,
+      decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
+      reason_code: verdict.code,
+      matched_rules: []
+    }])
+    for (const gate of gates) {
+      drafts.push(ledger.gateEvaluated(operation, {
+        ...gate,
+        result_id: yield* env.ids.uuid,
+        evaluator,
+        stage,
+        arguments_digest,
+        evaluated_at
       }))
-
-  /**
-   * The gate records of the verdicts produced since the last checkpoint: one `gate_evaluated` per gate result (a
-   * verdict without gates is its evaluator's one hard gate, except a deferral: capacity is never a gate result), then
-   * any granted exception.
-   */
-  const producedDrafts = Effect.fnUntraced(function*(call: Call, operation: OperationContext) {
-    const produced = call.produced
-    call.produced = undefined
-    const drafts: Array<Evidence.Draft> = []
-    if (produced === undefined) return drafts
-    const evaluated_at = yield* Time.now
-    for (const { arguments_digest, evaluator, stage, verdict } of produced) {
-      const gates = verdict.gates ?? (verdict.disposition === "defer" ? [] : [{
-        gate_id: evaluator,
-        level: "hard" as const,
-        decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
-        reason_code: verdict.code,
-        matched_rules: []
-      }])
-      for (const gate of gates) {
-        drafts.push(ledger.gateEvaluated(operation, {
-          ...gate,
-          result_id: yield* env.ids.uuid,
-          evaluator,
-          stage,
-          arguments_digest,
-          evaluated_at
-        }))
-      }
-      if (verdict.exception !== undefined) drafts.push(ledger.exceptionGranted(operation, verdict.exception))
     }
-    return drafts
+    if (verdict.exception !== undefined) drafts.push(ledger.exceptionGranted(operation, verdict.exception))
+  }
+  return drafts
+})
+
+/** Stage 3, governed: a governed call runs inside an open task boundary of this executor's writer. */
+export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved, void> => ({
+  _tag: "Sync",
+  stage: "bind_context",
+  detail: "the call's task boundary must be open in this executor's evidence writer",
+  run: ({ call }) => {
+    if (call.boundary === undefined) {
+      return denied(call, "governance.no_boundary", "a governed execution runs inside an open task boundary")
+    }
+    if (!writer.isOpen(call.boundary)) {
+      return denied(
+        call,
+        "governance.boundary_not_open",
+        `task boundary ${call.boundary.task_boundary_id} is not open in this executor's evidence writer (not opened here, or closed)`
+      )
+    }
+  }
+})
+
+/** Stage 3, governed: retrieve the exact snapshot and recompute its digest; probe the backend once. */
+export const pinWith = (
+  env: Env,
+  governor: Governor
+): EffectStep<Resolved, { snapshot: PolicySnapshot; capability: ActionBackendCapabilityReport }> => ({
+  _tag: "Effect",
+  stage: "bind_context",
+  detail: "retrieve the exact policy snapshot and recompute its digest; probe the backend for required containment",
+  run: Effect.fnUntraced(function*({ action, call }) {
+    const pinned = yield* governor.pin(call.context, call.attempt_id)
+    if (Either.isLeft(pinned)) return denied(call, pinned.left.code, pinned.left.detail)
+    const capability = yield* env.backend.probe
+    const missing = uncontained(capability, action.definition.containment)
+    if (missing.length > 0) {
+      return denied(call, "containment.unsupported", `${capability.backend.id} cannot contain ${missing.join(", ")}`)
+    }
+    return { snapshot: pinned.right, capability }
+  })
+})
+
+/** One governed operation of one call, from its start to its one terminal record. */
+class Operation {
+  /** Set once its start is appended (or being appended), and unset if that append fails. */
+  private started: OperationContext | undefined = undefined
+  /** Its terminal record was appended, or is being: nothing may append another. */
+  private concluded = false
+
+  constructor(readonly env: Env, readonly writer: EvidenceWriter.Service, readonly state: Pinned) {}
+
+  get call(): Call {
+    return this.state.call
+  }
+
+  /** Stage 4: derive the context from its six trusted inputs and commit `policy_bound` and `operation_started`. */
+  readonly start = Effect.suspend(() => {
+    const { call, env, state } = this
+    return Effect.flatMap(
+      deriveContextWith(
+        env.digest,
+        env.ids,
+        {
+          context: call.context,
+          request: call.request,
+          descriptor: state.action.descriptor,
+          snapshot: state.snapshot,
+          capability: state.capability,
+          boundary: call.boundary!
+        },
+        call.attempt_id,
+        state.digest
+      ),
+      (derived): Effect.Effect<OperationContext | ExecutionOutcome, ExecutionError> =>
+        Either.isLeft(derived)
+          ? Effect.succeed(denied(call, derived.left, "the operation's trusted inputs disagree"))
+          : this.commitStart(derived.right)
+    )
   })
 
-  /** Stage 3, governed: a governed call runs inside an open task boundary of this executor's writer. */
-  const boundary: SyncStep<Resolved, void> = {
-    _tag: "Sync",
-    stage: "bind_context",
-    detail: "the call's task boundary must be open in this executor's evidence writer",
-    run: ({ call }) => {
-      if (call.boundary === undefined) {
-        return denied(call, "governance.no_boundary", "a governed execution runs inside an open task boundary")
-      }
-      if (!writer.isOpen(call.boundary)) {
-        return denied(
-          call,
-          "governance.boundary_not_open",
-          `task boundary ${call.boundary.task_boundary_id} is not open in this executor's evidence writer (not opened here, or closed)`
-        )
-      }
-    }
+  private commitStart(operation: OperationContext) {
+    const { call, state } = this
+    // A start whose answer is lost may still have committed: the writer then closes it as this denial.
+    const unconfirmed = () => [
+      ledger.terminal(operation, denied(call, "evidence.append_failed"), null, operation.arguments_digest)
+    ]
+    const drafts = [
+      ledger.policyBound(operation, state.snapshot),
+      ledger.operationStarted(operation, state.action.fields, state.args)
+    ]
+    return Effect.uninterruptible(Effect.suspend(() => {
+      this.started = operation
+      call.operated = true
+      return appendEvidence(this.writer, operation, drafts, false, unconfirmed).pipe(
+        Effect.tapError(() =>
+          Effect.sync(() => {
+            this.started = undefined
+            call.operated = false
+          })
+        ),
+        Effect.as(operation)
+      )
+    }))
   }
 
-  /** Stage 3, governed: retrieve the exact snapshot and recompute its digest; probe the backend once. */
-  const pin: EffectStep<Resolved, { snapshot: PolicySnapshot; capability: ActionBackendCapabilityReport }> = {
-    _tag: "Effect",
-    stage: "bind_context",
-    detail: "retrieve the exact policy snapshot and recompute its digest; probe the backend for required containment",
-    run: Effect.fnUntraced(function*({ action, call }) {
-      const pinned = yield* governor.pin(call.context, call.attempt_id)
-      if (Either.isLeft(pinned)) return denied(call, pinned.left.code, pinned.left.detail)
-      const capability = yield* env.backend.probe
-      const missing = uncontained(capability, action.definition.containment)
-      if (missing.length > 0) {
-        return denied(call, "containment.unsupported", `${capability.backend.id} cannot contain ${missing.join(", ")}`)
-      }
-      return { snapshot: pinned.right, capability }
-    })
+  /** Stage 13: the one terminal record, with any gate records not yet committed; if it fails the outcome is an error. */
+  close(outcome: ExecutionOutcome) {
+    return Effect.uninterruptible(Effect.suspend(() => {
+      this.concluded = true
+      return this.append(this.started!, outcome)
+    }))
   }
 
-  /** Close an operation with its one terminal record; if it cannot be committed the outcome becomes an error. */
-  const close = Effect.fnUntraced(function*(
-    call: Call,
-    operation: OperationContext,
-    outcome: ExecutionOutcome,
-    arguments_digest: Digested["digest"]
-  ) {
-    const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(env.digest, outcome.result) : null
-    const drafts = yield* producedDrafts(call, operation)
-    drafts.push(ledger.terminal(operation, outcome, result_digest, arguments_digest))
-    const appended = yield* Effect.either(writer.appendAll(operation.chain_id, drafts))
-    if (Either.isRight(appended)) {
-      call.receipt = appended.right[appended.right.length - 1]
-      call.committed = outcome
-      return outcome
-    }
-    const detail = failureDetail(appended.left)
-    if (outcome._tag === "failed") {
-      return yield* new OutcomeEvidenceError({
+  private readonly append = Effect.fnUntraced(
+    function*(this: Operation, operation: OperationContext, outcome: ExecutionOutcome) {
+      const { call, env } = this
+      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(env.digest, outcome.result) : null
+      const drafts = yield* producedDrafts(env, call, operation)
+      drafts.push(ledger.terminal(operation, outcome, result_digest, this.state.digest))
+      const appended = yield* Effect.either(this.writer.appendAll(operation.chain_id, drafts))
+      if (Either.isRight(appended)) {
+        call.receipt = appended.right[appended.right.length - 1]
+        call.committed = outcome
+        return outcome
+      }
+      const detail = failureDetail(appended.left)
+      if (outcome._tag === "failed") {
+        return yield* new OutcomeEvidenceError({
+          operation_id: operation.operation_id,
+          failure_code: outcome.failure.code,
+          detail
+        })
+      }
+      return yield* new GovernanceEvidenceError({
+        call_executed: callExecuted(outcome),
+        record_type: ledger.terminalType(outcome),
         operation_id: operation.operation_id,
-        failure_code: outcome.failure.code,
         detail
       })
     }
-    return yield* new GovernanceEvidenceError({
-      call_executed: callExecuted(outcome),
-      record_type: ledger.terminalType(outcome),
-      operation_id: operation.operation_id,
-      detail
-    })
-  })
+  )
 
-  /**
-   * Stages 4-13: derive the operation context from its six trusted inputs, commit its start, run the rest, and close
-   * it with one terminal record, however the rest ends: an interruption closes it cancelled, a defect denied before
-   * the call and ambiguous after it, a pre-call evidence failure denied (the callable unreachable). Its boundary's
-   * close waits until it ends.
-   */
-  const operate: AroundStep<Pinned, { operation: OperationContext }> = {
-    _tag: "Around",
-    stage: "governed_start",
-    closes: "outcome",
-    detail: "derive the operation context from six trusted inputs; commit policy_bound and operation_started; " +
-      "close the operation with its one terminal record",
-    run: (state, inner) => {
-      const call = state.call
-      const taskBoundary = call.boundary!
-      // Set once the start is committed, and once its terminal record is appended (or being appended).
-      let operation: OperationContext | undefined
-      let concluded = false
-      const closeOnce = (outcome: ExecutionOutcome) =>
-        Effect.uninterruptible(Effect.suspend(() => {
-          concluded = true
-          return close(call, operation!, outcome, state.digest)
-        }))
-      const closeOpen = (outcome: () => ExecutionOutcome) =>
-        operation === undefined || concluded ? Effect.void : Effect.asVoid(Effect.exit(closeOnce(outcome())))
-      const start = Effect.gen(function*() {
-        const derived = yield* deriveContextWith(
-          env.digest,
-          env.ids,
-          {
-            context: call.context,
-            request: call.request,
-            descriptor: state.action.descriptor,
-            snapshot: state.snapshot,
-            capability: state.capability,
-            boundary: taskBoundary
-          },
-          call.attempt_id,
-          state.digest
-        )
-        if (Either.isLeft(derived)) return denied(call, derived.left, "the operation's trusted inputs disagree")
-        const started = derived.right
-        // A start whose answer is lost may still have committed: the writer then closes it as this denial.
-        const unconfirmed = () => [
-          ledger.terminal(started, denied(call, "evidence.append_failed"), null, started.arguments_digest)
-        ]
-        yield* Effect.uninterruptible(Effect.suspend(() => {
-          operation = started
-          call.operated = true
-          return appendEvidence(
-            started,
-            [
-              ledger.policyBound(started, state.snapshot),
-              ledger.operationStarted(started, state.action.fields, state.args)
-            ],
-            false,
-            unconfirmed
-          ).pipe(Effect.tapError(() =>
-            Effect.sync(() => {
-              operation = undefined
-              call.operated = false
-            })
-          ))
-        }))
-        return started
-      })
-      /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
-      const abandon = (error: ExecutionError) =>
-        operation === undefined || call.invoked
-          ? Effect.fail(error)
-          : Effect.zipRight(
-            Effect.exit(Effect.uninterruptible(Effect.suspend(() => {
-              concluded = true
-              call.produced = undefined
-              return writer.append(
-                operation!.chain_id,
-                ledger.terminal(operation!, denied(call, "evidence.append_failed"), null, state.digest)
-              )
-            }))),
-            Effect.fail(error)
-          )
-      const governed = Effect.flatMap(
-        start,
-        (started) =>
-          isOutcome(started) ? Effect.succeed(started) : inner(Object.assign(state, { operation: started })).pipe(
-            Effect.catchAll(abandon),
-            Effect.flatMap(closeOnce)
-          )
-      ).pipe(
-        Effect.onInterrupt(() =>
-          closeOpen(() => trustedMake(Cancelled, { ...common(call), call_executed: call.invoked }))
-        ),
-        Effect.tapDefect(() =>
-          closeOpen(() =>
-            call.invoked
-              ? trustedMake(Ambiguous, { ...common(call), reason: reason("executor.defect") })
-              : denied(call, "executor.defect")
-          )
-        ),
-        Effect.ensuring(
-          Effect.suspend(() =>
-            operation === undefined ? Effect.void : writer.release(operation.chain_id, operation.operation_id)
-          )
-        )
-      )
-      return writer.track(taskBoundary.chain_id, governed)
-    }
+  /** Close an operation that has no terminal record yet, best effort (an interruption, a defect). */
+  closeOpen(outcome: () => ExecutionOutcome) {
+    return this.started === undefined || this.concluded
+      ? Effect.void
+      : Effect.asVoid(Effect.exit(this.close(outcome())))
   }
 
-  /** Stage 11: every gate result and granted exception produced so far committed before the token is released. */
-  const checkpoint: EffectStep<Operated, void> = {
-    _tag: "Effect",
-    stage: "evidence_checkpoint",
-    detail: "every gate_evaluated and exception_granted committed before the token is released",
-    run: (state) =>
-      Effect.flatMap(
-        producedDrafts(state.call, state.operation),
-        (drafts) => drafts.length === 0 ? Effect.void : Effect.asVoid(appendEvidence(state.operation, drafts, false))
+  /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
+  abandon(error: ExecutionError) {
+    const started = this.started
+    if (started === undefined || this.call.invoked) return Effect.fail(error)
+    const closing = Effect.uninterruptible(Effect.suspend(() => {
+      this.concluded = true
+      this.call.produced = undefined
+      return this.writer.append(
+        started.chain_id,
+        ledger.terminal(started, denied(this.call, "evidence.append_failed"), null, this.state.digest)
       )
+    }))
+    return Effect.zipRight(Effect.exit(closing), Effect.fail(error))
   }
 
-  /**
-   * Stage 14 in a durable Run, once the call's capacity is released: the concluded operation projected into the Run
-   * now, within the request's deadline and cancellation, or its outcome says it is pending.
-   */
-  const project = (projection: Effect.Effect<boolean>): AfterStep => ({
-    _tag: "After",
-    stage: "persist",
-    detail: "governed: a call in a durable Run is projected from its committed evidence (EvidenceProjector)",
-    run: (call, outcome) =>
-      call.run_id === undefined || call.committed === undefined
-        ? Effect.succeed(outcome)
-        : Effect.map(
-          untilStopped(call, projection, () => false),
-          (projected) => projected ? outcome : withProjectionPending(outcome)
-        )
-  })
-
-  return { boundary, pin, operate, checkpoint, project }
+  /** The operation released by the writer, however it ended. */
+  readonly release = Effect.suspend(() =>
+    this.started === undefined ? Effect.void : this.writer.release(this.started.chain_id, this.started.operation_id)
+  )
 }
+
+/**
+ * Stages 4-13: open the operation, run the rest, and close it with one terminal record however the rest ends: an
+ * interruption closes it cancelled, a defect denied before the call and ambiguous after it, a pre-call evidence
+ * failure denied (the callable unreachable). Its boundary's close waits until it ends.
+ */
+export const operateWith = (
+  env: Env,
+  writer: EvidenceWriter.Service
+): AroundStep<Pinned, { operation: OperationContext }> => ({
+  _tag: "Around",
+  stage: "governed_start",
+  closes: "outcome",
+  detail: "derive the operation context from six trusted inputs; commit policy_bound and operation_started; " +
+    "close the operation with its one terminal record",
+  run: (state, inner) => {
+    const operation = new Operation(env, writer, state)
+    const call = state.call
+    const governed = Effect.flatMap(
+      operation.start,
+      (started) =>
+        isOutcome(started) ? Effect.succeed(started) : inner(Object.assign(state, { operation: started })).pipe(
+          Effect.catchAll((error) => operation.abandon(error)),
+          Effect.flatMap((outcome) => operation.close(outcome))
+        )
+    ).pipe(
+      Effect.onInterrupt(() =>
+        operation.closeOpen(() => trustedMake(Cancelled, { ...common(call), call_executed: call.invoked }))
+      ),
+      Effect.tapDefect(() =>
+        operation.closeOpen(() =>
+          call.invoked
+            ? trustedMake(Ambiguous, { ...common(call), reason: reason("executor.defect") })
+            : denied(call, "executor.defect")
+        )
+      ),
+      Effect.ensuring(operation.release)
+    )
+    return writer.track(call.boundary!.chain_id, governed)
+  }
+})
+
+/** Stage 11: every gate result and granted exception produced so far committed before the token is released. */
+export const checkpointWith = (env: Env, writer: EvidenceWriter.Service): EffectStep<Operated, void> => ({
+  _tag: "Effect",
+  stage: "evidence_checkpoint",
+  detail: "every gate_evaluated and exception_granted committed before the token is released",
+  run: (state) =>
+    Effect.flatMap(
+      producedDrafts(env, state.call, state.operation),
+      (drafts) =>
+        drafts.length === 0 ? Effect.void : Effect.asVoid(appendEvidence(writer, state.operation, drafts, false))
+    )
+})
+
+/**
+ * Stage 14 in a durable Run, once the call's capacity is released: the concluded operation projected into the Run
+ * now, within the request's deadline and cancellation, or its outcome says it is pending.
+ */
+export const projectWith = (projection: Effect.Effect<boolean>): AfterStep => ({
+  _tag: "After",
+  stage: "persist",
+  detail: "governed: a call in a durable Run is projected from its committed evidence (EvidenceProjector)",
+  run: (call, outcome) =>
+    call.run_id === undefined || call.committed === undefined
+      ? Effect.succeed(outcome)
+      : Effect.map(
+        untilStopped(call, projection, () => false),
+        (projected) => projected ? outcome : withProjectionPending(outcome)
+      )
+})

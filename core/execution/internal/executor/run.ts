@@ -33,7 +33,7 @@ import {
 import { Call, common, denied } from "./call.ts"
 import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
 import type { Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
-import { governedWith } from "./governed.ts"
+import { boundaryWith, checkpointWith, operateWith, pinWith, projectWith } from "./governed.ts"
 import { idempotentWith, invokeWith, settle } from "./invoke.ts"
 import { bounded, noRecheck, recheckWith, revalidateWith, securityWith, transformWith } from "./secure.ts"
 import { compile, type EffectStep, type Entry, flatten, type Steps, steps, type Table } from "./table.ts"
@@ -156,28 +156,28 @@ const governedTable = (
   action: Action,
   profile: Extract<Profile, { readonly _tag: "governed" }>
 ): Table => {
-  const governed = governedWith(env, profile.governor)
-  const project = profile.governor.project
+  const { governor, runs } = profile
+  const project = governor.project
   return steps<Resolved>()
     .sync(normalise)
     .step(digestWith(env))
-    .sync(bindContextWith(env, profile.runs !== undefined, false))
-    .when(profile.runs !== undefined, () => bindRunWith(profile.runs!))
-    .sync(governed.boundary)
-    .effect(governed.pin)
+    .sync(bindContextWith(env, runs !== undefined, false))
+    .when(runs !== undefined, () => bindRunWith(runs!))
+    .sync(boundaryWith(governor.writer))
+    .effect(pinWith(env, governor))
     .effect(deadline)
     .aroundIf(
       env.capacities.length > 0,
       () => capacityWith(env),
       (leased) =>
-        leased.around(governed.operate, (operation) =>
+        leased.around(operateWith(env, governor.writer), (operation) =>
           invocation(
-            secured(operation, env, action, true, governed.checkpoint),
+            secured(operation, env, action, true, checkpointWith(env, governor.writer)),
             env,
             false
           ))
     )
-    .after(project !== undefined, () => governed.project(project!))
+    .after(project !== undefined, () => projectWith(project!))
 }
 
 const resolveDetail = "resolve the reference to a digest-pinned descriptor"
