@@ -8,7 +8,6 @@ import type { Usage } from "../action/ActionUsage.ts"
 import type { ApprovalRequest } from "../approval/Approval.ts"
 import type { Sha256Hex } from "../base/Digest.ts"
 import type { Timestamp } from "../base/Time.ts"
-import type { Disposition } from "./AdmissionDecision.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
@@ -40,19 +39,52 @@ export interface GrantedException {
   readonly reason_code: string
 }
 
-/** An evaluator's verdict, before the executor binds it to a stage and a digest. */
-export interface Verdict {
-  readonly disposition: Disposition
+/** What every verdict says: a stable reason code and a short public detail. */
+interface Reason {
   readonly code: string
   readonly detail?: string
-  readonly retry_at?: Timestamp
-  readonly approval?: ApprovalRequest
+}
+
+/** The call may go on; `metered`: this evaluator's `charge` sees what the call consumed. */
+export interface Allowed extends Reason {
+  readonly disposition: "allow"
   /** The gate results behind the verdict; absent for an evaluator without gates, empty when nothing was evaluated. */
   readonly gates?: ReadonlyArray<GateOutcome>
   readonly exception?: GrantedException
-  /** This evaluator charges the invocation's usage: its `charge` sees what the call consumed (unset: nothing is metered for it). */
   readonly metered?: boolean
 }
+
+/** A terminal refusal. */
+export interface Refused extends Reason {
+  readonly disposition: "deny"
+  readonly gates?: ReadonlyArray<GateOutcome>
+}
+
+/** Capacity is short: retry later, at `retry_at` when known (never a gate result). */
+export interface Postponed extends Reason {
+  readonly disposition: "defer"
+  readonly retry_at?: Timestamp
+}
+
+/** A named authority must approve first: the request filed for it. */
+export interface Referred extends Reason {
+  readonly disposition: "escalate"
+  readonly approval?: ApprovalRequest
+  readonly gates?: ReadonlyArray<GateOutcome>
+}
+
+/**
+ * An evaluator's verdict, before the executor binds it to a stage and a digest: a union tagged by `disposition`, each
+ * variant carrying exactly its fields (an object literal of one of these forms is a verdict as it stands).
+ */
+export type Verdict = Allowed | Refused | Postponed | Referred
+
+const dispositions: ReadonlySet<unknown> = new Set(["allow", "deny", "defer", "escalate"])
+
+/** Whether a value an evaluator returned is a verdict the executor can bind: a known disposition and a string code. */
+export const isVerdict = (value: unknown): value is Verdict =>
+  typeof value === "object" && value !== null && dispositions.has((value as Verdict).disposition) &&
+  typeof (value as Verdict).code === "string"
 
 /** A security evaluator at one of stages 5-7; it decides, and may be re-run at stage 10. */
 export interface Interceptor {
@@ -83,12 +115,39 @@ export interface Observer {
   readonly observe: (event: Concluded) => Effect.Effect<void, unknown>
 }
 
+const withDetail = <A extends Reason>(verdict: A, detail: string | undefined): A =>
+  detail === undefined ? verdict : { ...verdict, detail }
+
 /** An allow verdict. */
-export const allow = (code = "control.allowed"): Verdict => ({ disposition: "allow", code })
+export const allow = (code = "control.allowed", detail?: string): Allowed =>
+  withDetail({ disposition: "allow", code }, detail)
 
 /** A deny verdict with a stable reason code. */
-export const deny = (code: string, detail?: string): Verdict =>
-  detail === undefined ? { disposition: "deny", code } : { disposition: "deny", code, detail }
+export const deny = (code: string, detail?: string): Refused => withDetail({ disposition: "deny", code }, detail)
+
+/** A defer verdict: capacity is short, until `retry_at` when known. */
+export const defer = (
+  code: string,
+  options: { readonly detail?: string; readonly retry_at?: Timestamp } = {}
+): Postponed =>
+  withDetail(
+    options.retry_at === undefined
+      ? { disposition: "defer", code }
+      : { disposition: "defer", code, retry_at: options.retry_at },
+    options.detail
+  )
+
+/** An escalate verdict: the approval request filed for it, when there is one. */
+export const escalate = (
+  code: string,
+  options: { readonly detail?: string; readonly approval?: ApprovalRequest } = {}
+): Referred =>
+  withDetail(
+    options.approval === undefined
+      ? { disposition: "escalate", code }
+      : { disposition: "escalate", code, approval: options.approval },
+    options.detail
+  )
 
 /** An interceptor from a pure predicate over the evaluation. */
 export const make = (

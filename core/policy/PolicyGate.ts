@@ -14,7 +14,8 @@ import { Digest } from "../base/Digest.ts"
 import { IdGenerator } from "../base/IdGenerator.ts"
 import * as Time from "../base/Time.ts"
 import type { ExecutionContext } from "../execution/ExecutionContext.ts"
-import type { Evaluation, GateOutcome, Interceptor, Verdict } from "../execution/Interceptor.ts"
+import type { Allowed, Evaluation, GateOutcome, Referred, Refused, Verdict } from "../execution/Interceptor.ts"
+import * as Interceptor from "../execution/Interceptor.ts"
 import { glob } from "./internal/glob.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import { currentInvocation } from "./InvocationContext.ts"
@@ -68,9 +69,6 @@ export const pinned = (snapshot: PolicySnapshot): Pinned => {
   }
 }
 
-const verdict = (disposition: Verdict["disposition"], code: string, detail?: string): Verdict =>
-  detail === undefined ? { disposition, code } : { disposition, code, detail }
-
 const describe = (gate: CompiledGate, decision: PolicyDecision) =>
   [
     `gate ${gate.gate.gate_id} (${gate.gate.level})`,
@@ -80,14 +78,16 @@ const describe = (gate: CompiledGate, decision: PolicyDecision) =>
     .filter((part) => part !== undefined)
     .join("; ")
 
-/** A reduced verdict; an escalation names the approver class, how long its approval may live, and whether it resolves a soft deny. */
-export type Reduced = Verdict & {
+/** A reduced verdict (the policy never defers); an escalation names the approver class, how long its approval may live, and whether it resolves a soft deny. */
+export type Reduced = (Allowed | Refused | Referred) & {
   readonly approver_class?: string
   readonly expires_after?: number
   readonly soft_deny?: boolean
   /** The gates whose own rules required the approval; a presented approval satisfies them. */
   readonly approval_gates?: ReadonlyArray<string>
 }
+
+const withDetail = (detail: string | undefined) => detail === undefined ? {} : { detail }
 
 const refusal = (gate_id: string, code: string): GateOutcome => ({
   gate_id,
@@ -104,7 +104,7 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
     : PolicyEvaluator.scopeRefusal(pinned.gates[0]!, input) ?? PolicyEvaluator.invocationRefusal(input)
   if (refused !== undefined) {
     const gate_id = part === "guard" ? "writ.intrinsic" : "writ.scope"
-    return { ...verdict("deny", refused.code, refused.detail), gates: [refusal(gate_id, refused.code)] }
+    return { ...Interceptor.deny(refused.code, refused.detail), gates: [refusal(gate_id, refused.code)] }
   }
   const advisories: Array<string> = []
   const gates: Array<GateOutcome> = []
@@ -114,7 +114,7 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
   const applicable = pinned.gates.filter((gate) => gate.tools.some((tool) => tool.test(input.action)))
   if (applicable.length === 0) {
     return {
-      ...verdict("deny", "policy.no_gate_binding", `no gate binds ${input.action}`),
+      ...Interceptor.deny("policy.no_gate_binding", `no gate binds ${input.action}`),
       gates: [refusal("writ.binding", "policy.no_gate_binding")]
     }
   }
@@ -137,25 +137,24 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
     // Hard gates deny outright (as do writ's intrinsic guards, above); a hard deny in any gate outranks an escalation
     // from another.
     if (decision.disposition === "deny" && !(gate.gate.level === "soft" && pinned.approver !== undefined)) {
-      return { ...verdict("deny", decision.code, why), gates }
+      return { ...Interceptor.deny(decision.code, why), gates }
     }
     if (decision.disposition === "deny") softDenied = true
     escalation ??= decision.disposition === "escalate"
       ? {
-        ...verdict("escalate", decision.code, why),
+        ...Interceptor.escalate(decision.code, { detail: why }),
         approver_class: decision.approver_class!,
         expires_after: decision.approval_expires_after_microseconds ?? defaultApprovalLifetime
       }
       : {
-        ...verdict("escalate", "approval.required", `${decision.code}: ${why}`),
+        ...Interceptor.escalate("approval.required", { detail: `${decision.code}: ${why}` }),
         approver_class: pinned.approver!,
         expires_after: defaultApprovalLifetime
       }
   }
   if (escalation !== undefined) return { ...escalation, soft_deny: softDenied, approval_gates: approvalGates, gates }
   return {
-    ...verdict(
-      "allow",
+    ...Interceptor.allow(
       part === "guard" ? "guard.passed" : "policy.allowed",
       advisories.length > 0 ? `advisory: ${advisories.join(", ")}` : undefined
     ),
@@ -164,7 +163,7 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
 }
 
 /** Stage by stage: the guards, then the action policy; the first refusal stands. */
-export const explain = (snapshot: Pinned, input: PolicyInput): Verdict & { readonly stage: Part } => {
+export const explain = (snapshot: Pinned, input: PolicyInput): Reduced & { readonly stage: Part } => {
   const guards = reduce(snapshot, "guard", input)
   return guards.disposition !== "allow"
     ? { ...guards, stage: "guard" }
@@ -195,19 +194,19 @@ export const makePin = Effect.gen(function*() {
     Effect.gen(function*() {
       const ref = context.policy_snapshot
       if (ref === undefined) {
-        return Either.left(verdict("deny", "policy.unbound", "the context names no policy snapshot"))
+        return Either.left(Interceptor.deny("policy.unbound", "the context names no policy snapshot"))
       }
       const cached = compiled.get(ref.digest)
       const stored = yield* Effect.either(store.get(ref.policy_id, ref.version))
-      if (Either.isLeft(stored)) return Either.left(verdict("deny", "policy.not_found", stored.left.message))
+      if (Either.isLeft(stored)) return Either.left(Interceptor.deny("policy.not_found", stored.left.message))
       const snapshot = stored.right
       if (snapshot.digest !== ref.digest) {
         return Either.left(
-          verdict("deny", "policy.digest_mismatch", `${ref.policy_id}@${ref.version} is not the pinned snapshot`)
+          Interceptor.deny("policy.digest_mismatch", `${ref.policy_id}@${ref.version} is not the pinned snapshot`)
         )
       }
       if (snapshot.release_state !== "active") {
-        return Either.left(verdict("deny", "policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
+        return Either.left(Interceptor.deny("policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
       }
       // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
       if (cached !== undefined) return Either.right(cached)
@@ -216,7 +215,7 @@ export const makePin = Effect.gen(function*() {
       const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(own), Digest, digest))
       if (Either.isLeft(recomputed) || recomputed.right !== ref.digest) {
         return Either.left(
-          verdict("deny", "policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
+          Interceptor.deny("policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
         )
       }
       const compiledSnapshot = pinned(own)
@@ -280,8 +279,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
     }
 
     const exhausted = (rule: typeof BudgetRule.Type, consumed: number) =>
-      verdict(
-        "deny",
+      Interceptor.deny(
         "budget.exhausted",
         `rule ${rule.rule_id}: ${consumed} of ${rule.limit} ${rule.budget_kind} per ${rule.window_microseconds} µs`
       )
@@ -292,7 +290,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
       rules: ReadonlyArray<typeof BudgetRule.Type>,
       input: PolicyInput,
       attempt_id: string
-    ): Verdict | undefined => {
+    ): Refused | undefined => {
       for (const rule of rules) {
         if (rule.budget_kind === "calls") continue
         const spent = windowOf(pinned, rule, input.principal, input.now)
@@ -322,7 +320,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
       })
 
     /** An allowed verdict, unless a budget is spent; metered when a wall-time, token or cost budget binds the action. */
-    const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Verdict): Verdict => {
+    const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Allowed): Verdict => {
       const rules = budgetsOf(pinned, [input.action, ...(input.aliases ?? [])])
       if (rules.length === 0) return allowed
       const spent = charge(pinned, rules, input, evaluation.attempt_id)
@@ -391,7 +389,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
       Effect.gen(function*() {
         if (Option.isNone(queue)) {
           return {
-            ...verdict("deny", "approval.no_authority", "approval is required but no approval queue is configured"),
+            ...Interceptor.deny("approval.no_authority", "approval is required but no approval queue is configured"),
             gates: result.gates ?? []
           }
         }
@@ -407,7 +405,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
             evaluation.request.request_id
           )
           if (Either.isLeft(used)) {
-            return { ...verdict("deny", `approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
+            return { ...Interceptor.deny(`approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
           }
           // A required approval, presented, satisfies its gates; a soft deny stays a deny, passed by a recorded exception.
           const gates = (result.gates ?? []).map((gate) =>
@@ -416,7 +414,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
               : gate
           )
           const granted = {
-            ...verdict("allow", "approval.granted", `approval ${presented} by ${used.right.approver_class}`),
+            ...Interceptor.allow("approval.granted", `approval ${presented} by ${used.right.approver_class}`),
             gates
           }
           return result.soft_deny === true
@@ -442,7 +440,11 @@ export const make = (options: Options = {}, pin?: Pin) =>
           request_id: evaluation.request.request_id
         })
         yield* queue.value.submit(request)
-        return { ...verdict("escalate", result.code, result.detail), approval: request, gates: result.gates ?? [] }
+        return {
+          ...Interceptor.escalate(result.code, withDetail(result.detail)),
+          approval: request,
+          gates: result.gates ?? []
+        }
       })
 
     const run = (part: Part) => (evaluation: Evaluation) =>
@@ -479,7 +481,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
         return yield* settled(pinned.right, input, evaluation, result)
       })
 
-    const settled = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, result: Verdict) =>
+    const settled = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, result: Reduced) =>
       Effect.gen(function*() {
         if (result.disposition === "deny") return result
         if (result.disposition === "escalate") {
@@ -489,7 +491,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
         return charged(pinned, input, evaluation, result)
       })
 
-    const interceptors: ReadonlyArray<Interceptor> = [
+    const interceptors: ReadonlyArray<Interceptor.Interceptor> = [
       {
         id: "policy.pin",
         stage: "authorise",
@@ -499,7 +501,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
             Either.match({
               onLeft: (refused) => refused,
               onRight: ({ snapshot }) => ({
-                ...verdict("allow", "policy.pinned", `${snapshot.policy_id}@${snapshot.version}`),
+                ...Interceptor.allow("policy.pinned", `${snapshot.policy_id}@${snapshot.version}`),
                 gates: []
               })
             })

@@ -23,6 +23,7 @@ import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import * as Governed from "../../core/execution/Governed.ts"
+import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { base, run } from "../fixtures/layers.ts"
@@ -484,7 +485,7 @@ describe("governed execution", () => {
       }]
     }))))
 
-  it.effect("a defect after the start still closes the operation, denied before the call and ambiguous after it", () => {
+  it.effect("a defect after the start still closes the operation, denied before the call and ambiguous after it; a malformed verdict is an evaluator error", () => {
     const throwing = Layer.succeed(ActionExecutionBackend, {
       ...InProcessBackend.make,
       invoke: () => {
@@ -493,7 +494,12 @@ describe("governed execution", () => {
     })
     return Effect.gen(function*() {
       const { boundary, ref } = yield* setup
-      const before = yield* Effect.exit(exec(ref, boundary, "notes.fail", {}))
+      const malformed = yield* exec(ref, boundary, "notes.slow", {})
+      assert.deepStrictEqual(malformed._tag === "denied" && malformed.reason.code, "control.evaluator_error")
+      // The idempotency store dies at stage 12, after every pre-call record and before the token is released.
+      const before = yield* Effect.exit(
+        run("notes.fail", {}, { idempotency_key: "k" }, { policy_snapshot: ref }, { boundary })
+      )
       assert.isTrue(Exit.isFailure(before) && Cause.isDie(before.cause))
       const after = yield* Effect.exit(exec(ref, boundary, "notes.write", { text: "x" }))
       assert.isTrue(Exit.isFailure(after) && Cause.isDie(after.cause))
@@ -502,9 +508,11 @@ describe("governed execution", () => {
       const terminals = chain.filter((record) => terminalTypes.has(record.record_type))
       assert.deepStrictEqual(terminals.map((record) => record.record_type), [
         "operation_denied",
+        "operation_denied",
         "external_result_ambiguous"
       ])
       assert.deepStrictEqual(terminals.map((record) => JSON.parse(record.payload_json).reason_code), [
+        "control.evaluator_error",
         "executor.defect",
         "executor.defect"
       ])
@@ -514,17 +522,21 @@ describe("governed execution", () => {
     }).pipe(Effect.provide(
       Governed.layer({
         interceptors: [{
-          id: "malformed-on-fail",
+          id: "malformed-on-slow",
           stage: "policy",
           evaluate: ({ descriptor }) =>
             Effect.succeed(
-              descriptor.name === "notes.fail" ? undefined as unknown as Interceptor.Verdict : Interceptor.allow()
+              descriptor.name === "notes.slow" ? undefined as unknown as Interceptor.Verdict : Interceptor.allow()
             )
         }]
       }).pipe(
         Layer.provide(throwing),
         Layer.provideMerge(Governance.layerWriter),
-        Layer.provideMerge(stores({ current: undefined }))
+        Layer.provideMerge(stores({ current: undefined })),
+        Layer.provideMerge(Layer.succeed(IdempotencyStore.IdempotencyStore, {
+          get: () => Effect.die("idempotency store bug"),
+          put: () => Effect.void
+        }))
       )
     ))
   })

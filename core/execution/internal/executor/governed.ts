@@ -69,13 +69,13 @@ const producedDrafts = Effect.fnUntraced(function*(env: Env, call: Call, operati
   if (produced === undefined) return drafts
   const evaluated_at = yield* Time.now
   for (const { arguments_digest, evaluator, stage, verdict } of produced) {
-    const gates = verdict.gates ?? (verdict.disposition === "defer" ? [] : [{
+    const gates = verdict.disposition === "defer" ? [] : verdict.gates ?? [{
       gate_id: evaluator,
       level: "hard" as const,
       decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
       reason_code: verdict.code,
       matched_rules: []
-    }])
+    }]
     for (const gate of gates) {
       drafts.push(ledger.gateEvaluated(operation, {
         ...gate,
@@ -86,7 +86,9 @@ const producedDrafts = Effect.fnUntraced(function*(env: Env, call: Call, operati
         evaluated_at
       }))
     }
-    if (verdict.exception !== undefined) drafts.push(ledger.exceptionGranted(operation, verdict.exception))
+    if (verdict.disposition === "allow" && verdict.exception !== undefined) {
+      drafts.push(ledger.exceptionGranted(operation, verdict.exception))
+    }
   }
   return drafts
 })

@@ -9,7 +9,7 @@ import * as Time from "../../../base/Time.ts"
 import { ActionAdmissionDecision } from "../../AdmissionDecision.ts"
 import { Cancelled, type ExecutionOutcome, Recheck, TimedOut } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
-import type { Evaluation, Interceptor, Verdict } from "../../Interceptor.ts"
+import { type Evaluation, type Interceptor, isVerdict, type Verdict } from "../../Interceptor.ts"
 import type { SecurityStage, Stage } from "../../Stage.ts"
 import { decodeWith, type Digested } from "./admit.ts"
 import { type Call, common, denied, outcomeOf, reason } from "./call.ts"
@@ -38,7 +38,8 @@ const decide = Effect.fnUntraced(function*(
   const call = state.call
   for (const interceptor of interceptors) {
     const exit = yield* Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state))))
-    const verdict = Exit.isSuccess(exit) ? exit.value : evaluatorError
+    // An evaluator is user code: what it answers is bound only if it is a verdict.
+    const verdict = Exit.isSuccess(exit) && isVerdict(exit.value) ? exit.value : evaluatorError
     const decision = trustedMake(ActionAdmissionDecision, {
       disposition: verdict.disposition,
       reason: reason(verdict.code, verdict.detail),
@@ -46,15 +47,18 @@ const decide = Effect.fnUntraced(function*(
       stage,
       arguments_digest: state.digest,
       evidence: [],
-      ...(verdict.retry_at === undefined ? {} : { retry_at: verdict.retry_at }),
-      ...(verdict.approval === undefined ? {} : { approval: verdict.approval })
+      ...(verdict.disposition === "defer" && verdict.retry_at !== undefined ? { retry_at: verdict.retry_at } : {}),
+      ...(verdict.disposition === "escalate" && verdict.approval !== undefined ? { approval: verdict.approval } : {})
     })
     ;(call.decisions ??= []).push(decision)
     if (governed) {
       ;(call.produced ??= []).push({ evaluator: interceptor.id, verdict, stage, arguments_digest: state.digest })
     }
     const charge = interceptor.charge
-    if (verdict.metered === true && charge !== undefined && call.charges?.has(interceptor) !== true) {
+    if (
+      verdict.disposition === "allow" && verdict.metered === true && charge !== undefined &&
+      call.charges?.has(interceptor) !== true
+    ) {
       ;(call.charges ??= new Map()).set(interceptor, (usage: Usage) => charge(evaluationOf(state), usage))
     }
     if (verdict.disposition !== "allow") return outcomeOf(call, verdict.disposition, decision)
