@@ -13,12 +13,12 @@ import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as InProcessBackend from "../adapters/InProcessBackend.ts"
-import * as MemoryEvidenceStore from "../adapters/MemoryEvidenceStore.ts"
-import * as MemoryExecutorRegistry from "../adapters/MemoryExecutorRegistry.ts"
-import * as MemoryPolicySnapshotStore from "../adapters/MemoryPolicySnapshotStore.ts"
-import * as MemoryStateStore from "../adapters/MemoryStateStore.ts"
-import * as Sqlite from "../adapters/Sqlite.ts"
+import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
+import * as MemoryEvidenceStore from "../adapters/memory/MemoryEvidenceStore.ts"
+import * as MemoryExecutorRegistry from "../adapters/memory/MemoryExecutorRegistry.ts"
+import * as MemoryPolicySnapshotStore from "../adapters/memory/MemoryPolicySnapshotStore.ts"
+import * as MemoryStateStore from "../adapters/memory/MemoryStateStore.ts"
+import * as Sqlite from "../adapters/node/Sqlite.ts"
 import * as Action from "../core/action/Action.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"
 import * as Canonical from "../core/base/Canonical.ts"
@@ -460,7 +460,7 @@ const appends = async (dir: string) => {
     // for the first ~1,000 actions, and its compiler threads take CPU from the timed ones.
     await governed(many, WARMUP_ACTIONS_PER_FIBER).run()
     const templates = await runtime.runPromise(firstOperation)
-    // The raw side's file is migrated by adapters/Sqlite.ts too: the same table, indexes and triggers.
+    // The raw side's file is migrated by adapters/node/Sqlite.ts too: the same table, indexes and triggers.
     await migrate(path.join(dir, "raw.db"))
     raw = makeRaw(path.join(dir, "raw.db"), templates)
     const rawDb = raw
@@ -583,7 +583,7 @@ const chainInput = (r: Omit<Row, "chain_hash">) =>
   },"record_id":${json(r.record_id)},"record_type":${json(r.record_type)},"sequence":${r.sequence},` +
   `"supersedes_record_id":${json(r.supersedes_record_id)}}`
 
-/** Create and migrate an empty database with adapters/Sqlite.ts. */
+/** Create and migrate an empty database with adapters/node/Sqlite.ts. */
 const migrate = async (filename: string) => {
   const runtime = ManagedRuntime.make(Sqlite.layer({ filename, synchronous: "FULL" }))
   await runtime.runPromise(Effect.void)

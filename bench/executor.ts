@@ -4,8 +4,8 @@
  * stages and the span's own cost; then the heap after 100k and after 1M executions.
  */
 import { Effect, Either, Layer, ManagedRuntime, Schema } from "effect"
-import * as InProcessBackend from "../adapters/InProcessBackend.ts"
-import * as NodeDigest from "../adapters/NodeDigest.ts"
+import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
+import * as NodeDigest from "../adapters/node/NodeDigest.ts"
 import * as Action from "../core/action/Action.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"
 import * as Canonical from "../core/base/Canonical.ts"

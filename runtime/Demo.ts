@@ -4,9 +4,9 @@
  * composes the stores and renders it.
  */
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
-import * as InProcessBackend from "../adapters/InProcessBackend.ts"
-import * as MemoryApprovalQueue from "../adapters/MemoryApprovalQueue.ts"
-import * as MemoryPolicySnapshotStore from "../adapters/MemoryPolicySnapshotStore.ts"
+import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
+import * as MemoryApprovalQueue from "../adapters/memory/MemoryApprovalQueue.ts"
+import * as MemoryPolicySnapshotStore from "../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as Action from "../core/action/Action.ts"
 import type { ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"

@@ -4,13 +4,14 @@
  * governed and certifiable executors over them.
  */
 import { Effect, Layer } from "effect"
-import * as NodeDigest from "../adapters/NodeDigest.ts"
-import * as SqlApprovalQueue from "../adapters/SqlApprovalQueue.ts"
-import * as SqlEvidenceStore from "../adapters/SqlEvidenceStore.ts"
-import * as SqlExecutorRegistry from "../adapters/SqlExecutorRegistry.ts"
-import * as Sqlite from "../adapters/Sqlite.ts"
-import * as SqlPolicySnapshotStore from "../adapters/SqlPolicySnapshotStore.ts"
-import * as SqlStateStore from "../adapters/SqlStateStore.ts"
+import * as NodeDigest from "../adapters/node/NodeDigest.ts"
+import * as SqlExecutorRegistry from "../adapters/node/SqlExecutorRegistry.ts"
+import * as Sqlite from "../adapters/node/Sqlite.ts"
+import * as SqliteEvidenceStore from "../adapters/node/SqliteEvidenceStore.ts"
+import * as SqlApprovalQueue from "../adapters/sql/SqlApprovalQueue.ts"
+import * as SqlEvidenceStore from "../adapters/sql/SqlEvidenceStore.ts"
+import * as SqlPolicySnapshotStore from "../adapters/sql/SqlPolicySnapshotStore.ts"
+import * as SqlStateStore from "../adapters/sql/SqlStateStore.ts"
 import type { ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
 import type { ActionRegistry } from "../core/action/ActionRegistry.ts"
 import type { Digest } from "../core/base/Digest.ts"
@@ -39,7 +40,7 @@ export const layerStores = (options: StoreOptions) =>
       Layer.mergeAll(
         options.commitThread === "off"
           ? SqlEvidenceStore.layer
-          : SqlEvidenceStore.layerCommitThread({ ...options, start: options.commitThread ?? "overlap" }),
+          : SqliteEvidenceStore.layerCommitThread({ ...options, start: options.commitThread ?? "overlap" }),
         SqlStateStore.layer,
         SqlPolicySnapshotStore.layer,
         SqlApprovalQueue.layer,

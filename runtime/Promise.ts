@@ -3,8 +3,8 @@
  * root: the host that creates it is the trusted ingress that names the principal.
  */
 import { Deferred, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
-import * as InProcessBackend from "../adapters/InProcessBackend.ts"
-import * as WebCryptoDigest from "../adapters/WebCryptoDigest.ts"
+import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
+import * as WebCryptoDigest from "../adapters/web/WebCryptoDigest.ts"
 import type { ActionDefinition } from "../core/action/Action.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"
 import type { Digest } from "../core/base/Digest.ts"

@@ -5,8 +5,8 @@
  */
 import { Effect, Either, Layer } from "effect"
 import fc from "fast-check"
-import * as InProcessBackend from "../adapters/InProcessBackend.ts"
-import * as WebCryptoDigest from "../adapters/WebCryptoDigest.ts"
+import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
+import * as WebCryptoDigest from "../adapters/web/WebCryptoDigest.ts"
 import type { ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
 import { Sha256Hex } from "../core/base/Digest.ts"
 import type { Digest } from "../core/base/Digest.ts"

@@ -9,7 +9,7 @@ import { Cause, Console, Deferred, Effect, Either, Layer, Option, Schema } from 
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as NodeDigest from "../../adapters/NodeDigest.ts"
+import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"

@@ -5,7 +5,7 @@
 import { Args, Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, JSONSchema, Option, Schema } from "effect"
-import * as PolicyFormat from "../../adapters/PolicyFormat.ts"
+import * as PolicyFormat from "../../adapters/memory/PolicyFormat.ts"
 import * as Action from "../../core/action/Action.ts"
 import { ActionName, Identifier } from "../../core/base/Refs.ts"
 import * as Time from "../../core/base/Time.ts"

@@ -5,8 +5,8 @@
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Schema } from "effect"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
-import * as NodeDigest from "../../adapters/NodeDigest.ts"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
+import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as Action from "../../core/action/Action.ts"
 import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
 import { ActionOutbox } from "../../core/action/ActionOutbox.ts"
@@ -41,7 +41,7 @@ describe("gate 1: static", () => {
       "core/action/internal/token.ts"
     ])
     assert.deepStrictEqual(callers("unseal"), ["core/action/internal/token.ts"])
-    assert.deepStrictEqual(callers(".redeem"), ["adapters/InProcessBackend.ts"])
+    assert.deepStrictEqual(callers(".redeem"), ["adapters/memory/InProcessBackend.ts"])
     assert.deepStrictEqual(callers(".handler"), [])
   })
 

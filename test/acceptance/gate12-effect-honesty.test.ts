@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import { toolSet } from "../fixtures/actions.ts"
 import { executor, run } from "../fixtures/layers.ts"
 

@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Stream } from "effect"
 import * as path from "node:path"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 import { ApprovalQueue } from "../../core/approval/Approval.ts"

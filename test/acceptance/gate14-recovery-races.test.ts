@@ -9,7 +9,7 @@ import { Chunk, Deferred, Effect, Fiber, Layer, Schema, Scope, Stream } from "ef
 import type { ChildProcess } from "node:child_process"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"

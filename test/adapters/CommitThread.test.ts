@@ -3,11 +3,13 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Exit, Fiber, Layer, Logger, Scope } from "effect"
 import { spawnSync } from "node:child_process"
 import * as path from "node:path"
-import * as CommitDispatch from "../../adapters/internal/commitDispatch.ts"
-import * as EvidenceCommit from "../../adapters/internal/evidenceCommit.ts"
-import * as NodeDigest from "../../adapters/NodeDigest.ts"
-import * as SqlEvidenceStore from "../../adapters/SqlEvidenceStore.ts"
-import * as Sqlite from "../../adapters/Sqlite.ts"
+import * as CommitDispatch from "../../adapters/node/internal/commitDispatch.ts"
+import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
+import * as Sqlite from "../../adapters/node/Sqlite.ts"
+import * as SqliteEvidenceStore from "../../adapters/node/SqliteEvidenceStore.ts"
+import type * as CommitQueue from "../../adapters/sql/internal/commitQueue.ts"
+import * as EvidenceCommit from "../../adapters/sql/internal/evidenceCommit.ts"
+import * as SqlEvidenceStore from "../../adapters/sql/SqlEvidenceStore.ts"
 import type { Digest, Sha256Hex } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import type { EvidenceRecord } from "../../core/evidence/Evidence.ts"
@@ -35,7 +37,7 @@ const setup = Effect.gen(function*() {
 })
 
 /** `fibers` chains, each appended `perFiber` records one at a time, all chains at once; the receipts' heads. */
-const appendChains = (submit: CommitDispatch.Submit, fibers: number, perFiber: number) =>
+const appendChains = (submit: CommitQueue.Submit, fibers: number, perFiber: number) =>
   Effect.forEach(Array.from({ length: fibers }), () =>
     Effect.gen(function*() {
       const chain = yield* IdGenerator.uuid
@@ -168,7 +170,9 @@ describe("SqlEvidenceStore commit thread", () => {
     provided(Effect.gen(function*() {
       const context = yield* Layer.build(Sqlite.layer({ filename: ":memory:" }))
       const store = yield* Effect.provide(
-        SqlEvidenceStore.make({ commitThread: { filename: ":memory:", start: "now" } }),
+        SqlEvidenceStore.make({
+          dispatch: SqliteEvidenceStore.dispatchCommitThread({ filename: ":memory:", start: "now" })
+        }),
         context
       )
       const chains = yield* appendChains((records) => store.appendAll(records), FIBERS, 2)

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import { writeTransaction } from "../../adapters/internal/transaction.ts"
+import { writeTransaction } from "../../adapters/sql/internal/transaction.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
 
 describe("Sqlite", () => {

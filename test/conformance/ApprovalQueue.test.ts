@@ -3,9 +3,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Either, Exit, Layer } from "effect"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
-import * as MemoryApprovalQueue from "../../adapters/MemoryApprovalQueue.ts"
-import * as SqlApprovalQueue from "../../adapters/SqlApprovalQueue.ts"
-import * as Sqlite from "../../adapters/Sqlite.ts"
+import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
+import * as Sqlite from "../../adapters/node/Sqlite.ts"
+import * as SqlApprovalQueue from "../../adapters/sql/SqlApprovalQueue.ts"
 import { ApprovalQueue, ApprovalRecord, ApprovalRequest } from "../../core/approval/Approval.ts"
 import { Sha256Hex } from "../../core/base/Digest.ts"
 import { Uuid } from "../../core/base/IdGenerator.ts"
@@ -267,8 +267,8 @@ for (const [name, layer] of layers) {
 /** A child process that opens the database, says "ready", waits for "go", then tries to use every approval given. */
 const consumer = `
 import { Cause, Effect, Exit, Layer } from "effect"
-import * as Sqlite from "../../adapters/Sqlite.ts"
-import * as SqlApprovalQueue from "../../adapters/SqlApprovalQueue.ts"
+import * as Sqlite from "../../adapters/node/Sqlite.ts"
+import * as SqlApprovalQueue from "../../adapters/sql/SqlApprovalQueue.ts"
 import { ApprovalQueue } from "../../core/approval/Approval.ts"
 import * as Time from "../../core/base/Time.ts"
 

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import fc from "fast-check"
-import * as NodeDigest from "../../adapters/NodeDigest.ts"
-import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
+import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import { Digest } from "../../core/base/Digest.ts"
 
 const layers = [["node:crypto", NodeDigest.layer], ["WebCrypto", WebCryptoDigest.layer]] as const

@@ -2,10 +2,11 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Exit, Fiber, Layer, Option, Scope, Stream } from "effect"
 import * as path from "node:path"
-import * as MemoryEvidenceStore from "../../adapters/MemoryEvidenceStore.ts"
-import * as NodeDigest from "../../adapters/NodeDigest.ts"
-import * as SqlEvidenceStore from "../../adapters/SqlEvidenceStore.ts"
-import * as Sqlite from "../../adapters/Sqlite.ts"
+import * as MemoryEvidenceStore from "../../adapters/memory/MemoryEvidenceStore.ts"
+import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
+import * as Sqlite from "../../adapters/node/Sqlite.ts"
+import * as SqliteEvidenceStore from "../../adapters/node/SqliteEvidenceStore.ts"
+import * as SqlEvidenceStore from "../../adapters/sql/SqlEvidenceStore.ts"
 import { Sha256Hex } from "../../core/base/Digest.ts"
 import type { Digest } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
@@ -23,7 +24,9 @@ type Base = Digest | IdGenerator.IdGenerator
 // The commit thread is started before each case, so overlapping appends are committed by it.
 const threadLayer = Layer.unwrapScoped(Effect.map(tempDir, (dir) => {
   const filename = path.join(dir, "writ.db")
-  return SqlEvidenceStore.layerCommitThread({ filename, start: "now" }).pipe(Layer.provide(Sqlite.layer({ filename })))
+  return SqliteEvidenceStore.layerCommitThread({ filename, start: "now" }).pipe(
+    Layer.provide(Sqlite.layer({ filename }))
+  )
 }))
 
 const layers = [

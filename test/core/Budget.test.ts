@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Either, FastCheck as fc, Layer, Schema, TestClock } from "effect"
-import * as MemoryPolicySnapshotStore from "../../adapters/MemoryPolicySnapshotStore.ts"
+import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as ActionUsage from "../../core/action/ActionUsage.ts"
 import { meter } from "../../core/action/internal/usage.ts"

@@ -24,9 +24,23 @@ describe("entry points", () => {
     for (const [, name, file] of exported) assert.strictEqual(name, file!.split("/").pop())
   })
 
-  it("adapters/index.ts re-exports every public module of adapters/ as a namespace", () => {
+  it("adapters/ is laid out by runtime: each folder's index.ts and adapters/index.ts re-export its public modules", () => {
+    assert.deepStrictEqual(modulesOf("adapters"), [])
+    const runtimes = ["memory", "node", "sql", "web"]
+    const all: Array<string> = []
+    for (const folder of runtimes) {
+      const exported = exportsOf(`adapters/${folder}/index.ts`)
+      assert.deepStrictEqual(exported.map((m) => `${m[2]}.ts`).sort(), modulesOf(join("adapters", folder)))
+      for (const [, name, file] of exported) assert.strictEqual(name, file)
+      all.push(...modulesOf(join("adapters", folder)).map((f) => `${folder}/${f}`))
+    }
     const exported = exportsOf("adapters/index.ts")
-    assert.deepStrictEqual(exported.map((m) => `${m[2]}.ts`).sort(), modulesOf("adapters"))
-    for (const [, name, file] of exported) assert.strictEqual(name, file)
+    assert.deepStrictEqual(exported.map((m) => `${m[2]}.ts`).sort(), all.sort())
+    const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf-8")) as {
+      exports: Record<string, unknown>
+    }
+    for (const entry of [".", "./adapters", ...runtimes.map((folder) => `./adapters/${folder}`), "./embedded"]) {
+      assert.property(manifest.exports, entry)
+    }
   })
 })

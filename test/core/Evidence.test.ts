@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Arbitrary, Effect, Either, Equal, FastCheck, Hash, Layer, Schema, Stream } from "effect"
 import fc from "fast-check"
-import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as Canonical from "../../core/base/Canonical.ts"
 import { Digest, Sha256Hex } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
-import * as InProcessBackend from "../../adapters/InProcessBackend.ts"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, FastCheck as fc, Fiber, Layer, Option, Runtime, TestClock } from "effect"
-import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as Canonical from "../../core/base/Canonical.ts"
 import * as Digest from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"

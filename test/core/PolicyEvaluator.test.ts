@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
-import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as InvocationContext from "../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Equal, Hash } from "effect"
-import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 

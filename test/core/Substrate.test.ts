@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema, TestClock } from "effect"
-import * as WebCryptoDigest from "../../adapters/WebCryptoDigest.ts"
+import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as Digest from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"

@@ -6,7 +6,7 @@
 import { Effect, Layer } from "effect"
 import { realpathSync } from "node:fs"
 import { posix } from "node:path"
-import { PathResolver } from "../core/policy/PolicyPath.ts"
+import { PathResolver } from "../../core/policy/PolicyPath.ts"
 
 const resolve = (path: string): string => {
   const rest: Array<string> = []

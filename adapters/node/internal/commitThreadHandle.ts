@@ -5,11 +5,11 @@
 import type { Effect as Eff } from "effect"
 import { Effect, Exit } from "effect"
 import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads"
-import { EvidenceUnavailableError } from "../../core/evidence/EvidenceStore.ts"
+import { EvidenceUnavailableError } from "../../../core/evidence/EvidenceStore.ts"
+import type { Pending } from "../../sql/internal/evidenceCommit.ts"
+import { settle } from "../../sql/internal/evidenceCommit.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as Wire from "./commitWire.ts"
-import type { Pending } from "./evidenceCommit.ts"
-import { settle } from "./evidenceCommit.ts"
 
 /** A started commit thread. */
 export interface Handle {

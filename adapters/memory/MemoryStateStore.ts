@@ -5,11 +5,11 @@
  * Runtimes: every one (Node, Deno, edge).
  */
 import { Effect, Either, Layer, Option } from "effect"
-import { IdGenerator } from "../core/base/IdGenerator.ts"
-import type { Uuid } from "../core/base/IdGenerator.ts"
-import * as Time from "../core/base/Time.ts"
-import type { Cursor } from "../core/evidence/EvidenceStore.ts"
-import * as StateStore from "../core/state/StateStore.ts"
+import { IdGenerator } from "../../core/base/IdGenerator.ts"
+import type { Uuid } from "../../core/base/IdGenerator.ts"
+import * as Time from "../../core/base/Time.ts"
+import type { Cursor } from "../../core/evidence/EvidenceStore.ts"
+import * as StateStore from "../../core/state/StateStore.ts"
 
 /** A fresh in-memory store; run and intent ids come from the IdGenerator in context. */
 export const make = Effect.gen(function*() {

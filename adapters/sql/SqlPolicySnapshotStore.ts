@@ -7,17 +7,17 @@
  * encoded once), and verify it again when it or its digest changed.
  * A storage failure has no place in the port's errors and is a defect.
  *
- * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node).
+ * Runtimes: any with a SqlClient (no driver imported; tested on @effect/sql-sqlite-node).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, Schema } from "effect"
-import * as Canonical from "../core/base/Canonical.ts"
-import type * as Digest from "../core/base/Digest.ts"
-import { Identifier } from "../core/base/Refs.ts"
-import { Timestamp } from "../core/base/Time.ts"
-import { checkDigest, immutable, PolicySnapshot, recomputeDigest } from "../core/policy/PolicySnapshot.ts"
-import type { BindingScope, BindingTarget } from "../core/policy/PolicySnapshotStore.ts"
+import * as Canonical from "../../core/base/Canonical.ts"
+import type * as Digest from "../../core/base/Digest.ts"
+import { Identifier } from "../../core/base/Refs.ts"
+import { Timestamp } from "../../core/base/Time.ts"
+import { checkDigest, immutable, PolicySnapshot, recomputeDigest } from "../../core/policy/PolicySnapshot.ts"
+import type { BindingScope, BindingTarget } from "../../core/policy/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
   candidatesOf,
@@ -25,7 +25,7 @@ import {
   PolicyConflictError,
   PolicyNotFoundError,
   PolicySnapshotStore
-} from "../core/policy/PolicySnapshotStore.ts"
+} from "../../core/policy/PolicySnapshotStore.ts"
 import { writeTransaction } from "./internal/transaction.ts"
 
 const key = (policy_id: string, version: string) => `${policy_id}@${version}`

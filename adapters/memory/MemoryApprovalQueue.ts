@@ -2,9 +2,9 @@
  * The in-memory ApprovalQueue: reference semantics, forgotten on restart (SqlApprovalQueue is the durable one). Runtimes: every one.
  */
 import { Effect, Either, Layer } from "effect"
-import type { Approver } from "../core/approval/Approval.ts"
-import { ApprovalError, ApprovalQueue, ApprovalRecord, checkedApprover } from "../core/approval/Approval.ts"
-import * as Time from "../core/base/Time.ts"
+import type { Approver } from "../../core/approval/Approval.ts"
+import { ApprovalError, ApprovalQueue, ApprovalRecord, checkedApprover } from "../../core/approval/Approval.ts"
+import * as Time from "../../core/base/Time.ts"
 
 /** A fresh in-memory queue. */
 export const make = Effect.sync((): ApprovalQueue.Service => {

@@ -3,9 +3,9 @@
  * each append's receipts or error back, as structured-clone plain values.
  */
 import { Cause, Exit, Option, Schema } from "effect"
-import type * as Evidence from "../../core/evidence/Evidence.ts"
-import { AppendReceipt, EvidenceConflictError, EvidenceUnavailableError } from "../../core/evidence/EvidenceStore.ts"
-import type * as EvidenceCommit from "./evidenceCommit.ts"
+import type * as Evidence from "../../../core/evidence/Evidence.ts"
+import { AppendReceipt, EvidenceConflictError, EvidenceUnavailableError } from "../../../core/evidence/EvidenceStore.ts"
+import type * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
 
 /** A batch to commit, numbered by the store. */
 export interface Request {

@@ -4,9 +4,9 @@
  * out as they are. Runtimes: every one.
  */
 import { Effect, Layer } from "effect"
-import type { Digest } from "../core/base/Digest.ts"
-import { checkDigest, immutable, PolicySnapshot } from "../core/policy/PolicySnapshot.ts"
-import type { BindingScope } from "../core/policy/PolicySnapshotStore.ts"
+import type { Digest } from "../../core/base/Digest.ts"
+import { checkDigest, immutable, PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
+import type { BindingScope } from "../../core/policy/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
   candidatesOf,
@@ -14,7 +14,7 @@ import {
   PolicyConflictError,
   PolicyNotFoundError,
   PolicySnapshotStore
-} from "../core/policy/PolicySnapshotStore.ts"
+} from "../../core/policy/PolicySnapshotStore.ts"
 
 // What errors name; the maps are keyed by `pairKey`.
 const key = (policy_id: string, version: string) => `${policy_id}@${version}`

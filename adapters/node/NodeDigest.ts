@@ -4,8 +4,8 @@
  */
 import { Effect, Layer } from "effect"
 import { hash } from "node:crypto"
-import type { Sha256Hex } from "../core/base/Digest.ts"
-import { Digest } from "../core/base/Digest.ts"
+import type { Sha256Hex } from "../../core/base/Digest.ts"
+import { Digest } from "../../core/base/Digest.ts"
 
 /** SHA-256 with node:crypto. */
 export const make: Digest.Service = {

@@ -4,15 +4,15 @@
  */
 import { Effect, Layer, Predicate } from "effect"
 import type * as Scope from "effect/Scope"
-import type { Handler, HandlerContext } from "../core/action/Action.ts"
-import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
-import type { Invocation } from "../core/action/ActionExecutionBackend.ts"
-import { ActionOutbox } from "../core/action/ActionOutbox.ts"
-import { ActionUsage } from "../core/action/ActionUsage.ts"
-import type { Report } from "../core/action/ActionUsage.ts"
-import * as InvocationToken from "../core/action/InvocationToken.ts"
-import type { JsonValue } from "../core/base/Canonical.ts"
-import { ActionBackendRef } from "../core/base/Refs.ts"
+import type { Handler, HandlerContext } from "../../core/action/Action.ts"
+import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import type { Invocation } from "../../core/action/ActionExecutionBackend.ts"
+import { ActionOutbox } from "../../core/action/ActionOutbox.ts"
+import { ActionUsage } from "../../core/action/ActionUsage.ts"
+import type { Report } from "../../core/action/ActionUsage.ts"
+import * as InvocationToken from "../../core/action/InvocationToken.ts"
+import type { JsonValue } from "../../core/base/Canonical.ts"
+import { ActionBackendRef } from "../../core/base/Refs.ts"
 
 const ref = ActionBackendRef.make({ id: "in-process", version: "1" })
 

@@ -5,9 +5,9 @@
  * Runtimes: every one (effect only).
  */
 import { Context, Effect, Layer, Option, Stream } from "effect"
-import { Digest } from "../core/base/Digest.ts"
-import * as Evidence from "../core/evidence/Evidence.ts"
-import type { AppendReceipt, ChainHead } from "../core/evidence/EvidenceStore.ts"
+import { Digest } from "../../core/base/Digest.ts"
+import * as Evidence from "../../core/evidence/Evidence.ts"
+import type { AppendReceipt, ChainHead } from "../../core/evidence/EvidenceStore.ts"
 import {
   admitAll,
   conflictOf,
@@ -17,7 +17,7 @@ import {
   EvidenceStore,
   EvidenceUnavailableError,
   receiptOf
-} from "../core/evidence/EvidenceStore.ts"
+} from "../../core/evidence/EvidenceStore.ts"
 
 // A cursor is the count of appends already delivered.
 const positionOf = (cursor: Cursor | null): number | undefined =>

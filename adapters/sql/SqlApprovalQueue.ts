@@ -4,12 +4,12 @@
  * (one conditional UPDATE, then a read of why it missed, in one transaction), so two deciders or two consumers, in
  * one process or in two, never both succeed. A storage failure has no place in the port's errors and is a defect.
  *
- * Runtimes: Node (any SqlClient with UPDATE ... RETURNING; tested on @effect/sql-sqlite-node).
+ * Runtimes: any with a SqlClient that has UPDATE ... RETURNING (tested on @effect/sql-sqlite-node).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer, Option, ParseResult, Schema } from "effect"
-import type { Approver } from "../core/approval/Approval.ts"
+import type { Approver } from "../../core/approval/Approval.ts"
 import {
   ApprovalError,
   ApprovalQueue,
@@ -17,10 +17,10 @@ import {
   ApprovalRequest,
   ApprovalState,
   checkedApprover
-} from "../core/approval/Approval.ts"
-import * as Canonical from "../core/base/Canonical.ts"
-import { Identifier } from "../core/base/Refs.ts"
-import * as Time from "../core/base/Time.ts"
+} from "../../core/approval/Approval.ts"
+import * as Canonical from "../../core/base/Canonical.ts"
+import { Identifier } from "../../core/base/Refs.ts"
+import * as Time from "../../core/base/Time.ts"
 import { writeTransaction } from "./internal/transaction.ts"
 
 const RecordRow = Schema.Struct({

@@ -12,14 +12,14 @@ import type { SqlConnection, Statement as SqlStatement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Exit, Option } from "effect"
 import type { ParseError } from "effect/ParseResult"
-import type * as Evidence from "../../core/evidence/Evidence.ts"
-import type { AppendReceipt } from "../../core/evidence/EvidenceStore.ts"
+import type * as Evidence from "../../../core/evidence/Evidence.ts"
+import type { AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
 import {
   conflictOf,
   EvidenceConflictError,
   EvidenceUnavailableError,
   receiptOf
-} from "../../core/evidence/EvidenceStore.ts"
+} from "../../../core/evidence/EvidenceStore.ts"
 import { writeTransaction } from "./transaction.ts"
 
 /** One append's result in a commit: its receipts, or why it was not appended. */

@@ -5,26 +5,25 @@
  * store's connection or, for a SQLite file, on a commit thread). The projection cursor is the row position: commit
  * order, since SQLite serialises writers.
  *
- * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node).
+ * Runtimes: any with a SqlClient (no driver imported; tested on @effect/sql-sqlite-node).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Scope } from "effect"
 import { Chunk, Context, Effect, Layer, Option, Schema, Stream } from "effect"
-import { Digest, Sha256Hex } from "../core/base/Digest.ts"
-import * as Evidence from "../core/evidence/Evidence.ts"
-import type { ChainHead } from "../core/evidence/EvidenceStore.ts"
+import { Digest, Sha256Hex } from "../../core/base/Digest.ts"
+import * as Evidence from "../../core/evidence/Evidence.ts"
+import type { ChainHead } from "../../core/evidence/EvidenceStore.ts"
 import {
   AppendReceipt,
   Cursor,
   EvidenceProjectionSource,
   EvidenceStore,
   EvidenceUnavailableError
-} from "../core/evidence/EvidenceStore.ts"
-import { admitAll } from "../core/evidence/EvidenceStore.ts"
-import * as CommitDispatch from "./internal/commitDispatch.ts"
+} from "../../core/evidence/EvidenceStore.ts"
+import { admitAll } from "../../core/evidence/EvidenceStore.ts"
+import * as CommitQueue from "./internal/commitQueue.ts"
 import * as EvidenceCommit from "./internal/evidenceCommit.ts"
 import { unavailable } from "./internal/evidenceCommit.ts"
-import * as Sqlite from "./Sqlite.ts"
 
 /** How the store batches and pages. */
 export interface Options {
@@ -33,11 +32,17 @@ export interface Options {
   /** Rows per page when a chain is read (default 1000). */
   readonly pageSize?: number
   /**
-   * The SQLite file behind the SqlClient in context, to commit overlapping appends on a worker thread with its own
-   * connection to it (Node); without it every commit runs on the SqlClient's connection.
+   * How admitted appends reach the commit (default: one writer fiber committing on the SqlClient's connection); the
+   * Node layer `SqliteEvidenceStore.layerCommitThread` hands overlapping ones to a worker thread.
    */
-  readonly commitThread?: CommitDispatch.ThreadOptions
+  readonly dispatch?: Dispatch
 }
+
+/** How admitted appends reach the store's commit: a function to submit each, for as long as the scope lives. */
+export type Dispatch = (
+  commit: EvidenceCommit.Commit,
+  maxBatch: number
+) => Effect.Effect<CommitQueue.Submit, never, Scope.Scope | SqlClient.SqlClient>
 
 const StoredRow = Evidence.StoredRecord
 
@@ -118,13 +123,7 @@ export const make = (
     })
 
     const commit = yield* EvidenceCommit.make
-    const thread = options.commitThread
-    const submit = yield* (thread === undefined
-      ? CommitDispatch.queued(commit, maxBatch)
-      : Effect.flatMap(
-        Effect.orElseSucceed(Sqlite.databaseFile, () => ""),
-        (file) => CommitDispatch.threaded(commit, maxBatch, thread, file)
-      ))
+    const submit = yield* (options.dispatch ?? CommitQueue.queued)(commit, maxBatch)
 
     const read = (
       chain_id: string,
@@ -184,7 +183,8 @@ export const make = (
     return service
   })
 
-const layerWith = (
+/** The SQL EvidenceStore and its EvidenceProjectionSource with these options, over the SqlClient in context. */
+export const layerWith = (
   options: Options
 ): Layer.Layer<EvidenceStore | EvidenceProjectionSource, never, SqlClient.SqlClient | Digest> =>
   Layer.scopedContext(
@@ -194,6 +194,3 @@ const layerWith = (
 
 /** The SQL EvidenceStore and its EvidenceProjectionSource, over the SqlClient in context. */
 export const layer = layerWith({})
-
-/** The same store over a SQLite file, its overlapping appends committed on a worker thread (Node). */
-export const layerCommitThread = (file: CommitDispatch.ThreadOptions) => layerWith({ commitThread: file })

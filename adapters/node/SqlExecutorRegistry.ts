@@ -10,9 +10,9 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import * as os from "node:os"
-import { IdGenerator } from "../core/base/IdGenerator.ts"
-import * as Time from "../core/base/Time.ts"
-import { ExecutorRegistry, RegisteredExecutor } from "../core/evidence/ExecutorRegistry.ts"
+import { IdGenerator } from "../../core/base/IdGenerator.ts"
+import * as Time from "../../core/base/Time.ts"
+import { ExecutorRegistry, RegisteredExecutor } from "../../core/evidence/ExecutorRegistry.ts"
 import * as ProcessIdentity from "./internal/processIdentity.ts"
 
 const ExecutorRow = Schema.Struct({

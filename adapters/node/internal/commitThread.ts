@@ -9,9 +9,9 @@ import { Effect } from "effect"
 import { createRequire } from "node:module"
 import type { MessagePort } from "node:worker_threads"
 import { workerData } from "node:worker_threads"
+import * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
 import * as Sqlite from "../Sqlite.ts"
 import * as Wire from "./commitWire.ts"
-import * as EvidenceCommit from "./evidenceCommit.ts"
 
 // better-sqlite3 has no bundled types; this is the little of it the thread uses.
 interface Database extends EvidenceCommit.SyncDatabase {

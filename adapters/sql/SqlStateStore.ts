@@ -3,18 +3,18 @@
  * projection. Every multi-statement write is one transaction; SQL and decode failures surface only
  * as StateStoreUnavailableError.
  *
- * Runtimes: Node (any SqlClient; tested on @effect/sql-sqlite-node)
+ * Runtimes: any with a SqlClient (no driver imported; tested on @effect/sql-sqlite-node)
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Array as Arr, Effect, Layer, Option, Predicate, Schema } from "effect"
 import type { ParseResult } from "effect"
-import { Sha256Hex } from "../core/base/Digest.ts"
-import { IdGenerator } from "../core/base/IdGenerator.ts"
-import type { Uuid } from "../core/base/IdGenerator.ts"
-import * as Time from "../core/base/Time.ts"
-import { Cursor } from "../core/evidence/EvidenceStore.ts"
-import * as StateStore from "../core/state/StateStore.ts"
+import { Sha256Hex } from "../../core/base/Digest.ts"
+import { IdGenerator } from "../../core/base/IdGenerator.ts"
+import type { Uuid } from "../../core/base/IdGenerator.ts"
+import * as Time from "../../core/base/Time.ts"
+import { Cursor } from "../../core/evidence/EvidenceStore.ts"
+import * as StateStore from "../../core/state/StateStore.ts"
 import { writeTransaction } from "./internal/transaction.ts"
 
 const TerminalColumns = Schema.Struct({

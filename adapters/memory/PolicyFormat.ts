@@ -4,7 +4,7 @@
  */
 import { Either } from "effect"
 import * as YAML from "yaml"
-import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
+import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 
 /** The formats a declaration can be written in. */
 export type Format = "yaml" | "json"

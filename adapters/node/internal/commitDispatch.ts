@@ -1,67 +1,16 @@
 /**
- * How the SQL EvidenceStore hands admitted appends to its commit, and answers each only after its transaction has
- * committed. `queued`: one writer fiber commits everything pending at once, on the store's own connection.
  * `threaded` (Node, a SQLite file): appends that come one at a time commit on the store's connection; once they
  * overlap, batches go to a worker thread with its own connection, so the event loop keeps running (and the next
  * batch forms) while a batch is written and synced.
  */
 import type { Scope } from "effect"
-import { Effect, Exit, Fiber, Queue, Runtime } from "effect"
-import type * as Evidence from "../../core/evidence/Evidence.ts"
-import type { AppendError, AppendReceipt } from "../../core/evidence/EvidenceStore.ts"
-import { EvidenceUnavailableError } from "../../core/evidence/EvidenceStore.ts"
+import { Effect, Exit, Runtime } from "effect"
+import type { AppendError, AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
+import { closedError, commitInline, type Submit } from "../../sql/internal/commitQueue.ts"
+import type * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
+import type { Pending } from "../../sql/internal/evidenceCommit.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as CommitThread from "./commitThreadHandle.ts"
-import * as EvidenceCommit from "./evidenceCommit.ts"
-import type { Pending } from "./evidenceCommit.ts"
-
-/** Commit one append's admitted records: its receipts once committed. */
-export type Submit = (
-  records: ReadonlyArray<Evidence.EvidenceRecord>
-) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
-
-const stop = { _tag: "Stop" } as const
-
-const closedError = new EvidenceUnavailableError({ detail: "the evidence store was closed" })
-
-/** Commit `pendings` on the store's connection and answer them; a defect answers them as unavailable. */
-const commitInline = (commit: EvidenceCommit.Commit, pendings: ReadonlyArray<Pending>) =>
-  Effect.map(
-    Effect.exit(commit(pendings.map((pending) => pending.records))),
-    (exit) => EvidenceCommit.settle(pendings, EvidenceCommit.answered(pendings, exit))
-  )
-
-/** Everything pending committed in one transaction by a writer fiber; an append taken before the close is committed. */
-export const queued = (commit: EvidenceCommit.Commit, maxBatch: number): Effect.Effect<Submit, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const queue = yield* Queue.unbounded<Pending | typeof stop>()
-    let closed = false
-    // Never interrupted (an interrupted take drops the append it was handed): the writer commits everything offered
-    // before `stop`, then ends.
-    const writer = yield* Effect.iterate(true, {
-      while: (running) => running,
-      body: () =>
-        Effect.flatMap(Queue.take(queue), (first) =>
-          Effect.flatMap(Queue.takeUpTo(queue, maxBatch - 1), (rest) => {
-            const all = [first, ...rest]
-            const end = all.indexOf(stop)
-            const pendings = (end === -1 ? all : all.slice(0, end)) as Array<Pending>
-            return Effect.as(pendings.length === 0 ? Effect.void : commitInline(commit, pendings), end === -1)
-          }))
-    }).pipe(Effect.uninterruptible, Effect.forkDaemon)
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        closed = true
-        queue.unsafeOffer(stop)
-        yield* Fiber.await(writer)
-        yield* Queue.shutdown(queue)
-      })
-    )
-    return (records) =>
-      Effect.async((resume) => {
-        if (closed || !queue.unsafeOffer({ records, resume })) resume(Exit.fail(closedError))
-      })
-  })
 
 /** When the commit thread starts, and the file the store's own connection has open. */
 export interface ThreadOptions extends Sqlite.Options {

@@ -3,8 +3,8 @@
  * closes. Runtimes: every one.
  */
 import { Effect, Layer } from "effect"
-import * as Time from "../core/base/Time.ts"
-import { ExecutorRegistry, RegisteredExecutor } from "../core/evidence/ExecutorRegistry.ts"
+import * as Time from "../../core/base/Time.ts"
+import { ExecutorRegistry, RegisteredExecutor } from "../../core/evidence/ExecutorRegistry.ts"
 
 /** A fresh in-memory registry. */
 export const make = Effect.sync((): ExecutorRegistry.Service => {

@@ -8,7 +8,7 @@
 import { Migrator, SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Context, Effect, Layer } from "effect"
-import { loader } from "./internal/migrations/index.ts"
+import { loader } from "../sql/internal/migrations/index.ts"
 
 /** SQLite's `synchronous` setting: FULL syncs every commit; NORMAL may lose the last commits on power loss (never corrupts). */
 export type Synchronous = "FULL" | "NORMAL" | "EXTRA"

@@ -2,7 +2,7 @@
  * The Digest port on WebCrypto's `crypto.subtle`. Runtimes: every one (Node, Deno, edge, browsers).
  */
 import { Effect, Layer } from "effect"
-import { Digest, toHex } from "../core/base/Digest.ts"
+import { Digest, toHex } from "../../core/base/Digest.ts"
 
 const digestOf = (bytes: Uint8Array) =>
   globalThis.crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>).then((buffer) =>

@@ -1,0 +1,6 @@
+/** writ's Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, the SQL executor registry. */
+export * as NodeDigest from "./NodeDigest.ts"
+export * as NodePathResolver from "./NodePathResolver.ts"
+export * as SqlExecutorRegistry from "./SqlExecutorRegistry.ts"
+export * as Sqlite from "./Sqlite.ts"
+export * as SqliteEvidenceStore from "./SqliteEvidenceStore.ts"

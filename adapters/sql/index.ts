@@ -1,0 +1,5 @@
+/** writ's SQL adapters over any @effect/sql SqlClient (no driver). */
+export * as SqlApprovalQueue from "./SqlApprovalQueue.ts"
+export * as SqlEvidenceStore from "./SqlEvidenceStore.ts"
+export * as SqlPolicySnapshotStore from "./SqlPolicySnapshotStore.ts"
+export * as SqlStateStore from "./SqlStateStore.ts"

@@ -1,0 +1,2 @@
+/** writ's adapters on web platform APIs (WebCrypto). */
+export * as WebCryptoDigest from "./WebCryptoDigest.ts"
