@@ -186,11 +186,15 @@ export const deadline: EffectStep<State, void> = {
   stage: "bind_context",
   detail: "deadline admission",
   skip: ({ call }) => call.request.deadline === undefined,
-  run: ({ call }) =>
-    Effect.map(Time.nowMicros, (now) =>
-      now >= Time.toMicros(call.request.deadline!)
-        ? trustedMake(TimedOut, { ...common(call), call_executed: false })
-        : undefined)
+  run: ({ call }) => {
+    const deadline = call.request.deadline
+    if (deadline === undefined) return Effect.succeed(undefined)
+    return Effect.map(
+      Time.nowMicros,
+      (now) =>
+        now >= Time.toMicros(deadline) ? trustedMake(TimedOut, { ...common(call), call_executed: false }) : undefined
+    )
+  }
 }
 
 /**

@@ -42,11 +42,13 @@ export const openRunWith = (store: StateStore.Service): EffectStep<Noted, void> 
   stage: "invoke",
   detail: "a one-shot call's Run is created, running, once the call is admitted",
   skip: ({ call }) => call.newRun === undefined,
-  run: ({ call }) =>
-    Effect.uninterruptible(Effect.gen(function*() {
+  run: ({ call }) => {
+    const created = call.newRun
+    if (created === undefined) return Effect.void
+    return Effect.uninterruptible(Effect.gen(function*() {
       const run = yield* store.createRun({ started: true })
       call.run_id = run.run_id
-      yield* Deferred.succeed(call.newRun!, run)
+      yield* Deferred.succeed(created, run)
     })).pipe(
       Effect.mapError((error) =>
         new PersistError({
@@ -56,6 +58,7 @@ export const openRunWith = (store: StateStore.Service): EffectStep<Noted, void> 
         })
       )
     )
+  }
 })
 
 /**

@@ -8,7 +8,7 @@ import { uncontained } from "../../../action/ActionExecutionBackend.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
-import type { EvidenceWriter, OperationContext } from "../../../evidence/Governance.ts"
+import type { EvidenceWriter, OperationContext, TaskBoundary } from "../../../evidence/Governance.ts"
 import {
   deriveContextWith,
   failureDetail,
@@ -32,6 +32,7 @@ import { type AfterStep, type AroundStep, type EffectStep, isOutcome, type SyncS
 
 /** After stage 3, governed: the pinned snapshot and the backend report the call was admitted on. */
 export interface Pinned extends Digested {
+  readonly boundary: TaskBoundary
   readonly snapshot: PolicySnapshot
   readonly capability: ActionBackendCapabilityReport
 }
@@ -94,7 +95,7 @@ const producedDrafts = Effect.fnUntraced(function*(env: Env, call: Call, operati
 })
 
 /** Stage 3, governed: a governed call runs inside an open task boundary of this executor's writer. */
-export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved, void> => ({
+export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved, { boundary: TaskBoundary }> => ({
   _tag: "Sync",
   stage: "bind_context",
   detail: "the call's task boundary must be open in this executor's evidence writer",
@@ -109,6 +110,7 @@ export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved,
         `task boundary ${call.boundary.task_boundary_id} is not open in this executor's evidence writer (not opened here, or closed)`
       )
     }
+    return { boundary: call.boundary }
   }
 })
 
@@ -158,7 +160,7 @@ class Operation {
           descriptor: state.action.descriptor,
           snapshot: state.snapshot,
           capability: state.capability,
-          boundary: call.boundary!
+          boundary: state.boundary
         },
         call.attempt_id,
         state.digest
@@ -196,10 +198,10 @@ class Operation {
   }
 
   /** Stage 13: the one terminal record, with any gate records not yet committed; if it fails the outcome is an error. */
-  close(outcome: ExecutionOutcome) {
+  close(started: OperationContext, outcome: ExecutionOutcome) {
     return Effect.uninterruptible(Effect.suspend(() => {
       this.concluded = true
-      return this.append(this.started!, outcome)
+      return this.append(started, outcome)
     }))
   }
 
@@ -234,9 +236,10 @@ class Operation {
 
   /** Close an operation that has no terminal record yet, best effort (an interruption, a defect). */
   closeOpen(outcome: () => ExecutionOutcome) {
-    return this.started === undefined || this.concluded
+    const started = this.started
+    return started === undefined || this.concluded
       ? Effect.void
-      : Effect.asVoid(Effect.exit(this.close(outcome())))
+      : Effect.asVoid(Effect.exit(this.close(started, outcome())))
   }
 
   /** A pre-call evidence failure: the callable is unreachable; close the operation if the store still takes it. */
@@ -282,7 +285,7 @@ export const operateWith = (
       (started) =>
         isOutcome(started) ? Effect.succeed(started) : inner(Object.assign(state, { operation: started })).pipe(
           Effect.catchAll((error) => operation.abandon(error)),
-          Effect.flatMap((outcome) => operation.close(outcome))
+          Effect.flatMap((outcome) => operation.close(started, outcome))
         )
     ).pipe(
       Effect.onInterrupt(() =>
@@ -297,7 +300,7 @@ export const operateWith = (
       ),
       Effect.ensuring(operation.release)
     )
-    return writer.track(call.boundary!.chain_id, governed)
+    return writer.track(state.boundary.chain_id, governed)
   }
 })
 

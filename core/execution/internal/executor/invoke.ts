@@ -43,8 +43,10 @@ export const idempotentWith = (env: Env, store: IdempotencyStore.Service): Aroun
   run: (state, inner) =>
     Effect.gen(function*() {
       const call = state.call
+      const idempotency_key = call.request.idempotency_key
+      if (idempotency_key === undefined) return yield* inner(state)
       const key = yield* Effect.orDie(
-        Effect.provideService(keyOf(call.context, call.action, call.request.idempotency_key!), Digest, env.digest)
+        Effect.provideService(keyOf(call.context, call.action, idempotency_key), Digest, env.digest)
       )
       const stored = yield* store.get(key)
       if (Option.isSome(stored)) {

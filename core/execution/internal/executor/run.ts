@@ -97,11 +97,11 @@ const secured = <C extends Digested>(
 
 /** Stages 12-13: the one invocation, behind the caller's idempotency key where a store keeps them. */
 const invocation = <C extends Normalised>(table: Steps<C>, env: Env, stages: boolean) =>
-  table.aroundIf(
-    Option.isSome(env.idempotency),
-    () => idempotentWith(env, Option.getOrThrow(env.idempotency)),
-    (invoke) => invoke.effect(invokeWith(env, stages)).conclude(settle)
-  )
+  Option.match(env.idempotency, {
+    onNone: () => table.effect(invokeWith(env, stages)).conclude(settle),
+    onSome: (store) =>
+      table.around(idempotentWith(env, store), (invoke) => invoke.effect(invokeWith(env, stages)).conclude(settle))
+  })
 
 /** Whether an action's calls are evaluated, and so bound to their arguments' digest. */
 const evaluated = (env: Env, action: Action, governed: boolean) =>
@@ -162,7 +162,7 @@ const governedTable = (
     .sync(normalise)
     .step(digestWith(env))
     .sync(bindContextWith(env, runs !== undefined, false))
-    .when(runs !== undefined, () => bindRunWith(runs!))
+    .whenSome(runs, bindRunWith)
     .sync(boundaryWith(governor.writer))
     .effect(pinWith(env, governor))
     .effect(deadline)
@@ -177,7 +177,7 @@ const governedTable = (
             false
           ))
     )
-    .after(project !== undefined, () => projectWith(project!))
+    .afterSome(project, projectWith)
 }
 
 const resolveDetail = "resolve the reference to a digest-pinned descriptor"

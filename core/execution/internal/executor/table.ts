@@ -103,6 +103,11 @@ export class Steps<Cur> {
     return present ? new Steps([...this.entries, step()]) : this
   }
 
+  /** Append the step made from `value`, only when the executor was built with one. */
+  whenSome<T>(value: T | undefined, step: (value: T) => SyncStep<Cur, void> | EffectStep<Cur, void>): Steps<Cur> {
+    return value === undefined ? this : new Steps([...this.entries, step(value)])
+  }
+
   /** Run the steps `build` appends under `within`, then go on. */
   within(step: WithinStep, build: (steps: Steps<Cur>) => { readonly entries: ReadonlyArray<Entry> }): Steps<Cur> {
     return new Steps([...this.entries, { step, inner: build(new Steps([])).entries }])
@@ -128,9 +133,9 @@ export class Steps<Cur> {
 export class Table {
   constructor(readonly entries: ReadonlyArray<Entry>) {}
 
-  /** Append a step after the bracket that concluded the call, when `present`. */
-  after(present: boolean, step: () => AfterStep): Table {
-    return present ? new Table([...this.entries, step()]) : this
+  /** Append the step made from `value` after the bracket that concluded the call, when the executor has one. */
+  afterSome<T>(value: T | undefined, step: (value: T) => AfterStep): Table {
+    return value === undefined ? this : new Table([...this.entries, step(value)])
   }
 }
 
