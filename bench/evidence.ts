@@ -19,7 +19,6 @@ import * as MemoryExecutorRegistry from "../adapters/memory/MemoryExecutorRegist
 import * as MemoryPolicySnapshotStore from "../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as MemoryStateStore from "../adapters/memory/MemoryStateStore.ts"
 import * as Sqlite from "../adapters/node/Sqlite.ts"
-import * as Action from "../core/action/Action.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"
 import * as Canonical from "../core/base/Canonical.ts"
 import * as IdGenerator from "../core/base/IdGenerator.ts"
@@ -40,6 +39,7 @@ import * as PolicySnapshot from "../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../core/policy/PolicySnapshotStore.ts"
 import { StateStore } from "../core/state/StateStore.ts"
 import * as Embedded from "../runtime/Embedded.ts"
+import { addAction, declaration } from "./internal/governedFixture.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import { collect, loop, median } from "./internal/measure.ts"
 
@@ -77,23 +77,6 @@ const Database = requireCjs("better-sqlite3") as new(filename: string) => RawDat
 // --------------------------------------------------------------------------------------------
 // The governed side: the real governed executor over the embedded SQLite stores
 // --------------------------------------------------------------------------------------------
-
-const addAction = Action.make({
-  name: "bench.add",
-  input: Schema.Struct({ a: Schema.Int, b: Schema.Int }),
-  output: Schema.Int,
-  handler: ({ a, b }) => a + b
-})
-
-const declaration = {
-  policy_id: "bench",
-  version: "1",
-  rules: [
-    { rule_id: "allow-bench", kind: "action", effect: "allow", action_patterns: ["bench.*"] },
-    { rule_id: "no-purge", kind: "action", effect: "deny", action_patterns: ["bench.purge"] }
-  ],
-  gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-bench", "no-purge"] }]
-}
 
 const storesLayer = (filename: string) => Embedded.layerStores({ filename, synchronous: "FULL" })
 

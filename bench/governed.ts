@@ -11,7 +11,6 @@ import * as MemoryEvidenceStore from "../adapters/memory/MemoryEvidenceStore.ts"
 import * as MemoryExecutorRegistry from "../adapters/memory/MemoryExecutorRegistry.ts"
 import * as MemoryPolicySnapshotStore from "../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as NodeDigest from "../adapters/node/NodeDigest.ts"
-import * as Action from "../core/action/Action.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"
 import * as Canonical from "../core/base/Canonical.ts"
 import * as IdGenerator from "../core/base/IdGenerator.ts"
@@ -30,6 +29,7 @@ import * as Governed from "../core/execution/Governed.ts"
 import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../core/policy/PolicySnapshotStore.ts"
+import { addAction, declaration } from "./internal/governedFixture.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import { compareCpu, loop } from "./internal/measure.ts"
 
@@ -39,23 +39,6 @@ const WARMUP = 2
 const TARGET = 2
 
 const Sum = Schema.Struct({ a: Schema.Int, b: Schema.Int })
-
-const addAction = Action.make({
-  name: "bench.add",
-  input: Sum,
-  output: Schema.Int,
-  handler: ({ a, b }) => a + b
-})
-
-const declaration = {
-  policy_id: "bench",
-  version: "1",
-  rules: [
-    { rule_id: "allow-bench", kind: "action", effect: "allow", action_patterns: ["bench.*"] },
-    { rule_id: "no-purge", kind: "action", effect: "deny", action_patterns: ["bench.purge"] }
-  ],
-  gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-bench", "no-purge"] }]
-}
 
 const layer = Governed.layer().pipe(
   Layer.provideMerge(Layer.merge(ActionRegistry.layerWith([addAction]), InProcessBackend.layer)),

@@ -47,39 +47,17 @@ export const collect = (): void => {
   globalThis.gc?.()
 }
 
-const time = async (runner: Runner, iterations: number): Promise<number> => {
+/** Microseconds of one clock (wall or CPU) per op over one run of a side. */
+type Clock = (runner: Runner, iterations: number) => Promise<number>
+
+const time: Clock = async (runner, iterations) => {
   collect()
   const start = performance.now()
   await runner(iterations)
   return ((performance.now() - start) * 1000) / iterations
 }
 
-/** Warm both sides up, then time them in alternating order, round by round. */
-export const compare = async (baseline: Runner, subject: Runner, options: Options): Promise<Comparison> => {
-  for (let i = 0; i < options.warmup; i++) {
-    await baseline(options.iterations)
-    await subject(options.iterations)
-  }
-  const perRound: Array<{ baseline: number; subject: number }> = []
-  for (let i = 0; i < options.rounds; i++) {
-    // Alternate which side goes first so neither always inherits the other's heap state.
-    if (i % 2 === 0) {
-      const b = await time(baseline, options.iterations)
-      perRound.push({ baseline: b, subject: await time(subject, options.iterations) })
-    } else {
-      const s = await time(subject, options.iterations)
-      perRound.push({ baseline: await time(baseline, options.iterations), subject: s })
-    }
-  }
-  const b = median(perRound.map((round) => round.baseline))
-  const s = median(perRound.map((round) => round.subject))
-  return { baseline: b, subject: s, ratio: s / b, perRound }
-}
-
-/** Bytes as megabytes, two decimals. */
-export const mb = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(2)
-
-const cpu = async (runner: Runner, iterations: number): Promise<number> => {
+const cpu: Clock = async (runner, iterations) => {
   collect()
   const start = process.cpuUsage()
   await runner(iterations)
@@ -87,23 +65,34 @@ const cpu = async (runner: Runner, iterations: number): Promise<number> => {
   return (used.user + used.system) / iterations
 }
 
-/** `compare` by the process's CPU time (user and system) per op instead of wall time. */
-export const compareCpu = async (baseline: Runner, subject: Runner, options: Options): Promise<Comparison> => {
-  for (let i = 0; i < options.warmup; i++) {
-    await baseline(options.iterations)
-    await subject(options.iterations)
-  }
-  const perRound: Array<{ baseline: number; subject: number }> = []
-  for (let i = 0; i < options.rounds; i++) {
-    if (i % 2 === 0) {
-      const b = await cpu(baseline, options.iterations)
-      perRound.push({ baseline: b, subject: await cpu(subject, options.iterations) })
-    } else {
-      const s = await cpu(subject, options.iterations)
-      perRound.push({ baseline: await cpu(baseline, options.iterations), subject: s })
+/** Warm both sides up, then measure them by `clock` in alternating order, round by round. */
+const compareBy =
+  (clock: Clock) => async (baseline: Runner, subject: Runner, options: Options): Promise<Comparison> => {
+    for (let i = 0; i < options.warmup; i++) {
+      await baseline(options.iterations)
+      await subject(options.iterations)
     }
+    const perRound: Array<{ baseline: number; subject: number }> = []
+    for (let i = 0; i < options.rounds; i++) {
+      // Alternate which side goes first so neither always inherits the other's heap state.
+      if (i % 2 === 0) {
+        const b = await clock(baseline, options.iterations)
+        perRound.push({ baseline: b, subject: await clock(subject, options.iterations) })
+      } else {
+        const s = await clock(subject, options.iterations)
+        perRound.push({ baseline: await clock(baseline, options.iterations), subject: s })
+      }
+    }
+    const b = median(perRound.map((round) => round.baseline))
+    const s = median(perRound.map((round) => round.subject))
+    return { baseline: b, subject: s, ratio: s / b, perRound }
   }
-  const b = median(perRound.map((round) => round.baseline))
-  const s = median(perRound.map((round) => round.subject))
-  return { baseline: b, subject: s, ratio: s / b, perRound }
-}
+
+/** Warm both sides up, then time them in alternating order, round by round. */
+export const compare = compareBy(time)
+
+/** `compare` by the process's CPU time (user and system) per op instead of wall time. */
+export const compareCpu = compareBy(cpu)
+
+/** Bytes as megabytes, two decimals. */
+export const mb = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(2)

@@ -60,6 +60,21 @@ const trace = Layer.succeed(StageTrace, (attempt_id, stage) => {
   entered.set(attempt_id, stages)
 })
 
+/** A governed executor over memory stores, a StateStore and projection source among them (stage 14 projects). */
+const governed = (config: ActionExecutor.Config) =>
+  Governed.layer(config).pipe(
+    Layer.provideMerge(Governance.layerWriter),
+    Layer.provideMerge(
+      Layer.mergeAll(
+        MemoryPolicySnapshotStore.layer,
+        MemoryApprovalQueue.layer,
+        MemoryExecutorRegistry.layer,
+        MemoryStateStore.layer,
+        MemoryEvidenceStore.layer
+      ).pipe(Layer.provideMerge(base(actions)))
+    )
+  )
+
 const checked = { full: 0, early: 0 }
 
 /** The call entered exactly its plan's run stages, or a prefix of them ending where it concluded. */
@@ -186,20 +201,9 @@ describe("the plan is the table that runs", () => {
       assert.isAbove(checked.full, 8)
       assert.isAbove(checked.early, 8)
     })).pipe(Effect.provide(
-      Governed.layer({ transformers: [upper], observers, capacity: [Capacity.bounded({ id: "one", permits: 1 })] })
-        .pipe(
-          Layer.provideMerge(Governance.layerWriter),
-          Layer.provideMerge(
-            Layer.mergeAll(
-              MemoryPolicySnapshotStore.layer,
-              MemoryApprovalQueue.layer,
-              MemoryExecutorRegistry.layer,
-              MemoryStateStore.layer,
-              MemoryEvidenceStore.layer
-            ).pipe(Layer.provideMerge(base(actions)))
-          ),
-          Layer.provide(trace)
-        )
+      governed({ transformers: [upper], observers, capacity: [Capacity.bounded({ id: "one", permits: 1 })] }).pipe(
+        Layer.provide(trace)
+      )
     )))
 
   it.effect("the governed plan runs the checkpoint and the projection it enters, and says why it skips what it skips", () =>
@@ -214,17 +218,6 @@ describe("the plan is the table that runs", () => {
       assert.include(bind.detail, "a lease on each capacity (one)")
       assert.notInclude(bind.detail, "unbounded")
     })).pipe(Effect.provide(
-      Governed.layer({ capacity: [Capacity.bounded({ id: "one", permits: 1 })] }).pipe(
-        Layer.provideMerge(Governance.layerWriter),
-        Layer.provideMerge(
-          Layer.mergeAll(
-            MemoryPolicySnapshotStore.layer,
-            MemoryApprovalQueue.layer,
-            MemoryExecutorRegistry.layer,
-            MemoryStateStore.layer,
-            MemoryEvidenceStore.layer
-          ).pipe(Layer.provideMerge(base(actions)))
-        )
-      )
+      governed({ capacity: [Capacity.bounded({ id: "one", permits: 1 })] })
     )))
 })
