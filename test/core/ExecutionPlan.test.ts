@@ -25,7 +25,7 @@ import type { Run } from "../../core/state/StateStore.ts"
 import { base, durableInMemory, run, runningRun } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
-const held: { gate?: Deferred.Deferred<void> } = {}
+const held: { gate?: Deferred.Deferred<void>; entered?: Deferred.Deferred<void> } = {}
 
 const actions = [
   Action.make({
@@ -38,7 +38,10 @@ const actions = [
     name: "notes.hold",
     input: Schema.Struct({}),
     output: Schema.String,
-    handler: () => held.gate === undefined ? Effect.succeed("free") : Effect.as(Deferred.await(held.gate), "held")
+    handler: () =>
+      held.gate === undefined || held.entered === undefined
+        ? Effect.succeed("free")
+        : Effect.zipRight(Deferred.succeed(held.entered, undefined), Effect.as(Deferred.await(held.gate), "held"))
   }),
   Action.make({ name: "notes.publish", input: Schema.Struct({}), output: Schema.Void, handler: () => undefined })
 ]
@@ -114,13 +117,17 @@ const observers = [{ id: "watch", observe: () => Effect.void }]
 /** A call held inside its handler under a capacity of one, a second call deferred, then the first released. */
 const deferral = (extra: Parameters<typeof run>[4] = {}, binding: Parameters<typeof run>[3] = {}) =>
   Effect.gen(function*() {
+    const entered = yield* Deferred.make<void>()
     held.gate = yield* Deferred.make<void>()
+    held.entered = entered
     const first = yield* Effect.fork(exec("notes.hold", {}, {}, binding, extra))
-    yield* Effect.yieldNow()
+    // The first call holds the lease once its handler runs.
+    yield* Deferred.await(entered)
     const second = yield* exec("notes.hold", {}, {}, binding, extra)
     assert.strictEqual(second._tag, "deferred")
     yield* Deferred.succeed(held.gate, undefined)
     delete held.gate
+    delete held.entered
     return yield* Fiber.join(first)
   })
 

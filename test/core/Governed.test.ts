@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream, TestClock } from "effect"
+import { Cause, Chunk, Deferred, Effect, Either, Exit, Fiber, Layer, Schema, Stream, TestClock } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/memory/MemoryEvidenceStore.ts"
@@ -8,6 +8,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySn
 import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import * as InvocationToken from "../../core/action/InvocationToken.ts"
 import { ApprovalQueue } from "../../core/approval/Approval.ts"
 import * as Digest from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
@@ -830,4 +831,77 @@ describe("gate results", () => {
       const certificate = yield* TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)
       assert.strictEqual(certificate.process_grade, "DEGRADED")
     }).pipe(Effect.provide(layerWith())))
+})
+
+/** A backend that spends the token itself before the real invoke, which then refuses it as spent. */
+const spending = Layer.succeed(ActionExecutionBackend, {
+  ...InProcessBackend.make,
+  invoke: (token, invocation) => {
+    InvocationToken.redeem(token, invocation.definition)
+    return InProcessBackend.make.invoke(token, invocation)
+  }
+})
+
+describe("the executor's own refusals and races", () => {
+  it.effect("a token the backend refuses is a denial at invoke, closed as operation_denied, and charges no meter", () => {
+    const charged: Array<unknown> = []
+    const meter: Interceptor.Interceptor = {
+      id: "test.meter",
+      stage: "policy",
+      evaluate: () => Effect.succeed({ ...Interceptor.allow("test.allowed"), metered: true }),
+      charge: (_, usage) => Effect.sync(() => void charged.push(usage))
+    }
+    return Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      const before = calls.write
+      const outcome = yield* exec(ref, boundary, "notes.write", { text: "x" })
+      assert.deepStrictEqual(outcome._tag === "denied" && [outcome.reason.code, outcome.stage], [
+        "invoke.token_refused",
+        "invoke"
+      ])
+      assert.strictEqual(calls.write, before)
+      assert.deepStrictEqual(charged, [])
+      const terminal = (yield* records(boundary.chain_id)).at(-1)!
+      assert.strictEqual(terminal.record_type, "operation_denied")
+      assert.strictEqual(JSON.parse(terminal.payload_json).reason_code, "invoke.token_refused")
+    }).pipe(Effect.provide(
+      Governed.layer({ interceptors: [meter] }).pipe(
+        Layer.provide(spending),
+        Layer.provideMerge(Governance.layerWriter),
+        Layer.provideMerge(stores({ current: undefined }))
+      )
+    ))
+  })
+
+  it.effect("a boundary whose close begins while a call is admitted denies it (boundary_not_open), and closes", () => {
+    const gate: { entered?: Deferred.Deferred<void>; go?: Deferred.Deferred<void> } = {}
+    const waiting: Capacity.Capacity = {
+      id: "waiting",
+      admit: () =>
+        Effect.gen(function*() {
+          if (gate.entered !== undefined) yield* Deferred.succeed(gate.entered, undefined)
+          if (gate.go !== undefined) yield* Deferred.await(gate.go)
+          return Either.right({ release: Effect.void })
+        })
+    }
+    return Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      gate.entered = yield* Deferred.make<void>()
+      gate.go = yield* Deferred.make<void>()
+      const call = yield* Effect.fork(exec(ref, boundary, "notes.write", { text: "x" }))
+      yield* Deferred.await(gate.entered)
+      const closing = yield* Effect.fork(Governance.closeBoundary(boundary))
+      for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+      // The close waits for the admitted call: it has not appended task_closed yet.
+      assert.deepStrictEqual(types(yield* records(boundary.chain_id)), [])
+      yield* Deferred.succeed(gate.go, undefined)
+      const outcome = yield* Fiber.join(call)
+      assert.deepStrictEqual(outcome._tag === "denied" && [outcome.reason.code, outcome.stage], [
+        "governance.boundary_not_open",
+        "bind_context"
+      ])
+      yield* Fiber.join(closing)
+      assert.deepStrictEqual(types(yield* records(boundary.chain_id)), ["task_closed"])
+    }).pipe(Effect.provide(layerWith({ current: undefined }, { capacity: [waiting] })))
+  })
 })

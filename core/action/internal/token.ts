@@ -6,8 +6,16 @@ import { unseal } from "./callable.ts"
 const minting: unique symbol = Symbol("writ/InvocationToken.mint")
 const refusals = new WeakSet<InvocationTokenError>()
 
+// Effect fails with a proxy of the error inside a span (to attach the span's stack); the proxy answers this symbol with
+// the error it wraps, which is the one this module issued.
+const original = Symbol.for("effect/OriginalAnnotation")
+
 /** Whether an error is a refusal this module issued (a handler cannot forge one by failing with the same class). */
-export const isRefusal = (error: unknown): boolean => error instanceof InvocationTokenError && refusals.has(error)
+export const isRefusal = (error: unknown): error is InvocationTokenError => {
+  if (!(error instanceof InvocationTokenError)) return false
+  const issued = (error as unknown as { readonly [original]?: unknown })[original] ?? error
+  return issued instanceof InvocationTokenError && refusals.has(issued)
+}
 
 /** An opaque, one-use capability to invoke one action's handler once; its state is private to this module. */
 export class InvocationToken {

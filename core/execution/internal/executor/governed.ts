@@ -114,6 +114,36 @@ export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved,
   }
 })
 
+/**
+ * Stage 3, governed: from the boundary check on, the call is one of its boundary's operations, so a close begun after
+ * that check waits for it.
+ */
+export const trackWith = (
+  writer: EvidenceWriter.Service
+): AroundStep<Resolved & { boundary: TaskBoundary }, unknown> => ({
+  _tag: "Around",
+  stage: "bind_context",
+  detail: "a close of the boundary waits for the call from here on",
+  run: (state, inner) => writer.track(state.boundary.chain_id, inner(state))
+})
+
+/** Stage 3, governed, once admitted: a close begun while the call was being admitted leaves it no operation to start. */
+export const stillOpenWith = (
+  writer: EvidenceWriter.Service
+): SyncStep<Resolved & { boundary: TaskBoundary }, void> => ({
+  _tag: "Sync",
+  stage: "bind_context",
+  detail: "the boundary is still open once the call is admitted",
+  run: ({ boundary, call }) =>
+    writer.isOpen(boundary)
+      ? undefined
+      : denied(
+        call,
+        "governance.boundary_not_open",
+        `task boundary ${boundary.task_boundary_id} began closing while the call was admitted`
+      )
+})
+
 /** Stage 3, governed: retrieve the exact snapshot and recompute its digest; probe the backend once. */
 export const pinWith = (
   env: Env,
@@ -266,7 +296,7 @@ class Operation {
 /**
  * Stages 4-13: open the operation, run the rest, and close it with one terminal record however the rest ends: an
  * interruption closes it cancelled, a defect denied before the call and ambiguous after it, a pre-call evidence
- * failure denied (the callable unreachable). Its boundary's close waits until it ends.
+ * failure denied (the callable unreachable).
  */
 export const operateWith = (
   env: Env,
@@ -300,7 +330,7 @@ export const operateWith = (
       ),
       Effect.ensuring(operation.release)
     )
-    return writer.track(state.boundary.chain_id, governed)
+    return governed
   }
 })
 

@@ -62,6 +62,18 @@ export const idempotentWith = (env: Env, store: IdempotencyStore.Service): Aroun
     })
 })
 
+/** The invocation's exit; a token the backend refused means the callable was not reached, so nothing is charged for it. */
+const ended = (state: Normalised, exit: Exit.Exit<unknown, unknown>) => {
+  if (refusalOf(exit) !== undefined) state.call.invoked = false
+  return { exit }
+}
+
+/** The token refusal an exit failed with, if it did. */
+const refusalOf = (exit: Exit.Exit<unknown, unknown>): InvocationTokenError | undefined =>
+  Exit.isFailure(exit)
+    ? Option.getOrUndefined(Cause.failureOption(exit.cause).pipe(Option.filter(isRefusal)))
+    : undefined
+
 /** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
 export const invokeWith = (
   env: Env,
@@ -82,7 +94,7 @@ export const invokeWith = (
 
   const once = (state: Normalised, usage: ActionUsage.ActionUsage.Service) => {
     state.call.invoked = true
-    return Effect.map(Effect.exit(call(state, usage)), (exit) => ({ exit }))
+    return Effect.map(Effect.exit(call(state, usage)), (exit) => ended(state, exit))
   }
 
   const guarded = Effect.fnUntraced(function*(state: Normalised, usage: ActionUsage.ActionUsage.Service) {
@@ -105,7 +117,7 @@ export const invokeWith = (
     if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
     const first = yield* Effect.raceAll(racers).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
     state.call.outbox?.close()
-    if (first._tag === "exit") return { exit: first.exit }
+    if (first._tag === "exit") return ended(state, first.exit)
     const stopped = yield* Effect.either(Effect.timeout(Fiber.interrupt(fiber), env.teardown))
     const fields = {
       ...common(state.call),
@@ -164,11 +176,11 @@ export const settle: SyncStep<Invoked, never> = {
           })
         })
     }
-    const refused = Cause.failureOption(exit.cause).pipe(Option.filter(isRefusal))
-    if (Option.isSome(refused)) {
+    const refused = refusalOf(exit)
+    if (refused !== undefined) {
       call.invoked = false
       call.stage = "invoke"
-      return denied(call, "invoke.token_refused", (refused.value as InvocationTokenError).reason)
+      return denied(call, "invoke.token_refused", refused.reason)
     }
     if (Cause.isInterruptedOnly(exit.cause)) {
       return trustedMake(Cancelled, { ...common(call), call_executed: true })

@@ -33,7 +33,15 @@ import {
 import { Call, common, denied } from "./call.ts"
 import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
 import type { Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
-import { boundaryWith, checkpointWith, operateWith, pinWith, projectWith } from "./governed.ts"
+import {
+  boundaryWith,
+  checkpointWith,
+  operateWith,
+  pinWith,
+  projectWith,
+  stillOpenWith,
+  trackWith
+} from "./governed.ts"
 import { idempotentWith, invokeWith, settle } from "./invoke.ts"
 import { bounded, noRecheck, recheckWith, revalidateWith, securityWith, transformWith } from "./secure.ts"
 import { compile, type EffectStep, type Entry, flatten, type Steps, steps, type Table } from "./table.ts"
@@ -164,19 +172,18 @@ const governedTable = (
     .sync(bindContextWith(env, runs !== undefined, false))
     .whenSome(runs, bindRunWith)
     .sync(boundaryWith(governor.writer))
-    .effect(pinWith(env, governor))
-    .effect(deadline)
-    .aroundIf(
-      env.capacities.length > 0,
-      () => capacityWith(env),
-      (leased) =>
-        leased.around(operateWith(env, governor.writer), (operation) =>
-          invocation(
-            secured(operation, env, action, true, checkpointWith(env, governor.writer)),
-            env,
-            false
-          ))
-    )
+    .around(trackWith(governor.writer), (tracked) =>
+      tracked
+        .effect(pinWith(env, governor))
+        .effect(deadline)
+        .aroundIf(env.capacities.length > 0, () =>
+          capacityWith(env), (leased) =>
+          leased.sync(stillOpenWith(governor.writer)).around(operateWith(env, governor.writer), (operation) =>
+            invocation(
+              secured(operation, env, action, true, checkpointWith(env, governor.writer)),
+              env,
+              false
+            ))))
     .afterSome(project, projectWith)
 }
 
