@@ -72,8 +72,8 @@ export const normalise: SyncStep<Resolved, { input: unknown }> = {
   run: (state) => decodeWith(state.call, state.action, state.call.request.arguments)
 }
 
-/** The canonical text of the decoded input, or the denial that it has none. */
-export const canonicalText = (state: Normalised) => {
+// The canonical text of the decoded input, or the denial that it has none.
+const canonicalText = (state: Normalised) => {
   const encoded = state.action.encode(state.input)
   if (Either.isLeft(encoded)) {
     return denied(state.call, "schema.invalid", describeParseError(encoded.left, "arguments"))

@@ -16,8 +16,8 @@ import { type Call, common, denied, outcomeOf, reason } from "./call.ts"
 import type { Env } from "./env.ts"
 import { type EffectStep, isOutcome, type SyncStep, type WithinStep } from "./table.ts"
 
-/** What an evaluator sees of the call now. */
-export const evaluationOf = (state: Digested): Evaluation => ({
+// What an evaluator sees of the call now.
+const evaluationOf = (state: Digested): Evaluation => ({
   attempt_id: state.call.attempt_id,
   request: state.call.request,
   context: state.call.context,
