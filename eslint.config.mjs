@@ -36,7 +36,6 @@ const oversized = [
   "core/evidence/Evidence.ts",
   "core/policy/PolicyComposition.ts",
   "core/policy/PolicyEvaluator.ts",
-  "core/policy/PolicyGate.ts",
   "core/state/StateStore.ts",
 ];
 

@@ -9,6 +9,7 @@ import * as SqlExecutorRegistry from "../adapters/node/SqlExecutorRegistry.ts"
 import * as Sqlite from "../adapters/node/Sqlite.ts"
 import * as SqliteEvidenceStore from "../adapters/node/SqliteEvidenceStore.ts"
 import * as SqlApprovalQueue from "../adapters/sql/SqlApprovalQueue.ts"
+import * as SqlBudgetLedger from "../adapters/sql/SqlBudgetLedger.ts"
 import * as SqlEvidenceStore from "../adapters/sql/SqlEvidenceStore.ts"
 import * as SqlPolicySnapshotStore from "../adapters/sql/SqlPolicySnapshotStore.ts"
 import * as SqlStateStore from "../adapters/sql/SqlStateStore.ts"
@@ -44,6 +45,7 @@ export const layerStores = (options: StoreOptions) =>
         SqlStateStore.layer,
         SqlPolicySnapshotStore.layer,
         SqlApprovalQueue.layer,
+        SqlBudgetLedger.layer,
         SqlExecutorRegistry.layer
       )
     ),

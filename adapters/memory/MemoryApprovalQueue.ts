@@ -9,6 +9,7 @@ import * as Time from "../../core/base/Time.ts"
 /** A fresh in-memory queue. */
 export const make = Effect.sync((): ApprovalQueue.Service => {
   const records = new Map<string, ApprovalRecord>()
+  const consumedBy = new Map<string, string>()
   // Read, check and write in one synchronous step when the effect runs (not when it is built): no other fiber can act
   // on the record between the check and the write.
   const transition = <A>(
@@ -48,8 +49,13 @@ export const make = Effect.sync((): ApprovalQueue.Service => {
       ),
     approve: decide("approved"),
     reject: decide("rejected"),
-    consume: (approval_id, binding_digest, now, request_id) =>
+    consume: (approval_id, binding_digest, now, request_id, attempt_id) =>
       transition(approval_id, (record) => {
+        if (record.state === "consumed" && attempt_id !== undefined && consumedBy.get(approval_id) === attempt_id) {
+          return record.request.binding_digest === binding_digest
+            ? Either.right(record.request)
+            : Either.left("mismatched")
+        }
         if (record.state === "consumed") return Either.left("reused")
         if (record.state === "rejected") return Either.left("rejected")
         if (record.state === "pending") return Either.left("pending")
@@ -57,6 +63,7 @@ export const make = Effect.sync((): ApprovalQueue.Service => {
         if (Time.toMicros(now) >= Time.toMicros(record.request.expires_at)) return Either.left("expired")
         if (request_id !== undefined && record.request.request_id === request_id) return Either.left("same_request")
         records.set(approval_id, ApprovalRecord.make({ ...record, state: "consumed" }))
+        if (attempt_id !== undefined) consumedBy.set(approval_id, attempt_id)
         return Either.right(record.request)
       })
   }

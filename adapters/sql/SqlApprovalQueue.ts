@@ -34,7 +34,8 @@ const StatusRow = Schema.Struct({
   approver_class: Schema.String,
   binding_digest: Schema.String,
   expires_at_micros: Schema.Number,
-  request_id: Schema.NullOr(Schema.String)
+  request_id: Schema.NullOr(Schema.String),
+  consumed_by: Schema.NullOr(Schema.String)
 })
 
 const RequestRow = Schema.Struct({ request_json: Schema.parseJson(ApprovalRequest) })
@@ -65,7 +66,7 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
     Result: StatusRow,
     execute: ({ approval_id }) =>
       sql`SELECT state, approver_class, binding_digest, expires_at_micros,
-          json_extract(request_json, '$.request_id') AS request_id FROM approvals WHERE approval_id = ${approval_id}`
+          json_extract(request_json, '$.request_id') AS request_id, consumed_by FROM approvals WHERE approval_id = ${approval_id}`
   })
   const findRecords = SqlSchema.findAll({
     Request: Schema.Struct({ approver_class: Schema.optional(Schema.String), state: Schema.optional(ApprovalState) }),
@@ -77,6 +78,11 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
           ...(state === undefined ? [] : [sql`state = ${state}`])
         ])
       } ORDER BY position`
+  })
+  const findRequest = SqlSchema.findOne({
+    Request: Id,
+    Result: RequestRow,
+    execute: ({ approval_id }) => sql`SELECT request_json FROM approvals WHERE approval_id = ${approval_id}`
   })
   const decideOne = SqlSchema.findAll({
     Request: Schema.Struct({
@@ -96,11 +102,12 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
       approval_id: Schema.String,
       binding_digest: Schema.String,
       now: Schema.Number,
-      request_id: Schema.NullOr(Schema.String)
+      request_id: Schema.NullOr(Schema.String),
+      attempt_id: Schema.NullOr(Schema.String)
     }),
     Result: RequestRow,
-    execute: ({ approval_id, binding_digest, now, request_id }) =>
-      sql`UPDATE approvals SET state = 'consumed'
+    execute: ({ approval_id, attempt_id, binding_digest, now, request_id }) =>
+      sql`UPDATE approvals SET state = 'consumed', consumed_by = ${attempt_id}
         WHERE approval_id = ${approval_id} AND state = 'approved' AND binding_digest = ${binding_digest}
           AND expires_at_micros > ${now} AND (${request_id} IS NULL OR json_extract(request_json, '$.request_id') IS NOT ${request_id})
         RETURNING request_json`
@@ -150,20 +157,31 @@ export const make: Effect.Effect<ApprovalQueue.Service, never, SqlClient.SqlClie
     )
 
   const consume = Effect.fn("SqlApprovalQueue.consume")(
-    function*(approval_id: string, binding_digest: string, now: Time.Timestamp, request_id?: string) {
+    function*(
+      approval_id: string,
+      binding_digest: string,
+      now: Time.Timestamp,
+      request_id?: string,
+      attempt_id?: string
+    ) {
       return yield* transaction(() =>
         Effect.gen(function*() {
           const [used] = yield* consumeOne({
             approval_id,
             binding_digest,
             now: Time.toMicros(now),
-            request_id: request_id ?? null
+            request_id: request_id ?? null,
+            attempt_id: attempt_id ?? null
           })
           if (used !== undefined) return used.request_json
           const status = yield* findStatus({ approval_id })
           const fail = (reason: ApprovalError["reason"]) => new ApprovalError({ reason, approval_id })
           if (Option.isNone(status)) return yield* fail("forged")
           const found = status.value
+          if (found.state === "consumed" && attempt_id !== undefined && found.consumed_by === attempt_id) {
+            if (found.binding_digest !== binding_digest) return yield* fail("mismatched")
+            return Option.getOrThrow(yield* findRequest({ approval_id })).request_json
+          }
           if (found.state === "consumed") return yield* fail("reused")
           if (found.state === "rejected") return yield* fail("rejected")
           if (found.state === "pending") return yield* fail("pending")

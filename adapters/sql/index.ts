@@ -1,5 +1,6 @@
 /** writ's SQL adapters over any @effect/sql SqlClient (no driver). */
 export * as SqlApprovalQueue from "./SqlApprovalQueue.ts"
+export * as SqlBudgetLedger from "./SqlBudgetLedger.ts"
 export * as SqlEvidenceStore from "./SqlEvidenceStore.ts"
 export * as SqlPolicySnapshotStore from "./SqlPolicySnapshotStore.ts"
 export * as SqlStateStore from "./SqlStateStore.ts"

@@ -87,13 +87,15 @@ export declare namespace ApprovalQueue {
     readonly reject: (approval_id: string, approver: Approver) => Effect.Effect<ApprovalRecord, ApprovalError>
     /**
      * Use an approval once, for the call whose binding digest it was filed for, before it expires, by a request other
-     * than the one that escalated (`same_request`, and the approval stays usable).
+     * than the one that escalated (`same_request`, and the approval stays usable). The attempt that used it may
+     * present it again (its stage-10 recheck) and is answered as before, or `mismatched` for another binding.
      */
     readonly consume: (
       approval_id: string,
       binding_digest: string,
       now: Timestamp,
-      request_id?: string
+      request_id?: string,
+      attempt_id?: string
     ) => Effect.Effect<ApprovalRequest, ApprovalError>
   }
 }

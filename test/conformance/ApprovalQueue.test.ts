@@ -139,6 +139,23 @@ for (const [name, layer] of layers) {
         assert.strictEqual((yield* Effect.flip(queue.consume(request(1).approval_id, ls, now))).reason, "reused")
       })))
 
+    it.effect("the attempt that used an approval may present it again; another attempt finds it reused", () =>
+      provided(Effect.gen(function*() {
+        const queue = yield* ApprovalQueue
+        const id = request(1).approval_id
+        yield* queue.submit(request(1))
+        yield* queue.approve(id, maya)
+        assert.deepStrictEqual(yield* queue.consume(id, ls, now, "r-2", "attempt-1"), request(1))
+        // Its recheck (stage 10) is answered as before, even past the expiry; other arguments are a mismatch.
+        const later = Time.fromMicros(requested + 2 * hour)
+        assert.deepStrictEqual(yield* queue.consume(id, ls, later, "r-2", "attempt-1"), request(1))
+        assert.strictEqual((yield* Effect.flip(queue.consume(id, make, now, "r-2", "attempt-1"))).reason, "mismatched")
+        for (const attempt of ["attempt-2", undefined]) {
+          assert.strictEqual((yield* Effect.flip(queue.consume(id, ls, now, "r-3", attempt))).reason, "reused")
+        }
+        assert.strictEqual((yield* queue.list({ state: "consumed" })).length, 1)
+      })))
+
     it.effect("an approval is usable until just before it expires, and expired from its expiry on", () =>
       provided(Effect.gen(function*() {
         const queue = yield* ApprovalQueue
@@ -369,11 +386,11 @@ describe("ApprovalQueue: sql", () => {
       const sql = yield* SqlClient.SqlClient
       yield* queue.submit(request(1))
       yield* queue.approve(request(1).approval_id, maya)
-      yield* queue.consume(request(1).approval_id, ls, now)
+      yield* queue.consume(request(1).approval_id, ls, now, undefined, "attempt-1")
       const revive = yield* Effect.flip(sql`UPDATE approvals SET state = 'approved'`)
       const rebind = yield* Effect.flip(sql`UPDATE approvals SET binding_digest = ${make}`)
-      assert.include(String(revive.cause), "approvals move only")
-      assert.include(String(rebind.cause), "approvals move only")
+      const reassign = yield* Effect.flip(sql`UPDATE approvals SET consumed_by = 'attempt-2'`)
+      for (const refused of [revive, rebind, reassign]) assert.include(String(refused.cause), "approvals move only")
     }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
 
   it.scopedLive(

@@ -4,13 +4,9 @@ import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySn
 import * as Action from "../../core/action/Action.ts"
 import * as ActionUsage from "../../core/action/ActionUsage.ts"
 import { meter } from "../../core/action/internal/usage.ts"
-import type { PolicySnapshotRef } from "../../core/base/Refs.ts"
-import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import type { Interceptor } from "../../core/execution/Interceptor.ts"
-import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
-import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
+import { exec, install, minute, summary } from "../fixtures/budgets.ts"
 import { base, run } from "../fixtures/layers.ts"
 
 let invoked = 0
@@ -70,37 +66,6 @@ const layer = () =>
   ActionExecutor.layerPolicyGated().pipe(
     Layer.provideMerge(MemoryPolicySnapshotStore.layer.pipe(Layer.provideMerge(base([...actions, ...promised]))))
   )
-
-const minute = 60_000_000
-
-const install = (budget_kind: string, limit: number, action_patterns: ReadonlyArray<string> = ["model.*"]) =>
-  Effect.gen(function*() {
-    const store = yield* PolicySnapshotStore
-    const policy = Either.getOrThrow(PermissionPolicy.decode({
-      policy_id: "p",
-      version: "1",
-      mode: "allow_all",
-      rules: [{
-        rule_id: "spend",
-        kind: "budget",
-        effect: "limit",
-        action_patterns,
-        budget_kind,
-        limit,
-        window_microseconds: minute
-      }]
-    }))
-    const snapshot = yield* Effect.orDie(PolicySnapshot.compile(policy))
-    yield* store.put(snapshot)
-    yield* store.activate("p", "1", "ops", Time.fromMicros(0))
-    return { policy_id: "p", version: "1", digest: snapshot.digest } satisfies PolicySnapshotRef
-  })
-
-const exec = (action: string, args: Record<string, unknown>, ref: PolicySnapshotRef, principal = "alice") =>
-  run(action, args, {}, { policy_snapshot: ref, authenticated_principal: { id: principal } })
-
-const summary = (outcome: { readonly _tag: string; readonly stage: string } & object) =>
-  "reason" in outcome ? `${outcome._tag} ${(outcome.reason as { code: string }).code}` : outcome._tag
 
 /** One call that consumes `amount` of the kind under test. */
 const spending = {

@@ -5,6 +5,7 @@ import policy from "./0003_policy.ts"
 import approvals from "./0004_approvals.ts"
 import executors from "./0005_executors.ts"
 import projectedChains from "./0006_projected_chains.ts"
+import enforcement from "./0007_enforcement.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -13,5 +14,6 @@ export const loader = Migrator.fromRecord({
   "0003_policy": policy,
   "0004_approvals": approvals,
   "0005_executors": executors,
-  "0006_projected_chains": projectedChains
+  "0006_projected_chains": projectedChains,
+  "0007_enforcement": enforcement
 })

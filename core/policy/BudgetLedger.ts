@@ -1,0 +1,44 @@
+/**
+ * The BudgetLedger port: what each budget window has admitted and consumed, kept where a restart or a second
+ * executor on the same database sees it. A window is one snapshot's rule, for one principal, over one span of
+ * `window_microseconds`; a ledger may forget a window once a later one of the same rule and principal is charged.
+ */
+import { Context, Effect, Layer } from "effect"
+import { makeMemoryLedger } from "./internal/budgetLedger.ts"
+
+/** One budget window: the snapshot and rule that declare it, the principal it counts, and its index in time. */
+export interface BudgetWindow {
+  readonly snapshot_digest: string
+  readonly rule_id: string
+  readonly principal: string
+  /** `floor(now / window_microseconds)`: windows of one rule are consecutive integers. */
+  readonly window: number
+}
+
+/** Whether an attempt holds one of a calls budget's places, and how many the window has given. */
+export interface Admission {
+  readonly admitted: boolean
+  readonly count: number
+}
+
+/** Admitted calls and consumed amounts per budget window. */
+export class BudgetLedger extends Context.Tag("writ/BudgetLedger")<BudgetLedger, BudgetLedger.Service>() {}
+
+/** The BudgetLedger service. */
+export declare namespace BudgetLedger {
+  /** Admit attempts to calls budgets, read and add what wall-time, token and cost budgets consumed. */
+  export interface Service {
+    /** Give an attempt one of the window's `limit` places, once: an attempt admitted before stays admitted. */
+    readonly admit: (window: BudgetWindow, attempt_id: string, limit: number) => Effect.Effect<Admission>
+    /** What the window has consumed so far (0 when nothing was charged to it). */
+    readonly consumed: (window: BudgetWindow) => Effect.Effect<number>
+    /** Add an amount to what the window has consumed. */
+    readonly charge: (window: BudgetWindow, amount: number) => Effect.Effect<void>
+  }
+}
+
+/** A fresh in-memory ledger: every runtime, forgotten on restart. */
+export const makeMemory: Effect.Effect<BudgetLedger.Service> = Effect.sync(makeMemoryLedger)
+
+/** The in-memory BudgetLedger. */
+export const layerMemory: Layer.Layer<BudgetLedger> = Layer.effect(BudgetLedger, makeMemory)

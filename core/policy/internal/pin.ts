@@ -1,0 +1,68 @@
+import { Effect, Either } from "effect"
+import { Digest } from "../../base/Digest.ts"
+import type { ExecutionContext } from "../../execution/ExecutionContext.ts"
+import type { Verdict } from "../../execution/Interceptor.ts"
+import * as Interceptor from "../../execution/Interceptor.ts"
+import { immutable, recomputeDigest } from "../PolicySnapshot.ts"
+import type { PolicySnapshotStore } from "../PolicySnapshotStore.ts"
+import type { Pinned } from "./reduce.ts"
+import { pinned } from "./reduce.ts"
+
+/** Pin the snapshot a context names: the compiled snapshot, or the refusal. */
+export type Pin = (context: ExecutionContext, attempt_id?: string) => Effect.Effect<Either.Either<Pinned, Verdict>>
+
+const deny = (code: string, detail: string) => Either.left(Interceptor.deny(code, detail))
+
+/**
+ * Read the snapshot a context names, check it is active and is the pinned one, and verify and compile its content
+ * once per digest (a snapshot's content is immutable by its digest; its release state is read on every pin). One
+ * read per attempt: every stage of one invocation sees the snapshot its first pin read.
+ */
+export const makePinWith = (store: PolicySnapshotStore.Service, digest: Digest.Service): Pin => {
+  const compiled = new Map<string, Pinned>()
+  const recent = new Map<string, Either.Either<Pinned, Verdict>>()
+
+  const verified = (snapshot: Parameters<typeof immutable>[0], expected: string) =>
+    Effect.gen(function*() {
+      // Its own immutable copy (the same snapshot when the store's is one), so no holder of the store's can change it.
+      const own = immutable(snapshot)
+      const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(own), Digest, digest))
+      if (Either.isLeft(recomputed) || recomputed.right !== expected) {
+        return deny("policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
+      }
+      const compiledSnapshot = pinned(own)
+      compiled.set(expected, compiledSnapshot)
+      return Either.right(compiledSnapshot)
+    })
+
+  const read = (context: ExecutionContext): Effect.Effect<Either.Either<Pinned, Verdict>> => {
+    const ref = context.policy_snapshot
+    if (ref === undefined) return Effect.succeed(deny("policy.unbound", "the context names no policy snapshot"))
+    return Effect.flatMap(Effect.either(store.get(ref.policy_id, ref.version)), (stored) => {
+      if (Either.isLeft(stored)) return Effect.succeed(deny("policy.not_found", stored.left.message))
+      const snapshot = stored.right
+      if (snapshot.digest !== ref.digest) {
+        return Effect.succeed(
+          deny("policy.digest_mismatch", `${ref.policy_id}@${ref.version} is not the pinned snapshot`)
+        )
+      }
+      if (snapshot.release_state !== "active") {
+        return Effect.succeed(deny("policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
+      }
+      // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
+      const cached = compiled.get(ref.digest)
+      return cached !== undefined ? Effect.succeed(Either.right(cached)) : verified(snapshot, ref.digest)
+    })
+  }
+
+  return (context, attempt_id) => {
+    const seen = attempt_id === undefined ? undefined : recent.get(attempt_id)
+    if (seen !== undefined) return Effect.succeed(seen)
+    return Effect.tap(read(context), (result) =>
+      Effect.sync(() => {
+        if (attempt_id === undefined) return
+        recent.set(attempt_id, result)
+        if (recent.size > 4096) recent.delete(recent.keys().next().value!)
+      }))
+  }
+}
