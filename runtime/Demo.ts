@@ -11,18 +11,15 @@ import * as Action from "../core/action/Action.ts"
 import type { ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"
 import { ApprovalQueue } from "../core/approval/Approval.ts"
-import * as IdGenerator from "../core/base/IdGenerator.ts"
 import type { Uuid } from "../core/base/IdGenerator.ts"
-import { ActionRef, PrincipalRef } from "../core/base/Refs.ts"
+import { PrincipalRef } from "../core/base/Refs.ts"
 import type { PolicySnapshotRef } from "../core/base/Refs.ts"
 import * as Time from "../core/base/Time.ts"
 import type { TaskBoundary } from "../core/evidence/Governance.ts"
 import * as ActionExecutor from "../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../core/execution/ExecutionContext.ts"
 import type { ExecutionOutcome } from "../core/execution/ExecutionOutcome.ts"
-import { ExecutionRequest } from "../core/execution/ExecutionRequest.ts"
-import { EphemeralOperation } from "../core/execution/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../core/execution/ExecutionScope.ts"
+import * as Ingress from "../core/execution/Ingress.ts"
 import * as InvocationContext from "../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../core/policy/PolicySnapshot.ts"
@@ -220,22 +217,19 @@ export interface StepOptions {
 export const runStep = (step: Step, index: number, options: StepOptions = {}) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
-    const scope = options.execution_scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
-      execution_scope: scope,
-      authenticated_principal: principal,
-      effect_backend: InProcessBackend.make.ref,
-      ...(options.policy_snapshot === undefined ? {} : { policy_snapshot: options.policy_snapshot })
-    })
     const now = yield* Time.nowMicros
-    const request = ExecutionRequest.make({
+    const { context, request } = yield* Ingress.prepare({
       request_id: `demo-${index + 1}`,
-      action: ActionRef.make({ name: step.action }),
+      action: step.action,
       arguments: step.arguments,
-      execution_scope: scope,
-      principal_claim: principal,
+      principal_claim: principal.id,
       ...(step.deadlineMillis === undefined ? {} : { deadline: Time.fromMicros(now + step.deadlineMillis * 1000) }),
       ...(options.approval_id === undefined ? {} : { approval_id: options.approval_id })
+    }, {
+      principal: principal.id,
+      effect_backend: InProcessBackend.make.ref,
+      ...(options.policy_snapshot === undefined ? {} : { policy_snapshot: options.policy_snapshot }),
+      ...(options.execution_scope === undefined ? {} : { execution_scope: options.execution_scope })
     })
     const boundary = {
       ...(options.boundary === undefined ? {} : { boundary: options.boundary }),

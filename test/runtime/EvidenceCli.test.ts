@@ -258,6 +258,7 @@ describe("writ exec, evidence, certificate, recover", () => {
         "--db FILE is required by the durable profile"
       ],
       [["exec", "calc.add", "--db", db], "--db is for the durable, governed and certifiable profiles"],
+      [["exec", "Calc Add!", "--profile", "durable", "--db", db], "\"Calc Add!\" is not an action name"],
       [["evidence", "verify", "--db", join(dir, "missing.db")], "missing.db"],
       [["evidence", "verify", "--db", demoDb, "--expected-head", demo.head], "--expected-head needs --chain"],
       [

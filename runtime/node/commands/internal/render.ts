@@ -2,9 +2,10 @@
  * Plain-text rendering for the CLI: aligned tables, one-line summaries, and the key facts of an
  * evidence record.
  */
-import type { StoredRecord } from "../../core/evidence/Evidence.ts"
-import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
-import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
+import type { StoredRecord } from "../../../../core/evidence/Evidence.ts"
+import type * as TaskCertificate from "../../../../core/evidence/TaskCertificate.ts"
+import type { ExecutionOutcome } from "../../../../core/execution/ExecutionOutcome.ts"
+import { reasonCode } from "../../../../core/execution/ExecutionOutcome.ts"
 
 /** Render rows as an aligned table under a header row. */
 export const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
@@ -78,3 +79,9 @@ export const recordFacts = (record: StoredRecord): Record<string, Fact> => {
 /** Facts as `key=value` pairs on one line. */
 export const factsLine = (facts: Record<string, Fact>): string =>
   Object.entries(facts).map(([key, value]) => `${key}=${value}`).join(" ")
+
+/** One line on a certificate: its id, grade and gate summary. */
+export const certificateLine = (certificate: TaskCertificate.TaskCertificate) => {
+  const s = certificate.gate_summary
+  return `certificate ${certificate.certificate_id}: grade ${certificate.process_grade}; gates allow/deny hard ${s.hard_allow}/${s.hard_deny}, soft ${s.soft_allow}/${s.soft_deny}, advisory ${s.advisory_allow}/${s.advisory_deny}; ${s.exceptions} exceptions`
+}

@@ -6,7 +6,7 @@
 import { Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, ParseResult, Schema } from "effect"
-import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
+import * as TaskCertificate from "../../../core/evidence/TaskCertificate.ts"
 import {
   CliInputError,
   exitOneOnFailure,
@@ -15,8 +15,9 @@ import {
   parseJsonObject,
   parseSha256,
   setExitCode
-} from "./CliInput.ts"
-import { db, knownChain, withReadStores } from "./EvidenceCli.ts"
+} from "./internal/input.ts"
+import { certificateLine } from "./internal/render.ts"
+import { db, knownChain, withReadStores } from "./internal/stores.ts"
 
 const encodeCertificate = Schema.encodeSync(TaskCertificate.TaskCertificate)
 // A field the schema does not know is a claim nothing verifies: refused, never dropped.
@@ -42,12 +43,6 @@ const notACertificate = (file: string, error: ParseResult.ParseError) => {
 /** A certificate as JSON text: what `mint` prints and `verify` reads. */
 export const certificateJson = (certificate: TaskCertificate.TaskCertificate) =>
   JSON.stringify(encodeCertificate(certificate), null, 2)
-
-/** One line on a certificate: its id, grade and gate summary. */
-export const certificateLine = (certificate: TaskCertificate.TaskCertificate) => {
-  const s = certificate.gate_summary
-  return `certificate ${certificate.certificate_id}: grade ${certificate.process_grade}; gates allow/deny hard ${s.hard_allow}/${s.hard_deny}, soft ${s.soft_allow}/${s.soft_deny}, advisory ${s.advisory_allow}/${s.advisory_deny}; ${s.exceptions} exceptions`
-}
 
 const mint = Command.make(
   "mint",

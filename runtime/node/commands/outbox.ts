@@ -5,12 +5,12 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Console, Effect, Either, Option } from "effect"
-import * as Outbox from "../../core/state/Outbox.ts"
-import type { OutboxIntent } from "../../core/state/StateStore.ts"
-import { StateStore } from "../../core/state/StateStore.ts"
-import { CliInputError, exitOneOnFailure, json, setExitCode } from "./CliInput.ts"
-import { db, withReadStores, withStores } from "./EvidenceCli.ts"
-import { short, table } from "./Render.ts"
+import * as Outbox from "../../../core/state/Outbox.ts"
+import type { OutboxIntent } from "../../../core/state/StateStore.ts"
+import { StateStore } from "../../../core/state/StateStore.ts"
+import { CliInputError, exitOneOnFailure, json, setExitCode } from "./internal/input.ts"
+import { short, table } from "./internal/render.ts"
+import { db, withReadStores, withStores } from "./internal/stores.ts"
 
 const limit = Options.integer("limit").pipe(
   Options.optional,

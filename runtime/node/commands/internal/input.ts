@@ -5,7 +5,7 @@
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Cause, Console, Effect, Either, Exit, Layer, Schema } from "effect"
 import * as fs from "node:fs"
-import * as Sqlite from "../../adapters/node/Sqlite.ts"
+import * as Sqlite from "../../../../adapters/node/Sqlite.ts"
 
 /** `--json`: print JSON. */
 export const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))

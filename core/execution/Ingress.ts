@@ -1,0 +1,64 @@
+/**
+ * The trusted ingress every surface shares (the CLI, the Promise facade and the demo today; the MCP server and the
+ * HTTP handler next): a request and its context from operator input, a Run's terminal state from its one call's
+ * outcome, the Run ended when the work around its call fails, and a task boundary closed, verified and certified.
+ * The host that calls `prepare` is the one that authenticated the principal it names.
+ */
+import type { Deferred, Effect, Option, ParseResult } from "effect"
+import type { IdGenerator } from "../base/IdGenerator.ts"
+import type { ActionBackendRef, PolicySnapshotRef } from "../base/Refs.ts"
+import type { Run, RunTerminal } from "../state/StateStore.ts"
+import type { ExecutionContext } from "./ExecutionContext.ts"
+import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
+import type { ExecutionRequest } from "./ExecutionRequest.ts"
+import type { ExecutionScopeRef } from "./ExecutionScope.ts"
+import * as internal from "./internal/ingress.ts"
+
+/** One call as operator input names it: untrusted, decoded by `prepare`. */
+export interface Call {
+  readonly action: string
+  readonly version?: string
+  readonly arguments?: Record<string, unknown>
+  readonly request_id?: string
+  readonly principal_claim?: string
+  /** An RFC 3339 UTC instant, as `Time.Timestamp` prints. */
+  readonly deadline?: string
+  readonly idempotency_key?: string
+  readonly approval_id?: string
+}
+
+/** What the host authenticated and chose for the call: its principal, backend, policy and scope (a new ephemeral one by default). */
+export interface Trust {
+  readonly principal: string
+  readonly effect_backend: ActionBackendRef
+  readonly policy_snapshot?: PolicySnapshotRef
+  readonly execution_scope?: ExecutionScopeRef
+}
+
+/** A request decoded from a call (a bad field is a ParseError naming it) and the trusted context bound for it. */
+export const prepare: (
+  call: Call,
+  trust: Trust
+) => Effect.Effect<
+  { readonly request: ExecutionRequest; readonly context: ExecutionContext },
+  ParseResult.ParseError,
+  IdGenerator
+> = internal.prepare
+
+/** The Run terminal the outcome of its one call gives: no one judged it, and its cost is unknown (null). */
+export const terminalOf: (outcome: ExecutionOutcome) => RunTerminal = internal.terminalOf
+
+/** The Run the executor created for an admitted call, if it created one. */
+export const createdRun: (created: Deferred.Deferred<Run>) => Effect.Effect<Option.Option<Run>> = internal.createdRun
+
+/**
+ * End the Run a call was admitted into, when the work around it does not conclude it: failed (`PREFIX.<error tag>`)
+ * on an error, cancelled (`PREFIX.interrupted`) when interrupted; then end as the work did.
+ */
+export const endRunOnError = internal.endRunOnError
+
+/** Close a boundary, verify its chain against the closing head, and (when `certify`) mint and re-verify its certificate. */
+export const closeAndCertify = internal.closeAndCertify
+
+/** What `closeAndCertify` found. */
+export type Certified = Effect.Effect.Success<ReturnType<typeof closeAndCertify>>

@@ -1,0 +1,104 @@
+import { Cause, Deferred, Effect, Either, Option, Schema } from "effect"
+import * as IdGenerator from "../../base/IdGenerator.ts"
+import { PrincipalRef } from "../../base/Refs.ts"
+import { EvidenceStore } from "../../evidence/EvidenceStore.ts"
+import { closeBoundary } from "../../evidence/EvidenceWriter.ts"
+import type { TaskBoundary } from "../../evidence/TaskBoundary.ts"
+import * as TaskCertificate from "../../evidence/TaskCertificate.ts"
+import { type Run, RunTerminal, StateStore, type TerminalStatus } from "../../state/StateStore.ts"
+import * as ExecutionContext from "../ExecutionContext.ts"
+import type { ExecutionOutcome } from "../ExecutionOutcome.ts"
+import { callExecuted, reasonCode } from "../ExecutionOutcome.ts"
+import { ExecutionRequest } from "../ExecutionRequest.ts"
+import { EphemeralOperation } from "../ExecutionScope.ts"
+import type { Call, Trust } from "../Ingress.ts"
+
+const decodeRequest = Schema.decodeUnknown(ExecutionRequest)
+
+export const prepare = (call: Call, trust: Trust) =>
+  Effect.gen(function*() {
+    const scope = trust.execution_scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const request = yield* decodeRequest({
+      request_id: call.request_id ?? (yield* IdGenerator.uuid),
+      action: call.version === undefined ? { name: call.action } : { name: call.action, version: call.version },
+      arguments: call.arguments ?? {},
+      execution_scope: scope,
+      ...(call.principal_claim === undefined ? {} : { principal_claim: { id: call.principal_claim } }),
+      ...(call.deadline === undefined ? {} : { deadline: call.deadline }),
+      ...(call.idempotency_key === undefined ? {} : { idempotency_key: call.idempotency_key }),
+      ...(call.approval_id === undefined ? {} : { approval_id: call.approval_id })
+    })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: PrincipalRef.make({ id: trust.principal }),
+      effect_backend: trust.effect_backend,
+      ...(trust.policy_snapshot === undefined ? {} : { policy_snapshot: trust.policy_snapshot })
+    })
+    return { request, context }
+  })
+
+const statusOf = (outcome: ExecutionOutcome): TerminalStatus =>
+  outcome._tag === "succeeded"
+    ? "completed"
+    : outcome._tag === "cancelled" || outcome._tag === "timed_out"
+    ? outcome._tag
+    : "failed"
+
+// The work is whole only when the call succeeded, unknown when it may have run and its result is lost.
+const qualityOf = (outcome: ExecutionOutcome): RunTerminal["quality"] =>
+  outcome._tag === "succeeded"
+    ? "full"
+    : outcome._tag === "ambiguous" || (outcome._tag !== "failed" && callExecuted(outcome))
+    ? "indeterminate"
+    : "partial"
+
+export const terminalOf = (outcome: ExecutionOutcome) =>
+  RunTerminal.make({
+    status: statusOf(outcome),
+    acceptance: "not_applicable",
+    quality: qualityOf(outcome),
+    reason_code: reasonCode(outcome),
+    evidence: [],
+    cost: null
+  })
+
+export const createdRun = (created: Deferred.Deferred<Run>) =>
+  Effect.flatMap(
+    Deferred.isDone(created),
+    (done) => done ? Effect.map(Deferred.await(created), Option.some) : Effect.succeed(Option.none<Run>())
+  )
+
+export const endRunOnError =
+  (created: Deferred.Deferred<Run>, prefix: string) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
+    Effect.onError(body, (cause) =>
+      Effect.flatMap(Effect.zip(StateStore, createdRun(created)), ([state, run]) => {
+        if (Option.isNone(run)) return Effect.void
+        const interrupted = Cause.isInterruptedOnly(cause)
+        const failure = Cause.failureOption(cause)
+        const tag = Option.isSome(failure) ? (failure.value as { readonly _tag?: string })._tag ?? "error" : "defect"
+        return Effect.exit(state.finish(
+          run.value.run_id,
+          RunTerminal.make({
+            status: interrupted ? "cancelled" : "failed",
+            acceptance: "not_applicable",
+            quality: "indeterminate",
+            reason_code: interrupted ? `${prefix}.interrupted` : `${prefix}.${tag}`,
+            evidence: [],
+            cost: null
+          })
+        ))
+      }))
+
+export const closeAndCertify = (boundary: TaskBoundary, certify: boolean) =>
+  Effect.gen(function*() {
+    const closed = yield* closeBoundary(boundary)
+    const verification = yield* (yield* EvidenceStore).verify(boundary.chain_id, closed.head_hash)
+    if (!certify) return { closed, verification, certificate: undefined }
+    const minted = yield* Effect.either(TaskCertificate.mint(boundary.chain_id, closed.head_hash))
+    if (Either.isLeft(minted)) {
+      if (minted.left.reason === "unavailable") return yield* minted.left
+      return { closed, verification, certificate: { minted: false as const, error: minted.left } }
+    }
+    const checked = yield* TaskCertificate.verify(minted.right)
+    return { closed, verification, certificate: { minted: true as const, certificate: minted.right, checked } }
+  })

@@ -1,0 +1,142 @@
+/**
+ * `writ exec`: one of the demo's actions under the demo policy through the executor of a profile: minimal in memory,
+ * durable in a new Run, governed in a new task boundary, certifiable with a certificate. Exit codes: 0 ok, 1 a
+ * negative outcome or a chain that does not hold, 2 bad input.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Deferred, Effect, Option, Schema } from "effect"
+import { ActionName } from "../../../core/base/Refs.ts"
+import { closeBoundary, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
+import type { ExecutionOutcome } from "../../../core/execution/ExecutionOutcome.ts"
+import * as Ingress from "../../../core/execution/Ingress.ts"
+import { type Run, StateStore } from "../../../core/state/StateStore.ts"
+import * as Demo from "../../Demo.ts"
+import type * as Embedded from "../../Embedded.ts"
+import { certificateHolds, certificateJson, embedded, encodeOutcome, evidenceLines } from "./internal/boundary.ts"
+import {
+  checkDatabase,
+  choice,
+  CliInputError,
+  exitOneOnFailure,
+  json,
+  parseJsonObject,
+  setExitCode
+} from "./internal/input.ts"
+import { outcomeCells, table } from "./internal/render.ts"
+
+const isActionName = Schema.is(ActionName)
+
+const actionArg = Args.text({ name: "action" }).pipe(Args.withDescription("action name or alias"))
+const argsOption = Options.text("args").pipe(
+  Options.withDefault("{}"),
+  Options.withDescription("the action's arguments as a JSON object")
+)
+const profileOption = choice("profile", ["minimal", "durable", "governed", "certifiable"]).pipe(
+  Options.withDefault("minimal" as const),
+  Options.withDescription(
+    "minimal: in memory, nothing kept; durable: a Run and its attempt in --db, once the call is admitted; governed: a task boundary's evidence chain in --db; certifiable: governed, then a certificate minted and verified"
+  )
+)
+const dbOption = Options.file("db").pipe(
+  Options.optional,
+  Options.withDescription("the SQLite file (created if missing); required by durable, governed and certifiable")
+)
+
+/** One demo action under a durable executor (in a new Run) or a governed one (in a new task boundary). */
+const execEmbedded = (profile: Embedded.Profile, step: Demo.Step) =>
+  Effect.gen(function*() {
+    const ref = yield* Demo.installPolicy
+    if (profile !== "durable") {
+      const boundary = yield* openBoundary(ref)
+      // Interrupted (Ctrl-C), the operation closes as cancelled and then the boundary, so nothing is left open.
+      const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: ref, boundary }).pipe(
+        Effect.onInterrupt(() => Effect.ignore(closeBoundary(boundary)))
+      )
+      const certified = yield* Ingress.closeAndCertify(boundary, profile === "certifiable")
+      return { outcome, run: undefined, attempts: undefined, boundary, certified }
+    }
+    const state = yield* StateStore
+    // The executor creates the Run only once the call is admitted: a denied, deferred or escalated call has none.
+    const created = yield* Deferred.make<Run>()
+    return yield* Effect.gen(function*() {
+      const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: ref, newRun: created })
+      const run = yield* Ingress.createdRun(created)
+      if (Option.isNone(run)) return { outcome, run: null, attempts: 0, boundary: undefined, certified: undefined }
+      const finished = yield* state.finish(run.value.run_id, Ingress.terminalOf(outcome))
+      const attempts = yield* state.listAttempts(run.value.run_id)
+      return { outcome, run: finished.run, attempts: attempts.length, boundary: undefined, certified: undefined }
+    }).pipe(Ingress.endRunOnError(created, "cli"))
+  })
+
+/** `writ exec`. */
+export const command = Command.make(
+  "exec",
+  { action: actionArg, args: argsOption, profile: profileOption, db: dbOption, json },
+  ({ action, args, db, json, profile }) =>
+    Effect.gen(function*() {
+      if (!isActionName(action)) {
+        return yield* new CliInputError({
+          message: `${
+            JSON.stringify(action)
+          } is not an action name: lowercase words joined by _ - . or /, at most 128 characters`
+        })
+      }
+      const parsed = yield* parseJsonObject(args, "--args")
+      const step: Demo.Step = { action, arguments: parsed, note: "" }
+      const row = (outcome: ExecutionOutcome) =>
+        table(["action", "outcome", "reason", "stage"], [[action, ...outcomeCells(outcome)]])
+      if (profile === "minimal") {
+        if (Option.isSome(db)) {
+          return yield* new CliInputError({
+            message: "--db is for the durable, governed and certifiable profiles: the minimal profile keeps nothing"
+          })
+        }
+        const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: yield* Demo.installPolicy })
+        yield* Console.log(json ? JSON.stringify(encodeOutcome(outcome), null, 2) : row(outcome))
+        if (outcome._tag !== "succeeded") yield* setExitCode(1)
+        return
+      }
+      if (Option.isNone(db)) {
+        return yield* new CliInputError({ message: `--db FILE is required by the ${profile} profile` })
+      }
+      yield* checkDatabase(db.value, "new_or_existing")
+      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile))
+      const { boundary, certified, outcome, run } = result
+      if (json) {
+        yield* Console.log(JSON.stringify(
+          {
+            ...encodeOutcome(outcome),
+            ...(run === undefined ? {} : {
+              run_id: run?.run_id ?? null,
+              run_status: run?.status ?? null,
+              attempts: result.attempts
+            }),
+            ...(boundary === undefined || certified === undefined ? {} : {
+              task_boundary_id: boundary.task_boundary_id,
+              chain_id: boundary.chain_id,
+              head: certified.closed.head_hash,
+              records: certified.closed.sequence + 1,
+              verification: certified.verification,
+              ...certificateJson(certified.certificate)
+            })
+          },
+          null,
+          2
+        ))
+      } else {
+        yield* Console.log(row(outcome))
+        if (run === null) yield* Console.log("\nno Run: the call was not admitted, so none was created")
+        else if (run !== undefined) {
+          yield* Console.log(`\nrun ${run.run_id}: ${run.status}, ${result.attempts} attempt(s)`)
+        }
+        if (boundary !== undefined && certified !== undefined) {
+          yield* Console.log(`\n${evidenceLines(certified, boundary).join("\n")}`)
+        }
+      }
+      const holds = certified === undefined ||
+        (certified.verification.valid && certificateHolds(certified.certificate))
+      if (outcome._tag !== "succeeded" || !holds) yield* setExitCode(1)
+    }).pipe(exitOneOnFailure)
+).pipe(Command.withDescription(
+  "Run one of the demo's actions under the demo policy through the executor of a profile (--db for durable, governed, certifiable)"
+))
