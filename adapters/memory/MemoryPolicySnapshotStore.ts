@@ -12,12 +12,10 @@ import {
   candidatesOf,
   pairKey,
   PolicyConflictError,
+  policyLabel,
   PolicyNotFoundError,
   PolicySnapshotStore
 } from "../../core/policy/PolicySnapshotStore.ts"
-
-// What errors name; the maps are keyed by `pairKey`.
-const key = (policy_id: string, version: string) => `${policy_id}@${version}`
 
 const scopeKey = (scope: BindingScope) =>
   scope._tag === "global" ? "global" : scope._tag === "role" ? `role:${scope.role}` : `resource:${scope.resource}`
@@ -32,7 +30,7 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
     Effect.suspend(() => {
       const found = snapshots.get(pairKey(policy_id, version))
       return found === undefined
-        ? Effect.fail(new PolicyNotFoundError({ detail: `no policy ${key(policy_id, version)} is stored` }))
+        ? Effect.fail(new PolicyNotFoundError({ detail: `no policy ${policyLabel(policy_id, version)} is stored` }))
         : Effect.succeed(found)
     })
 
@@ -75,7 +73,7 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
         stored.release_state === "active"
           ? Effect.sync(() => void bindings.set(scopeKey(scope), { policy_id, version }))
           : Effect.fail(
-            new PolicyNotFoundError({ detail: `policy ${key(policy_id, version)} is staged, not active` })
+            new PolicyNotFoundError({ detail: `policy ${policyLabel(policy_id, version)} is staged, not active` })
           )),
     resolve: (target) =>
       Effect.suspend((): Effect.Effect<PolicySnapshot, PolicyNotFoundError | AmbiguousPolicyError> => {

@@ -23,12 +23,11 @@ import {
   candidatesOf,
   pairKey,
   PolicyConflictError,
+  policyLabel,
   PolicyNotFoundError,
   PolicySnapshotStore
 } from "../../core/policy/PolicySnapshotStore.ts"
 import { writeTransaction } from "./internal/transaction.ts"
-
-const key = (policy_id: string, version: string) => `${policy_id}@${version}`
 
 const Key = Schema.Struct({ policy_id: Schema.String, version: Schema.String })
 
@@ -144,9 +143,9 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     })
 
     const notFound = (policy_id: string, version: string) =>
-      new PolicyNotFoundError({ detail: `no policy ${key(policy_id, version)} is stored` })
+      new PolicyNotFoundError({ detail: `no policy ${policyLabel(policy_id, version)} is stored` })
     const corrupt = (policy_id: string, version: string, why: string) =>
-      new PolicyNotFoundError({ detail: `stored policy ${key(policy_id, version)} is refused: ${why}` })
+      new PolicyNotFoundError({ detail: `stored policy ${policyLabel(policy_id, version)} is refused: ${why}` })
 
     // Snapshot texts already decoded, found canonical and recomputed to their digest: immutable, so checked once.
     const verified = new Map<string, PolicySnapshot>()
@@ -161,7 +160,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
           return yield* corrupt(policy_id, version, "its snapshot is not in canonical form")
         }
         if (staged.policy_id !== policy_id || staged.version !== version) {
-          return yield* corrupt(policy_id, version, `its snapshot is ${key(staged.policy_id, staged.version)}`)
+          return yield* corrupt(policy_id, version, `its snapshot is ${policyLabel(staged.policy_id, staged.version)}`)
         }
         const recomputed = yield* recomputeDigest(staged).pipe(Effect.provide(context), Effect.orDie)
         if (recomputed !== staged.digest || recomputed !== digest) {
@@ -241,7 +240,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
             return yield* findDigest({ policy_id, version })
           })
         )
-        if (Option.isNone(stored)) return yield* Effect.dieMessage(`policy ${key(policy_id, version)} vanished`)
+        if (Option.isNone(stored)) return yield* Effect.dieMessage(`policy ${policyLabel(policy_id, version)} vanished`)
         if (stored.value.digest === digest) return
         return yield* new PolicyConflictError({
           policy_id,
@@ -287,7 +286,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
             if (Option.isNone(state)) return yield* notFound(policy_id, version)
             if (state.value.release_state !== "active") {
               return yield* new PolicyNotFoundError({
-                detail: `policy ${key(policy_id, version)} is staged, not active`
+                detail: `policy ${policyLabel(policy_id, version)} is staged, not active`
               })
             }
           })

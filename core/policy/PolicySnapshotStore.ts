@@ -41,10 +41,13 @@ export class AmbiguousPolicyError extends Schema.TaggedError<AmbiguousPolicyErro
 /** A (policy_id, version) pair as a string no other pair shares: an identifier may itself contain "@". */
 export const pairKey = (policy_id: string, version: string): string => `${policy_id.length}:${policy_id}@${version}`
 
+/** A (policy_id, version) pair as errors name it: `id@version`. */
+export const policyLabel = (policy_id: string, version: string): string => `${policy_id}@${version}`
+
 /** The candidates an AmbiguousPolicyError names: each distinct pair once, as `id@version`, sorted. */
 export const candidatesOf = (pairs: ReadonlyArray<{ readonly policy_id: string; readonly version: string }>) =>
   [...new Map(pairs.map((pair) => [pairKey(pair.policy_id, pair.version), pair])).values()]
-    .map((pair) => `${pair.policy_id}@${pair.version}`)
+    .map((pair) => policyLabel(pair.policy_id, pair.version))
     .sort()
 
 /** Where a binding applies: every call, calls by a role, or calls on one resource. */
