@@ -2,422 +2,52 @@
  * Governed evidence records (spec/evidence.md): the closed record taxonomy, `sha256-v1` payload
  * and chain hashes, and chain verification against a trusted expected head.
  */
-import { Chunk, Effect, Either, Hash, Schema, Stream } from "effect"
-import * as Canonical from "../base/Canonical.ts"
-import { Digest, Sha256Hex, sha256TextWith } from "../base/Digest.ts"
-import { Uuid } from "../base/IdGenerator.ts"
-import { trustedMake } from "../base/internal/trusted.ts"
-import { isInstant, Timestamp } from "../base/Time.ts"
+export type {
+  /** What a writer supplies for a record; the chain position and hashes are filled in when it is sealed. */
+  Draft,
+  /** Where a sealed record goes: its identity, chain position and time. */
+  Position
+} from "./internal/record.ts"
 
-/** The closed record taxonomy. */
-export const RecordType = Schema.Literal(
-  "policy_bound",
-  "operation_started",
-  "gate_evaluated",
-  "exception_granted",
-  "operation_denied",
-  "callable_completed",
-  "callable_failed",
-  "operation_cancelled",
-  "operation_timed_out",
-  "external_result_ambiguous",
-  "task_closed",
-  "record_superseded"
-)
+export {
+  /** One evidence record, as appended and stored. */
+  EvidenceRecord,
+  /** Why a chain failed verification. */
+  FailureCode,
+  /** The only hash algorithm this version verifies. */
+  hashAlgorithm,
+  /** `Schema.is` of the EvidenceRecord fields written out: every store checks every record it is handed with this. */
+  isEvidenceRecord,
+  /** The closed record taxonomy. */
+  RecordType,
+  /** A record as read back from storage, before anything about it is trusted: plain strings, numbers and nulls. */
+  StoredRecord,
+  /** A stored record from a row of its fields in `StoredRecord`'s field order, checked as `Schema.is(StoredRecord)` does. */
+  storedRecordOf,
+  /** The record types that close a governed operation; each `operation_started` needs exactly one. */
+  terminalTypes,
+  /** A chain's verification: valid, how many records were fully verified, the last good hash, and the first failure. */
+  VerificationResult
+} from "./internal/record.ts"
 
-/** A record type. */
-export type RecordType = typeof RecordType.Type
+export type {
+  /** Where consecutive sealed records go: the first one's chain position, every record's id, and when they are sealed. */
+  Positions
+} from "./internal/chain.ts"
 
-/** The record types that close a governed operation; each `operation_started` needs exactly one. */
-export const terminalTypes: ReadonlySet<string> = new Set<RecordType>([
-  "operation_denied",
-  "callable_completed",
-  "callable_failed",
-  "operation_cancelled",
-  "operation_timed_out",
-  "external_result_ambiguous"
-])
-
-/** The only hash algorithm this version verifies. */
-export const hashAlgorithm = "sha256-v1"
-
-/** One evidence record, as appended and stored. */
-export class EvidenceRecord extends Schema.Class<EvidenceRecord>("EvidenceRecord")({
-  record_id: Uuid,
-  record_type: RecordType,
-  chain_id: Uuid,
-  operation_id: Schema.NullOr(Uuid),
-  sequence: Schema.NonNegativeInt,
-  policy_id: Schema.String,
-  policy_version: Schema.String,
-  payload_json: Schema.String,
-  payload_digest: Sha256Hex,
-  previous_chain_hash: Schema.NullOr(Sha256Hex),
-  chain_hash: Sha256Hex,
-  supersedes_record_id: Schema.NullOr(Uuid),
-  created_at: Timestamp,
-  hash_algorithm: Schema.String
-}) {
-  /** Its structural hash, computed each time: a sealed record is frozen, so the hash cannot be cached on it. */
-  [Hash.symbol](): number {
-    return Hash.structure(this)
-  }
-}
-
-/** A record as read back from storage, before anything about it is trusted: plain strings, numbers and nulls. */
-export const StoredRecord = Schema.Struct({
-  record_id: Schema.String,
-  record_type: Schema.String,
-  chain_id: Schema.String,
-  operation_id: Schema.NullOr(Schema.String),
-  sequence: Schema.Number,
-  policy_id: Schema.String,
-  policy_version: Schema.String,
-  payload_json: Schema.String,
-  payload_digest: Schema.String,
-  previous_chain_hash: Schema.NullOr(Schema.String),
-  chain_hash: Schema.String,
-  supersedes_record_id: Schema.NullOr(Schema.String),
-  created_at: Schema.String,
-  hash_algorithm: Schema.String
-})
-
-/** A record as read back from storage. */
-export type StoredRecord = typeof StoredRecord.Type
-
-const isText = (value: unknown): value is string => typeof value === "string"
-
-const isNullableText = (value: unknown): value is string | null => value === null || typeof value === "string"
-
-const storedFields = Object.keys(StoredRecord.fields) as ReadonlyArray<keyof StoredRecord>
-
-/** `Schema.is(StoredRecord)` written out field by field. */
-const isStoredRecord = (r: { readonly [K in keyof StoredRecord]?: unknown }): r is StoredRecord =>
-  isText(r.record_id) && isText(r.record_type) && isText(r.chain_id) && isNullableText(r.operation_id) &&
-  typeof r.sequence === "number" && isText(r.policy_id) && isText(r.policy_version) && isText(r.payload_json) &&
-  isText(r.payload_digest) && isNullableText(r.previous_chain_hash) && isText(r.chain_hash) &&
-  isNullableText(r.supersedes_record_id) && isText(r.created_at) && isText(r.hash_algorithm)
-
-/**
- * A stored record from a row of its fields in `StoredRecord`'s field order, checked as `Schema.is(StoredRecord)`
- * would, or undefined: a store's hot read path decodes every row it returns with this.
- */
-export const storedRecordOf = (row: ReadonlyArray<unknown>): StoredRecord | undefined => {
-  if (row.length !== storedFields.length) return undefined
-  const record: { -readonly [K in keyof StoredRecord]?: unknown } = {}
-  for (let i = 0; i < storedFields.length; i++) record[storedFields[i]!] = row[i]
-  return isStoredRecord(record) ? record : undefined
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
-const SHA256_HEX = /^[0-9a-f]{64}$/
-const recordTypes: ReadonlySet<unknown> = new Set(RecordType.literals)
-
-const isUuid = (value: unknown) => typeof value === "string" && UUID.test(value)
-
-const isSha256 = (value: unknown) => typeof value === "string" && SHA256_HEX.test(value)
-
-/** `Schema.is` of the EvidenceRecord fields written out: every store checks every record it is handed with this. */
-export const isEvidenceRecord = (value: unknown): value is EvidenceRecord => {
-  if (typeof value !== "object" || value === null) return false
-  const r = value as { readonly [K in keyof StoredRecord]: unknown }
-  return isUuid(r.record_id) && recordTypes.has(r.record_type) && isUuid(r.chain_id) &&
-    (r.operation_id === null || isUuid(r.operation_id)) && Number.isSafeInteger(r.sequence) &&
-    (r.sequence as number) >= 0 && isText(r.policy_id) &&
-    isText(r.policy_version) && isText(r.payload_json) && isSha256(r.payload_digest) &&
-    (r.previous_chain_hash === null || isSha256(r.previous_chain_hash)) && isSha256(r.chain_hash) &&
-    (r.supersedes_record_id === null || isUuid(r.supersedes_record_id)) && isText(r.created_at) &&
-    isInstant(r.created_at) && isText(r.hash_algorithm)
-}
-
-/** What a writer supplies for a record; the chain position and hashes are filled in when it is sealed. */
-export interface Draft {
-  readonly record_type: RecordType
-  readonly operation_id: Uuid | null
-  readonly policy_id: string
-  readonly policy_version: string
-  readonly payload: { readonly [key: string]: Canonical.JsonValue }
-  readonly supersedes_record_id?: Uuid | null
-}
-
-/** Where a sealed record goes: its identity, chain position and time. */
-export interface Position {
-  readonly record_id: Uuid
-  readonly chain_id: Uuid
-  readonly sequence: number
-  readonly previous_chain_hash: Sha256Hex | null
-  readonly created_at: Timestamp
-}
-
-/** Why a chain failed verification. */
-export const FailureCode = Schema.Literal("broken_link", "content_mismatch", "unsupported_algorithm", "missing_policy")
-
-/** Why a chain failed verification. */
-export type FailureCode = typeof FailureCode.Type
-
-/** A chain's verification: valid, how many records were fully verified, the last good hash, and the first failure. */
-export class VerificationResult extends Schema.Class<VerificationResult>("VerificationResult")({
-  chain_id: Schema.String,
-  valid: Schema.Boolean,
-  verified_head: Schema.NullOr(Sha256Hex),
-  checked_records: Schema.NonNegativeInt,
-  failure_code: Schema.NullOr(FailureCode),
-  failed_record_id: Schema.NullOr(Schema.String)
-}) {}
-
-const chainFields = (record: Omit<StoredRecord, "chain_hash">) => ({
-  record_id: record.record_id,
-  record_type: record.record_type,
-  chain_id: record.chain_id,
-  operation_id: record.operation_id,
-  sequence: record.sequence,
-  policy_id: record.policy_id,
-  policy_version: record.policy_version,
-  payload_json: record.payload_json,
-  payload_digest: record.payload_digest,
-  previous_chain_hash: record.previous_chain_hash,
-  supersedes_record_id: record.supersedes_record_id,
-  created_at: record.created_at,
-  hash_algorithm: record.hash_algorithm
-})
-
-const nullable = (value: string | null) => value === null ? "null" : Canonical.quote(value)
-
-/**
- * The `sha256-v1` chain-hash input of a record: the canonical JSON of every field but `chain_hash`, written field by
- * field in code-point key order (the same text `Canonical.stringify` gives); undefined when a field cannot be canonical.
- */
-export const chainInput = (r: Omit<StoredRecord, "chain_hash">): string | undefined => {
-  if (!Number.isSafeInteger(r.sequence)) return undefined
-  const chain_id = Canonical.quote(r.chain_id)
-  const created_at = Canonical.quote(r.created_at)
-  const hash_algorithm = Canonical.quote(r.hash_algorithm)
-  const operation_id = nullable(r.operation_id)
-  const payload_digest = Canonical.quote(r.payload_digest)
-  const payload_json = Canonical.quote(r.payload_json)
-  const policy_id = Canonical.quote(r.policy_id)
-  const policy_version = Canonical.quote(r.policy_version)
-  const previous_chain_hash = nullable(r.previous_chain_hash)
-  const record_id = Canonical.quote(r.record_id)
-  const record_type = Canonical.quote(r.record_type)
-  const supersedes_record_id = nullable(r.supersedes_record_id)
-  if (
-    chain_id === undefined || created_at === undefined || hash_algorithm === undefined ||
-    operation_id === undefined || payload_digest === undefined || payload_json === undefined ||
-    policy_id === undefined || policy_version === undefined || previous_chain_hash === undefined ||
-    record_id === undefined || record_type === undefined || supersedes_record_id === undefined
-  ) return undefined
-  return `{"chain_id":${chain_id},"created_at":${created_at},"hash_algorithm":${hash_algorithm},"operation_id":${operation_id},"payload_digest":${payload_digest},"payload_json":${payload_json},"policy_id":${policy_id},"policy_version":${policy_version},"previous_chain_hash":${previous_chain_hash},"record_id":${record_id},"record_type":${record_type},"sequence":${
-    r.sequence === 0 ? "0" : String(r.sequence)
-  },"supersedes_record_id":${supersedes_record_id}}`
-}
-
-// The chain-input text of a record; a field that cannot be canonical fails as Canonical does.
-const chainInputOf = (
-  fields: Omit<StoredRecord, "chain_hash">
-): Effect.Effect<string, Canonical.CanonicalJsonError> => {
-  const text = chainInput(fields)
-  return text === undefined
-    ? Effect.flatMap(
-      Canonical.stringify(chainFields(fields)),
-      () => Effect.dieMessage("Evidence.chainInput refused a record Canonical.stringify accepts")
-    )
-    : Effect.succeed(text)
-}
-
-// The chain hash of a record whose payload digest is known.
-const chainHashWith = (digest: Digest.Service, fields: Omit<StoredRecord, "chain_hash">) =>
-  Effect.flatMap(chainInputOf(fields), (text) => sha256TextWith(digest, text))
-
-// The chain-input text each record sealed here was hashed from; a sealed record is frozen, so the text stays its own.
-const sealedInputs = new WeakMap<EvidenceRecord, string>()
-
-/** The chain-input text of a record sealed in this process (its payload then canonical by construction), if it was. */
-export const sealedInput = (record: EvidenceRecord): string | undefined => sealedInputs.get(record)
-
-// The `sha256-v1` payload digest and chain hash a record's content recomputes to, with a Digest service.
-const rehashWith = (
-  digest: Digest.Service,
-  record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }
-): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError> =>
-  Effect.flatMap(sha256TextWith(digest, record.payload_json), (payload_digest) =>
-    Effect.map(
-      chainHashWith(digest, { ...record, payload_digest }),
-      (chain_hash) => ({ payload_digest, chain_hash })
-    ))
-
-/** The `sha256-v1` payload digest and chain hash a record's content recomputes to; fails when a field is not canonical. */
-export const rehash = (
-  record: Omit<StoredRecord, "chain_hash" | "payload_digest"> & { payload_digest?: string }
-): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError, Digest> =>
-  Effect.flatMap(Digest, (digest) => rehashWith(digest, record))
-
-/** Where consecutive sealed records go: the first one's chain position, every record's id, and when they are sealed. */
-export interface Positions {
-  readonly chain_id: Uuid
-  readonly sequence: number
-  readonly previous_chain_hash: Sha256Hex | null
-  readonly record_ids: ReadonlyArray<Uuid>
-  readonly created_at: Timestamp
-}
-
-/**
- * Seal drafts in turn with a Digest service, each extending the one before it from `at`: canonical payloads, both
- * hashes. Fails when a payload is not canonical JSON.
- */
-export const sealAllWith = (
-  digest: Digest.Service,
-  drafts: ReadonlyArray<Draft>,
-  at: Positions
-): Effect.Effect<ReadonlyArray<EvidenceRecord>, Canonical.CanonicalJsonError> =>
-  Effect.suspend(() => {
-    const payloads: Array<string> = []
-    for (const draft of drafts) {
-      const text = Canonical.stringify(draft.payload)
-      if (Either.isLeft(text)) return Effect.fail(text.left)
-      payloads.push(text.right)
-    }
-    return Effect.flatMap(digest.sha256Texts(payloads), (payloadDigests) => {
-      const records: Array<EvidenceRecord> = []
-      const sealFrom = (i: number, previous_chain_hash: Sha256Hex | null): Effect.Effect<
-        ReadonlyArray<EvidenceRecord>,
-        Canonical.CanonicalJsonError
-      > => {
-        if (i === drafts.length) return Effect.succeed(records)
-        const draft = drafts[i]!
-        const unsealed = {
-          record_id: at.record_ids[i]!,
-          record_type: draft.record_type,
-          chain_id: at.chain_id,
-          operation_id: draft.operation_id,
-          sequence: at.sequence + i,
-          policy_id: draft.policy_id,
-          policy_version: draft.policy_version,
-          payload_json: payloads[i]!,
-          payload_digest: payloadDigests[i]!,
-          previous_chain_hash,
-          supersedes_record_id: draft.supersedes_record_id ?? null,
-          created_at: at.created_at,
-          hash_algorithm: hashAlgorithm
-        }
-        return Effect.flatMap(chainInputOf(unsealed), (text) =>
-          Effect.flatMap(sha256TextWith(digest, text), (chain_hash) => {
-            const record = Object.freeze(trustedMake(EvidenceRecord, { ...unsealed, chain_hash }))
-            sealedInputs.set(record, text)
-            records.push(record)
-            return sealFrom(i + 1, chain_hash)
-          }))
-      }
-      return sealFrom(0, at.previous_chain_hash)
-    })
-  })
-
-/** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
-export const seal = (draft: Draft, position: Position) =>
-  Effect.flatMap(Digest, (digest) =>
-    Effect.map(
-      sealAllWith(digest, [draft], { ...position, record_ids: [position.record_id] }),
-      (records) => records[0]!
-    ))
-
-/** A record's own content checked: its recomputed chain hash, or why it fails (unknown algorithm, hashes that do not recompute). */
-export const checkContent = (
-  record: StoredRecord
-): Effect.Effect<Either.Either<Sha256Hex, "unsupported_algorithm" | "content_mismatch">, never, Digest> =>
-  record.hash_algorithm !== hashAlgorithm
-    ? Effect.succeed(Either.left("unsupported_algorithm"))
-    : Effect.map(
-      Effect.either(rehash(record)),
-      (hashes) =>
-        Either.isRight(hashes) && hashes.right.payload_digest === record.payload_digest &&
-          hashes.right.chain_hash === record.chain_hash
-          ? Either.right(hashes.right.chain_hash)
-          : Either.left("content_mismatch")
-    )
-
-interface Walk {
-  readonly checked: number
-  readonly head: Sha256Hex | null
-  readonly failure?: { readonly code: FailureCode; readonly record_id: string }
-}
-
-/**
- * Check one chunk of a chain after `walk`: links and algorithms first, in order, up to the first structural failure;
- * then every payload and chain-input text of the linked prefix hashed in one batch, and compared in order.
- */
-const walkChunk = (
-  digest: Digest.Service,
-  walk: Walk,
-  records: ReadonlyArray<StoredRecord>,
-  expected_head: string | undefined
-): Effect.Effect<Walk> => {
-  const texts: Array<string> = []
-  let head = walk.head
-  let structural: Walk["failure"]
-  let linked = 0
-  for (const record of records) {
-    const inLink = record.sequence === walk.checked + linked && record.previous_chain_hash === head &&
-      !(expected_head !== undefined && head === expected_head)
-    const input = inLink && record.hash_algorithm === hashAlgorithm ? chainInput(record) : undefined
-    if (input === undefined) {
-      const code = !inLink
-        ? "broken_link"
-        : record.hash_algorithm !== hashAlgorithm
-        ? "unsupported_algorithm"
-        : "content_mismatch"
-      structural = { code, record_id: record.record_id }
-      break
-    }
-    texts.push(record.payload_json, input)
-    head = record.chain_hash as Sha256Hex
-    linked++
-  }
-  return Effect.map(digest.sha256Texts(texts), (hashes): Walk => {
-    for (let i = 0; i < linked; i++) {
-      const record = records[i]!
-      if (hashes[2 * i] !== record.payload_digest || hashes[2 * i + 1] !== record.chain_hash) {
-        return {
-          checked: walk.checked + i,
-          head: i === 0 ? walk.head : records[i - 1]!.chain_hash as Sha256Hex,
-          failure: { code: "content_mismatch", record_id: record.record_id }
-        }
-      }
-    }
-    return structural === undefined
-      ? { checked: walk.checked + linked, head }
-      : { checked: walk.checked + linked, head, failure: structural }
-  })
-}
-
-/**
- * Verify a chain read in ascending sequence against a trusted expected head (without one, only its internal links);
- * a record after the expected head is a broken link, and that head stays the last verified one.
- */
-export const verify = <E, R>(
-  chain_id: string,
-  records: Stream.Stream<StoredRecord, E, R>,
-  expected_head?: string
-): Effect.Effect<VerificationResult, E, R | Digest> =>
-  Effect.gen(function*() {
-    const digest = yield* Digest
-    const walked = yield* Stream.runFoldWhileEffect(
-      Stream.chunks(records),
-      { checked: 0, head: null } as Walk,
-      (walk) => walk.failure === undefined,
-      (walk, chunk) => walkChunk(digest, walk, Chunk.toReadonlyArray(chunk), expected_head)
-    )
-    const failure = walked.failure ??
-      (walked.checked === 0
-        ? { code: "broken_link" as const, record_id: null }
-        : expected_head !== undefined && walked.head !== expected_head
-        ? { code: "broken_link" as const, record_id: null }
-        : undefined)
-    return new VerificationResult({
-      chain_id,
-      valid: failure === undefined,
-      verified_head: walked.head,
-      checked_records: walked.checked,
-      failure_code: failure?.code ?? null,
-      failed_record_id: failure?.record_id ?? null
-    }, { disableValidation: true })
-  })
+export {
+  /** The `sha256-v1` chain-hash input of a record: the canonical JSON of every field but `chain_hash`. */
+  chainInput,
+  /** A record's own content checked: its recomputed chain hash, or why it fails (unknown algorithm, hashes that do not recompute). */
+  checkContent,
+  /** The `sha256-v1` payload digest and chain hash a record's content recomputes to; fails when a field is not canonical. */
+  rehash,
+  /** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
+  seal,
+  /** Seal drafts in turn with a Digest service, each extending the one before it from `at`. */
+  sealAllWith,
+  /** The chain-input text of a record sealed in this process (its payload then canonical by construction), if it was. */
+  sealedInput,
+  /** Verify a chain read in ascending sequence against a trusted expected head (without one, only its internal links). */
+  verify
+} from "./internal/chain.ts"

@@ -10,13 +10,9 @@ import * as Absence from "../base/Absence.ts"
 import type { CanonicalJsonError } from "../base/Canonical.ts"
 import type { Digest } from "../base/Digest.ts"
 import { Identifier } from "../base/Refs.ts"
-import * as Time from "../base/Time.ts"
-import type * as Interceptor from "../execution/Interceptor.ts"
+import { type Widening, widenings } from "./internal/widening.ts"
 import * as PermissionPolicy from "./PermissionPolicy.ts"
 import { DeclaredRule, PolicyValidationError } from "./PermissionPolicy.ts"
-import type { PolicyInput } from "./PolicyEvaluator.ts"
-import * as PolicyEvaluator from "./PolicyEvaluator.ts"
-import * as PolicyGate from "./PolicyGate.ts"
 import type { CompiledRule, GateBinding } from "./PolicyRule.ts"
 import { Pattern } from "./PolicyRule.ts"
 import * as PolicySnapshot from "./PolicySnapshot.ts"
@@ -119,276 +115,23 @@ export const resolve = (
   })
 }
 
-// ---------------------------------------------------------------------------------------------
-// Deciding over every gate
-// ---------------------------------------------------------------------------------------------
+export type {
+  /** The executor's verdict on one input over every gate of a snapshot, with the gate and rules behind it. */
+  Verdict,
+  /** One way a child widens its parent: where, and a witness. */
+  Widening
+} from "./internal/widening.ts"
 
-/** The executor's verdict on one input over every gate of a snapshot, with the gate and rules behind it. */
-export interface Verdict {
-  readonly disposition: Interceptor.Verdict["disposition"]
-  readonly code: string
-  /** The stage that decided: the intrinsic guards or the action policy. */
-  readonly stage: "guard" | "policy"
-  /** The enforcing gate that refused, if any. */
-  readonly gate_id?: string
-  /** The rules behind the verdict (for an allow: the allow rules of every enforcing gate). */
-  readonly matched_rules: ReadonlyArray<string>
-}
-
-/**
- * A decision function over a snapshot: PolicyGate's own reduction (intrinsic refusals, guards, then
- * policy; gate levels and tool scopes; a hard deny anywhere outranks an escalation), annotated with the
- * deciding gate and rules. Pin-time checks (digest, activation, unenforceable rules), approvals and
- * budgets are the executor's and are not applied here.
- */
-export const decider = (snapshot: PolicySnapshot.PolicySnapshot): (input: PolicyInput) => Verdict => {
-  const compiled = PolicyGate.pinned(snapshot)
-  const enforcing = compiled.gates.filter((gate) => gate.gate.level !== "advisory")
-  return (input) => {
-    const { code, disposition, stage } = PolicyGate.explain(compiled, input)
-    const applicable = enforcing.filter((gate) => gate.tools.some((tool) => tool.test(input.action)))
-    if (disposition === "allow") {
-      const matched_rules = applicable.flatMap((gate) => PolicyEvaluator.evaluate(gate, "policy", input).matched_rules)
-      return { disposition, code, stage, matched_rules }
-    }
-    if (stage === "guard" && PolicyEvaluator.intrinsicRefusal(input) !== undefined) {
-      return { disposition, code, stage, matched_rules: [] }
-    }
-    // Name the gate PolicyGate's verdict came from: the first hard deny, else the first escalation.
-    for (const gate of applicable) {
-      const decision = PolicyEvaluator.evaluate(gate, stage, input)
-      if (decision.disposition === "allow") continue
-      const escalates = decision.disposition === "escalate" ||
-        (gate.gate.level === "soft" && stage === "policy" && compiled.approver !== undefined)
-      if (escalates === (disposition === "escalate")) {
-        return { disposition, code, stage, gate_id: gate.gate.gate_id, matched_rules: decision.matched_rules }
-      }
-    }
-    return { disposition, code, stage, matched_rules: [] }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Scopes
-// ---------------------------------------------------------------------------------------------
-
-/**
- * Whether every value `inner` matches is also matched by `outer` (`*` globs). Sound: when it says
- * yes, inclusion holds; only a `*` of `outer` can absorb a `*` of `inner`.
- */
-export const patternCovers = (outer: string, inner: string): boolean => {
-  let reachable: Array<boolean> = Array.from({ length: inner.length + 1 }, (_, j) => j === 0)
-  for (let i = 0; i < outer.length; i++) {
-    const next: Array<boolean> = Array.from({ length: inner.length + 1 }, () => false)
-    if (outer[i] === "*") {
-      let on = false
-      for (let j = 0; j <= inner.length; j++) {
-        on = on || reachable[j]!
-        next[j] = on
-      }
-    } else {
-      for (let j = 0; j < inner.length; j++) {
-        if (reachable[j] && inner[j] === outer[i] && inner[j] !== "*") next[j + 1] = true
-      }
-    }
-    reachable = next
-  }
-  return reachable[inner.length]!
-}
-
-/** The index of the first pattern of `inner` that no pattern of `outer` covers, or -1 when `inner` is narrower or equal. */
-export const uncoveredPattern = (outer: ReadonlyArray<string>, inner: ReadonlyArray<string>): number =>
-  inner.findIndex((pattern) => !outer.some((candidate) => patternCovers(candidate, pattern)))
-
-// ---------------------------------------------------------------------------------------------
-// Widening
-// ---------------------------------------------------------------------------------------------
-
-/** One way a child widens its parent: where, and a witness. */
-export interface Widening {
-  readonly path: string
-  readonly detail: string
-}
-
-/** The declaration path of every compiled rule id, in the compiler's own source order. */
-const rulePaths = (policy: PermissionPolicy.PermissionPolicy): ReadonlyMap<string, string> => {
-  const paths = new Map<string, string>()
-  const sources: Array<[string | undefined, string]> = [
-    ...PermissionPolicy.presetRules(policy.mode, policy.approver_class ?? null).map((
-      rule
-    ): [string | undefined, string] => [rule.rule_id, "$.mode"]),
-    ...(["deny", "allow", "escalate"] as const).flatMap((map) =>
-      Object.keys(policy[map] ?? {}).map((action): [string | undefined, string] => [undefined, `$.${map}.${action}`])
-    ),
-    ...policy.rules.map((rule, i): [string | undefined, string] => [rule.rule_id, `$.rules.${i}`])
-  ]
-  sources.forEach(([id, path], position) => paths.set(id ?? `rule-${position}`, path))
-  return paths
-}
-
-const instances = (pattern: string): ReadonlyArray<string> =>
-  pattern.includes("*") ? [pattern.replaceAll("*", ""), pattern.replaceAll("*", "x")] : [pattern]
-
-const FS_EFFECTS = [["filesystem.read"], ["filesystem.write"], ["filesystem.execute"]] as const
-
-/** Witness calls for two snapshots: every action and argument their patterns name, instantiated, at every expiry edge. */
-function* samples(rules: ReadonlyArray<CompiledRule>): Generator<PolicyInput> {
-  const actions = new Set<string>(["writ.sample"])
-  const operations = new Set<string>()
-  const commands = new Set<string>()
-  const paths = new Set<string>()
-  const urls = new Set<string>()
-  const listens = new Set<string>()
-  const hosts = new Set<string>()
-  const mcp = { servers: new Set<string>(), tools: new Set<string>(["writ.sample"]), resources: new Set<string>() }
-  const exposures: Array<Pick<PolicyInput, "secrets" | "environment">> = []
-  const nows = new Set<number>([0])
-  for (const rule of rules) {
-    if ("action_patterns" in rule) {
-      for (const p of rule.action_patterns) for (const a of instances(p)) actions.add(a)
-    }
-    if (rule.kind === "action" || rule.kind === "approval") {
-      for (const p of rule.operations) for (const o of instances(p)) operations.add(o)
-    }
-    if (rule.kind === "subprocess") {
-      for (const p of rule.executable_patterns) {
-        for (const e of instances(p)) [e, `${e} x`].forEach((c) => commands.add(c))
-      }
-    }
-    if (rule.kind === "filesystem") {
-      for (const r of rule.roots) {
-        for (const p of instances(r)) [p, `${p}/x`].forEach((x) => paths.add(x))
-      }
-    }
-    if (rule.kind === "network") {
-      for (const d of rule.destinations) {
-        for (const instance of instances(d)) {
-          const colon = instance.lastIndexOf(":")
-          const host = instance.slice(0, colon)
-          const port = instance.slice(colon + 1)
-          if (colon > 0 && /^\d+$/.test(port)) {
-            urls.add(`https://${host}:${port}/`)
-            listens.add(instance)
-          }
-          hosts.add(colon > 0 ? host : instance)
-        }
-      }
-    }
-    if (rule.kind === "mcp") {
-      for (const p of rule.server_patterns) for (const x of instances(p)) mcp.servers.add(x)
-      for (const p of rule.tool_patterns) for (const x of instances(p)) mcp.tools.add(x)
-      for (const p of rule.resource_patterns) for (const x of instances(p)) mcp.resources.add(x)
-    }
-    if (rule.kind === "secret_exposure") {
-      for (const p of rule.secret_namespaces) {
-        for (const namespace of instances(p)) {
-          exposures.push({ secrets: [{ namespace, exposure: "reference_only" }] })
-          exposures.push({ secrets: [{ namespace, exposure: "inject" }] })
-        }
-      }
-    }
-    if (rule.kind === "environment") {
-      for (const p of rule.variable_patterns) {
-        for (const variable of instances(p)) {
-          exposures.push({ environment: [{ variable, exposure: "read" }] })
-          exposures.push({ environment: [{ variable, exposure: "inject" }] })
-        }
-      }
-    }
-    // Windows are [not_before, expires_at): 0 and every bound represent every cell between bounds.
-    if (rule.kind === "expiry") {
-      for (const t of [rule.not_before, rule.expires_at]) if (t !== undefined) nows.add(Time.toMicros(t))
-    }
-  }
-  const targets: Array<Pick<PolicyInput, "effects" | "arguments" | "mcp" | "secrets" | "environment">> = [
-    { effects: [], arguments: {} }
-  ]
-  for (const o of operations) {
-    targets.push({ effects: [], arguments: { command: o } })
-    if (o.startsWith("/")) paths.add(o)
-  }
-  for (const c of commands) targets.push({ effects: [], arguments: { command: c } })
-  for (const p of paths) {
-    targets.push({ effects: [], arguments: { path: p } })
-    for (const effects of FS_EFFECTS) targets.push({ effects, arguments: { path: p } })
-  }
-  for (const url of urls) targets.push({ effects: [], arguments: { url } })
-  for (const address of listens) targets.push({ effects: ["network.listen"], arguments: { address } })
-  for (const host of hosts) targets.push({ effects: ["network.resolve"], arguments: { host } })
-  for (const server of mcp.servers) {
-    for (const tool of mcp.tools) {
-      targets.push({ effects: [], arguments: {}, mcp: { server, tool, resources: [] } })
-      for (const r of mcp.resources) targets.push({ effects: [], arguments: {}, mcp: { server, tool, resources: [r] } })
-    }
-  }
-  for (const exposure of exposures) targets.push({ effects: [], arguments: {}, ...exposure })
-  for (const now of nows) {
-    for (const action of actions) {
-      for (const target of targets) yield { action, principal: "writ.sample", now, ...target }
-    }
-  }
-}
-
-// Canonical.ts owns JSON; this is only a human-readable witness.
-const argumentsText = (args: Readonly<Record<string, unknown>>) =>
-  `{${Object.entries(args).map(([k, v]) => `${k}: ${typeof v === "string" ? `"${v}"` : String(v)}`).join(", ")}}`
-
-const needsText = ({ environment, mcp, secrets }: PolicyInput) =>
-  [
-    ...(mcp === undefined ? [] : [`mcp ${mcp.server} tool ${mcp.tool}`, ...mcp.resources.map((r) => `resource ${r}`)]),
-    ...(secrets ?? []).map((need) => `secret ${need.namespace} (${need.exposure})`),
-    ...(environment ?? []).map((need) => `environment ${need.variable} (${need.exposure})`)
-  ].map((need) => ` needing ${need}`).join("")
-
-const describeInput = (input: PolicyInput) =>
-  `${input.action} ${argumentsText(input.arguments)}${input.effects.length > 0 ? ` [${input.effects.join(",")}]` : ""}${
-    needsText(input)
-  }${input.now === 0 ? "" : ` at ${Time.fromMicros(input.now)}`}`
-
-const unscoped = (snapshot: PolicySnapshot.PolicySnapshot) =>
-  PolicySnapshot.PolicySnapshot.make({ ...snapshot, principal_scope: ["*"], tenant_scope: ["*"] })
-
-const MAX_WIDENINGS = 16
-
-/**
- * The ways a (resolved) child widens its parent: scope patterns the parent's scope does not cover,
- * then sampled calls the child alone allows and the parent alone does not (sampling can miss a
- * widening, never invent one).
- */
-export const widenings = (
-  parent: PolicySnapshot.PolicySnapshot,
-  child: PolicySnapshot.PolicySnapshot,
-  childDeclaration: PermissionPolicy.PermissionPolicy
-): ReadonlyArray<Widening> => {
-  const found: Array<Widening> = []
-  for (const field of ["principal_scope", "tenant_scope"] as const) {
-    const index = uncoveredPattern(parent[field], child[field])
-    if (index >= 0) {
-      found.push({
-        path: `$.${field}.${index}`,
-        detail: `"${child[field][index]}" is not within the parent's ${field} [${parent[field].join(", ")}]`
-      })
-    }
-  }
-  const parentDecides = decider(unscoped(parent))
-  const childDecides = decider(unscoped(child))
-  const paths = rulePaths(childDeclaration)
-  for (const input of samples([...parent.compiled_rules, ...child.compiled_rules])) {
-    if (found.length >= MAX_WIDENINGS) break
-    const byChild = childDecides(input)
-    if (byChild.disposition !== "allow") continue
-    const byParent = parentDecides(input)
-    if (byParent.disposition === "allow") continue
-    const rule = byChild.matched_rules[0]
-    found.push({
-      path: (rule === undefined ? undefined : paths.get(rule)) ?? "$",
-      detail: `the child allows ${describeInput(input)}${
-        rule === undefined ? "" : ` (rule ${rule})`
-      }, which the parent refuses: ${byParent.disposition} ${byParent.code}`
-    })
-  }
-  return found
-}
+export {
+  /** A decision function over a snapshot: PolicyGate's own reduction, annotated with the deciding gate and rules. */
+  decider,
+  /** Whether every value `inner` matches is also matched by `outer` (`*` globs); sound, not complete. */
+  patternCovers,
+  /** The index of the first pattern of `inner` that no pattern of `outer` covers, or -1. */
+  uncoveredPattern,
+  /** The ways a (resolved) child widens its parent: uncovered scope patterns, then sampled calls only the child allows. */
+  widenings
+} from "./internal/widening.ts"
 
 // ---------------------------------------------------------------------------------------------
 // Composition
