@@ -6,34 +6,19 @@
  */
 import type { Deferred, Effect, Option, ParseResult } from "effect"
 import type { IdGenerator } from "../base/IdGenerator.ts"
-import type { ActionBackendRef, PolicySnapshotRef } from "../base/Refs.ts"
 import type { Run, RunTerminal } from "../state/StateStore.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
 import type { ExecutionRequest } from "./ExecutionRequest.ts"
-import type { ExecutionScopeRef } from "./ExecutionScope.ts"
+import type { Call, Trust } from "./internal/ingress.ts"
 import * as internal from "./internal/ingress.ts"
 
-/** One call as operator input names it: untrusted, decoded by `prepare`. */
-export interface Call {
-  readonly action: string
-  readonly version?: string
-  readonly arguments?: Record<string, unknown>
-  readonly request_id?: string
-  readonly principal_claim?: string
-  /** An RFC 3339 UTC instant, as `Time.Timestamp` prints. */
-  readonly deadline?: string
-  readonly idempotency_key?: string
-  readonly approval_id?: string
-}
-
-/** What the host authenticated and chose for the call: its principal, backend, policy and scope (a new ephemeral one by default). */
-export interface Trust {
-  readonly principal: string
-  readonly effect_backend: ActionBackendRef
-  readonly policy_snapshot?: PolicySnapshotRef
-  readonly execution_scope?: ExecutionScopeRef
-}
+export type {
+  /** One call as operator input names it: untrusted, decoded by `prepare`. */
+  Call,
+  /** What the host authenticated and chose for the call: its principal, backend, policy and scope. */
+  Trust
+} from "./internal/ingress.ts"
 
 /** A request decoded from a call (a bad field is a ParseError naming it) and the trusted context bound for it. */
 export const prepare: (

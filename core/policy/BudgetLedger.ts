@@ -4,7 +4,6 @@
  * `window_microseconds`; a ledger may forget a window once a later one of the same rule and principal is charged.
  */
 import { Context, Effect, Layer } from "effect"
-import { makeMemoryLedger } from "./internal/budgetLedger.ts"
 
 /** One budget window: the snapshot and rule that declare it, the principal it counts, and its index in time. */
 export interface BudgetWindow {
@@ -34,6 +33,40 @@ export declare namespace BudgetLedger {
     readonly consumed: (window: BudgetWindow) => Effect.Effect<number>
     /** Add an amount to what the window has consumed. */
     readonly charge: (window: BudgetWindow, amount: number) => Effect.Effect<void>
+  }
+}
+
+interface Entry {
+  readonly window: number
+  readonly attempts: Set<string>
+  consumed: number
+}
+
+/** One entry per snapshot, rule and principal, for its latest window only. */
+const makeMemoryLedger = (): BudgetLedger.Service => {
+  const entries = new Map<string, Entry>()
+  const entryOf = ({ principal, rule_id, snapshot_digest, window }: BudgetWindow): Entry => {
+    const key = `${snapshot_digest}\u0000${rule_id}\u0000${principal}`
+    const entry = entries.get(key)
+    if (entry !== undefined && entry.window === window) return entry
+    const current: Entry = { window, attempts: new Set(), consumed: 0 }
+    if (entry === undefined || entry.window < window) entries.set(key, current)
+    return current
+  }
+  return {
+    admit: (window, attempt_id, limit) =>
+      Effect.sync((): Admission => {
+        const { attempts } = entryOf(window)
+        if (attempts.has(attempt_id)) return { admitted: true, count: attempts.size }
+        if (attempts.size >= limit) return { admitted: false, count: attempts.size }
+        attempts.add(attempt_id)
+        return { admitted: true, count: attempts.size }
+      }),
+    consumed: (window) => Effect.sync(() => entryOf(window).consumed),
+    charge: (window, amount) =>
+      Effect.sync(() => {
+        entryOf(window).consumed += amount
+      })
   }
 }
 

@@ -1,6 +1,7 @@
 import { Cause, Deferred, Effect, Either, Option, Schema } from "effect"
 import * as IdGenerator from "../../base/IdGenerator.ts"
 import { PrincipalRef } from "../../base/Refs.ts"
+import type { ActionBackendRef, PolicySnapshotRef } from "../../base/Refs.ts"
 import { EvidenceStore } from "../../evidence/EvidenceStore.ts"
 import { closeBoundary } from "../../evidence/EvidenceWriter.ts"
 import type { TaskBoundary } from "../../evidence/TaskBoundary.ts"
@@ -11,7 +12,28 @@ import type { ExecutionOutcome } from "../ExecutionOutcome.ts"
 import { callExecuted, reasonCode } from "../ExecutionOutcome.ts"
 import { ExecutionRequest } from "../ExecutionRequest.ts"
 import { EphemeralOperation } from "../ExecutionScope.ts"
-import type { Call, Trust } from "../Ingress.ts"
+import type { ExecutionScopeRef } from "../ExecutionScope.ts"
+
+/** One call as operator input names it: untrusted, decoded by `prepare`. */
+export interface Call {
+  readonly action: string
+  readonly version?: string
+  readonly arguments?: Record<string, unknown>
+  readonly request_id?: string
+  readonly principal_claim?: string
+  /** An RFC 3339 UTC instant, as `Time.Timestamp` prints. */
+  readonly deadline?: string
+  readonly idempotency_key?: string
+  readonly approval_id?: string
+}
+
+/** What the host authenticated and chose for the call: its principal, backend, policy and scope (a new ephemeral one by default). */
+export interface Trust {
+  readonly principal: string
+  readonly effect_backend: ActionBackendRef
+  readonly policy_snapshot?: PolicySnapshotRef
+  readonly execution_scope?: ExecutionScopeRef
+}
 
 const decodeRequest = Schema.decodeUnknown(ExecutionRequest)
 
