@@ -1,11 +1,12 @@
 import { Effect } from "effect"
 import type { Usage } from "../../action/ActionUsage.ts"
-import type { Allowed, Evaluation, GateOutcome, Refused, Verdict } from "../../execution/Interceptor.ts"
+import type { Allowed, Evaluation, Refused, Verdict } from "../../execution/Interceptor.ts"
 import * as Interceptor from "../../execution/Interceptor.ts"
 import type { BudgetLedger, BudgetWindow } from "../BudgetLedger.ts"
 import type { BudgetRule } from "../PolicyRule.ts"
 import type { PolicySnapshot } from "../PolicySnapshot.ts"
 import { glob } from "./glob.ts"
+import { refusal } from "./reduce.ts"
 
 type Budget = typeof BudgetRule.Type
 
@@ -27,14 +28,6 @@ const exhausted = (rule: Budget, consumed: number): Refused =>
     "budget.exhausted",
     `rule ${rule.rule_id}: ${consumed} of ${rule.limit} ${rule.budget_kind} per ${rule.window_microseconds} µs`
   )
-
-const budgetRefusal = (code: string): GateOutcome => ({
-  gate_id: "writ.budget",
-  level: "hard",
-  decision: "deny",
-  reason_code: code,
-  matched_rules: []
-})
 
 /** Who is charged, when, for which action under which names. */
 export interface Charge {
@@ -68,7 +61,9 @@ export const makeBudgets = (ledger: BudgetLedger.Service) => {
     const rules = budgetsOf(charge.snapshot, charge.names)
     if (rules.length === 0) return Effect.succeed(allowed)
     return Effect.map(refusalOf(charge, rules, attempt_id), (spent): Verdict => {
-      if (spent !== undefined) return { ...spent, gates: [...(allowed.gates ?? []), budgetRefusal(spent.code)] }
+      if (spent !== undefined) {
+        return { ...spent, gates: [...(allowed.gates ?? []), refusal("writ.budget", spent.code)] }
+      }
       return rules.some((rule) => rule.budget_kind !== "calls") ? { ...allowed, metered: true } : allowed
     })
   }

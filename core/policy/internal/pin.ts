@@ -3,6 +3,7 @@ import { Digest } from "../../base/Digest.ts"
 import type { ExecutionContext } from "../../execution/ExecutionContext.ts"
 import type { Verdict } from "../../execution/Interceptor.ts"
 import * as Interceptor from "../../execution/Interceptor.ts"
+import type { PolicySnapshot } from "../PolicySnapshot.ts"
 import { immutable, recomputeDigest } from "../PolicySnapshot.ts"
 import type { PolicySnapshotStore } from "../PolicySnapshotStore.ts"
 import type { Pinned } from "./reduce.ts"
@@ -22,7 +23,7 @@ export const makePinWith = (store: PolicySnapshotStore.Service, digest: Digest.S
   const compiled = new Map<string, Pinned>()
   const recent = new Map<string, Either.Either<Pinned, Verdict>>()
 
-  const verified = (snapshot: Parameters<typeof immutable>[0], expected: string) =>
+  const verified = (snapshot: PolicySnapshot, expected: string) =>
     Effect.gen(function*() {
       // Its own immutable copy (the same snapshot when the store's is one), so no holder of the store's can change it.
       const own = immutable(snapshot)
