@@ -37,7 +37,7 @@ import * as Governed from "../core/execution/Governed.ts"
 import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../core/policy/PolicySnapshotStore.ts"
-import { StateStore } from "../core/state/StateStore.ts"
+import { ProjectionStore } from "../core/state/ProjectionStore.ts"
 import * as Embedded from "../runtime/Embedded.ts"
 import { addAction, declaration } from "./internal/governedFixture.ts"
 import type { Benchmark } from "./internal/measure.ts"
@@ -785,7 +785,7 @@ export interface ReplayJob {
 }
 
 /**
- * Drain each database from an empty cursor into its SQL StateStore, in order, sampling RSS after every committed
+ * Drain each database from an empty cursor into its SQL ProjectionStore, in order, sampling RSS after every committed
  * batch and on a timer. The bench runs this in a child process of its own, so the RSS is the replay's.
  */
 export const replayAll = async (jobs: ReadonlyArray<ReplayJob>): Promise<ReadonlyArray<Replay>> => {
@@ -798,9 +798,9 @@ export const replayAll = async (jobs: ReadonlyArray<ReplayJob>): Promise<Readonl
       rssPeak = Math.max(rssPeak, process.memoryUsage().rss)
     }
     const sampling = Layer.effect(
-      StateStore,
-      Effect.map(StateStore, (store) =>
-        StateStore.of({
+      ProjectionStore,
+      Effect.map(ProjectionStore, (store) =>
+        ProjectionStore.of({
           ...store,
           applyProjection: (input) => Effect.tap(store.applyProjection(input), () => Effect.sync(sample))
         }))
@@ -878,7 +878,7 @@ const projector = async (dir: string, templates: ReadonlyArray<Row>) => {
     }
     const [warm, ...runs] = replayInChild(jobs.map(({ filename, size }) => ({ filename, size })))
     console.log(
-      `evidence projector: EvidenceProjector.drain from an empty cursor into the SQL StateStore (same file, ` +
+      `evidence projector: EvidenceProjector.drain from an empty cursor into the SQL ProjectionStore (same file, ` +
         `synchronous=FULL), chains of ${CHAIN_LENGTH} records, all sizes in one child process; discarded ` +
         `warm-up replay of ${warm!.size}: ${warm!.seconds.toFixed(2)} s`
     )

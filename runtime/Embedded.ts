@@ -70,7 +70,7 @@ export const layerReadStores = (filename: string) =>
 
 /** A durable executor (each attempt committed inside its running Run) whose stages 5-7 enforce the pinned policy. */
 export const layerDurableExecutor = (
-  config: Omit<ActionExecutor.Config, "state" | "governance"> = {},
+  config: Omit<ActionExecutor.Config, "runs" | "attempts" | "governance"> = {},
   options: PolicyGate.Options = {}
 ) =>
   Layer.unwrapEffect(
@@ -85,7 +85,7 @@ export type Profile = "durable" | "governed" | "certifiable"
 export const layerExecutor = <E, R extends Digest | IdGenerator.IdGenerator>(
   options: StoreOptions & { readonly profile: Profile },
   tools: Layer.Layer<ActionRegistry | ActionExecutionBackend, E, R>,
-  config: Omit<ActionExecutor.Config, "state" | "governance"> = {},
+  config: Omit<ActionExecutor.Config, "runs" | "attempts" | "governance"> = {},
   policy: PolicyGate.Options = {}
 ) => {
   const executor: Layer.Layer<

@@ -6,31 +6,24 @@
 import { Effect, Layer } from "effect"
 import type { Digest } from "../../core/base/Digest.ts"
 import { checkDigest, immutable, PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
-import type { BindingScope } from "../../core/policy/PolicySnapshotStore.ts"
-import {
-  AmbiguousPolicyError,
-  candidatesOf,
-  pairKey,
-  PolicyConflictError,
-  policyLabel,
-  PolicyNotFoundError,
-  PolicySnapshotStore
-} from "../../core/policy/PolicySnapshotStore.ts"
+import * as Store from "../../core/policy/PolicySnapshotStore.ts"
 
-const scopeKey = (scope: BindingScope) =>
+const scopeKey = (scope: Store.BindingScope) =>
   scope._tag === "global" ? "global" : scope._tag === "role" ? `role:${scope.role}` : `resource:${scope.resource}`
 
 /** A fresh in-memory store. */
-export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapshotStore.Service => {
+export const make = Effect.map(Effect.context<Digest>(), (context): Store.PolicySnapshotStore.Service => {
   const snapshots = new Map<string, PolicySnapshot>()
   const bindings = new Map<string, { readonly policy_id: string; readonly version: string }>()
 
   // Read when the effect runs, not when it is built.
   const get = (policy_id: string, version: string) =>
     Effect.suspend(() => {
-      const found = snapshots.get(pairKey(policy_id, version))
+      const found = snapshots.get(Store.pairKey(policy_id, version))
       return found === undefined
-        ? Effect.fail(new PolicyNotFoundError({ detail: `no policy ${policyLabel(policy_id, version)} is stored` }))
+        ? Effect.fail(
+          new Store.PolicyNotFoundError({ detail: `no policy ${Store.policyLabel(policy_id, version)} is stored` })
+        )
         : Effect.succeed(found)
     })
 
@@ -40,17 +33,17 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
       Effect.zipRight(
         Effect.provide(checkDigest(snapshot), context),
         Effect.suspend(() => {
-          const stored = snapshots.get(pairKey(snapshot.policy_id, snapshot.version))
+          const stored = snapshots.get(Store.pairKey(snapshot.policy_id, snapshot.version))
           if (stored === undefined) {
             const { activated_at: _at, activated_by: _by, ...content } = snapshot
             snapshots.set(
-              pairKey(snapshot.policy_id, snapshot.version),
+              Store.pairKey(snapshot.policy_id, snapshot.version),
               immutable(PolicySnapshot.make({ ...content, release_state: "staged" }))
             )
             return Effect.void
           }
           return stored.digest === snapshot.digest ? Effect.void : Effect.fail(
-            new PolicyConflictError({
+            new Store.PolicyConflictError({
               policy_id: snapshot.policy_id,
               version: snapshot.version,
               stored_digest: stored.digest,
@@ -65,7 +58,7 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
         const active = PolicySnapshot.make({ ...stored, release_state: "active", activated_by: by, activated_at: at })
         if (stored.release_state === "active") return stored
         const frozen = immutable(active)
-        snapshots.set(pairKey(policy_id, version), frozen)
+        snapshots.set(Store.pairKey(policy_id, version), frozen)
         return frozen
       }),
     bind: (scope, policy_id, version) =>
@@ -73,10 +66,12 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
         stored.release_state === "active"
           ? Effect.sync(() => void bindings.set(scopeKey(scope), { policy_id, version }))
           : Effect.fail(
-            new PolicyNotFoundError({ detail: `policy ${policyLabel(policy_id, version)} is staged, not active` })
+            new Store.PolicyNotFoundError({
+              detail: `policy ${Store.policyLabel(policy_id, version)} is staged, not active`
+            })
           )),
     resolve: (target) =>
-      Effect.suspend((): Effect.Effect<PolicySnapshot, PolicyNotFoundError | AmbiguousPolicyError> => {
+      Effect.suspend((): Effect.Effect<PolicySnapshot, Store.PolicyNotFoundError | Store.AmbiguousPolicyError> => {
         const tiers = [
           target.resource === undefined ? [] : [`resource:${target.resource}`],
           target.roles.map((role) => `role:${role}`),
@@ -84,15 +79,20 @@ export const make = Effect.map(Effect.context<Digest>(), (context): PolicySnapsh
         ]
         for (const tier of tiers) {
           const refs = tier.flatMap((scope) => bindings.get(scope) ?? [])
-          const bound = candidatesOf(refs)
-          if (bound.length > 1) return Effect.fail(new AmbiguousPolicyError({ candidates: bound }))
-          if (refs.length > 0) return Effect.succeed(snapshots.get(pairKey(refs[0]!.policy_id, refs[0]!.version))!)
+          const bound = Store.candidatesOf(refs)
+          if (bound.length > 1) return Effect.fail(new Store.AmbiguousPolicyError({ candidates: bound }))
+          if (refs.length > 0) {
+            return Effect.succeed(snapshots.get(Store.pairKey(refs[0]!.policy_id, refs[0]!.version))!)
+          }
         }
-        return Effect.fail(new PolicyNotFoundError({ detail: "no policy is bound for this call" }))
+        return Effect.fail(new Store.PolicyNotFoundError({ detail: "no policy is bound for this call" }))
       }),
     get
   }
 })
 
 /** The in-memory PolicySnapshotStore (checking offered digests with the Digest in context). */
-export const layer: Layer.Layer<PolicySnapshotStore, never, Digest> = Layer.effect(PolicySnapshotStore, make)
+export const layer: Layer.Layer<Store.PolicySnapshotStore, never, Digest> = Layer.effect(
+  Store.PolicySnapshotStore,
+  make
+)

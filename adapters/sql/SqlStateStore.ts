@@ -1,7 +1,7 @@
 /**
- * The SQL StateStore over `@effect/sql`'s SqlClient: durable Runs, attempts, outbox and evidence
- * projection. Every multi-statement write is one transaction; SQL and decode failures surface only
- * as StateStoreUnavailableError.
+ * The SQL state stores: a StateStorage of statements over `@effect/sql`'s SqlClient under the shared Run, attempt and
+ * projection rules. Every multi-statement write is one transaction; SQL and decode failures surface only as
+ * StateStoreUnavailableError.
  *
  * Runtimes: any with a SqlClient (no driver imported; tested on @effect/sql-sqlite-node)
  */
@@ -10,9 +10,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Array as Arr, Effect, Layer, Option, Predicate, Schema } from "effect"
 import type { ParseResult } from "effect"
 import { Sha256Hex } from "../../core/base/Digest.ts"
-import { IdGenerator } from "../../core/base/IdGenerator.ts"
-import type { Uuid } from "../../core/base/IdGenerator.ts"
-import * as Time from "../../core/base/Time.ts"
+import type { IdGenerator } from "../../core/base/IdGenerator.ts"
 import { Cursor } from "../../core/evidence/EvidenceStore.ts"
 import * as StateStore from "../../core/state/StateStore.ts"
 import { writeTransaction } from "./internal/transaction.ts"
@@ -24,12 +22,6 @@ const TerminalColumns = Schema.Struct({
   reason_code: Schema.String,
   evidence_json: Schema.parseJson(),
   cost: Schema.NullOr(Schema.Number)
-})
-
-const TerminalFromColumns = Schema.transform(TerminalColumns, StateStore.RunTerminal, {
-  strict: false,
-  decode: ({ evidence_json, ...columns }) => ({ ...columns, evidence: evidence_json }),
-  encode: ({ evidence, ...terminal }) => ({ ...terminal, evidence_json: evidence })
 })
 
 const RunRow = Schema.Struct({
@@ -145,24 +137,16 @@ const storage = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 // Keeps each statement well under SQLite's bound-parameter limit.
 const batch = 400
 
-/** A StateStore over the SqlClient in context (its schema comes from the 0002_state migration). */
-export const make = Effect.gen(function*() {
+/** A StateStorage over the SqlClient in context (its schema comes from the 0002_state migration). */
+export const makeStorage = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const transaction = writeTransaction(sql)
-  const ids = yield* IdGenerator
 
-  const findRun = SqlSchema.findOne({
+  const getRun = SqlSchema.findOne({
     Request: Schema.String,
     Result: RunFromRow,
     execute: (run_id) => sql`SELECT * FROM runs WHERE run_id = ${run_id}`
   })
-
-  const loadRun = (run_id: string) =>
-    Effect.flatMap(findRun(run_id), (found) =>
-      Option.match(found, {
-        onNone: () => Effect.fail(new StateStore.StateNotFoundError({ reason: "run", id: run_id })),
-        onSome: Effect.succeed
-      }))
 
   const insertRun = SqlSchema.void({
     Request: RunFromRow,
@@ -170,7 +154,7 @@ export const make = Effect.gen(function*() {
   })
 
   // Compare-and-set: writes `next` only while the stored Run is still in `expected`.
-  const casRun = (next: StateStore.Run, expected: StateStore.RunStatus) =>
+  const replaceRun = (next: StateStore.Run, expected: StateStore.RunStatus) =>
     Effect.map(
       SqlSchema.findAll({
         Request: RunFromRow,
@@ -182,69 +166,15 @@ export const make = Effect.gen(function*() {
       (updated) => updated.length === 1
     )
 
-  const insertObservation = (run_id: string, observed_at: Time.Timestamp) =>
-    SqlSchema.void({
-      Request: TerminalFromColumns,
-      execute: (t) =>
-        sql`INSERT INTO run_observations
-          (run_id, sequence, status, acceptance, quality, reason_code, evidence_json, cost, observed_at)
-          SELECT ${run_id}, COALESCE(MAX(sequence) + 1, 0), ${t.status}, ${t.acceptance}, ${t.quality},
-            ${t.reason_code}, ${t.evidence_json}, ${t.cost}, ${observed_at}
-          FROM run_observations WHERE run_id = ${run_id}`
-    })
-
-  const findProjectedHash = SqlSchema.findOne({
-    Request: ChainPosition,
-    Result: ProjectedHash,
-    execute: ({ chain_id, sequence }) =>
-      // One record and one hash per position (applyProjection refuses any other); the order only makes the pick explicit.
-      sql`SELECT chain_hash FROM projected_records WHERE chain_id = ${chain_id} AND sequence = ${sequence}
-        ORDER BY projection_version, record_id LIMIT 1`
+  const insertObservation = SqlSchema.void({
+    Request: ObservationFromRow,
+    execute: (row) => sql`INSERT INTO run_observations ${sql.insert(row)}`
   })
-
-  const findIntent = SqlSchema.findOne({
-    Request: Schema.String,
-    Result: StateStore.OutboxIntent,
-    execute: (intent_id) => sql`SELECT * FROM outbox_intents WHERE intent_id = ${intent_id}`
-  })
-
-  const loadIntent = (intent_id: string) =>
-    Effect.flatMap(findIntent(intent_id), (found) =>
-      Option.match(found, {
-        onNone: () => Effect.fail(new StateStore.StateNotFoundError({ reason: "intent", id: intent_id })),
-        onSome: Effect.succeed
-      }))
-
-  const saveDelivery = (intent: StateStore.OutboxIntent) =>
-    sql`UPDATE outbox_intents SET delivery_state = ${intent.delivery_state},
-      delivery_attempts = ${intent.delivery_attempts}, last_reason_code = ${intent.last_reason_code},
-      delivered_at = ${intent.delivered_at} WHERE intent_id = ${intent.intent_id}`
-
-  // Read, decide, write: one transaction, so a failure at any step leaves the intent as it was.
-  const redeliver = (intent_id: string, step: (intent: StateStore.OutboxIntent) => StateStore.OutboxIntent) =>
-    transaction(() =>
-      Effect.gen(function*() {
-        const intent = yield* loadIntent(intent_id)
-        const next = step(intent)
-        if (next !== intent) yield* saveDelivery(next)
-        return next
-      })
-    )
 
   const insertAttempt = SqlSchema.void({
     Request: AttemptFromRow,
     execute: (row) => sql`INSERT INTO operation_attempts ${sql.insert(row)}`
   })
-
-  // A governed attempt projected from its terminal record, with its outcome intent; one already stored is kept, and
-  // one whose Run this store does not hold is not an attempt here.
-  const projectAttempt = (attempt: StateStore.OperationAttempt, intent_id: Uuid, now: Time.Timestamp) =>
-    Effect.gen(function*() {
-      const existing = yield* sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt.attempt_id}`
-      if (existing.length > 0 || Option.isNone(yield* findRun(attempt.run_id))) return
-      yield* insertAttempt(attempt)
-      yield* insertIntents([StateStore.pendingIntent(StateStore.outcomeIntent(attempt), intent_id, attempt, now)])
-    })
 
   const insertIntents = SqlSchema.void({
     Request: Schema.Array(StateStore.OutboxIntent),
@@ -253,6 +183,9 @@ export const make = Effect.gen(function*() {
         discard: true
       })
   })
+
+  const storeAttempt = ({ attempt, intents }: StateStore.CommittedAttempt) =>
+    Effect.zipRight(insertAttempt(attempt), insertIntents(intents))
 
   const recordsByIds = SqlSchema.findAll({
     Request: Schema.Array(Schema.String),
@@ -291,211 +224,152 @@ export const make = Effect.gen(function*() {
     f: (chunk: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<B>, E, R>
   ) => Effect.map(Effect.forEach(Arr.chunksOf(items, batch), f), (chunks) => chunks.flat())
 
-  const service: StateStore.StateStore.Service = {
+  const storageDriver: StateStore.StateStorage.Service = {
     durable: true,
-    createRun: Effect.fn("StateStore.createRun")(function*(input: StateStore.CreateRun = {}) {
-      const run_id = yield* ids.uuid
-      const created_at = yield* Time.now
-      const parent_run_id = "parent_run_id" in input ? input.parent_run_id : null
-      // The parent is looked up before the Run is built: a parent id no stored Run has (a malformed one included) is
-      // StateNotFoundError, as in every store, never a Run that fails to build.
-      return yield* transaction(() =>
-        Effect.gen(function*() {
-          if (parent_run_id !== null) yield* loadRun(parent_run_id)
-          const run = StateStore.preparedRun(run_id, created_at, input)
-          yield* insertRun(run)
-          return run
-        })
-      )
-    }, storage),
-    getRun: Effect.fn("StateStore.getRun")(function*(run_id: string) {
-      return yield* loadRun(run_id)
-    }, storage),
-    listRuns: Effect.fn("StateStore.listRuns")(function*(filter: StateStore.RunFilter = {}) {
+    transaction: (body) => storage(transaction(() => body)),
+    getRun: (run_id) => storage(getRun(run_id)),
+    insertRun: (run) => storage(insertRun(run)),
+    replaceRun: (next, expected) => storage(replaceRun(next, expected)),
+    listRuns: (filter) => {
       const where = [
         ...(filter.status === undefined ? [] : [sql.in("status", filter.status)]),
         ...(filter.parent_run_id === undefined ? [] : [sql`parent_run_id = ${filter.parent_run_id}`])
       ]
-      return yield* SqlSchema.findAll({
-        Request: Schema.Void,
-        Result: RunFromRow,
-        execute: () => sql`SELECT * FROM runs WHERE ${sql.and(where)} ORDER BY position`
-      })(undefined)
-    }, storage),
-    transition: Effect.fn("StateStore.transition")(
-      function*(run_id: string, from: StateStore.ActiveRunStatus, to: StateStore.ActiveRunStatus) {
-        const now = yield* Time.now
-        const refuse = (reason: "not_an_edge" | "stale_status", actual: StateStore.RunStatus) =>
-          Effect.fail(new StateStore.IllegalTransitionError({ reason, run_id, from, to, actual }))
-        return yield* transaction(() =>
-          Effect.gen(function*() {
-            const run = yield* loadRun(run_id)
-            if (!StateStore.canTransition(from, to)) return yield* refuse("not_an_edge", run.status)
-            if (run.status !== from) return yield* refuse("stale_status", run.status)
-            const next = StateStore.advanced(run, to, now)
-            if (yield* casRun(next, from)) return next
-            return yield* refuse("stale_status", (yield* loadRun(run_id)).status)
-          })
+      return storage(
+        SqlSchema.findAll({
+          Request: Schema.Void,
+          Result: RunFromRow,
+          execute: () => sql`SELECT * FROM runs WHERE ${sql.and(where)} ORDER BY position`
+        })(undefined)
+      )
+    },
+    insertObservation: (observation) => storage(insertObservation(observation)),
+    observations: (run_id) =>
+      storage(
+        SqlSchema.findAll({
+          Request: Schema.String,
+          Result: ObservationFromRow,
+          execute: (id) => sql`SELECT * FROM run_observations WHERE run_id = ${id} ORDER BY sequence`
+        })(run_id)
+      ),
+    hasAttempt: (attempt_id) =>
+      storage(Effect.map(
+        sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt_id}`,
+        (rows) => rows.length > 0
+      )),
+    insertAttempt: (committed) => storage(storeAttempt(committed)),
+    listAttempts: (run_id) =>
+      storage(
+        SqlSchema.findAll({
+          Request: Schema.String,
+          Result: AttemptFromRow,
+          execute: (id) => sql`SELECT * FROM operation_attempts WHERE run_id = ${id} ORDER BY position`
+        })(run_id)
+      ),
+    getIntent: (intent_id) =>
+      storage(
+        SqlSchema.findOne({
+          Request: Schema.String,
+          Result: StateStore.OutboxIntent,
+          execute: (id) => sql`SELECT * FROM outbox_intents WHERE intent_id = ${id}`
+        })(intent_id)
+      ),
+    saveDelivery: (intent) =>
+      storage(Effect.asVoid(
+        sql`UPDATE outbox_intents SET delivery_state = ${intent.delivery_state},
+          delivery_attempts = ${intent.delivery_attempts}, last_reason_code = ${intent.last_reason_code},
+          delivered_at = ${intent.delivered_at} WHERE intent_id = ${intent.intent_id}`
+      )),
+    pendingIntents: (limit) =>
+      storage(
+        SqlSchema.findAll({
+          Request: Schema.NonNegativeInt,
+          Result: StateStore.OutboxIntent,
+          execute: (n) =>
+            sql`SELECT * FROM outbox_intents WHERE delivery_state = 'pending' ORDER BY position LIMIT ${n}`
+        })(limit)
+      ),
+    cursor: (projector) =>
+      storage(Effect.map(
+        SqlSchema.findOne({
+          Request: Schema.String,
+          Result: Schema.Struct({ cursor: Cursor }),
+          execute: (name) => sql`SELECT cursor FROM projection_cursors WHERE projector = ${name}`
+        })(projector),
+        Option.map((row) => row.cursor)
+      )),
+    projectionBasis: (rows) => {
+      const record_ids = Arr.dedupe(rows.map((row) => row.record_id))
+      const operation_ids = Arr.dedupe(rows.flatMap((row) => row.operation_id ?? []))
+      const positions = Object.entries(Arr.groupBy(rows, (row) => row.chain_id)).map(([chain_id, at]) =>
+        [chain_id, Arr.dedupe(at.map((row) => row.sequence))] as const
+      )
+      return storage(Effect.gen(function*() {
+        const atPositions = yield* Effect.forEach(
+          positions,
+          ([chain_id, sequences]) => inBatches(sequences, (chunk) => recordsAtPositions({ chain_id, sequences: chunk }))
         )
-      },
-      storage
-    ),
-    finish: Effect.fn("StateStore.finish")(function*(run_id: string, offered: StateStore.RunTerminal) {
-      const terminal = yield* StateStore.checkedTerminal(offered)
-      const now = yield* Time.now
-      // Under SQLite the transaction serialises writers; under a weaker isolation a lost compare-and-set decides again.
-      const decide: Effect.Effect<
-        StateStore.FinishResult,
-        StateStore.StateNotFoundError | StateStore.IllegalTransitionError | SqlError | ParseResult.ParseError
-      > = Effect.gen(function*() {
-        const run = yield* loadRun(run_id)
-        if (StateStore.isTerminal(run.status)) {
-          yield* insertObservation(run_id, now)(terminal)
-          return StateStore.FinishResult.make({ won: false, run })
+        return {
+          records: [...(yield* inBatches(record_ids, recordsByIds)), ...atPositions.flat()],
+          operations: yield* inBatches(operation_ids, operationsByIds)
         }
-        if (!StateStore.canFinish(run.status, terminal.status)) {
-          return yield* new StateStore.IllegalTransitionError({
-            reason: "not_an_edge",
-            run_id,
-            from: run.status,
-            to: terminal.status,
-            actual: run.status
-          })
-        }
-        const next = StateStore.concluded(run, terminal, now)
-        if (yield* casRun(next, run.status)) return StateStore.FinishResult.make({ won: true, run: next })
-        return yield* Effect.suspend(() => decide)
-      })
-      return yield* transaction(() => decide)
-    }, storage),
-    observations: Effect.fn("StateStore.observations")(function*(run_id: string) {
-      return yield* SqlSchema.findAll({
-        Request: Schema.String,
-        Result: ObservationFromRow,
-        execute: (id) => sql`SELECT * FROM run_observations WHERE run_id = ${id} ORDER BY sequence`
-      })(run_id)
-    }, storage),
-    commitAttempt: Effect.fn("StateStore.commitAttempt")(function*(offered: StateStore.CommitAttempt) {
-      const input = yield* StateStore.checkedCommit(offered)
-      const { attempt } = input
-      const intent_ids: Array<Uuid> = []
-      for (let i = 0; i < input.intents.length; i++) intent_ids.push(yield* ids.uuid)
-      const now = yield* Time.now
-      const intents = input.intents.map((draft, i) => StateStore.pendingIntent(draft, intent_ids[i]!, attempt, now))
-      yield* transaction(() =>
-        Effect.gen(function*() {
-          yield* loadRun(attempt.run_id)
-          const existing = yield* sql`SELECT 1 FROM operation_attempts WHERE attempt_id = ${attempt.attempt_id}`
-          if (existing.length > 0) {
-            return yield* new StateStore.DuplicateAttemptError({ attempt_id: attempt.attempt_id })
-          }
-          yield* insertAttempt(attempt)
-          yield* insertIntents(intents)
-        })
-      )
-      return StateStore.CommittedAttempt.make({ attempt, intents })
-    }, storage),
-    listAttempts: Effect.fn("StateStore.listAttempts")(function*(run_id: string) {
-      return yield* SqlSchema.findAll({
-        Request: Schema.String,
-        Result: AttemptFromRow,
-        execute: (id) => sql`SELECT * FROM operation_attempts WHERE run_id = ${id} ORDER BY position`
-      })(run_id)
-    }, storage),
-    pendingIntents: Effect.fn("StateStore.pendingIntents")(function*(limit: number) {
-      return yield* SqlSchema.findAll({
-        Request: Schema.NonNegativeInt,
-        Result: StateStore.OutboxIntent,
-        execute: (n) => sql`SELECT * FROM outbox_intents WHERE delivery_state = 'pending' ORDER BY position LIMIT ${n}`
-      })(StateStore.rowLimit(limit))
-    }, storage),
-    markDelivered: Effect.fn("StateStore.markDelivered")(function*(intent_id: string) {
-      const now = yield* Time.now
-      return yield* redeliver(intent_id, (intent) => StateStore.delivered(intent, now))
-    }, storage),
-    markFailed: Effect.fn("StateStore.markFailed")(
-      function*(intent_id: string, reason_code: string, options?: StateStore.MarkFailedOptions) {
-        return yield* redeliver(intent_id, (intent) => StateStore.undelivered(intent, reason_code, options))
-      },
-      storage
-    ),
-    projectionCursor: Effect.fn("StateStore.projectionCursor")(function*(projector: string) {
-      const found = yield* SqlSchema.findOne({
-        Request: Schema.String,
-        Result: Schema.Struct({ cursor: Cursor }),
-        execute: (name) => sql`SELECT cursor FROM projection_cursors WHERE projector = ${name}`
-      })(projector)
-      return Option.map(found, (row) => row.cursor)
-    }, storage),
-    applyProjection: Effect.fn("StateStore.applyProjection")(function*(input: StateStore.ApplyProjection) {
-      const concluded = input.attempts ?? []
-      const intent_ids: Array<Uuid> = []
-      for (let i = 0; i < concluded.length; i++) intent_ids.push(yield* ids.uuid)
-      const now = yield* Time.now
-      const record_ids = Arr.dedupe(input.rows.map((row) => row.record_id))
-      const operation_ids = Arr.dedupe(input.rows.flatMap((row) => row.operation_id ?? []))
-      const positions = Object.entries(Arr.groupBy(input.rows, (row) => row.chain_id)).map(([chain_id, rows]) =>
-        [chain_id, Arr.dedupe(rows.map((row) => row.sequence))] as const
-      )
-      return yield* transaction(() =>
-        Effect.gen(function*() {
-          const atPositions = yield* Effect.forEach(positions, ([chain_id, sequences]) =>
-            inBatches(sequences, (chunk) => recordsAtPositions({ chain_id, sequences: chunk })))
-          const plan = yield* StateStore.planProjection(input.rows, {
-            records: [...(yield* inBatches(record_ids, recordsByIds)), ...atPositions.flat()],
-            operations: yield* inBatches(operation_ids, operationsByIds)
-          })
-          yield* Effect.forEach(Arr.chunksOf(plan.inserts, batch), insertRecords, { discard: true })
-          yield* Effect.forEach(Arr.chunksOf(plan.operations, batch), upsertOperations, { discard: true })
-          yield* Effect.forEach(concluded, (attempt, i) =>
-            projectAttempt(attempt, intent_ids[i]!, now), {
-            discard: true
-          })
-          yield* sql`INSERT INTO projection_cursors (projector, cursor) VALUES (${input.projector}, ${input.cursor})
+      }))
+    },
+    writeProjection: (write) =>
+      storage(Effect.gen(function*() {
+        yield* Effect.forEach(Arr.chunksOf(write.inserts, batch), insertRecords, { discard: true })
+        yield* Effect.forEach(Arr.chunksOf(write.operations, batch), upsertOperations, { discard: true })
+        yield* Effect.forEach(write.attempts, storeAttempt, { discard: true })
+        yield* sql`INSERT INTO projection_cursors (projector, cursor) VALUES (${write.projector}, ${write.cursor})
           ON CONFLICT (projector) DO UPDATE SET cursor = excluded.cursor`
-          return StateStore.ProjectionApplied.make({
-            projector: input.projector,
-            cursor: input.cursor,
-            inserted: plan.inserts.length,
-            unchanged: plan.unchanged
-          })
-        })
-      )
-    }, storage),
-    projectedOperations: Effect.fn("StateStore.projectedOperations")(
-      function*(filter: StateStore.OperationFilter = {}) {
-        const where = [
-          ...(filter.chain_id === undefined ? [] : [sql`chain_id = ${filter.chain_id}`]),
-          ...(filter.operation_id === undefined ? [] : [sql`operation_id = ${filter.operation_id}`]),
-          ...(filter.open_only === true ? [sql`started_record_id IS NOT NULL AND terminal_count = 0`] : [])
-        ]
-        return yield* SqlSchema.findAll({
+      })),
+    operations: (filter) => {
+      const where = [
+        ...(filter.chain_id === undefined ? [] : [sql`chain_id = ${filter.chain_id}`]),
+        ...(filter.operation_id === undefined ? [] : [sql`operation_id = ${filter.operation_id}`]),
+        ...(filter.open_only === true ? [sql`started_record_id IS NOT NULL AND terminal_count = 0`] : [])
+      ]
+      return storage(
+        SqlSchema.findAll({
           Request: Schema.Void,
           Result: StateStore.ProjectedOperation,
           execute: () => sql`SELECT * FROM projected_operations WHERE ${sql.and(where)} ORDER BY position`
         })(undefined)
-      },
-      storage
-    ),
-    projectedRecordCount: Effect.fn("StateStore.projectedRecordCount")(function*(filter: StateStore.RecordFilter = {}) {
+      )
+    },
+    recordCount: (filter) => {
       const where = filter.chain_id === undefined ? [] : [sql`chain_id = ${filter.chain_id}`]
-      const [row] = yield* SqlSchema.findAll({
-        Request: Schema.Void,
-        Result: Count,
-        execute: () => sql`SELECT COUNT(*) AS count FROM projected_records WHERE ${sql.and(where)}`
-      })(undefined)
-      return row?.count ?? 0
-    }, storage),
-    projectedHash: Effect.fn("StateStore.projectedHash")(function*(chain_id: string, sequence: number) {
-      const row = yield* findProjectedHash({ chain_id, sequence })
-      return Option.map(row, (found) => found.chain_hash)
-    }, storage)
+      return storage(Effect.map(
+        SqlSchema.findAll({
+          Request: Schema.Void,
+          Result: Count,
+          execute: () => sql`SELECT COUNT(*) AS count FROM projected_records WHERE ${sql.and(where)}`
+        })(undefined),
+        ([row]) => row?.count ?? 0
+      ))
+    },
+    hashAt: (chain_id, sequence) =>
+      storage(Effect.map(
+        SqlSchema.findOne({
+          Request: ChainPosition,
+          Result: ProjectedHash,
+          // One record and one hash per position (applyProjection refuses any other); the order only makes the pick explicit.
+          execute: (at) =>
+            sql`SELECT chain_hash FROM projected_records WHERE chain_id = ${at.chain_id} AND sequence = ${at.sequence}
+              ORDER BY projection_version, record_id LIMIT 1`
+        })({ chain_id, sequence }),
+        Option.map((row) => row.chain_hash)
+      ))
   }
-  return service
+  return storageDriver
 })
 
-/** The SQL StateStore (durable); needs a migrated SqlClient and an IdGenerator. */
-export const layer: Layer.Layer<StateStore.StateStore, never, SqlClient.SqlClient | IdGenerator> = Layer.effect(
-  StateStore.StateStore,
-  make
+/** The SQL StateStorage (durable); needs a migrated SqlClient. */
+export const layerStorage: Layer.Layer<StateStore.StateStorage, never, SqlClient.SqlClient> = Layer.effect(
+  StateStore.StateStorage,
+  makeStorage
 )
+
+/** The SQL Run, attempt and projection stores (durable); needs a migrated SqlClient and an IdGenerator. */
+export const layer: Layer.Layer<StateStore.StateStores, never, SqlClient.SqlClient | IdGenerator> = StateStore.layer
+  .pipe(Layer.provide(layerStorage))

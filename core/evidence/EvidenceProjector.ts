@@ -7,7 +7,12 @@
 import { Chunk, Effect, Either, Exit, Option, Schema, Stream } from "effect"
 import { Digest } from "../base/Digest.ts"
 import { Uuid } from "../base/IdGenerator.ts"
-import { OperationAttempt, ProjectedRecord, RunTerminal, StateStore } from "../state/StateStore.ts"
+import { OperationAttempt } from "../state/Attempt.ts"
+import { AttemptStore } from "../state/AttemptStore.ts"
+import { ProjectedRecord } from "../state/Projection.ts"
+import { ProjectionStore } from "../state/ProjectionStore.ts"
+import { RunTerminal } from "../state/Run.ts"
+import { RunStore } from "../state/RunStore.ts"
 import * as Evidence from "./Evidence.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "./EvidenceStore.ts"
 import type { Cursor } from "./EvidenceStore.ts"
@@ -18,7 +23,7 @@ import { summaryOf } from "./internal/ledger.ts"
 /** The projection version rows are keyed by, with chain and record id. */
 export const projectionVersion = 1
 
-/** The projector's default name in the StateStore cursor table. */
+/** The projector's default name in the ProjectionStore cursor table. */
 export const defaultProjector = "evidence"
 
 /**
@@ -123,7 +128,7 @@ const REMEMBERED_CHAINS = 10_000
 export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: DrainOptions = {}) {
   const source = yield* EvidenceProjectionSource
   const store = yield* EvidenceStore
-  const state = yield* StateStore
+  const state = yield* ProjectionStore
   const digest = yield* Digest
   const projector = options.projector ?? defaultProjector
   const batch = options.batch ?? 500
@@ -215,7 +220,7 @@ export type DrainError = Effect.Effect.Error<ReturnType<typeof drain>>
  */
 export const makeShared = (options: DrainOptions = {}) =>
   Effect.gen(function*() {
-    const services = yield* Effect.context<EvidenceProjectionSource | EvidenceStore | StateStore | Digest>()
+    const services = yield* Effect.context<EvidenceProjectionSource | EvidenceStore | ProjectionStore | Digest>()
     const lock = yield* Effect.makeSemaphore(1)
     let asked = 0
     // The latest drain that ended: the last ticket asked before it began, and its result.
@@ -286,14 +291,16 @@ export interface RecoverOptions extends DrainOptions {
  * is `paused`, and Runs not yet started are left alone.
  */
 export const recover = Effect.fn("EvidenceProjector.recover")(function*(options: RecoverOptions = {}) {
-  const state = yield* StateStore
+  const projection = yield* ProjectionStore
+  const runStore = yield* RunStore
+  const attemptStore = yield* AttemptStore
   const source = yield* EvidenceProjectionSource
   const store = yield* EvidenceStore
   const writer = yield* EvidenceWriter
   const registry = yield* ExecutorRegistry
   const before = yield* drain(options)
-  const open = yield* state.projectedOperations({ open_only: true })
-  const running = yield* state.listRuns({ status: ["running"] })
+  const open = yield* projection.projectedOperations({ open_only: true })
+  const running = yield* runStore.listRuns({ status: ["running"] })
   // Asked after the listing: an executor that started a listed operation (or Run) registered before it did.
   if ((open.length > 0 || running.length > 0) && options.force !== true) {
     const live = yield* registry.live
@@ -335,8 +342,8 @@ export const recover = Effect.fn("EvidenceProjector.recover")(function*(options:
   // After the drain, so an ambiguous close just projected is among the Run's attempts.
   const runs: Array<OrphanedRun> = []
   for (const run of running) {
-    const attempts = yield* state.listAttempts(run.run_id)
-    const finished = yield* Effect.either(state.finish(run.run_id, orphanedRunTerminal))
+    const attempts = yield* attemptStore.listAttempts(run.run_id)
+    const finished = yield* Effect.either(runStore.finish(run.run_id, orphanedRunTerminal))
     if (Either.isLeft(finished)) {
       runs.push({ run_id: run.run_id, attempts: attempts.length, won: false, error: finished.left.message })
       continue

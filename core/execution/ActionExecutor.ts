@@ -11,7 +11,8 @@ import { IdGenerator } from "../base/IdGenerator.ts"
 import type { ActionRef } from "../base/Refs.ts"
 import { ExecutorRegistry } from "../evidence/ExecutorRegistry.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
-import { StateStore } from "../state/StateStore.ts"
+import { AttemptStore } from "../state/AttemptStore.ts"
+import { RunStore } from "../state/RunStore.ts"
 import type { ActionExecutionPlan } from "./ActionExecutionPlan.ts"
 import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
 import type { ExecutionRequest } from "./ExecutionRequest.ts"
@@ -27,7 +28,7 @@ export type { ExecuteOptions } from "./internal/executor/env.ts"
 /** An evidence failure of a governed execution: an error, never an outcome. */
 export type { ExecutionError } from "./internal/executor/env.ts"
 
-/** What an executor is built with: capacities, interceptors, transformers, observers, teardown, governance, agent, state. */
+/** What an executor is built with: capacities, interceptors, transformers, observers, teardown, governance, agent, Runs and attempts. */
 export type { Config } from "./internal/executor/env.ts"
 
 /** What a governed executor adds: the profile it claims, the snapshot pin, and the evidence writer. */
@@ -57,7 +58,7 @@ const securityOrder: ReadonlyArray<SecurityStage> = ["authorise", "guard", "poli
 /** Build an executor over the registry, backend, digest and id generator in context; its profile is chosen here, once. */
 export const make = (config: Config = {}) =>
   Effect.gen(function*() {
-    const profile = profileOf(config.governance, config.state)
+    const profile = profileOf(config)
     const env = {
       profile: runtimeProfile(profile),
       registry: yield* ActionRegistry,
@@ -83,21 +84,21 @@ export const make = (config: Config = {}) =>
 export const layerMinimal = (config: Config = {}) => Layer.effect(ActionExecutor, make(config))
 
 /**
- * The durable-ungoverned executor over the StateStore in context: every attempt inside a running Run is committed.
+ * The durable-ungoverned executor over the RunStore and AttemptStore in context: every attempt inside a running Run is committed.
  * With an ExecutorRegistry in context it is registered there while the layer lives, so recovery never takes a Run it
  * is running for one a crash left running.
  */
-export const layerDurable = (config: Omit<Config, "state" | "governance"> = {}) =>
+export const layerDurable = (config: Omit<Config, "runs" | "attempts" | "governance"> = {}) =>
   Layer.scoped(
     ActionExecutor,
     Effect.gen(function*() {
-      const state = yield* StateStore
-      if (!state.durable) {
+      const runs = yield* RunStore
+      if (!runs.durable) {
         return yield* new ProfileUnavailableError({ profile: "durable", detail: "the state store is not durable" })
       }
       const registry = yield* Effect.serviceOption(ExecutorRegistry)
       if (Option.isSome(registry)) yield* registry.value.register
-      return yield* make({ ...config, state })
+      return yield* make({ ...config, runs, attempts: yield* AttemptStore })
     })
   )
 

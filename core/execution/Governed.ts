@@ -10,7 +10,8 @@ import { ExecutorRegistry } from "../evidence/ExecutorRegistry.ts"
 import { EvidenceWriter } from "../evidence/Governance.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
 import { PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
-import { StateStore } from "../state/StateStore.ts"
+import { ProjectionStore } from "../state/ProjectionStore.ts"
+import { RunStore } from "../state/RunStore.ts"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import * as RuntimeProfile from "./RuntimeProfile.ts"
 
@@ -24,11 +25,15 @@ export interface Options extends PolicyGate.Options {
 }
 
 /**
- * Build a governed executor over the policy, evidence and approval stores in context; with a StateStore in context,
- * Run scopes bind to their Run. It is registered in the ExecutorRegistry in context until the scope closes, so
+ * Build a governed executor over the policy, evidence and approval stores in context; with a RunStore in context,
+ * Run scopes bind to their Run, and with a ProjectionStore and projection source too, a call's attempt is projected
+ * into its Run before it returns. It is registered in the ExecutorRegistry in context until the scope closes, so
  * recovery never takes its running operations for a crash's orphans.
  */
-export const make = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
+export const make = (
+  config: Omit<ActionExecutor.Config, "runs" | "attempts" | "governance"> = {},
+  options: Options = {}
+) =>
   Effect.gen(function*() {
     const store = yield* EvidenceStore
     const profile = options.certifiable === true ? "certifiable" as const : "governed" as const
@@ -46,18 +51,19 @@ export const make = (config: Omit<ActionExecutor.Config, "state" | "governance">
     const pin = yield* PolicyGate.makePin
     const policy = yield* PolicyGate.make(options, pin)
     const writer = yield* EvidenceWriter
-    const runs = yield* Effect.serviceOption(StateStore)
+    const runs = yield* Effect.serviceOption(RunStore)
+    const projection = yield* Effect.serviceOption(ProjectionStore)
     const source = yield* Effect.serviceOption(EvidenceProjectionSource)
-    const project = Option.isSome(runs) && Option.isSome(source)
+    const project = Option.isSome(runs) && Option.isSome(projection) && Option.isSome(source)
       ? yield* projectRuns.pipe(
-        Effect.provideService(StateStore, runs.value),
+        Effect.provideService(ProjectionStore, projection.value),
         Effect.provideService(EvidenceProjectionSource, source.value)
       )
       : undefined
     yield* (yield* ExecutorRegistry).register
     return yield* ActionExecutor.make({
       ...config,
-      ...(Option.isSome(runs) ? { state: runs.value } : {}),
+      ...(Option.isSome(runs) ? { runs: runs.value } : {}),
       ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
       interceptors: [...policy, ...(config.interceptors ?? [])],
       governance: {
@@ -91,5 +97,7 @@ const projectRuns = Effect.map(
 )
 
 /** The governed (or certifiable) executor as a layer; it shares the EvidenceWriter in context with task boundaries. */
-export const layer = (config: Omit<ActionExecutor.Config, "state" | "governance"> = {}, options: Options = {}) =>
-  Layer.scoped(ActionExecutor.ActionExecutor, make(config, options))
+export const layer = (
+  config: Omit<ActionExecutor.Config, "runs" | "attempts" | "governance"> = {},
+  options: Options = {}
+) => Layer.scoped(ActionExecutor.ActionExecutor, make(config, options))

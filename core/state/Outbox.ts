@@ -6,8 +6,9 @@
  */
 import { Context, Effect, Either, Schema } from "effect"
 import { Identifier } from "../base/Refs.ts"
-import type { OutboxIntent, StateNotFoundError, StateStoreUnavailableError } from "./StateStore.ts"
-import { StateStore } from "./StateStore.ts"
+import type { OutboxIntent } from "./Attempt.ts"
+import { AttemptStore } from "./AttemptStore.ts"
+import type { StateNotFoundError, StateStoreUnavailableError } from "./StateError.ts"
 
 /** Why a sink did not take an intent: the reason code recorded on it, and whether a later pass may try again. */
 export class DeliveryError extends Schema.TaggedError<DeliveryError>()("DeliveryError", {
@@ -96,11 +97,11 @@ export const deliverPending = (
 ): Effect.Effect<
   DeliveryReport,
   DeliverOptionsError | StateNotFoundError | StateStoreUnavailableError,
-  StateStore | OutboxSink
+  AttemptStore | OutboxSink
 > =>
   Effect.gen(function*() {
     const { limit, maxAttempts } = yield* checkOptions(options)
-    const store = yield* StateStore
+    const store = yield* AttemptStore
     const sink = yield* OutboxSink
     const report = {
       delivered: [] as Array<string>,

@@ -1,6 +1,6 @@
 /**
  * Gate 14, projection recovery: a child process runs a fixed governed workload on a real SQLite file and is
- * SIGKILLed immediately before or after every evidence append commit and every StateStore projection commit.
+ * SIGKILLed immediately before or after every evidence append commit and every ProjectionStore projection commit.
  * Recovery then runs here, on the same file, and the audit proves at-least-once discovery, atomic cursor
  * advancement, idempotent replay, and an eventual projection that closes every operation without repeating
  * (or inventing) a call.
@@ -17,7 +17,7 @@ import type { StoredRecord } from "../../core/evidence/Evidence.ts"
 import { terminalTypes } from "../../core/evidence/Evidence.ts"
 import * as EvidenceProjector from "../../core/evidence/EvidenceProjector.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
-import { StateStore } from "../../core/state/StateStore.ts"
+import { ProjectionStore } from "../../core/state/ProjectionStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { bundleChild, root } from "../fixtures/child.ts"
 import { callableRequests, expectedTerminal } from "../fixtures/crash-workload.ts"
@@ -134,7 +134,7 @@ const recoverAndAudit = (filename: string, markersFile: string, kill: KillPoint 
     const inOrder = fibers === 1
     const store = yield* EvidenceStore
     const source = yield* EvidenceProjectionSource
-    const state = yield* StateStore
+    const state = yield* ProjectionStore
     const sql = yield* SqlClient.SqlClient
     const projectedIds = Effect.map(
       sql<{ record_id: string }>`SELECT record_id FROM projected_records`,

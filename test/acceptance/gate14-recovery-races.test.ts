@@ -20,12 +20,13 @@ import { ExecutorRegistry } from "../../core/evidence/ExecutorRegistry.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as Governed from "../../core/execution/Governed.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
-import { StateStore } from "../../core/state/StateStore.ts"
+import { ProjectionStore } from "../../core/state/ProjectionStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 import { root } from "../fixtures/sources.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
+import { patched } from "../fixtures/state.ts"
 
 const tempFile = Effect.map(tempDir, (dir) => path.join(dir, "writ.db"))
 
@@ -103,17 +104,12 @@ const orphanIn = (process: Context.Context<Governance.EvidenceWriter | IdGenerat
     return chain
   }).pipe(Effect.provide(process))
 
-/** A recovery process whose StateStore runs `hook` right after it lists the open operations. */
+/** A recovery process whose ProjectionStore runs `hook` right after it lists the open operations. */
 const recoveryProcess = (filename: string, hook: Effect.Effect<void>) =>
-  Layer.effect(
-    StateStore,
-    Effect.map(StateStore, (state) =>
-      StateStore.of({
-        ...state,
-        projectedOperations: (filter) =>
-          Effect.tap(state.projectedOperations(filter), () => filter?.open_only === true ? hook : Effect.void)
-      }))
-  ).pipe(Layer.provideMerge(Embedded.layerStores({ filename })))
+  patched(ProjectionStore, (state) => ({
+    projectedOperations: (filter) =>
+      Effect.tap(state.projectedOperations(filter), () => filter?.open_only === true ? hook : Effect.void)
+  })).pipe(Layer.provideMerge(Embedded.layerStores({ filename })))
 
 /**
  * Recovery next to other writers: each closing record follows the chain as recovery read it, so an operation that
@@ -280,7 +276,7 @@ const ended = (child: ChildProcess, end: () => void) =>
     end()
   })
 
-const openOperations = Effect.flatMap(StateStore, (state) => state.projectedOperations({ open_only: true }))
+const openOperations = Effect.flatMap(ProjectionStore, (state) => state.projectedOperations({ open_only: true }))
 
 describe("gate 14: recovery next to a live executor process", () => {
   it.scoped("refused while the process runs (naming it); once it is killed, its operation is closed", () =>

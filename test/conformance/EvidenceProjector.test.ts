@@ -35,9 +35,11 @@ import * as Governed from "../../core/execution/Governed.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
+import { ProjectionStore } from "../../core/state/ProjectionStore.ts"
 import * as StateStore from "../../core/state/StateStore.ts"
 import { run } from "../fixtures/layers.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
+import { patched } from "../fixtures/state.ts"
 
 const platform = Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto)
 
@@ -48,7 +50,7 @@ const sqlStores = Layer.mergeAll(SqlEvidenceStore.layer, SqlStateStore.layer, Sq
 )
 
 type Stores = Layer.Layer<
-  EvidenceStore | EvidenceProjectionSource | StateStore.StateStore | ExecutorRegistry,
+  EvidenceStore | EvidenceProjectionSource | StateStore.StateStores | ExecutorRegistry,
   never,
   IdGenerator.IdGenerator | Digest
 >
@@ -58,7 +60,7 @@ type Context =
   | ExecutorRegistry
   | EvidenceStore
   | EvidenceProjectionSource
-  | StateStore.StateStore
+  | StateStore.StateStores
   | Governance.EvidenceWriter
   | IdGenerator.IdGenerator
   | Digest
@@ -72,20 +74,15 @@ interface Spy {
 }
 
 const spied = (spy: Spy) =>
-  Layer.effect(
-    StateStore.StateStore,
-    Effect.map(StateStore.StateStore, (store) =>
-      StateStore.StateStore.of({
-        ...store,
-        applyProjection: (input) =>
-          Effect.suspend(() => {
-            spy.batches.push(input)
-            return spy.batches.length === spy.failAt
-              ? Effect.fail(new StateStore.StateStoreUnavailableError({ detail: "injected" }))
-              : store.applyProjection(input)
-          })
-      }))
-  )
+  patched(ProjectionStore, (store) => ({
+    applyProjection: (input) =>
+      Effect.suspend(() => {
+        spy.batches.push(input)
+        return spy.batches.length === spy.failAt
+          ? Effect.fail(new StateStore.StateStoreUnavailableError({ detail: "injected" }))
+          : store.applyProjection(input)
+      })
+  }))
 
 /** The stores of one backend, a spy on projection commits, the shared writer, digest and ids. */
 const storesWith = <R>(stores: Layer.Layer<R, never, IdGenerator.IdGenerator | Digest>, spy: Spy) =>
@@ -150,7 +147,7 @@ const recordsOf = (chain_id: string) =>
   )
 
 const cursorOf = Effect.flatMap(
-  StateStore.StateStore,
+  ProjectionStore,
   (state) => state.projectionCursor(EvidenceProjector.defaultProjector)
 )
 
@@ -172,7 +169,7 @@ for (const [name, stores] of backends) {
       const spy: Spy = { batches: [] }
       return provided(
         Effect.gen(function*() {
-          const state = yield* StateStore.StateStore
+          const state = yield* ProjectionStore
           const w = yield* workload
           const report = yield* EvidenceProjector.drain({ batch: 3 })
           assert.deepStrictEqual([report.inserted, report.unchanged], [16, 0])
@@ -222,7 +219,7 @@ for (const [name, stores] of backends) {
       const spy: Spy = { batches: [] }
       return provided(
         Effect.gen(function*() {
-          const state = yield* StateStore.StateStore
+          const state = yield* ProjectionStore
           const w = yield* workload
           const first = yield* EvidenceProjector.drain()
           const commits = spy.batches.length
@@ -248,7 +245,7 @@ for (const [name, stores] of backends) {
       const spy: Spy = { batches: [], failAt: 3 }
       return provided(
         Effect.gen(function*() {
-          const state = yield* StateStore.StateStore
+          const state = yield* ProjectionStore
           yield* workload
           const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
           assert.strictEqual(error._tag, "StateStoreUnavailableError")
@@ -273,7 +270,7 @@ for (const [name, stores] of backends) {
     // The workload's sixth record of chain a, projected by `projector` under `projection_version` with a forged hash.
     const forgedProjection = (projector: string, projection_version: number) =>
       Effect.gen(function*() {
-        const state = yield* StateStore.StateStore
+        const state = yield* ProjectionStore
         const w = yield* workload
         const target = (yield* recordsOf(w.a))[5]!
         const forged = Sha256Hex.make("f".repeat(64))
@@ -297,7 +294,7 @@ for (const [name, stores] of backends) {
 
     it.effect("a projection row with the same key and another chain hash fails the drain closed", () =>
       provided(Effect.gen(function*() {
-        const state = yield* StateStore.StateStore
+        const state = yield* ProjectionStore
         const { forged, target, w } = yield* forgedProjection("forger", EvidenceProjector.projectionVersion)
         const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
         assert.strictEqual(error._tag, "ProjectionConflictError")
@@ -317,7 +314,7 @@ for (const [name, stores] of backends) {
 
     it.effect("a record projected under another version with another chain hash fails the drain closed, in every store alike", () =>
       provided(Effect.gen(function*() {
-        const state = yield* StateStore.StateStore
+        const state = yield* ProjectionStore
         const { forged, target, w } = yield* forgedProjection("next-version", EvidenceProjector.projectionVersion + 1)
         assert.deepStrictEqual(yield* state.projectedHash(w.a, target.sequence), Option.some(forged))
         const error = yield* Effect.flip(EvidenceProjector.drain({ batch: 4 }))
@@ -406,7 +403,7 @@ for (const [name, stores] of backends) {
         assert.strictEqual((yield* exec(3, "notes.fail", {}))._tag, "failed")
         assert.deepStrictEqual(calls, { write: 2, fail: 1 })
 
-        const state = yield* StateStore.StateStore
+        const state = yield* ProjectionStore
         const before = yield* recordsOf(boundary.chain_id)
         // The executor that ran it is still registered: its operation could be running, so nothing is closed.
         const refused = yield* Effect.flip(EvidenceProjector.recover({ batch: 2 }))
@@ -482,7 +479,7 @@ describe("EvidenceProjector: sql tampering", () => {
   it.effect("a record whose content changed in the database fails the drain with ProjectionIntegrityError and holds the cursor", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const state = yield* StateStore.StateStore
+      const state = yield* ProjectionStore
       const w = yield* workload
       yield* EvidenceProjector.drain()
       const cursor = yield* cursorOf
@@ -519,7 +516,7 @@ describe("EvidenceProjector: sql tampering", () => {
   it.effect("a record rewritten with consistent hashes that no longer links to its predecessor fails the drain: broken_link", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const state = yield* StateStore.StateStore
+      const state = yield* ProjectionStore
       const store = yield* EvidenceStore
       const chain = yield* IdGenerator.uuid
       yield* operation(chain, "callable_completed")
@@ -558,7 +555,7 @@ describe("EvidenceProjector: sql tampering", () => {
   it.effect("a projected record re-sealed later, with every record after it re-linked, fails the next drain: broken_link", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const state = yield* StateStore.StateStore
+      const state = yield* ProjectionStore
       const store = yield* EvidenceStore
       const chain = yield* IdGenerator.uuid
       yield* operation(chain, undefined)

@@ -22,11 +22,14 @@ import * as Capacity from "../../core/execution/Capacity.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { DurableRun } from "../../core/execution/ExecutionScope.ts"
 import * as Governed from "../../core/execution/Governed.ts"
-import { StateStore, StateStoreUnavailableError, summarize } from "../../core/state/StateStore.ts"
+import { ProjectionStore } from "../../core/state/ProjectionStore.ts"
+import { RunStore } from "../../core/state/RunStore.ts"
+import { StateStoreUnavailableError, summarize } from "../../core/state/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
+import { patched, stateStores } from "../fixtures/state.ts"
 
 /** Holds `notes.wait` inside its call, once set: `entered` when it runs, then until `release`. */
 const gate: { held?: { readonly entered: Deferred.Deferred<void>; readonly release: Deferred.Deferred<void> } } = {}
@@ -100,32 +103,27 @@ const steering: {
   drains: number
 } = { refuse: false, drains: 0 }
 
-/** `stores` whose StateStore counts drains (each reads its cursor once) and refuses or holds batches as `steering` says. */
+/** `stores` whose ProjectionStore counts drains (each reads its cursor once) and refuses or holds batches as `steering` says. */
 const steeredProjection = <E>(stores: Layer.Layer<Layer.Layer.Success<typeof memoryStores>, E>) =>
-  Layer.effect(
-    StateStore,
-    Effect.map(StateStore, (store) =>
-      StateStore.of({
-        ...store,
-        projectionCursor: (projector) => Effect.suspend(() => (steering.drains++, store.projectionCursor(projector))),
-        applyProjection: (input) => {
-          const hold = steering.hold
-          delete steering.hold
-          const applied = Effect.suspend(() =>
-            steering.refuse
-              ? Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
-              : store.applyProjection(input)
-          )
-          return hold === undefined ? applied : Effect.zipRight(
-            Effect.zipRight(Deferred.succeed(hold.entered, undefined), Deferred.await(hold.release)),
-            applied
-          )
-        }
-      }))
-  ).pipe(Layer.provideMerge(stores))
+  patched(ProjectionStore, (store) => ({
+    projectionCursor: (projector) => Effect.suspend(() => (steering.drains++, store.projectionCursor(projector))),
+    applyProjection: (input) => {
+      const hold = steering.hold
+      delete steering.hold
+      const applied = Effect.suspend(() =>
+        steering.refuse
+          ? Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
+          : store.applyProjection(input)
+      )
+      return hold === undefined ? applied : Effect.zipRight(
+        Effect.zipRight(Deferred.succeed(hold.entered, undefined), Deferred.await(hold.release)),
+        applied
+      )
+    }
+  })).pipe(Layer.provideMerge(stores))
 
 const setup = Effect.gen(function*() {
-  const state = yield* StateStore
+  const state = yield* RunStore
   const ref = yield* installPolicy(declaration)
   const created = yield* state.createRun()
   yield* state.transition(created.run_id, "preparing", "queued")
@@ -146,7 +144,7 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
   describe(`governed Run projection: ${name}`, () => {
     it.scoped("each governed call in a durable Run is projected once as its attempt, with its outcome intent", () =>
       Effect.gen(function*() {
-        const state = yield* StateStore
+        const state = yield* stateStores
         const { boundary, inRun, ref, run_id } = yield* setup
         const outcomes = [
           yield* inRun("notes.write", { text: "a" }),
@@ -181,7 +179,7 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
 
     it.scoped("a drain that fails leaves the outcome projection_pending, logged; the next drain projects it", () =>
       Effect.gen(function*() {
-        const state = yield* StateStore
+        const state = yield* stateStores
         const { inRun, run_id } = yield* setup
         const logged: Array<unknown> = []
         const logger = Logger.make(({ message }) => void logged.push(message))
@@ -203,7 +201,7 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
 
     it.scoped("a start naming a Run this store does not hold projects its records, and no attempt", () =>
       Effect.gen(function*() {
-        const state = yield* StateStore
+        const state = yield* stateStores
         const writer = yield* Governance.EvidenceWriter
         const [chain_id, operation_id, run_id, attempt_id] = [
           yield* IdGenerator.uuid,
@@ -235,7 +233,7 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
 
     it.scoped("an operation whose start an earlier drain projected is projected when its terminal record comes", () =>
       Effect.gen(function*() {
-        const state = yield* StateStore
+        const state = yield* stateStores
         const { inRun, run_id } = yield* setup
         const held = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
         gate.held = held
@@ -277,7 +275,7 @@ const concludeWhileHeld = (inRun: (text: string) => ReturnType<typeof run>, othe
 describe("governed Run projection: the executor's drains", () => {
   it.scoped("calls that conclude while a drain runs share the next one", () =>
     Effect.gen(function*() {
-      const state = yield* StateStore
+      const state = yield* stateStores
       const { inRun, run_id } = yield* setup
       const { drains, outcomes } = yield* concludeWhileHeld((text) => inRun("notes.write", { text }), ["b", "c", "d"])
       assert.strictEqual(drains, 1, "one drain for the three calls")
@@ -300,7 +298,7 @@ describe("governed Run projection: the executor's drains", () => {
 
   it.scoped("a deadline or a cancellation while a call waits on its drain leaves its outcome pending, not late", () =>
     Effect.gen(function*() {
-      const state = yield* StateStore
+      const state = yield* stateStores
       const { boundary, ref, run_id } = yield* setup
       const execution_scope = DurableRun.make({ run_id })
       const stopped = (stop: "deadline" | "cancel") =>

@@ -18,7 +18,7 @@ const layers = [
 const commitWith = (...topics: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const run = yield* runningRun
-    const committed = yield* (yield* StateStore.StateStore).commitAttempt({
+    const committed = yield* (yield* StateStore.AttemptStore).commitAttempt({
       attempt: attempt(run.run_id, yield* IdGenerator.uuid),
       intents: topics.map((topic) => StateStore.IntentDraft.make({ topic, payload_json: `{"topic":"${topic}"}` }))
     })
@@ -52,12 +52,12 @@ const recordingSink = Effect.map(Ref.make<ReadonlyArray<string>>([]), (taken) =>
 
 for (const [name, layer] of layers) {
   describe(`Outbox delivery over the ${name} StateStore`, () => {
-    const provided = <A, E>(effect: Effect.Effect<A, E, StateStore.StateStore | IdGenerator.IdGenerator>) =>
+    const provided = <A, E>(effect: Effect.Effect<A, E, StateStore.StateStores | IdGenerator.IdGenerator>) =>
       Effect.provide(effect, Layer.fresh(layer).pipe(Layer.provideMerge(IdGenerator.layerCrypto)))
 
     it.effect("delivers pending intents oldest first, once each, and never changes the attempt or an intent's content", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* StateStore.AttemptStore
         const first = yield* commitWith("audit.one", "audit.two")
         const second = yield* commitWith("audit.three")
         const { sink, taken } = yield* recordingSink
@@ -81,7 +81,7 @@ for (const [name, layer] of layers) {
 
     it.effect("a refusal keeps its intent pending until its attempts run out; a final refusal or a defect is recorded and does not hold back the rest", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* StateStore.AttemptStore
         const { intents } = yield* commitWith("refuse.later", "reject.now", "crash.sink", "audit.fine")
         const [refused, rejected, crashed, fine] = intents.map((intent) => intent.intent_id)
         const { sink } = yield* recordingSink
@@ -110,7 +110,7 @@ for (const [name, layer] of layers) {
 
     it.effect("an unavailable sink stops the pass: that intent and the rest stay pending, charged no attempt", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* StateStore.AttemptStore
         const { intents } = yield* commitWith("audit.first", "down.now", "audit.after")
         const { sink, taken } = yield* recordingSink
         const report = yield* Effect.provideService(deliverPending({ maxAttempts: 1 }), OutboxSink, sink)
@@ -129,7 +129,7 @@ for (const [name, layer] of layers) {
 
     it.effect("a pass takes at most `limit` intents; options it cannot honour deliver and mark nothing", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* StateStore.AttemptStore
         const { intents } = yield* commitWith("audit.a", "audit.b", "audit.c")
         const { sink, taken } = yield* recordingSink
         for (const options of [{ limit: 0 }, { limit: 1.5 }, { maxAttempts: -1 }, { limit: Number.NaN }]) {

@@ -13,7 +13,7 @@ import { Cursor } from "../../core/evidence/EvidenceStore.ts"
 import { Failed, FailureSummary, Succeeded } from "../../core/execution/ExecutionOutcome.ts"
 import * as StateStore from "../../core/state/StateStore.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
-import { attempt, hash } from "../fixtures/state.ts"
+import { attempt, hash, stateStores } from "../fixtures/state.ts"
 
 const layers = [
   ["memory", MemoryStateStore.layer],
@@ -54,7 +54,7 @@ const record = (
 const uuids = (n: number) => Effect.all(Array.from({ length: n }, () => IdGenerator.uuid))
 
 const running = Effect.gen(function*() {
-  const store = yield* StateStore.StateStore
+  const store = yield* StateStore.RunStore
   const run = yield* store.createRun()
   yield* store.transition(run.run_id, "preparing", "queued")
   return yield* store.transition(run.run_id, "queued", "running")
@@ -62,17 +62,17 @@ const running = Effect.gen(function*() {
 
 for (const [name, layer] of layers) {
   describe(`StateStore conformance: ${name}`, () => {
-    const provided = <A, E>(effect: Effect.Effect<A, E, StateStore.StateStore | IdGenerator.IdGenerator>) =>
+    const provided = <A, E>(effect: Effect.Effect<A, E, StateStore.StateStores | IdGenerator.IdGenerator>) =>
       Effect.provide(effect, Layer.fresh(layer).pipe(Layer.provideMerge(IdGenerator.layerCrypto)))
 
     it.effect("only the SQL store claims durability", () =>
       provided(Effect.gen(function*() {
-        assert.strictEqual((yield* StateStore.StateStore).durable, name === "sqlite")
+        assert.strictEqual((yield* StateStore.RunStore).durable, name === "sqlite")
       })))
 
     it.effect("createRun mints the id and starts in preparing; a child names an existing parent", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const root = yield* store.createRun()
         assert.deepStrictEqual(
           [root.status, root.lineage, root.parent_run_id, root.started_at, root.ended_at, root.terminal],
@@ -94,7 +94,7 @@ for (const [name, layer] of layers) {
 
     it.effect("createRun started: the Run is running from its creation, and only the edges out of running remain", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const root = yield* store.createRun({ started: true })
         assert.deepStrictEqual(
           [root.status, root.lineage, root.started_at, root.ended_at, root.terminal],
@@ -120,7 +120,7 @@ for (const [name, layer] of layers) {
 
     it.effect("a child Run naming a malformed parent id is StateNotFoundError, and no Run is created", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         for (const parent of ["not-a-run", "", " "]) {
           const exit = yield* Effect.exit(store.createRun({ lineage: "retry", parent_run_id: parent as Uuid }))
           assert.isTrue(Exit.isFailure(exit) && !Cause.isDie(exit.cause), "a typed failure, not a defect")
@@ -135,7 +135,7 @@ for (const [name, layer] of layers) {
 
     it.effect("lifecycle: legal edges move by compare-and-set; illegal edges and stale statuses are refused", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* store.createRun()
         const skip = yield* Effect.flip(store.transition(run.run_id, "preparing", "running"))
         assert.isTrue(skip._tag === "IllegalTransitionError" && skip.reason === "not_an_edge")
@@ -170,7 +170,7 @@ for (const [name, layer] of layers) {
 
     it.effect("exactly one of 20 concurrent terminal outcomes wins; every other is observed and sees the winner", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const statuses = ["completed", "failed", "cancelled", "timed_out"] as const
         const offered = Array.from({ length: 20 }, (_, i) => terminal(statuses[i % 4]!, `race.${i}`))
@@ -195,7 +195,7 @@ for (const [name, layer] of layers) {
 
     it.effect("a terminal outcome that is not a valid RunTerminal is a defect, and the Run is left as it was", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const forged = { ...terminal("completed"), reason_code: "", cost: -3 } as unknown as StateStore.RunTerminal
         const exit = yield* Effect.exit(store.finish(run.run_id, forged))
@@ -206,7 +206,7 @@ for (const [name, layer] of layers) {
 
     it.effect("timestamps come from the Clock and stay ordered even when the clock goes back", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         yield* TestClock.setTime(10_000)
         const run = yield* store.createRun()
         yield* TestClock.adjust("1 second")
@@ -238,7 +238,7 @@ for (const [name, layer] of layers) {
 
     it.effect("commitAttempt commits the attempt and its intents together; a duplicate attempt id commits nothing", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const [a, b, ghost] = yield* uuids(3)
         const committed = yield* store.commitAttempt({
@@ -279,7 +279,7 @@ for (const [name, layer] of layers) {
 
     it.effect("a malformed attempt is a StateInputError naming it, stores nothing, and a corrected retry commits", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const [a, b] = yield* uuids(2)
         const plain = {
@@ -310,7 +310,7 @@ for (const [name, layer] of layers) {
 
     it.effect("an outbox intent whose payload is not JSON (or whose topic is blank) is a StateInputError and commits nothing", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const [a] = yield* uuids(1)
         const drafts = [
@@ -340,7 +340,7 @@ for (const [name, layer] of layers) {
 
     it.effect("an attempt stores its outcome's summary, never the raw result", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const [a, b] = yield* uuids(2)
         const common = {
@@ -374,7 +374,7 @@ for (const [name, layer] of layers) {
 
     it.effect("outbox: pending until delivered; a failed delivery is retried or failed for good, and a settled intent stays settled; the attempt never changes", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const [a] = yield* uuids(1)
         const { attempt: committed, intents } = yield* store.commitAttempt({
@@ -425,7 +425,7 @@ for (const [name, layer] of layers) {
 
     it.effect("projection: rows and the advanced cursor commit together, and replay is a no-op", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const [chain, r0, r1, r2, r3, r4, op] = yield* uuids(7)
         assert.isTrue(Option.isNone(yield* store.projectionCursor("ops")))
         const rows = [
@@ -469,7 +469,7 @@ for (const [name, layer] of layers) {
 
     it.effect("projection: attempts are committed once each with one intent; one offered twice keeps the first; one whose Run is not stored is skipped", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const run = yield* running
         const [first, elsewhere, unknownRun] = yield* uuids(3)
         yield* store.applyProjection({
@@ -499,7 +499,7 @@ for (const [name, layer] of layers) {
 
     it.effect("projection: a conflicting chain hash fails the whole batch, commits nothing and keeps the cursor", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const [chain, other, r0, r1, r2, r3, op, op2] = yield* uuids(8)
         yield* store.applyProjection({
           projector: "ops",
@@ -547,7 +547,7 @@ for (const [name, layer] of layers) {
 
     it.effect("projection: a record is one fact under every version: another hash or position for it, or another record at its position, is a conflict", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const [chain, r0, r1, intruder] = yield* uuids(4)
         yield* store.applyProjection({
           projector: "v1",
@@ -599,7 +599,7 @@ for (const [name, layer] of layers) {
 
     it.effect("operations projection: started and terminal records, terminal counts, filters and versions", () =>
       provided(Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const [a, b, op1, op2, op3, op4, op5] = yield* uuids(7)
         const ids = yield* uuids(10)
         const chainA = [
@@ -674,7 +674,7 @@ describe("StateStore: sqlite specifics", () => {
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "state.db")
       const written = yield* Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const parent = yield* running
         const child = yield* store.createRun({ lineage: "resume", parent_run_id: parent.run_id })
         const [a, chain, r0, op] = yield* uuids(4)
@@ -701,7 +701,7 @@ describe("StateStore: sqlite specifics", () => {
       }).pipe(Effect.provide(open(filename)))
 
       yield* Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         assert.deepStrictEqual(yield* store.getRun(written.parent.run_id), written.parent)
         assert.deepStrictEqual(yield* store.getRun(written.child.run_id), written.child)
         assert.deepStrictEqual(yield* store.observations(written.parent.run_id), written.observations)
@@ -721,7 +721,7 @@ describe("StateStore: sqlite specifics", () => {
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "state.db")
       yield* Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const sql = yield* SqlClient.SqlClient
         yield* sql`CREATE TRIGGER refuse_boom_intent BEFORE INSERT ON outbox_intents WHEN NEW.topic = 'boom'
           BEGIN SELECT RAISE(ABORT, 'injected intent failure'); END`
@@ -756,7 +756,7 @@ describe("StateStore: sqlite specifics", () => {
     Effect.gen(function*() {
       const filename = path.join(yield* tempDir, "state.db")
       yield* Effect.gen(function*() {
-        const store = yield* StateStore.StateStore
+        const store = yield* stateStores
         const sql = yield* SqlClient.SqlClient
         const run = yield* running
         yield* store.finish(run.run_id, terminal("completed"))

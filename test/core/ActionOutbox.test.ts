@@ -5,8 +5,8 @@ import * as ActionOutbox from "../../core/action/ActionOutbox.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import { DurableRun } from "../../core/execution/ExecutionScope.ts"
 import type { Interceptor } from "../../core/execution/Interceptor.ts"
-import { StateStore } from "../../core/state/StateStore.ts"
 import { base, durableInMemory, executor, run, runningRun } from "../fixtures/layers.ts"
+import { stateStores } from "../fixtures/state.ts"
 
 const To = Schema.Struct({ to: Schema.String })
 
@@ -101,7 +101,7 @@ const inRun = (action: string, to: string) =>
   Effect.gen(function*() {
     const { run_id } = yield* runningRun
     const outcome = yield* run(action, { to }, { execution_scope: DurableRun.make({ run_id }) })
-    const intents = (yield* (yield* StateStore).pendingIntents(100))
+    const intents = (yield* (yield* stateStores).pendingIntents(100))
       .filter((intent) => intent.attempt_id === outcome.attempt_id)
     return { outcome, intents: intents.map((intent) => [intent.topic, intent.payload_json]) }
   })
@@ -153,7 +153,7 @@ describe("an action's outbox intents", () => {
       assert.strictEqual(outcome._tag, "succeeded")
       assert.strictEqual(yield* Deferred.await(leak.answer), "concluded")
       assert.deepStrictEqual(intents.map(([topic]) => topic), ["writ.outcome"])
-      const pending = yield* (yield* StateStore).pendingIntents(100)
+      const pending = yield* (yield* stateStores).pendingIntents(100)
       assert.notInclude(pending.map((intent) => intent.payload_json).join(), "fy@example.org")
     }).pipe(Effect.provide(metered)))
 

@@ -12,8 +12,15 @@ import { DurableRun, EphemeralOperation } from "../../core/execution/ExecutionSc
 import type { ExecutionScopeRef } from "../../core/execution/ExecutionScope.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import type { Concluded, Interceptor } from "../../core/execution/Interceptor.ts"
-import { type Run, StateStore, StateStoreUnavailableError } from "../../core/state/StateStore.ts"
+import {
+  AttemptStore,
+  type Run,
+  RunStore,
+  type StateStores,
+  StateStoreUnavailableError
+} from "../../core/state/StateStore.ts"
 import { base, durableInMemory, runningRun } from "../fixtures/layers.ts"
+import { patched, stateStores } from "../fixtures/state.ts"
 
 const SECRET = "durable-canary-91c2"
 const calls = { write: 0 }
@@ -35,30 +42,17 @@ const actions = [
   })
 ]
 
-const failingCommits = Layer.effect(
-  StateStore,
-  Effect.map(StateStore, (store) =>
-    StateStore.of({
-      ...store,
-      commitAttempt: () => Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
-    }))
-)
+const failingCommits = patched(AttemptStore, () => ({
+  commitAttempt: () => Effect.fail(new StateStoreUnavailableError({ detail: "injected" }))
+}))
 
 // Each attempt's commit lands, and then an interruption arrives, before the executor returns.
-const interruptedAfterCommit = Layer.effect(
-  StateStore,
-  Effect.map(
-    StateStore,
-    (store) =>
-      StateStore.of({
-        ...store,
-        commitAttempt: (input) => Effect.zipRight(store.commitAttempt(input), Effect.interrupt)
-      })
-  )
-)
+const interruptedAfterCommit = patched(AttemptStore, (store) => ({
+  commitAttempt: (input) => Effect.zipRight(store.commitAttempt(input), Effect.interrupt)
+}))
 
 const layer = (
-  state: Layer.Layer<StateStore, never, IdGenerator.IdGenerator> = durableInMemory,
+  state: Layer.Layer<StateStores, never, IdGenerator.IdGenerator> = durableInMemory,
   config: ActionExecutor.Config = {}
 ) => ActionExecutor.layerDurable(config).pipe(Layer.provideMerge(state), Layer.provideMerge(base(actions)))
 
@@ -84,7 +78,7 @@ const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp
 const running = runningRun
 
 describe("durable-ungoverned execution", () => {
-  it.effect("is refused over a StateStore that is not durable: it could claim no Run history", () =>
+  it.effect("is refused over state stores that are not durable: it could claim no Run history", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Layer.build(layer(MemoryStateStore.layer)))
       assert.deepStrictEqual([error._tag, error.message], [
@@ -99,7 +93,7 @@ describe("durable-ungoverned execution", () => {
       const outcome = yield* exec(DurableRun.make({ run_id: run.run_id }), SECRET)
       assert.strictEqual(outcome._tag, "succeeded")
       assert.strictEqual(outcome.profile, "durable")
-      const store = yield* StateStore
+      const store = yield* stateStores
       const [attempt] = yield* store.listAttempts(run.run_id)
       assert.strictEqual(attempt!.attempt_id, outcome.attempt_id)
       assert.strictEqual(attempt!.outcome.tag, "succeeded")
@@ -126,7 +120,7 @@ describe("durable-ungoverned execution", () => {
       const replay = yield* exec(scope, "once", undefined, "order-1")
       assert.isTrue(replay._tag === "succeeded" && replay.replay_of === first.attempt_id)
       assert.strictEqual(calls.write - before, 1, "the handler ran once")
-      const attempts = yield* Effect.flatMap(StateStore, (store) => store.listAttempts(run.run_id))
+      const attempts = yield* Effect.flatMap(stateStores, (store) => store.listAttempts(run.run_id))
       assert.deepStrictEqual(
         attempts.map((a) => [a.attempt_id, a.outcome.call_executed, a.outcome.reason_code]),
         [[first.attempt_id, true, "ok"], [replay.attempt_id, false, "idempotency.replayed"]]
@@ -156,7 +150,7 @@ describe("durable-ungoverned execution", () => {
         )
       })
       assert.strictEqual(half._tag, "succeeded")
-      const attempts = yield* Effect.flatMap(StateStore, (store) => store.listAttempts(run.run_id))
+      const attempts = yield* Effect.flatMap(stateStores, (store) => store.listAttempts(run.run_id))
       assert.deepStrictEqual(
         attempts.filter((a) => a.attempt_id === half.attempt_id).map((a) => [a.outcome.tag, a.arguments_digest]),
         [["succeeded", null]]
@@ -172,13 +166,13 @@ describe("durable-ungoverned execution", () => {
       const persist = plan.stages.find((stage) =>
         stage.stage === "persist"
       )!
-      assert.include(persist.detail, "StateStore transaction")
+      assert.include(persist.detail, "AttemptStore transaction")
       assert.isTrue(plan.stages.every((stage) => !stage.detail.includes("minimal profile")))
     }).pipe(Effect.provide(layer())))
 
   it.effect("binds only a running Run, and refuses an ephemeral scope", () =>
     Effect.gen(function*() {
-      const store = yield* StateStore
+      const store = yield* stateStores
       const before = calls.write
       const prepared = yield* store.createRun()
       const codes = [
@@ -193,7 +187,7 @@ describe("durable-ungoverned execution", () => {
 
   it.effect("every attempt bound to its running Run is committed, one refused at stage 3 too; none before the Run binds", () =>
     Effect.gen(function*() {
-      const store = yield* StateStore
+      const store = yield* stateStores
       const run = yield* running
       const scope = DurableRun.make({ run_id: run.run_id })
       const past = Time.fromMicros(0)
@@ -219,11 +213,11 @@ describe("durable-ungoverned execution", () => {
       const run = yield* running
       const interrupted = yield* Effect.exit(exec(DurableRun.make({ run_id: run.run_id }), "x"))
       assert.isTrue(Exit.isInterrupted(interrupted))
-      const attempts = yield* Effect.flatMap(StateStore, (store) => store.listAttempts(run.run_id))
+      const attempts = yield* Effect.flatMap(stateStores, (store) => store.listAttempts(run.run_id))
       while (seen.length === 0) yield* Effect.sleep("1 millis")
       assert.deepStrictEqual(attempts.map((attempt) => attempt.outcome.tag), ["succeeded"])
       assert.deepStrictEqual(seen, ["succeeded"])
-    }).pipe(Effect.provide(layer(interruptedAfterCommit.pipe(Layer.provide(durableInMemory)), { observers })))
+    }).pipe(Effect.provide(layer(interruptedAfterCommit.pipe(Layer.provideMerge(durableInMemory)), { observers })))
   })
 
   it.effect("a commit that fails after the call is a PersistError saying the call ran; it is not retried", () =>
@@ -234,7 +228,7 @@ describe("durable-ungoverned execution", () => {
       assert.strictEqual(error._tag, "PersistError")
       assert.isTrue((error as ActionExecutor.PersistError).call_executed)
       assert.strictEqual(calls.write, before + 1)
-    }).pipe(Effect.provide(layer(failingCommits.pipe(Layer.provide(durableInMemory))))))
+    }).pipe(Effect.provide(layer(failingCommits.pipe(Layer.provideMerge(durableInMemory))))))
 })
 
 // A policy by argument: "deny", "defer" and "escalate" get that verdict, anything else is allowed.
@@ -256,14 +250,10 @@ const oneShotLayer = ActionExecutor.layerDurable({ interceptors: [byText] }).pip
   Layer.provideMerge(base(actions))
 )
 
-/** The durable executor over the in-memory StateStore with some of its methods replaced. */
-const durableWith = (patch: Partial<StateStore.Service>) =>
+/** The durable executor over the in-memory Run store with some of its methods replaced. */
+const durableWith = (patch: Partial<RunStore.Service>) =>
   ActionExecutor.layerDurable().pipe(
-    Layer.provideMerge(
-      Layer.effect(StateStore, Effect.map(StateStore, (store) => StateStore.of({ ...store, ...patch }))).pipe(
-        Layer.provide(durableInMemory)
-      )
-    ),
+    Layer.provideMerge(patched(RunStore, () => patch).pipe(Layer.provideMerge(durableInMemory))),
     Layer.provideMerge(base(actions))
   )
 
@@ -294,7 +284,7 @@ const oneShot = (action: string, args: { readonly [x: string]: unknown }, scope?
 describe("one-shot durable execution: a new Run only once the call is admitted (spec/runs.md)", () => {
   it.effect("a denied, deferred or escalated invocation has no Run and no attempt, and nothing is called", () =>
     Effect.gen(function*() {
-      const store = yield* StateStore
+      const store = yield* stateStores
       const before = calls.write
       const refused = [
         yield* oneShot("nope.nope", {}),
@@ -317,7 +307,7 @@ describe("one-shot durable execution: a new Run only once the call is admitted (
 
   it.effect("an admitted invocation runs in a Run created and started for it, its attempt committed there", () =>
     Effect.gen(function*() {
-      const store = yield* StateStore
+      const store = yield* stateStores
       const before = calls.write
       const { outcome, run } = yield* oneShot("notes.write", { text: "fine" })
       assert.strictEqual(outcome._tag, "succeeded")
@@ -334,9 +324,9 @@ describe("one-shot durable execution: a new Run only once the call is admitted (
       assert.strictEqual((yield* store.listRuns()).length, 1)
     }).pipe(Effect.provide(oneShotLayer)))
 
-  it.effect("a call that names its Run cannot also open one; a profile without a StateStore opens none", () =>
+  it.effect("a call that names its Run cannot also open one; a profile without state stores opens none", () =>
     Effect.gen(function*() {
-      const store = yield* StateStore
+      const store = yield* stateStores
       const run = yield* running
       const { outcome } = yield* oneShot("notes.write", { text: "x" }, DurableRun.make({ run_id: run.run_id }))
       assert.deepStrictEqual(outcome._tag === "denied" && outcome.reason.code, "scope.run_conflict")

@@ -5,8 +5,9 @@ import * as Action from "../../core/action/Action.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../core/execution/Ingress.ts"
-import { type Run, StateStore } from "../../core/state/StateStore.ts"
+import type { Run } from "../../core/state/StateStore.ts"
 import { base, durableInMemory } from "../fixtures/layers.ts"
+import { stateStores } from "../fixtures/state.ts"
 
 const actions = [
   Action.make({
@@ -96,7 +97,7 @@ describe("Ingress: the trusted ingress every surface shares", () => {
 
   it.effect("a Run admitted when the work around its call fails ends failed, named by the error", () =>
     Effect.gen(function*() {
-      const state = yield* StateStore
+      const state = yield* stateStores
       const { result, run } = yield* oneShot(
         { action: "calc.half", arguments: { x: 4 } },
         (execute) => Effect.zipRight(execute, Effect.fail({ _tag: "ReportError" as const }))

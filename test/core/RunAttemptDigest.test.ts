@@ -17,9 +17,9 @@ import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import { DurableRun } from "../../core/execution/ExecutionScope.ts"
 import * as Governed from "../../core/execution/Governed.ts"
 import type * as Interceptor from "../../core/execution/Interceptor.ts"
-import { StateStore } from "../../core/state/StateStore.ts"
 import { durableInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
+import { stateStores } from "../fixtures/state.ts"
 
 const actions = [
   Action.make({
@@ -50,7 +50,7 @@ const stores = Layer.mergeAll(
 
 const inRun = (ref?: PolicySnapshotRef, boundary?: Governance.TaskBoundary) =>
   Effect.gen(function*() {
-    const state = yield* StateStore
+    const state = yield* stateStores
     const created = yield* state.createRun()
     yield* state.transition(created.run_id, "preparing", "queued")
     yield* state.transition(created.run_id, "queued", "running")
@@ -70,7 +70,7 @@ describe("a governed Run attempt's arguments digest", () => {
     Effect.gen(function*() {
       const durable = yield* Effect.gen(function*() {
         const { run_id } = yield* inRun()
-        return (yield* (yield* StateStore).listAttempts(run_id))[0]!.arguments_digest
+        return (yield* (yield* stateStores).listAttempts(run_id))[0]!.arguments_digest
       }).pipe(Effect.provide(
         ActionExecutor.layerDurable({ transformers }).pipe(
           Layer.provideMerge(Layer.merge(ActionRegistry.layerWith(actions), InProcessBackend.layer)),
@@ -89,7 +89,7 @@ describe("a governed Run attempt's arguments digest", () => {
         const gates = chain.filter((r) => r.record_type === "gate_evaluated").map((r) =>
           JSON.parse(r.payload_json).arguments_digest
         )
-        return { attempt: (yield* (yield* StateStore).listAttempts(run_id))[0]!.arguments_digest, gates }
+        return { attempt: (yield* (yield* stateStores).listAttempts(run_id))[0]!.arguments_digest, gates }
       }).pipe(
         Effect.scoped,
         Effect.provide(

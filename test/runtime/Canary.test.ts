@@ -14,11 +14,11 @@ import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import { DurableRun, EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../../core/execution/ExecutionScope.ts"
 import * as Governed from "../../core/execution/Governed.ts"
-import { StateStore } from "../../core/state/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
+import { stateStores } from "../fixtures/state.ts"
 
 // Handled as an argument (a value, and a key of a record argument), returned as a result and carried in a public
 // failure message: never stored.
@@ -113,7 +113,7 @@ describe("no secret reaches storage", () => {
       }).pipe(Effect.provide(governed))
       yield* Effect.gen(function*() {
         const ref = yield* install
-        const state = yield* StateStore
+        const state = yield* stateStores
         const run = yield* state.createRun()
         yield* state.transition(run.run_id, "preparing", "queued")
         yield* state.transition(run.run_id, "queued", "running")

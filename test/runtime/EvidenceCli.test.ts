@@ -15,9 +15,9 @@ import { beforeAll } from "vitest"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { ExecutorRegistry } from "../../core/evidence/ExecutorRegistry.ts"
 import { EvidenceWriter } from "../../core/evidence/Governance.ts"
-import { StateStore } from "../../core/state/StateStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { root } from "../fixtures/sources.ts"
+import { stateStores } from "../fixtures/state.ts"
 
 // better-sqlite3 directly, to write a database that is not writ's.
 const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string) => {
@@ -172,7 +172,7 @@ describe("writ exec, evidence, certificate, recover", () => {
       const stored = await onStores(
         db,
         Effect.gen(function*() {
-          const state = yield* StateStore
+          const state = yield* stateStores
           return {
             run: yield* state.getRun(durable.out.run_id),
             attempts: yield* state.listAttempts(durable.out.run_id)
@@ -644,7 +644,7 @@ describe("writ exec, evidence, certificate, recover", () => {
         status: "failed",
         reason_code: "recovery.orphaned_run"
       }])
-      const run = await onStores(db, Effect.flatMap(StateStore, (state) => state.getRun(recovered.out.runs[0].run_id)))
+      const run = await onStores(db, Effect.flatMap(stateStores, (state) => state.getRun(recovered.out.runs[0].run_id)))
       assert.deepStrictEqual([run.terminal!.quality, run.terminal!.acceptance], ["indeterminate", "unknown"])
       assert.deepStrictEqual(await rawSql(db, ["SELECT count(*) AS n FROM operation_attempts"]), [[{ n: 0 }]])
       const text = await writ("recover", "--db", db)

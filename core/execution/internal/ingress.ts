@@ -6,7 +6,8 @@ import { EvidenceStore } from "../../evidence/EvidenceStore.ts"
 import { closeBoundary } from "../../evidence/EvidenceWriter.ts"
 import type { TaskBoundary } from "../../evidence/TaskBoundary.ts"
 import * as TaskCertificate from "../../evidence/TaskCertificate.ts"
-import { type Run, RunTerminal, StateStore, type TerminalStatus } from "../../state/StateStore.ts"
+import { type Run, RunTerminal, type TerminalStatus } from "../../state/Run.ts"
+import { RunStore } from "../../state/RunStore.ts"
 import * as ExecutionContext from "../ExecutionContext.ts"
 import type { ExecutionOutcome } from "../ExecutionOutcome.ts"
 import { callExecuted, reasonCode } from "../ExecutionOutcome.ts"
@@ -93,7 +94,7 @@ export const createdRun = (created: Deferred.Deferred<Run>) =>
 export const endRunOnError =
   (created: Deferred.Deferred<Run>, prefix: string) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
     Effect.onError(body, (cause) =>
-      Effect.flatMap(Effect.zip(StateStore, createdRun(created)), ([state, run]) => {
+      Effect.flatMap(Effect.zip(RunStore, createdRun(created)), ([state, run]) => {
         if (Option.isNone(run)) return Effect.void
         const interrupted = Cause.isInterruptedOnly(cause)
         const failure = Cause.failureOption(cause)

@@ -9,7 +9,9 @@ import { ActionName } from "../../../core/base/Refs.ts"
 import { closeBoundary, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
 import type { ExecutionOutcome } from "../../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../../core/execution/Ingress.ts"
-import { type Run, StateStore } from "../../../core/state/StateStore.ts"
+import { AttemptStore } from "../../../core/state/AttemptStore.ts"
+import type { Run } from "../../../core/state/Run.ts"
+import { RunStore } from "../../../core/state/RunStore.ts"
 import * as Demo from "../../Demo.ts"
 import type * as Embedded from "../../Embedded.ts"
 import { certificateHolds, certificateJson, embedded, encodeOutcome, evidenceLines } from "./internal/boundary.ts"
@@ -55,15 +57,15 @@ const execEmbedded = (profile: Embedded.Profile, step: Demo.Step) =>
       const certified = yield* Ingress.closeAndCertify(boundary, profile === "certifiable")
       return { outcome, run: undefined, attempts: undefined, boundary, certified }
     }
-    const state = yield* StateStore
+    const runs = yield* RunStore
     // The executor creates the Run only once the call is admitted: a denied, deferred or escalated call has none.
     const created = yield* Deferred.make<Run>()
     return yield* Effect.gen(function*() {
       const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: ref, newRun: created })
       const run = yield* Ingress.createdRun(created)
       if (Option.isNone(run)) return { outcome, run: null, attempts: 0, boundary: undefined, certified: undefined }
-      const finished = yield* state.finish(run.value.run_id, Ingress.terminalOf(outcome))
-      const attempts = yield* state.listAttempts(run.value.run_id)
+      const finished = yield* runs.finish(run.value.run_id, Ingress.terminalOf(outcome))
+      const attempts = yield* Effect.flatMap(AttemptStore, (store) => store.listAttempts(run.value.run_id))
       return { outcome, run: finished.run, attempts: attempts.length, boundary: undefined, certified: undefined }
     }).pipe(Ingress.endRunOnError(created, "cli"))
   })

@@ -5,9 +5,9 @@
  */
 import { Command, Options } from "@effect/cli"
 import { Console, Effect, Either, Option } from "effect"
+import type { OutboxIntent } from "../../../core/state/Attempt.ts"
+import { AttemptStore } from "../../../core/state/AttemptStore.ts"
 import * as Outbox from "../../../core/state/Outbox.ts"
-import type { OutboxIntent } from "../../../core/state/StateStore.ts"
-import { StateStore } from "../../../core/state/StateStore.ts"
 import { CliInputError, exitOneOnFailure, json, setExitCode } from "./internal/input.ts"
 import { short, table } from "./internal/render.ts"
 import { db, withReadStores, withStores } from "./internal/stores.ts"
@@ -49,7 +49,7 @@ const pending = Command.make(
     Effect.gen(function*() {
       const taken = Option.getOrElse(limit, () => 100)
       if (taken < 1) return yield* new CliInputError({ message: `--limit must be a positive integer, got ${taken}` })
-      const intents = yield* withReadStores(db, Effect.flatMap(StateStore, (store) => store.pendingIntents(taken)))
+      const intents = yield* withReadStores(db, Effect.flatMap(AttemptStore, (store) => store.pendingIntents(taken)))
       yield* Console.log(
         json ? `[${intents.map(intentLine).join(",")}]` : intents.length === 0
           ? "no intent awaits delivery"

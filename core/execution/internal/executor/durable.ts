@@ -5,8 +5,9 @@
 import { Deferred, Effect, Either } from "effect"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
-import type { StateStore } from "../../../state/StateStore.ts"
-import { OperationAttempt, outcomeIntent, summarize } from "../../../state/StateStore.ts"
+import { OperationAttempt, outcomeIntent, summarize } from "../../../state/Attempt.ts"
+import type { AttemptStore } from "../../../state/AttemptStore.ts"
+import type { RunStore } from "../../../state/RunStore.ts"
 import { callExecuted, Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { Noted } from "./admit.ts"
 import { type Call, common, denied, resultDigest } from "./call.ts"
@@ -14,7 +15,7 @@ import { type Env, PersistError } from "./env.ts"
 import type { AroundStep, EffectStep } from "./table.ts"
 
 /** Stage 3, durable: the scope's Run must exist and still be running; the call then belongs to it. */
-export const bindRunWith = (store: StateStore.Service): EffectStep<Noted, void> => ({
+export const bindRunWith = (store: RunStore.Service): EffectStep<Noted, void> => ({
   _tag: "Effect",
   stage: "bind_context",
   detail: "the scope's Run must exist and be running",
@@ -37,7 +38,7 @@ export const bindRunWith = (store: StateStore.Service): EffectStep<Noted, void> 
  * id, in one write: a crash leaves either no Run or a running one, which recovery ends) before the call; a store
  * failure here is a PersistError before any call.
  */
-export const openRunWith = (store: StateStore.Service): EffectStep<Noted, void> => ({
+export const openRunWith = (store: RunStore.Service): EffectStep<Noted, void> => ({
   _tag: "Effect",
   stage: "invoke",
   detail: "a one-shot call's Run is created, running, once the call is admitted",
@@ -66,7 +67,7 @@ export const openRunWith = (store: StateStore.Service): EffectStep<Noted, void> 
  * stage 12), whatever concludes it is committed: the typed attempt, its outcome summary, its outcome intent and, if
  * the call succeeded, the intents it staged, in one transaction. An interruption commits it as cancelled.
  */
-export const commitWith = (env: Env, store: StateStore.Service): AroundStep<Noted, unknown> => {
+export const commitWith = (env: Env, store: AttemptStore.Service): AroundStep<Noted, unknown> => {
   const persist = Effect.fnUntraced(
     function*(state: Noted, offered: { first?: ExecutionOutcome }, outcome: ExecutionOutcome) {
       const call = state.call
@@ -105,7 +106,7 @@ export const commitWith = (env: Env, store: StateStore.Service): AroundStep<Note
   return {
     _tag: "Around",
     closes: "persist",
-    detail: "durable: the attempt, its outcome and its outbox intents commit in one StateStore transaction",
+    detail: "durable: the attempt, its outcome and its outbox intents commit in one AttemptStore transaction",
     skip: ({ call }) => call.run_id === undefined && call.newRun === undefined,
     run: (state, inner) => {
       const offered: { first?: ExecutionOutcome } = {}

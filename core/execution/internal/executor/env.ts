@@ -16,7 +16,9 @@ import type {
 } from "../../../evidence/Governance.ts"
 import type { AgentSubject } from "../../../policy/InvocationContext.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
-import type { Run, StateStore } from "../../../state/StateStore.ts"
+import type { AttemptStore } from "../../../state/AttemptStore.ts"
+import type { Run } from "../../../state/Run.ts"
+import type { RunStore } from "../../../state/RunStore.ts"
 import type { Capacity } from "../../Capacity.ts"
 import type { ExecutionContext } from "../../ExecutionContext.ts"
 import type { IdempotencyStore } from "../../IdempotencyStore.ts"
@@ -61,7 +63,7 @@ export interface Governor {
   readonly project?: Effect.Effect<boolean>
 }
 
-/** What an executor is built with; minimal unless `governance` or `state` is set. */
+/** What an executor is built with; minimal unless `governance`, or `runs` with `attempts`, is set. */
 export interface Config {
   /** Stage 3: the capacities each call takes a lease on before any governed operation opens; a full one defers it. */
   readonly capacity?: ReadonlyArray<Capacity>
@@ -74,8 +76,10 @@ export interface Config {
   readonly governance?: Governor
   /** The real executing agent this executor acts as; an action's declared origins require the invocation's agent to be it. */
   readonly boundAgent?: AgentSubject
-  /** Runs resolved at stage 3; in the durable profile also each attempt, outcome and outbox intent committed at stage 14 (governed profiles project evidence instead). */
-  readonly state?: StateStore.Service
+  /** Runs resolved at stage 3 (and a one-shot call's Run created at stage 12, durable profile). */
+  readonly runs?: RunStore.Service
+  /** With `runs`, the durable profile: each attempt, outcome and outbox intent committed at stage 14 (governed profiles project evidence instead). */
+  readonly attempts?: AttemptStore.Service
 }
 
 /** What every stage of one executor closes over. */

@@ -9,7 +9,8 @@ import { trustedMake } from "../../../base/internal/trusted.ts"
 import type { ActionRef } from "../../../base/Refs.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
 import * as Origin from "../../../policy/Origin.ts"
-import type { StateStore } from "../../../state/StateStore.ts"
+import type { AttemptStore } from "../../../state/AttemptStore.ts"
+import type { RunStore } from "../../../state/RunStore.ts"
 import { ActionExecutionPlan, PlannedStage } from "../../ActionExecutionPlan.ts"
 import { Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { ExecutionRequest } from "../../ExecutionRequest.ts"
@@ -32,7 +33,7 @@ import {
 } from "./admit.ts"
 import { Call, common, denied } from "./call.ts"
 import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
-import type { Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
+import type { Config, Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
 import {
   boundaryWith,
   checkpointWith,
@@ -49,23 +50,20 @@ import { compile, type EffectStep, type Entry, flatten, type Steps, steps, type 
 /** The profile an executor was built for, with the stores its stages use: chosen once, never per call. */
 export type Profile =
   | { readonly _tag: "minimal" }
-  | { readonly _tag: "durable"; readonly store: StateStore.Service }
+  | { readonly _tag: "durable"; readonly runs: RunStore.Service; readonly attempts: AttemptStore.Service }
   | {
     readonly _tag: "governed"
     readonly profile: "governed" | "certifiable"
     readonly governor: Governor
-    readonly runs: StateStore.Service | undefined
+    readonly runs: RunStore.Service | undefined
   }
 
 /** The profile an executor's configuration selects. */
-export const profileOf = (
-  governor: Governor | undefined,
-  state: StateStore.Service | undefined
-): Profile =>
-  governor !== undefined
-    ? { _tag: "governed", profile: governor.profile, governor, runs: state }
-    : state !== undefined
-    ? { _tag: "durable", store: state }
+export const profileOf = ({ attempts, governance, runs }: Config): Profile =>
+  governance !== undefined
+    ? { _tag: "governed", profile: governance.profile, governor: governance, runs }
+    : runs !== undefined && attempts !== undefined
+    ? { _tag: "durable", runs, attempts }
     : { _tag: "minimal" }
 
 /** The runtime profile a Profile stands behind. */
@@ -137,12 +135,12 @@ const minimalTable = (env: Env, action: Action): Table => {
 }
 
 /** The durable profile: every attempt in a Run committed with its outcome and outbox intents. */
-const durableTable = (env: Env, action: Action, store: StateStore.Service): Table => {
+const durableTable = (env: Env, action: Action, { attempts, runs }: Extract<Profile, { _tag: "durable" }>): Table => {
   const admit = <C extends Noted>(table: Steps<C>, invoke: (leased: Steps<C>) => Table) =>
     table
       .sync(bindContextWith(env, true, true))
-      .effect(bindRunWith(store))
-      .around(commitWith(env, store), (committed) =>
+      .effect(bindRunWith(runs))
+      .around(commitWith(env, attempts), (committed) =>
         committed
           .when(contained(action), () => containmentWith(env))
           .effect(deadline)
@@ -150,11 +148,11 @@ const durableTable = (env: Env, action: Action, store: StateStore.Service): Tabl
   return evaluated(env, action, false)
     ? admit(
       steps<Resolved>().sync(normalise).step(digestWith(env)),
-      (leased) => invocation(secured(leased, env, action, false).effect(openRunWith(store)), env, true)
+      (leased) => invocation(secured(leased, env, action, false).effect(openRunWith(runs)), env, true)
     )
     : admit(
       steps<Resolved>().sync(normalise).effect(noteDigestWith(env)),
-      (leased) => invocation(leased.effect(openRunWith(store)), env, true)
+      (leased) => invocation(leased.effect(openRunWith(runs)), env, true)
     )
 }
 
@@ -193,7 +191,7 @@ const skipped: Record<Profile["_tag"], Partial<Record<Stage, string>>> = {
   minimal: {
     governed_start: "minimal profile: no governed operation, policy pin or evidence",
     evidence_checkpoint: "minimal profile: no pre-call evidence to commit",
-    persist: "minimal profile: no Run, StateStore or outbox projection"
+    persist: "minimal profile: no Run, state store or outbox projection"
   },
   durable: {
     governed_start: "durable profile: no governed operation, policy pin or evidence",
@@ -321,7 +319,7 @@ const compileAction = (
   const table = profile._tag === "governed"
     ? governedTable(env, action, profile)
     : profile._tag === "durable"
-    ? durableTable(env, action, profile.store)
+    ? durableTable(env, action, profile)
     : minimalTable(env, action)
   return Object.freeze({ action, plan: planOf(env, profile, action, table.entries), run: compile(table.entries) })
 }
