@@ -1,6 +1,7 @@
 /**
  * The `governed` benchmark: CPU per governed execute on in-memory stores against a hand-written floor that does the
- * same essential work in plain TypeScript: one policy decision, the arguments' canonical digest, the four records
+ * same essential work in plain TypeScript: one policy decision, the arguments' and the request's canonical digests
+ * (the operation's start names both), the four records
  * of one operation built, hashed and linked so that writ's own verifier accepts the chain, both hashes of each record
  * recomputed on admission as a store must (spec/evidence.md), the handler, and the outcome value, in the same span.
  */
@@ -61,6 +62,7 @@ const sha256 = (text: string) => hash("sha256", text, "hex")
 const decodeSum = Schema.decodeUnknownEither(Sum, { onExcessProperty: "error" })
 const encodeSum = Schema.encodeUnknownEither(Sum)
 const encodeResult = Schema.encodeUnknownEither(Schema.Int)
+const encodeRequest = Schema.encodeEither(ExecutionRequest)
 
 type Payload = Record<string, unknown>
 
@@ -106,11 +108,17 @@ const floorExecute = (chain: FloorChain, request: ExecutionRequest, templates: R
       const allowed = request.action.name.startsWith("bench.") && request.action.name !== "bench.purge"
       const input = Either.getOrThrow(decodeSum(request.arguments))
       const arguments_digest = sha256(Either.getOrThrow(Canonical.stringify(Either.getOrThrow(encodeSum(input)))))
+      const request_digest = sha256(Either.getOrThrow(Canonical.stringify(Either.getOrThrow(encodeRequest(request)))))
       const operation_id = randomUUID()
       const attempt_id = IdGenerator.Uuid.make(randomUUID())
       const [bound, started, gate, completed] = templates
       appendFloor(chain, "policy_bound", operation_id, bound!)
-      appendFloor(chain, "operation_started", operation_id, { ...started, attempt_id, arguments_digest })
+      appendFloor(chain, "operation_started", operation_id, {
+        ...started,
+        attempt_id,
+        arguments_digest,
+        request_digest
+      })
       appendFloor(chain, "gate_evaluated", operation_id, {
         ...gate,
         result_id: randomUUID(),

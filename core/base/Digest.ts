@@ -2,7 +2,7 @@
  * The Digest port: SHA-256 behind a service so each runtime brings its fastest implementation,
  * and `sha256-v1` canonical digests built on it.
  */
-import { Context, Effect, Schema } from "effect"
+import { Context, Effect, Either, Schema } from "effect"
 import * as Canonical from "./Canonical.ts"
 
 /** Lowercase hex SHA-256. */
@@ -27,8 +27,12 @@ export declare namespace Digest {
 }
 
 /** SHA-256 of a string's UTF-8 bytes with a Digest service. */
-export const sha256TextWith = (digest: Digest.Service, text: string): Effect.Effect<Sha256Hex> =>
-  Effect.map(digest.sha256Texts([text]), (hashes) => hashes[0]!)
+export const sha256TextWith = (digest: Digest.Service, text: string): Effect.Effect<Sha256Hex> => {
+  const sync = digest.sha256TextSync
+  return sync !== undefined
+    ? Effect.sync(() => sync(text))
+    : Effect.map(digest.sha256Texts([text]), (hashes) => hashes[0]!)
+}
 
 /** SHA-256 of a string's UTF-8 bytes. */
 export const sha256Text = (text: string): Effect.Effect<Sha256Hex, never, Digest> =>
@@ -39,7 +43,10 @@ export const canonicalWith = (
   digest: Digest.Service,
   value: unknown
 ): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError> =>
-  Effect.flatMap(Canonical.stringify(value), (text) => sha256TextWith(digest, text))
+  Effect.suspend(() => {
+    const text = Canonical.stringify(value)
+    return Either.isLeft(text) ? Effect.fail(text.left) : sha256TextWith(digest, text.right)
+  })
 
 /** The `sha256-v1` digest of a value: SHA-256 of its canonical JSON bytes. */
 export const canonical = (value: unknown): Effect.Effect<Sha256Hex, Canonical.CanonicalJsonError, Digest> =>

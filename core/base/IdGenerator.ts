@@ -21,6 +21,8 @@ export declare namespace IdGenerator {
   /** What an IdGenerator layer provides. */
   export interface Service {
     readonly uuid: Effect.Effect<Uuid>
+    /** A fresh identifier, synchronously: only where the layer mints synchronously (the platform's crypto). */
+    readonly uuidSync?: () => Uuid
   }
 }
 
@@ -28,9 +30,17 @@ export declare namespace IdGenerator {
 export const uuid: Effect.Effect<Uuid, never, IdGenerator> = Effect.flatMap(IdGenerator, (ids) => ids.uuid)
 
 /** Random v4 UUIDs from the platform's WebCrypto (Node, Deno, edge). */
-export const layerCrypto: Layer.Layer<IdGenerator> = Layer.succeed(IdGenerator, {
-  uuid: Effect.sync(() => Uuid.make(globalThis.crypto.randomUUID(), { disableValidation: true }))
+export const layerCrypto: Layer.Layer<IdGenerator> = Layer.sync(IdGenerator, () => {
+  const uuidSync = () => Uuid.make(globalThis.crypto.randomUUID(), { disableValidation: true })
+  return { uuid: Effect.sync(uuidSync), uuidSync }
 })
+
+/** `count` fresh identifiers from an IdGenerator service, in one step where it mints synchronously. */
+export const uuidsWith = (ids: IdGenerator.Service, count: number): Effect.Effect<ReadonlyArray<Uuid>> => {
+  const sync = ids.uuidSync
+  if (sync !== undefined) return Effect.sync(() => Array.from({ length: count }, sync))
+  return Effect.all(Array.from({ length: count }, () => ids.uuid))
+}
 
 const hex4 = (n: number) => n.toString(16).padStart(4, "0")
 

@@ -80,5 +80,8 @@ export const toMicros = (timestamp: Timestamp): number =>
 /** Microseconds since the epoch, from the Clock. */
 export const nowMicros: Effect.Effect<number> = Effect.map(Clock.currentTimeNanos, (nanos) => Number(nanos / 1000n))
 
+/** The current timestamp on a Clock, synchronously. */
+export const ofClock = (clock: Clock.Clock): Timestamp => fromMicros(Number(clock.unsafeCurrentTimeNanos() / 1000n))
+
 /** The current timestamp, from the Clock. */
 export const now: Effect.Effect<Timestamp> = Effect.map(nowMicros, fromMicros)

@@ -44,6 +44,8 @@ export {
   rehash,
   /** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
   seal,
+  /** `sealAllWith` over a synchronous SHA-256, with no Effect. */
+  sealAllSync,
   /** Seal drafts in turn with a Digest service, each extending the one before it from `at`. */
   sealAllWith,
   /** The chain-input text of a record sealed in this process (its payload then canonical by construction), if it was. */

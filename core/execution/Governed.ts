@@ -68,7 +68,7 @@ export const make = (
       interceptors: [...policy, ...(config.interceptors ?? [])],
       governance: {
         profile,
-        pin: (context, attempt_id) => Effect.map(pin(context, attempt_id), Either.map((pinned) => pinned.snapshot)),
+        pin: (context) => Effect.map(pin.read(context), Either.map((pinned) => pinned.snapshot)),
         writer,
         ...(project === undefined ? {} : { project })
       }

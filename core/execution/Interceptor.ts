@@ -8,6 +8,7 @@ import type { Usage } from "../action/ActionUsage.ts"
 import type { ApprovalRequest } from "../approval/Approval.ts"
 import type { Sha256Hex } from "../base/Digest.ts"
 import type { Timestamp } from "../base/Time.ts"
+import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
@@ -21,6 +22,8 @@ export interface Evaluation {
   readonly descriptor: ActionDescriptor
   readonly arguments: Arguments
   readonly arguments_digest: Sha256Hex
+  /** The snapshot the executor pinned for this call at stage 3 (governed profiles): policy decides on it, not a re-read. */
+  readonly snapshot?: PolicySnapshot
 }
 
 /** One gate's result inside a verdict: what governed evidence records as `gate_evaluated`. */

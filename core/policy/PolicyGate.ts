@@ -8,20 +8,17 @@
  */
 import { Effect, Either, Option } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
-import type { Usage } from "../action/ActionUsage.ts"
 import * as Approval from "../approval/Approval.ts"
 import { Digest } from "../base/Digest.ts"
 import { IdGenerator } from "../base/IdGenerator.ts"
-import * as Time from "../base/Time.ts"
-import type { Evaluation } from "../execution/Interceptor.ts"
+import type { Evaluation, Verdict } from "../execution/Interceptor.ts"
 import * as Interceptor from "../execution/Interceptor.ts"
 import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
-import { makeBudgets, namesOf } from "./internal/budget.ts"
+import { makeBudgets } from "./internal/budget.ts"
+import { makeDecisions } from "./internal/decide.ts"
 import { makeEscalation } from "./internal/escalation.ts"
 import type { Pin } from "./internal/pin.ts"
 import { makePinWith } from "./internal/pin.ts"
-import type { Pinned, Reduced } from "./internal/reduce.ts"
-import { reduce } from "./internal/reduce.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
 import { currentInvocation } from "./InvocationContext.ts"
 import type { Part, PolicyInput } from "./PolicyEvaluator.ts"
@@ -53,26 +50,30 @@ const declaredNeeds = ({ environment, mcp, secrets }: ActionDescriptor) => ({
 })
 
 /** What the evaluator sees of a call: its action, arguments, principal and origin, the time, and the resolved path. */
-const inputWith = (options: Options, paths: Option.Option<PathResolver.Service>) => (evaluation: Evaluation) =>
-  Effect.gen(function*() {
-    const invocation = yield* currentInvocation
+const inputWith = (options: Options, paths: Option.Option<PathResolver.Service>) => {
+  const inputOf = (evaluation: Evaluation, resolved_path: string | undefined) =>
+    Effect.clockWith((clock) =>
+      Effect.map(currentInvocation, (invocation): PolicyInput => ({
+        action: evaluation.descriptor.name,
+        aliases: evaluation.descriptor.aliases,
+        effects: evaluation.descriptor.effects,
+        arguments: evaluation.arguments,
+        principal: evaluation.context.authenticated_principal.id,
+        now: Number(clock.unsafeCurrentTimeNanos() / 1000n),
+        ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
+        ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
+        ...(resolved_path === undefined ? {} : { resolved_path }),
+        ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent }),
+        ...declaredNeeds(evaluation.descriptor)
+      }))
+    )
+  return (evaluation: Evaluation): Effect.Effect<PolicyInput> => {
     const path = typeof evaluation.arguments.path === "string" ? normalise(evaluation.arguments.path) : undefined
-    const resolved_path = path === undefined || Option.isNone(paths) ? undefined : yield* paths.value.resolve(path)
-    const input: PolicyInput = {
-      action: evaluation.descriptor.name,
-      aliases: evaluation.descriptor.aliases,
-      effects: evaluation.descriptor.effects,
-      arguments: evaluation.arguments,
-      principal: evaluation.context.authenticated_principal.id,
-      now: yield* Time.nowMicros,
-      ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
-      ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
-      ...(resolved_path === undefined ? {} : { resolved_path }),
-      ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent }),
-      ...declaredNeeds(evaluation.descriptor)
-    }
-    return input
-  })
+    return path === undefined || Option.isNone(paths)
+      ? inputOf(evaluation, undefined)
+      : Effect.flatMap(paths.value.resolve(path), (resolved) => inputOf(evaluation, resolved))
+  }
+}
 
 /** Read the exact snapshot a context names from the store in context, check it is active and recomputes to its digest, and compile it once. */
 export const makePin: Effect.Effect<Pin, never, PolicySnapshotStore | Digest> = Effect.gen(function*() {
@@ -84,7 +85,10 @@ export const make = (options: Options = {}, pin?: Pin) =>
   Effect.gen(function*() {
     const digest = yield* Digest
     const ids = yield* IdGenerator
-    const pinContext = pin ?? (yield* makePin)
+    const pins = pin ?? (yield* makePin)
+    // A call the executor pinned at stage 3 is decided on that snapshot; any other reads the one its context names.
+    const pinOf = (evaluation: Evaluation) =>
+      evaluation.snapshot === undefined ? pins.read(evaluation.context) : pins.compiled(evaluation.snapshot)
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const paths = yield* Effect.serviceOption(PathResolver)
     const ledger = Option.getOrUndefined(yield* Effect.serviceOption(BudgetLedger)) ?? (yield* makeMemory)
@@ -93,67 +97,16 @@ export const make = (options: Options = {}, pin?: Pin) =>
 
     const inputOf = inputWith(options, paths)
 
-    const chargeOf = (pinned: Pinned, evaluation: Evaluation, now: number) => ({
-      snapshot: pinned.snapshot,
-      names: namesOf(evaluation),
-      principal: evaluation.context.authenticated_principal.id,
-      now
-    })
+    const { chargeUsage, guard, policy } = makeDecisions(budgets, escalate, pinOf)
 
-    /** After the call: charge what it consumed to each matching wall-time, token and cost budget. */
-    const chargeUsage = (evaluation: Evaluation, usage: Usage) =>
-      Effect.gen(function*() {
-        const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
-        if (Either.isLeft(pinned)) return
-        yield* budgets.consume(chargeOf(pinned.right, evaluation, yield* Time.nowMicros), usage)
-      })
-
-    const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Interceptor.Allowed) =>
-      budgets.admit(chargeOf(pinned, evaluation, input.now), evaluation.attempt_id, allowed)
-
-    const run = (part: Part) => (evaluation: Evaluation) =>
-      Effect.gen(function*() {
-        const pinned = yield* pinContext(evaluation.context, evaluation.attempt_id)
-        if (Either.isLeft(pinned)) {
-          return pinned.left
-        }
-        const input = yield* inputOf(evaluation)
-        const result = reduce(pinned.right, part, input)
-        // A gate's result is recorded once: at the policy stage, unless its guard part already refused. A soft guard
-        // deny escalates here, and an approval presented for it lets the call go on.
-        if (part === "guard") {
-          const guarded = result.disposition === "escalate"
-            ? yield* escalate(pinned.right, evaluation, input, result)
-            : result
-          return guarded.disposition === "allow"
-            ? {
-              ...guarded,
-              gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny")
-            }
-            : guarded
-        }
-        // A gate whose guard part denied was recorded at the guard stage: its policy part adds no second result (only
-        // an advisory gate's guard deny, or a soft one an approval resolved, lets the call get here).
-        const guarded = pinned.right.guardsPass ? reduce(pinned.right, "guard", input).gates ?? [] : []
-        if (guarded.some((gate) => gate.decision === "deny")) {
-          const recorded = new Set(guarded.flatMap((gate) => gate.decision === "deny" ? [gate.gate_id] : []))
-          return yield* settled(pinned.right, input, evaluation, {
-            ...result,
-            gates: (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id))
-          })
-        }
-        return yield* settled(pinned.right, input, evaluation, result)
-      })
-
-    const settled = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, result: Reduced) =>
-      Effect.gen(function*() {
-        if (result.disposition === "deny") return result
-        if (result.disposition === "escalate") {
-          const escalated = yield* escalate(pinned, evaluation, input, result)
-          return escalated.disposition === "allow" ? yield* charged(pinned, input, evaluation, escalated) : escalated
-        }
-        return yield* charged(pinned, input, evaluation, result)
-      })
+    const run = (part: Part) => (evaluation: Evaluation): Effect.Effect<Verdict> =>
+      Effect.flatMap(pinOf(evaluation), (pinned) =>
+        Either.isLeft(pinned)
+          ? Effect.succeed(pinned.left)
+          : Effect.flatMap(
+            inputOf(evaluation),
+            (input) => (part === "guard" ? guard : policy)(pinned.right, evaluation, input)
+          ))
 
     const interceptors: ReadonlyArray<Interceptor.Interceptor> = [
       {
@@ -161,7 +114,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
         stage: "authorise",
         evaluate: (evaluation) =>
           Effect.map(
-            pinContext(evaluation.context, evaluation.attempt_id),
+            pinOf(evaluation),
             Either.match({
               onLeft: (refused) => refused,
               onRight: ({ snapshot }) => ({

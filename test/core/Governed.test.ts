@@ -132,9 +132,12 @@ const flaky = (failAt: { current: number | undefined; lost?: boolean }) =>
     })
   ).pipe(Layer.provideMerge(MemoryEvidenceStore.layer))
 
-const stores = (failAt: { current: number | undefined; lost?: boolean }) =>
+const stores = (
+  failAt: { current: number | undefined; lost?: boolean },
+  snapshots: Layer.Layer<PolicySnapshotStore, never, Digest.Digest> = MemoryPolicySnapshotStore.layer
+) =>
   Layer.mergeAll(
-    MemoryPolicySnapshotStore.layer,
+    snapshots,
     MemoryApprovalQueue.layer,
     MemoryExecutorRegistry.layer,
     MemoryStateStore.layer,
@@ -145,12 +148,24 @@ const stores = (failAt: { current: number | undefined; lost?: boolean }) =>
 
 const layerWith = (
   failAt: { current: number | undefined; lost?: boolean } = { current: undefined },
-  config: ActionExecutor.Config = {}
+  config: ActionExecutor.Config = {},
+  snapshots?: Layer.Layer<PolicySnapshotStore, never, Digest.Digest>
 ) =>
   Governed.layer(config).pipe(
     Layer.provideMerge(Governance.layerWriter),
-    Layer.provideMerge(stores(failAt))
+    Layer.provideMerge(stores(failAt, snapshots))
   )
+
+/** The in-memory snapshot store, counting the snapshots read from it. */
+const countedSnapshots = (reads: { count: number }) =>
+  Layer.effect(
+    PolicySnapshotStore,
+    Effect.map(PolicySnapshotStore, (store) =>
+      PolicySnapshotStore.of({
+        ...store,
+        get: (policy_id, version) => Effect.suspend(() => (reads.count++, store.get(policy_id, version)))
+      }))
+  ).pipe(Layer.provide(MemoryPolicySnapshotStore.layer))
 
 const install = installPolicy(declaration)
 
@@ -219,6 +234,20 @@ describe("governed execution", () => {
       assert.isTrue(verified.valid)
       assert.strictEqual(verified.checked_records, 5)
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("a call reads its snapshot once, at its stage-3 pin: every policy stage, and the budget charge, decides on it", () => {
+    const reads = { count: 0 }
+    return Effect.gen(function*() {
+      const { boundary, ref } = yield* setup
+      reads.count = 0
+      const outcome = yield* exec(ref, boundary, "notes.write", { text: "hello" })
+      assert.strictEqual(outcome._tag, "succeeded")
+      assert.strictEqual(reads.count, 1)
+      const denied = yield* exec(ref, boundary, "notes.save", { path: "notes/a.txt" })
+      assert.strictEqual(denied._tag, "denied")
+      assert.strictEqual(reads.count, 2)
+    }).pipe(Effect.provide(layerWith(undefined, {}, countedSnapshots(reads))))
+  })
 
   it.effect("every outcome closes its operation with exactly one matching terminal record", () =>
     Effect.gen(function*() {

@@ -105,56 +105,92 @@ export interface Positions {
   readonly created_at: Timestamp
 }
 
+// A draft at its chain position, before its chain hash.
+const unsealedAt = (draft: Draft, at: Positions, i: number, payload_json: string, payload_digest: Sha256Hex) => ({
+  record_id: at.record_ids[i]!,
+  record_type: draft.record_type,
+  chain_id: at.chain_id,
+  operation_id: draft.operation_id,
+  sequence: at.sequence + i,
+  policy_id: draft.policy_id,
+  policy_version: draft.policy_version,
+  payload_json,
+  payload_digest,
+  previous_chain_hash: null as Sha256Hex | null,
+  supersedes_record_id: draft.supersedes_record_id ?? null,
+  created_at: at.created_at,
+  hash_algorithm: hashAlgorithm
+})
+
+const sealedRecord = (unsealed: ReturnType<typeof unsealedAt>, text: string, chain_hash: Sha256Hex) => {
+  const record = Object.freeze(trustedMake(EvidenceRecord, { ...unsealed, chain_hash }))
+  sealedInputs.set(record, text)
+  return record
+}
+
+const payloadsOf = (drafts: ReadonlyArray<Draft>): Either.Either<Array<string>, Canonical.CanonicalJsonError> => {
+  const payloads: Array<string> = []
+  for (const draft of drafts) {
+    const text = Canonical.stringify(draft.payload)
+    if (Either.isLeft(text)) return Either.left(text.left)
+    payloads.push(text.right)
+  }
+  return Either.right(payloads)
+}
+
+/** `sealAllWith` over a synchronous SHA-256: no Effect at all. Fails when a payload is not canonical JSON. */
+export const sealAllSync = (
+  sha256: (text: string) => Sha256Hex,
+  drafts: ReadonlyArray<Draft>,
+  at: Positions
+): Either.Either<ReadonlyArray<EvidenceRecord>, Canonical.CanonicalJsonError> =>
+  Either.map(payloadsOf(drafts), (payloads) => {
+    const records: Array<EvidenceRecord> = []
+    let previous_chain_hash = at.previous_chain_hash
+    for (let i = 0; i < drafts.length; i++) {
+      const unsealed = { ...unsealedAt(drafts[i]!, at, i, payloads[i]!, sha256(payloads[i]!)), previous_chain_hash }
+      // Every field is canonical by construction here: its id, type, times and digests are branded, its payload text.
+      const text = chainInput(unsealed)
+      if (text === undefined) throw new Error("Evidence.chainInput refused a record it sealed")
+      const record = sealedRecord(unsealed, text, sha256(text))
+      records.push(record)
+      previous_chain_hash = record.chain_hash as Sha256Hex
+    }
+    return records
+  })
+
 /**
  * Seal drafts in turn with a Digest service, each extending the one before it from `at`: canonical payloads, both
- * hashes. Fails when a payload is not canonical JSON.
+ * hashes (synchronously where the Digest hashes synchronously). Fails when a payload is not canonical JSON.
  */
 export const sealAllWith = (
   digest: Digest.Service,
   drafts: ReadonlyArray<Draft>,
   at: Positions
-): Effect.Effect<ReadonlyArray<EvidenceRecord>, Canonical.CanonicalJsonError> =>
-  Effect.suspend(() => {
-    const payloads: Array<string> = []
-    for (const draft of drafts) {
-      const text = Canonical.stringify(draft.payload)
-      if (Either.isLeft(text)) return Effect.fail(text.left)
-      payloads.push(text.right)
-    }
-    return Effect.flatMap(digest.sha256Texts(payloads), (payloadDigests) => {
-      const records: Array<EvidenceRecord> = []
-      const sealFrom = (i: number, previous_chain_hash: Sha256Hex | null): Effect.Effect<
-        ReadonlyArray<EvidenceRecord>,
-        Canonical.CanonicalJsonError
-      > => {
-        if (i === drafts.length) return Effect.succeed(records)
-        const draft = drafts[i]!
-        const unsealed = {
-          record_id: at.record_ids[i]!,
-          record_type: draft.record_type,
-          chain_id: at.chain_id,
-          operation_id: draft.operation_id,
-          sequence: at.sequence + i,
-          policy_id: draft.policy_id,
-          policy_version: draft.policy_version,
-          payload_json: payloads[i]!,
-          payload_digest: payloadDigests[i]!,
-          previous_chain_hash,
-          supersedes_record_id: draft.supersedes_record_id ?? null,
-          created_at: at.created_at,
-          hash_algorithm: hashAlgorithm
+): Effect.Effect<ReadonlyArray<EvidenceRecord>, Canonical.CanonicalJsonError> => {
+  const sync = digest.sha256TextSync
+  if (sync !== undefined) return Effect.suspend(() => sealAllSync(sync, drafts, at))
+  return Effect.flatMap(
+    payloadsOf(drafts),
+    (payloads) =>
+      Effect.flatMap(digest.sha256Texts(payloads), (payloadDigests) => {
+        const records: Array<EvidenceRecord> = []
+        const sealFrom = (i: number, previous_chain_hash: Sha256Hex | null): Effect.Effect<
+          ReadonlyArray<EvidenceRecord>,
+          Canonical.CanonicalJsonError
+        > => {
+          if (i === drafts.length) return Effect.succeed(records)
+          const unsealed = { ...unsealedAt(drafts[i]!, at, i, payloads[i]!, payloadDigests[i]!), previous_chain_hash }
+          return Effect.flatMap(chainInputOf(unsealed), (text) =>
+            Effect.flatMap(sha256TextWith(digest, text), (chain_hash) => {
+              records.push(sealedRecord(unsealed, text, chain_hash))
+              return sealFrom(i + 1, chain_hash)
+            }))
         }
-        return Effect.flatMap(chainInputOf(unsealed), (text) =>
-          Effect.flatMap(sha256TextWith(digest, text), (chain_hash) => {
-            const record = Object.freeze(trustedMake(EvidenceRecord, { ...unsealed, chain_hash }))
-            sealedInputs.set(record, text)
-            records.push(record)
-            return sealFrom(i + 1, chain_hash)
-          }))
-      }
-      return sealFrom(0, at.previous_chain_hash)
-    })
-  })
+        return sealFrom(0, at.previous_chain_hash)
+      })
+  )
+}
 
 /** Seal a draft at a chain position: canonical payload, both hashes. Fails when the payload is not canonical JSON. */
 export const seal = (draft: Draft, position: Position) =>

@@ -4,11 +4,12 @@
  */
 import { Chunk, Effect, Option, Stream } from "effect"
 import type { Digest, Sha256Hex } from "../../base/Digest.ts"
-import type { IdGenerator, Uuid } from "../../base/IdGenerator.ts"
+import { type IdGenerator, type Uuid, uuidsWith } from "../../base/IdGenerator.ts"
 import * as Time from "../../base/Time.ts"
 import * as Evidence from "../Evidence.ts"
 import type { AppendReceipt, EvidenceStore } from "../EvidenceStore.ts"
 import { BoundaryError, OperationOwnershipError, type TaskBoundary } from "../TaskBoundary.ts"
+import * as ChainLock from "./chainLock.ts"
 
 /** What every function of one writer shares: its store, digest, ids, and the state of each chain it holds. */
 interface Writer {
@@ -19,7 +20,7 @@ interface Writer {
 }
 
 interface ChainState {
-  readonly lock: Effect.Semaphore
+  readonly lock: ChainLock.ChainLock
   /** The boundary this writer opened on the chain: only the writer that opened a boundary runs and closes it. */
   opened: TaskBoundary | undefined
   /** The last head this writer knew; `fresh` while its own last append on the chain succeeded. */
@@ -63,7 +64,7 @@ const stateOf = (w: Writer, chain_id: string) => {
   let state = w.chains.get(chain_id)
   if (state === undefined) {
     state = {
-      lock: Effect.unsafeMakeSemaphore(1),
+      lock: ChainLock.make(),
       opened: undefined,
       head: undefined,
       fresh: false,
@@ -151,6 +152,59 @@ const started = (state: ChainState, drafts: ReadonlyArray<Evidence.Draft>) => {
   }
 }
 
+// What one commit appends once the chain's state admits it: owed terminals first, then the asked drafts, at the head.
+interface Admitted {
+  readonly drafts: ReadonlyArray<Evidence.Draft>
+  readonly owed: number
+  readonly head: ChainState["head"]
+  readonly closing: boolean
+}
+
+// The chain's state decides, synchronously, whether these drafts may be appended now, and after what.
+const admit = (
+  chain_id: Uuid,
+  state: ChainState,
+  asked: ReadonlyArray<Evidence.Draft>,
+  expected: ChainState["head"] | undefined
+): BoundaryError | OperationOwnershipError | Admitted => {
+  const foreign = expected !== undefined
+  const refused = refusal(chain_id, state, asked, foreign)
+  if (refused !== undefined) return refused
+  const owed = foreign ? [] : state.owed
+  const drafts = owed.length === 0 ? asked : [...owed, ...asked]
+  const head = expected ?? state.head
+  const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
+  if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
+    return new BoundaryError({ reason: "closed", chain_id })
+  }
+  if (closing !== -1 && state.opened === undefined) return new BoundaryError({ reason: "abandoned", chain_id })
+  if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
+    return new BoundaryError({ reason: "closing", chain_id })
+  }
+  return { drafts, owed: owed.length, head, closing: closing !== -1 }
+}
+
+// The admitted drafts sealed at the head (without an Effect where ids and hashes are synchronous) and appended.
+const commit = (w: Writer, chain_id: Uuid, admitted: Admitted, created_at: Time.Timestamp) => {
+  const { drafts, head } = admitted
+  const at = (record_ids: ReadonlyArray<Uuid>) => ({
+    chain_id,
+    sequence: head === undefined ? 0 : head.sequence + 1,
+    previous_chain_hash: head?.hash ?? null,
+    record_ids,
+    created_at
+  })
+  const sha256 = w.digest.sha256TextSync
+  const uuid = w.ids.uuidSync
+  const sealed = sha256 !== undefined && uuid !== undefined
+    ? Evidence.sealAllSync(sha256, drafts, at(Array.from({ length: drafts.length }, uuid)))
+    : Effect.flatMap(
+      uuidsWith(w.ids, drafts.length),
+      (record_ids) => Evidence.sealAllWith(w.digest, drafts, at(record_ids))
+    )
+  return Effect.flatMap(sealed, w.store.appendAll)
+}
+
 const appendFrom = (
   w: Writer,
   chain_id: Uuid,
@@ -158,60 +212,42 @@ const appendFrom = (
   expected: ChainState["head"] | undefined,
   ifCommitted?: () => ReadonlyArray<Evidence.Draft>
 ) => {
-  const foreign = expected !== undefined
   if (asked.length === 0) return Effect.succeed<ReadonlyArray<AppendReceipt>>([])
   const state = stateOf(w, chain_id)
+  const foreign = expected !== undefined
+  const append = Effect.clockWith((clock): Effect.Effect<
+    ReadonlyArray<AppendReceipt>,
+    Effect.Effect.Error<ReturnType<typeof commit>> | BoundaryError | OperationOwnershipError
+  > => {
+    const admitted = admit(chain_id, state, asked, expected)
+    if (!("drafts" in admitted)) return Effect.fail(admitted)
+    const created_at = Time.ofClock(clock)
+    return Effect.map(commit(w, chain_id, admitted, created_at), (receipts) => {
+      const last = receipts[receipts.length - 1]
+      if (last !== undefined) {
+        state.head = { sequence: last.sequence, hash: last.head_hash, closed: admitted.closing }
+        state.fresh = true
+      }
+      if (admitted.owed > 0) state.owed = []
+      concluded(state, asked)
+      if (ifCommitted !== undefined) started(state, asked)
+      return admitted.owed === 0 ? receipts : receipts.slice(admitted.owed)
+    })
+  })
+  const body = Effect.suspend(() => {
+    const tracking = state.operations.size > 0 || state.unconfirmed.size > 0 || state.owed.length > 0
+    if (state.fresh || (foreign && !tracking)) return append
+    return Effect.flatMap(catchUp(w, chain_id, state), (head) => {
+      state.head = head
+      state.fresh = true
+      return append
+    })
+  })
   // Waiting for the lock can be interrupted; an append, once begun, runs to its commit or its failure.
-  return state.lock.withPermits(1)(
-    Effect.uninterruptible(
-      Effect.gen(function*() {
-        const tracking = state.operations.size > 0 || state.unconfirmed.size > 0 || state.owed.length > 0
-        if (!state.fresh && (!foreign || tracking)) {
-          state.head = yield* catchUp(w, chain_id, state)
-          state.fresh = true
-        }
-        const refused = refusal(chain_id, state, asked, foreign)
-        if (refused !== undefined) return yield* refused
-        const owed = foreign ? [] : state.owed
-        const drafts = owed.length === 0 ? asked : [...owed, ...asked]
-        const head = expected ?? state.head
-        const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
-        if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
-          return yield* new BoundaryError({ reason: "closed", chain_id })
-        }
-        if (closing !== -1 && state.opened === undefined) {
-          return yield* new BoundaryError({ reason: "abandoned", chain_id })
-        }
-        if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
-          return yield* new BoundaryError({ reason: "closing", chain_id })
-        }
-        const record_ids: Array<Uuid> = []
-        for (let i = 0; i < drafts.length; i++) record_ids.push(yield* w.ids.uuid)
-        const records = yield* Evidence.sealAllWith(w.digest, drafts, {
-          chain_id,
-          sequence: head === undefined ? 0 : head.sequence + 1,
-          previous_chain_hash: head?.hash ?? null,
-          record_ids,
-          created_at: yield* Time.now
-        })
-        const receipts = yield* w.store.appendAll(records)
-        const last = receipts[receipts.length - 1]
-        if (last !== undefined) {
-          state.head = { sequence: last.sequence, hash: last.head_hash, closed: closing !== -1 }
-          state.fresh = true
-        }
-        if (owed.length > 0) state.owed = []
-        concluded(state, asked)
-        if (ifCommitted !== undefined) started(state, asked)
-        return owed.length === 0 ? receipts : receipts.slice(owed.length)
-      }).pipe(Effect.tapError(() =>
-        Effect.sync(() => {
-          state.fresh = false
-          for (const terminal of ifCommitted?.() ?? []) state.unconfirmed.set(terminal.operation_id!, terminal)
-        })
-      ))
-    )
-  )
+  return ChainLock.withLock(state.lock, body, () => {
+    state.fresh = false
+    for (const terminal of ifCommitted?.() ?? []) state.unconfirmed.set(terminal.operation_id!, terminal)
+  })
 }
 const appendAll = (
   w: Writer,
@@ -267,12 +303,15 @@ const open = (w: Writer, boundary: TaskBoundary) =>
   Effect.suspend(() => {
     const { chain_id } = boundary
     const state = stateOf(w, chain_id)
-    return state.lock.withPermits(1)(Effect.gen(function*() {
-      if (state.opened !== undefined || state.head !== undefined || Option.isSome(yield* w.store.head(chain_id))) {
-        return yield* new BoundaryError({ reason: "in_use", chain_id })
-      }
-      state.opened = boundary
-    }))
+    return ChainLock.withLock(
+      state.lock,
+      Effect.gen(function*() {
+        if (state.opened !== undefined || state.head !== undefined || Option.isSome(yield* w.store.head(chain_id))) {
+          return yield* new BoundaryError({ reason: "in_use", chain_id })
+        }
+        state.opened = boundary
+      })
+    )
   })
 
 const isOpen = (w: Writer, boundary: TaskBoundary) => {

@@ -9,32 +9,41 @@ import type { PolicySnapshotStore } from "../PolicySnapshotStore.ts"
 import type { Pinned } from "./reduce.ts"
 import { pinned } from "./reduce.ts"
 
-/** Pin the snapshot a context names: the compiled snapshot, or the refusal. */
-export type Pin = (context: ExecutionContext, attempt_id?: string) => Effect.Effect<Either.Either<Pinned, Verdict>>
+/** How policy decisions get their snapshot: read for a context, or compiled from one already pinned. */
+export interface Pin {
+  /** Read the snapshot a context names and check it is active and the pinned one: the compiled snapshot, or the refusal. */
+  readonly read: (context: ExecutionContext) => Effect.Effect<Either.Either<Pinned, Verdict>>
+  /** The compiled form of a snapshot this executor pinned (verified against its digest once per digest). */
+  readonly compiled: (snapshot: PolicySnapshot) => Effect.Effect<Either.Either<Pinned, Verdict>>
+}
 
 const deny = (code: string, detail: string) => Either.left(Interceptor.deny(code, detail))
 
 /**
  * Read the snapshot a context names, check it is active and is the pinned one, and verify and compile its content
- * once per digest (a snapshot's content is immutable by its digest; its release state is read on every pin). One
- * read per attempt: every stage of one invocation sees the snapshot its first pin read.
+ * once per digest (a snapshot's content is immutable by its digest; its release state is read on every read).
  */
 export const makePinWith = (store: PolicySnapshotStore.Service, digest: Digest.Service): Pin => {
-  const compiled = new Map<string, Pinned>()
-  const recent = new Map<string, Either.Either<Pinned, Verdict>>()
+  const cache = new Map<string, Pinned>()
 
-  const verified = (snapshot: PolicySnapshot, expected: string) =>
+  const verified = (snapshot: PolicySnapshot) =>
     Effect.gen(function*() {
       // Its own immutable copy (the same snapshot when the store's is one), so no holder of the store's can change it.
       const own = immutable(snapshot)
       const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(own), Digest, digest))
-      if (Either.isLeft(recomputed) || recomputed.right !== expected) {
+      if (Either.isLeft(recomputed) || recomputed.right !== snapshot.digest) {
         return deny("policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
       }
       const compiledSnapshot = pinned(own)
-      compiled.set(expected, compiledSnapshot)
+      cache.set(snapshot.digest, compiledSnapshot)
       return Either.right(compiledSnapshot)
     })
+
+  // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
+  const compiled = (snapshot: PolicySnapshot) => {
+    const cached = cache.get(snapshot.digest)
+    return cached !== undefined ? Effect.succeed(Either.right(cached)) : verified(snapshot)
+  }
 
   const read = (context: ExecutionContext): Effect.Effect<Either.Either<Pinned, Verdict>> => {
     const ref = context.policy_snapshot
@@ -50,20 +59,9 @@ export const makePinWith = (store: PolicySnapshotStore.Service, digest: Digest.S
       if (snapshot.release_state !== "active") {
         return Effect.succeed(deny("policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
       }
-      // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
-      const cached = compiled.get(ref.digest)
-      return cached !== undefined ? Effect.succeed(Either.right(cached)) : verified(snapshot, ref.digest)
+      return compiled(snapshot)
     })
   }
 
-  return (context, attempt_id) => {
-    const seen = attempt_id === undefined ? undefined : recent.get(attempt_id)
-    if (seen !== undefined) return Effect.succeed(seen)
-    return Effect.tap(read(context), (result) =>
-      Effect.sync(() => {
-        if (attempt_id === undefined) return
-        recent.set(attempt_id, result)
-        if (recent.size > 4096) recent.delete(recent.keys().next().value!)
-      }))
-  }
+  return { read, compiled }
 }

@@ -57,7 +57,7 @@ export type ExecutionError = GovernanceEvidenceError | OutcomeEvidenceError | Pe
 /** What a governed executor adds: the profile it claims, the snapshot pin, and the evidence writer. */
 export interface Governor {
   readonly profile: "governed" | "certifiable"
-  readonly pin: (context: ExecutionContext, attempt_id: string) => Effect.Effect<Either.Either<PolicySnapshot, Verdict>>
+  readonly pin: (context: ExecutionContext) => Effect.Effect<Either.Either<PolicySnapshot, Verdict>>
   readonly writer: EvidenceWriter.Service
   /** Stage 14 for a call in a durable Run: project its committed evidence into the Run now (true), or leave it (false). */
   readonly project?: Effect.Effect<boolean>

@@ -5,6 +5,7 @@
 import { Effect, Either } from "effect"
 import type { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
 import { uncontained } from "../../../action/ActionExecutionBackend.ts"
+import { uuidsWith } from "../../../base/IdGenerator.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
@@ -63,36 +64,40 @@ const appendEvidence = (
  * `gate_evaluated` per gate result (a verdict without gates is its evaluator's one hard gate, except a deferral:
  * capacity is never a gate result), then any granted exception.
  */
-const producedDrafts = Effect.fnUntraced(function*(env: Env, call: Call, operation: OperationContext) {
-  const produced = call.produced
+const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
+  const produced = call.produced ?? []
   call.produced = undefined
-  const drafts: Array<Evidence.Draft> = []
-  if (produced === undefined) return drafts
-  const evaluated_at = yield* Time.now
-  for (const { arguments_digest, evaluator, stage, verdict } of produced) {
-    const gates = verdict.disposition === "defer" ? [] : verdict.gates ?? [{
+  if (produced.length === 0) return Effect.succeed<Array<Evidence.Draft>>([])
+  const gatesOf = ({ evaluator, verdict }: (typeof produced)[number]) =>
+    verdict.disposition === "defer" ? [] : verdict.gates ?? [{
       gate_id: evaluator,
       level: "hard" as const,
       decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
       reason_code: verdict.code,
       matched_rules: []
     }]
-    for (const gate of gates) {
-      drafts.push(ledger.gateEvaluated(operation, {
-        ...gate,
-        result_id: yield* env.ids.uuid,
-        evaluator,
-        stage,
-        arguments_digest,
-        evaluated_at
-      }))
-    }
-    if (verdict.disposition === "allow" && verdict.exception !== undefined) {
-      drafts.push(ledger.exceptionGranted(operation, verdict.exception))
-    }
-  }
-  return drafts
-})
+  const count = produced.reduce((n, result) => n + gatesOf(result).length, 0)
+  return Effect.clockWith((clock) =>
+    Effect.map(uuidsWith(env.ids, count), (result_ids) => {
+      const evaluated_at = Time.ofClock(clock)
+      const drafts: Array<Evidence.Draft> = []
+      let next = 0
+      for (const result of produced) {
+        const { arguments_digest, evaluator, stage, verdict } = result
+        for (const gate of gatesOf(result)) {
+          const result_id = result_ids[next++]!
+          drafts.push(
+            ledger.gateEvaluated(operation, { ...gate, result_id, evaluator, stage, arguments_digest, evaluated_at })
+          )
+        }
+        if (verdict.disposition === "allow" && verdict.exception !== undefined) {
+          drafts.push(ledger.exceptionGranted(operation, verdict.exception))
+        }
+      }
+      return drafts
+    })
+  )
+}
 
 /** Stage 3, governed: a governed call runs inside an open task boundary of this executor's writer. */
 export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved, { boundary: TaskBoundary }> => ({
@@ -152,16 +157,16 @@ export const pinWith = (
   _tag: "Effect",
   stage: "bind_context",
   detail: "retrieve the exact policy snapshot and recompute its digest; probe the backend for required containment",
-  run: Effect.fnUntraced(function*({ action, call }) {
-    const pinned = yield* governor.pin(call.context, call.attempt_id)
-    if (Either.isLeft(pinned)) return denied(call, pinned.left.code, pinned.left.detail)
-    const capability = yield* env.backend.probe
-    const missing = uncontained(capability, action.definition.containment)
-    if (missing.length > 0) {
-      return denied(call, "containment.unsupported", `${capability.backend.id} cannot contain ${missing.join(", ")}`)
-    }
-    return { snapshot: pinned.right, capability }
-  })
+  run: ({ action, call }) =>
+    Effect.flatMap(governor.pin(call.context), (pinned) =>
+      Either.isLeft(pinned)
+        ? Effect.succeed(denied(call, pinned.left.code, pinned.left.detail))
+        : Effect.map(env.backend.probe, (capability) => {
+          const missing = uncontained(capability, action.definition.containment)
+          return missing.length > 0
+            ? denied(call, "containment.unsupported", `${capability.backend.id} cannot contain ${missing.join(", ")}`)
+            : { snapshot: pinned.right, capability }
+        }))
 })
 
 /** One governed operation of one call, from its start to its one terminal record. */
@@ -235,34 +240,37 @@ class Operation {
     }))
   }
 
-  private readonly append = Effect.fnUntraced(
-    function*(this: Operation, operation: OperationContext, outcome: ExecutionOutcome) {
-      const { call, env } = this
-      const result_digest = outcome._tag === "succeeded" ? yield* resultDigest(env.digest, outcome.result) : null
-      const drafts = yield* producedDrafts(env, call, operation)
-      drafts.push(ledger.terminal(operation, outcome, result_digest, this.state.digest))
-      const appended = yield* Effect.either(this.writer.appendAll(operation.chain_id, drafts))
-      if (Either.isRight(appended)) {
-        call.receipt = appended.right[appended.right.length - 1]
-        call.committed = outcome
-        return outcome
-      }
-      const detail = failureDetail(appended.left)
-      if (outcome._tag === "failed") {
-        return yield* new OutcomeEvidenceError({
-          operation_id: operation.operation_id,
-          failure_code: outcome.failure.code,
-          detail
+  private append(operation: OperationContext, outcome: ExecutionOutcome) {
+    const { call, env } = this
+    const result_digest = outcome._tag === "succeeded" ? resultDigest(env.digest, outcome.result) : Effect.succeed(null)
+    const drafts = Effect.zipWith(result_digest, producedDrafts(env, call, operation), (digest, drafts) => [
+      ...drafts,
+      ledger.terminal(operation, outcome, digest, this.state.digest)
+    ])
+    return Effect.flatMap(drafts, (terminal) =>
+      this.writer.appendAll(operation.chain_id, terminal).pipe(
+        Effect.map((receipts) => {
+          call.receipt = receipts[receipts.length - 1]
+          call.committed = outcome
+          return outcome
+        }),
+        Effect.mapError((error) => {
+          const detail = failureDetail(error)
+          return outcome._tag === "failed"
+            ? new OutcomeEvidenceError({
+              operation_id: operation.operation_id,
+              failure_code: outcome.failure.code,
+              detail
+            })
+            : new GovernanceEvidenceError({
+              call_executed: callExecuted(outcome),
+              record_type: ledger.terminalType(outcome),
+              operation_id: operation.operation_id,
+              detail
+            })
         })
-      }
-      return yield* new GovernanceEvidenceError({
-        call_executed: callExecuted(outcome),
-        record_type: ledger.terminalType(outcome),
-        operation_id: operation.operation_id,
-        detail
-      })
-    }
-  )
+      ))
+  }
 
   /** Close an operation that has no terminal record yet, best effort (an interruption, a defect). */
   closeOpen(outcome: () => ExecutionOutcome) {

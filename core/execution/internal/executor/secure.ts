@@ -6,6 +6,7 @@ import { Deferred, Duration, Effect, Exit } from "effect"
 import type { Usage } from "../../../action/ActionUsage.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
+import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import { ActionAdmissionDecision } from "../../AdmissionDecision.ts"
 import { Cancelled, type ExecutionOutcome, Recheck, TimedOut } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
@@ -16,55 +17,71 @@ import { type Call, common, denied, outcomeOf, reason } from "./call.ts"
 import type { Env } from "./env.ts"
 import { type EffectStep, isOutcome, type SyncStep, type WithinStep } from "./table.ts"
 
-// What an evaluator sees of the call now.
-const evaluationOf = (state: Digested): Evaluation => ({
+// What an evaluator sees of the call now, with the snapshot a governed call was pinned to at stage 3.
+const evaluationOf = (state: Digested & { readonly snapshot?: PolicySnapshot }): Evaluation => ({
   attempt_id: state.call.attempt_id,
   request: state.call.request,
   context: state.call.context,
   descriptor: state.action.descriptor,
   arguments: state.args,
-  arguments_digest: state.digest
+  arguments_digest: state.digest,
+  ...(state.snapshot === undefined ? {} : { snapshot: state.snapshot })
 })
 
 const evaluatorError: Verdict = { disposition: "deny", code: "control.evaluator_error" }
 
+// One interceptor's answer bound to the current digest and recorded on the call: an outcome when it refuses.
+const bound = (
+  state: Digested,
+  interceptor: Interceptor,
+  stage: Stage,
+  governed: boolean,
+  exit: Exit.Exit<unknown, unknown>
+): ExecutionOutcome | undefined => {
+  const call = state.call
+  // An evaluator is user code: what it answers is bound only if it is a verdict.
+  const verdict = Exit.isSuccess(exit) && isVerdict(exit.value) ? exit.value : evaluatorError
+  const decision = trustedMake(ActionAdmissionDecision, {
+    disposition: verdict.disposition,
+    reason: reason(verdict.code, verdict.detail),
+    evaluator: interceptor.id,
+    stage,
+    arguments_digest: state.digest,
+    evidence: [],
+    ...(verdict.disposition === "defer" && verdict.retry_at !== undefined ? { retry_at: verdict.retry_at } : {}),
+    ...(verdict.disposition === "escalate" && verdict.approval !== undefined ? { approval: verdict.approval } : {})
+  })
+  ;(call.decisions ??= []).push(decision)
+  if (governed) {
+    ;(call.produced ??= []).push({ evaluator: interceptor.id, verdict, stage, arguments_digest: state.digest })
+  }
+  const charge = interceptor.charge
+  if (
+    verdict.disposition === "allow" && verdict.metered === true && charge !== undefined &&
+    call.charges?.has(interceptor) !== true
+  ) {
+    ;(call.charges ??= new Map()).set(interceptor, (usage: Usage) => charge(evaluationOf(state), usage))
+  }
+  return verdict.disposition === "allow" ? undefined : outcomeOf(call, verdict.disposition, decision)
+}
+
 /** Run interceptors in order at `stage`, each decision bound to the current digest; an outcome when one refuses. */
-const decide = Effect.fnUntraced(function*(
+const decide = (
   state: Digested,
   interceptors: ReadonlyArray<Interceptor>,
   stage: Stage,
   governed: boolean
-) {
-  const call = state.call
-  for (const interceptor of interceptors) {
-    const exit = yield* Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state))))
-    // An evaluator is user code: what it answers is bound only if it is a verdict.
-    const verdict = Exit.isSuccess(exit) && isVerdict(exit.value) ? exit.value : evaluatorError
-    const decision = trustedMake(ActionAdmissionDecision, {
-      disposition: verdict.disposition,
-      reason: reason(verdict.code, verdict.detail),
-      evaluator: interceptor.id,
-      stage,
-      arguments_digest: state.digest,
-      evidence: [],
-      ...(verdict.disposition === "defer" && verdict.retry_at !== undefined ? { retry_at: verdict.retry_at } : {}),
-      ...(verdict.disposition === "escalate" && verdict.approval !== undefined ? { approval: verdict.approval } : {})
+): Effect.Effect<ExecutionOutcome | undefined> => {
+  const from = (i: number): Effect.Effect<ExecutionOutcome | undefined> => {
+    const interceptor = interceptors[i]
+    if (interceptor === undefined) return Effect.succeed(undefined)
+    return Effect.flatMap(Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state)))), (exit) => {
+      const refused = bound(state, interceptor, stage, governed, exit)
+      return refused === undefined ? from(i + 1) : Effect.succeed(refused)
     })
-    ;(call.decisions ??= []).push(decision)
-    if (governed) {
-      ;(call.produced ??= []).push({ evaluator: interceptor.id, verdict, stage, arguments_digest: state.digest })
-    }
-    const charge = interceptor.charge
-    if (
-      verdict.disposition === "allow" && verdict.metered === true && charge !== undefined &&
-      call.charges?.has(interceptor) !== true
-    ) {
-      ;(call.charges ??= new Map()).set(interceptor, (usage: Usage) => charge(evaluationOf(state), usage))
-    }
-    if (verdict.disposition !== "allow") return outcomeOf(call, verdict.disposition, decision)
   }
-  return undefined
-})
+  return from(0)
+}
 
 const securityDetail: Record<SecurityStage, string> = {
   authorise: "principal and tenant authorization interceptors",
