@@ -5,9 +5,10 @@
  */
 import type { Scope } from "effect"
 import { Effect, Exit, Runtime } from "effect"
+import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
 import { closedError, commitInline, type Submit } from "../../sql/internal/commitQueue.ts"
-import type * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
+import * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
 import type { Pending } from "../../sql/internal/evidenceCommit.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as CommitThread from "./commitThreadHandle.ts"
@@ -23,7 +24,7 @@ const LONE_BATCHES = 4
 
 /**
  * Appends committed one batch at a time. While they come one at a time, each is committed on the store's connection
- * (after a turn of the scheduler, for any appends made alongside it to join). Once a batch holds several, the commit
+ * by the appending fiber itself, after a turn of the scheduler for any appends made alongside it to join. Once a batch holds several, the commit
  * thread is started if it is not yet, and, from when it is ready until appends come singly again, every batch is
  * posted to it as soon as the previous one is answered. `storeFile` is the file the store's connection has open: a
  * thread is never started for an in-memory or temporary database (`""`), and one that opened another file is
@@ -115,9 +116,35 @@ export const threaded = (
       }
     }
 
+    // An append with nothing committing or waiting leads: after one turn of the scheduler, for appends made alongside
+    // it to join, it commits on its own fiber if none did (no fiber forked); a batch that formed goes the way of every
+    // batch, and the leader waits for its answer with the others.
+    const lead = (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
+      busy = true
+      return Effect.uninterruptible(Effect.zipRight(
+        Effect.yieldNow(),
+        Effect.suspend(() => {
+          if (waiting.length > 0) {
+            return Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
+              waiting.unshift({ records, resume })
+              flush()
+            })
+          }
+          lone++
+          route(false)
+          return Effect.flatMap(Effect.exit(commit([records])), (exit) => {
+            const [placed] = EvidenceCommit.answered([records], exit)
+            settled()
+            return placed!
+          })
+        })
+      ))
+    }
+
     return (records) =>
       Effect.suspend(() => {
         thread?.drain()
+        if (!closed && !busy && !overlapping && waiting.length === 0) return lead(records)
         return Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
           if (closed) return resume(Exit.fail(closedError))
           waiting.push({ records, resume })
