@@ -38,7 +38,7 @@ export declare namespace StateStorage {
   export interface Service {
     /** Whether rows survive a restart. */
     readonly durable: boolean
-    /** Run `body` as one transaction: no other transaction writes between its reads and its writes; a failure writes nothing. */
+    /** Run `body` as one transaction: no other transaction writes between its reads and its writes; a failure writes nothing. Transactions do not nest. */
     readonly transaction: <A, E>(body: Effect.Effect<A, E>) => Effect.Effect<A, E | StateStoreUnavailableError>
     /** A Run by id. */
     readonly getRun: (run_id: string) => Fails<Option.Option<Run>>

@@ -204,4 +204,30 @@ describe("SqlEvidenceStore commit thread", () => {
       }).pipe(Effect.scoped),
     60_000
   )
+
+  it.scoped("a lone append made inside a caller's transaction on another database commits to the store's own file", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const store = yield* Layer.build(Sqlite.layer({ filename: path.join(dir, "store.db") }))
+      const caller = yield* Layer.build(Sqlite.layer({ filename: path.join(dir, "caller.db") }))
+      const commit = yield* Effect.provide(EvidenceCommit.make, store)
+      const storeFile = yield* Effect.provide(Sqlite.databaseFile, store)
+      const submit = yield* CommitDispatch.threaded(commit, 64, { filename: storeFile }, storeFile)
+      const record = yield* sealAt(yield* IdGenerator.uuid, 0, null)
+      const rows = Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ n: number }>`SELECT COUNT(*) AS n FROM evidence_records`
+      )
+      // The caller's transaction is rolled back after the receipt: the record must already be in the store's file.
+      const inside = yield* Effect.provide(
+        Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) => Effect.exit(sql.withTransaction(Effect.zipRight(submit([record]), Effect.fail("rolled back"))))
+        ),
+        caller
+      )
+      assert.isTrue(Exit.isFailure(inside))
+      assert.strictEqual((yield* Effect.provide(rows, store))[0]!.n, 1)
+      assert.strictEqual((yield* Effect.provide(rows, caller))[0]!.n, 0)
+    }).pipe(Effect.provide(Layer.merge(NodeDigest.layer, IdGenerator.layerCrypto))))
 })

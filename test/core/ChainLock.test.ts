@@ -78,4 +78,14 @@ describe("the evidence writer's chain lock", () => {
         assert.strictEqual(lock.waiters.length, 0)
       }
     }))
+
+  it.effect("a failure hook that throws still releases the lock", () =>
+    Effect.gen(function*() {
+      const lock = ChainLock.make()
+      yield* Effect.exit(ChainLock.withLock(lock, Effect.fail("boom"), () => {
+        throw new Error("hook")
+      }))
+      assert.isFalse(lock.held)
+      assert.strictEqual(yield* ChainLock.withLock(lock, Effect.succeed("next")), "next")
+    }))
 })

@@ -3,7 +3,7 @@
  * overlap, batches go to a worker thread with its own connection, so the event loop keeps running (and the next
  * batch forms) while a batch is written and synced.
  */
-import type { Scope } from "effect"
+import type { Context, Scope } from "effect"
 import { Effect, Exit, Runtime } from "effect"
 import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
@@ -38,7 +38,8 @@ export const threaded = (
   storeFile: string
 ): Effect.Effect<Submit, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const runtime = yield* Effect.runtime<never>()
+    const runFork = Runtime.runFork(runtime)
     let waiting: Array<Pending> = []
     let busy = false
     let closed = false
@@ -117,41 +118,45 @@ export const threaded = (
     }
 
     // An append with nothing committing or waiting leads: after one turn of the scheduler, for appends made alongside
-    // it to join, it commits on its own fiber if none did (no fiber forked); a batch that formed goes the way of every
-    // batch, and the leader waits for its answer with the others.
-    const lead = (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
-      busy = true
-      return Effect.uninterruptible(Effect.zipRight(
+    // it to join, it commits on its own fiber if none did (no fiber forked), in the store's context (never inside a
+    // transaction of its caller's); a batch that formed goes the way of every batch, the leader waiting with the others.
+    const lead = (
+      records: ReadonlyArray<Evidence.EvidenceRecord>,
+      join: Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
+    ) =>
+      Effect.zipRight(
         Effect.yieldNow(),
         Effect.suspend(() => {
-          if (waiting.length > 0) {
-            return Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
-              waiting.unshift({ records, resume })
-              flush()
-            })
-          }
+          if (waiting.length > 0) return join
           lone++
           route(false)
-          return Effect.flatMap(Effect.exit(commit([records])), (exit) => {
+          const alone = Effect.mapInputContext(commit([records]), (_: Context.Context<never>) => runtime.context)
+          return Effect.flatMap(Effect.exit(alone), (exit) => {
             const [placed] = EvidenceCommit.answered([records], exit)
             settled()
             return placed!
           })
         })
-      ))
-    }
+      )
 
     return (records) =>
-      Effect.suspend(() => {
+      Effect.uninterruptibleMask((restore) => {
         thread?.drain()
-        if (!closed && !busy && !overlapping && waiting.length === 0) return lead(records)
-        return Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
+        const join = restore(Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
+          waiting.unshift({ records, resume })
+          flush()
+        }))
+        if (!closed && !busy && !overlapping && waiting.length === 0) {
+          busy = true
+          return lead(records, join)
+        }
+        return restore(Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
           if (closed) return resume(Exit.fail(closedError))
           waiting.push({ records, resume })
           if (busy) return
           busy = true
           if (overlapping && thread?.state() === "ready") flush()
           else runFork(Effect.zipRight(Effect.yieldNow(), Effect.sync(flush)))
-        })
+        }))
       })
   })

@@ -40,8 +40,11 @@ export const withLock = <A, E>(lock: ChainLock, body: Effect.Effect<A, E>, onFai
   Effect.uninterruptibleMask((restore) => {
     const run = Effect.onExit(body, (exit) =>
       Effect.sync(() => {
-        if (Exit.isFailure(exit)) onFailure?.()
-        release(lock)
+        try {
+          if (Exit.isFailure(exit)) onFailure?.()
+        } finally {
+          release(lock)
+        }
       }))
     if (!lock.held) {
       lock.held = true
