@@ -189,14 +189,19 @@ export const admitAll = (
     }
     const formed = texts.length
     if (formed === 0) return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
-    return Effect.flatMap(digest.sha256Texts(texts.concat(inputs)), (hashes) => {
+    const checked = (hashes: ReadonlyArray<string>) => {
       for (let i = 0; i < formed; i++) {
         const record = records[i]!
-        if (hashes[i] !== record.payload_digest) return Effect.fail(integrityError(record, "payload_digest"))
-        if (hashes[formed + i] !== record.chain_hash) return Effect.fail(integrityError(record, "chain_hash"))
+        if (hashes[i] !== record.payload_digest) return Either.left(integrityError(record, "payload_digest"))
+        if (hashes[formed + i] !== record.chain_hash) return Either.left(integrityError(record, "chain_hash"))
       }
-      return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
-    })
+      return refused === undefined ? Either.right(records) : Either.left(refused)
+    }
+    // Hashed in this step where the Digest hashes synchronously; otherwise in one batch.
+    const sync = digest.sha256TextSync
+    return sync !== undefined
+      ? checked(texts.concat(inputs).map(sync))
+      : Effect.flatMap(digest.sha256Texts(texts.concat(inputs)), checked)
   })
 
 /** The receipt of a committed record: its chain, id, sequence and the head it made. */
