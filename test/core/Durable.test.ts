@@ -19,18 +19,13 @@ import {
   type StateStores,
   StateStoreUnavailableError
 } from "../../core/state/StateStore.ts"
-import { base, durableInMemory, runningRun } from "../fixtures/layers.ts"
+import { base, durableInMemory, half, runningRun } from "../fixtures/layers.ts"
 import { patched, stateStores } from "../fixtures/state.ts"
 
 const SECRET = "durable-canary-91c2"
 const calls = { write: 0 }
 const actions = [
-  Action.make({
-    name: "calc.half",
-    input: Schema.Struct({ x: Schema.Number }),
-    output: Schema.Number,
-    handler: ({ x }) => x / 2
-  }),
+  half,
   Action.make({
     name: "notes.write",
     input: Schema.Struct({ text: Schema.String }),

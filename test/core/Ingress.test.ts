@@ -6,16 +6,11 @@ import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../core/execution/Ingress.ts"
 import type { Run } from "../../core/state/StateStore.ts"
-import { base, durableInMemory } from "../fixtures/layers.ts"
+import { base, durableInMemory, half } from "../fixtures/layers.ts"
 import { stateStores } from "../fixtures/state.ts"
 
 const actions = [
-  Action.make({
-    name: "calc.half",
-    input: Schema.Struct({ x: Schema.Number }),
-    output: Schema.Number,
-    handler: ({ x }) => x / 2
-  }),
+  half,
   Action.make({
     name: "calc.crash",
     input: Schema.Struct({}),
