@@ -1,8 +1,8 @@
 /**
- * Stored idempotency results, partitioned by caller: the key digests the caller's partition (see
- * Origin.idempotencyPartition, or the authenticated principal and tenant when the host set no
- * invocation context), the action, and the caller's key. Every hit is re-authorised first: the
- * executor looks up only after its security stages allowed the call.
+ * Stored idempotency results, partitioned by caller: the key digests the tenant and authenticated principal, the
+ * invocation's partition when the host set one (see Origin.idempotencyPartition), the action, and the caller's key.
+ * Each entry keeps the digest of the arguments it was called with, so a key reused with other arguments is refused,
+ * never answered. Every hit is re-authorised first: the executor looks up only after its security stages allowed it.
  */
 import { Context, Effect, Layer, Option } from "effect"
 import * as Digest from "../base/Digest.ts"
@@ -11,6 +11,12 @@ import { currentInvocation } from "../policy/InvocationContext.ts"
 import { idempotencyPartition } from "../policy/Origin.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { Succeeded } from "./ExecutionOutcome.ts"
+
+/** A stored success and the digest of the arguments it was called with. */
+export interface Entry {
+  readonly arguments_digest: Digest.Sha256Hex
+  readonly outcome: Succeeded
+}
 
 /** Stores the outcome a keyed call succeeded with. */
 export class IdempotencyStore
@@ -21,17 +27,18 @@ export class IdempotencyStore
 export declare namespace IdempotencyStore {
   /** get and put by partitioned key. */
   export interface Service {
-    readonly get: (key: Digest.Sha256Hex) => Effect.Effect<Option.Option<Succeeded>>
-    readonly put: (key: Digest.Sha256Hex, outcome: Succeeded) => Effect.Effect<void>
+    readonly get: (key: Digest.Sha256Hex) => Effect.Effect<Option.Option<Entry>>
+    readonly put: (key: Digest.Sha256Hex, entry: Entry) => Effect.Effect<void>
   }
 }
 
-/** The partitioned key of a call: the caller's partition, the action and version, and the caller's key. */
+/** The partitioned key of a call: its tenant, principal and origin partition, the action and version, and the key. */
 export const keyOf = (context: ExecutionContext, action: ActionRef, idempotency_key: string) =>
   Effect.flatMap(currentInvocation, (invocation) =>
     Digest.canonical({
+      caller: { principal: context.authenticated_principal.id, tenant: context.tenant?.id ?? null },
       partition: Option.match(invocation, {
-        onNone: () => ({ principal: context.authenticated_principal.id, tenant: context.tenant?.id ?? null }),
+        onNone: () => null,
         onSome: (value) => idempotencyPartition(value, { target: action.name })
       }),
       action: { name: action.name, version: action.version ?? null },
@@ -40,9 +47,9 @@ export const keyOf = (context: ExecutionContext, action: ActionRef, idempotency_
 
 /** An in-memory store. Runtimes: every one. */
 export const layerMemory: Layer.Layer<IdempotencyStore> = Layer.sync(IdempotencyStore, () => {
-  const entries = new Map<string, Succeeded>()
+  const entries = new Map<string, Entry>()
   return {
     get: (key) => Effect.sync(() => Option.fromNullable(entries.get(key))),
-    put: (key, outcome) => Effect.sync(() => void entries.set(key, outcome))
+    put: (key, entry) => Effect.sync(() => void entries.set(key, entry))
   }
 })

@@ -27,19 +27,25 @@ const layer = ActionExecutor.layerMinimal({
   ]
 }).pipe(Layer.provideMerge(Layer.merge(base([charge]), IdempotencyStore.layerMemory)))
 
-const call = (principal: string, key = "order-1") =>
+interface Caller {
+  readonly tenant?: string
+  readonly cents?: number
+}
+
+const call = (principal: string, key = "order-1", { cents = 500, tenant }: Caller = {}) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
     const context = yield* ExecutionContext.bind({
       execution_scope: scope,
       authenticated_principal: { id: principal },
+      ...(tenant === undefined ? {} : { tenant: { id: tenant } }),
       effect_backend: InProcessBackend.make.ref
     })
     const request = ExecutionRequest.make({
       request_id: yield* IdGenerator.uuid,
       action: { name: "card.charge" },
-      arguments: { cents: 500 },
+      arguments: { cents },
       execution_scope: scope,
       idempotency_key: key
     })
@@ -79,6 +85,39 @@ describe("idempotency partitioned by caller", () => {
       assert.strictEqual(charges, before + 3)
       yield* asSelf(call("alice"))
       assert.strictEqual(charges, before + 4)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("under one invocation context, another tenant or principal with the same key runs its own call", () =>
+    Effect.gen(function*() {
+      const before = charges
+      const first = yield* asUser(call("alice", "order-9", { tenant: "t1" }))
+      const otherTenant = yield* asUser(call("alice", "order-9", { tenant: "t2", cents: 1 }))
+      const otherPrincipal = yield* asUser(call("bob", "order-9", { tenant: "t1", cents: 2 }))
+      assert.strictEqual(charges, before + 3)
+      for (const outcome of [first, otherTenant, otherPrincipal]) {
+        assert.isTrue(outcome._tag === "succeeded" && outcome.replay_of === undefined)
+      }
+      const same = yield* asUser(call("alice", "order-9", { tenant: "t1" }))
+      assert.isTrue(same._tag === "succeeded" && same.replay_of === first.attempt_id)
+      assert.strictEqual(charges, before + 3)
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a key the same caller reuses with other arguments is refused, naming both digests; nothing runs", () =>
+    Effect.gen(function*() {
+      const before = charges
+      const first = yield* call("dave", "order-3", { cents: 500 })
+      const reused = yield* call("dave", "order-3", { cents: 90000 })
+      const underOrigin = yield* asUser(call("dave", "order-4", { cents: 500 }))
+      const reusedUnderOrigin = yield* asUser(call("dave", "order-4", { cents: 7 }))
+      assert.strictEqual(first._tag, "succeeded")
+      assert.strictEqual(underOrigin._tag, "succeeded")
+      for (const outcome of [reused, reusedUnderOrigin]) {
+        assert.strictEqual(outcome._tag, "denied")
+        if (outcome._tag !== "denied") return
+        assert.strictEqual(outcome.reason.code, "idempotency.key_reused")
+        assert.match(outcome.reason.detail ?? "", /arguments [0-9a-f]{64}, not [0-9a-f]{64}$/)
+      }
+      assert.strictEqual(charges, before + 2)
     }).pipe(Effect.provide(layer)))
 
   it.effect("unknown contexts get a random partition each", () =>

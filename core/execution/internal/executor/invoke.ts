@@ -12,14 +12,16 @@ import type { InvocationTokenError } from "../../../action/InvocationTokenError.
 import { Digest } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
+import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import { Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../ExecutionOutcome.ts"
 import type { IdempotencyStore } from "../../IdempotencyStore.ts"
 import { keyOf } from "../../IdempotencyStore.ts"
 import type { Interceptor } from "../../Interceptor.ts"
-import type { Normalised } from "./admit.ts"
+import type { Digested, Normalised } from "./admit.ts"
+import { digestWith } from "./admit.ts"
 import { common, denied, describeParseError } from "./call.ts"
-import type { Env } from "./env.ts"
-import type { AroundStep, EffectStep, SyncStep } from "./table.ts"
+import type { Env, ExecutionError } from "./env.ts"
+import { type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
 
 /** After stage 12: how the one invocation ended. */
 export interface Invoked extends Normalised {
@@ -34,33 +36,57 @@ type Stopped = { readonly _tag: "exit"; readonly exit: Exit.Exit<unknown, unknow
 const byDeadline: Stopped = { _tag: "stopped", by: "deadline" }
 const byCancel: Stopped = { _tag: "stopped", by: "cancel" }
 
-/** After every security stage allowed the call: replay a stored success for this caller and key, or invoke and store. */
-export const idempotentWith = (env: Env, store: IdempotencyStore.Service): AroundStep<Normalised, unknown> => ({
-  _tag: "Around",
-  stage: "invoke",
-  detail: "replay the stored success of this caller's idempotency key, or invoke and store it",
-  skip: ({ call }) => call.request.idempotency_key === undefined,
-  run: (state, inner) =>
-    Effect.gen(function*() {
-      const call = state.call
-      const idempotency_key = call.request.idempotency_key
-      if (idempotency_key === undefined) return yield* inner(state)
-      const key = yield* Effect.orDie(
-        Effect.provideService(keyOf(call.context, call.action, idempotency_key), Digest, env.digest)
-      )
-      const stored = yield* store.get(key)
-      if (Option.isSome(stored)) {
-        return trustedMake(Succeeded, {
-          ...common(call),
-          result: stored.value.result,
-          replay_of: stored.value.attempt_id
-        })
-      }
-      const outcome = yield* inner(state)
-      if (outcome._tag === "succeeded") yield* store.put(key, outcome)
-      return outcome
-    })
-})
+/** The digest the call's arguments are bound to: the one its security stages decided on, or computed for the key. */
+const argumentsDigestWith = (env: Env) => {
+  const digest = digestWith(env)
+  return (state: Normalised): Effect.Effect<Digested | ExecutionOutcome, ExecutionError> =>
+    "digest" in state && typeof state.digest === "string"
+      ? Effect.succeed(state as Digested)
+      : digest._tag === "Sync"
+      ? Effect.succeed(digest.run(state))
+      : digest.run(state)
+}
+
+/**
+ * After every security stage allowed the call: replay the stored success of this caller's key when it was called
+ * with the same arguments, refuse the key when it was called with others, or invoke and store.
+ */
+export const idempotentWith = (env: Env, store: IdempotencyStore.Service): AroundStep<Normalised, unknown> => {
+  const argumentsDigest = argumentsDigestWith(env)
+  return {
+    _tag: "Around",
+    stage: "invoke",
+    detail: "replay the stored success of this caller's idempotency key and arguments, or invoke and store it",
+    skip: ({ call }) => call.request.idempotency_key === undefined,
+    run: (state, inner) =>
+      Effect.gen(function*() {
+        const call = state.call
+        const idempotency_key = call.request.idempotency_key
+        if (idempotency_key === undefined) return yield* inner(state)
+        const digested = yield* argumentsDigest(state)
+        if (isOutcome(digested)) return digested
+        const key = yield* Effect.orDie(
+          Effect.provideService(keyOf(call.context, call.action, idempotency_key), Digest, env.digest)
+        )
+        const stored = yield* store.get(key)
+        if (Option.isSome(stored)) {
+          const { arguments_digest, outcome } = stored.value
+          if (arguments_digest !== digested.digest) {
+            return denied(
+              call,
+              "idempotency.key_reused",
+              `idempotency key ${JSON.stringify(idempotency_key)} was used with arguments ${arguments_digest}, ` +
+                `not ${digested.digest}`
+            )
+          }
+          return trustedMake(Succeeded, { ...common(call), result: outcome.result, replay_of: outcome.attempt_id })
+        }
+        const outcome = yield* inner(state)
+        if (outcome._tag === "succeeded") yield* store.put(key, { arguments_digest: digested.digest, outcome })
+        return outcome
+      })
+  }
+}
 
 /** The invocation's exit; a token the backend refused means the callable was not reached, so nothing is charged for it. */
 const ended = (state: Normalised, exit: Exit.Exit<unknown, unknown>) => {
