@@ -302,8 +302,11 @@ const levels = fc.oneof(
   { arbitrary: fc.constant("advisory" as const), weight: 1 }
 )
 
-/** Gates for a declaration whose explicitly named rules are `ids`: unique ids and orders, one gate binding every rule. */
-const gates = (ids: ReadonlyArray<string>) =>
+/**
+ * Gates for a declaration whose explicitly named rules are `ids`: unique ids and orders, one hard gate binding every
+ * rule, and no origin rule (of `origins`) in a soft or advisory gate.
+ */
+const gates = (ids: ReadonlyArray<string>, origins: ReadonlySet<string>) =>
   fc.integer({ min: 1, max: 3 }).chain((count) =>
     fc.tuple(
       fc.shuffledSubarray(Array.from({ length: count }, (_, i) => i * 10), { minLength: count, maxLength: count }),
@@ -315,13 +318,16 @@ const gates = (ids: ReadonlyArray<string>) =>
         maxLength: count
       })
     ).map(([orders, gateLevels, bound, all, tools]) =>
-      orders.map((order, i) => ({
-        gate_id: `g${i}`,
-        level: i === all ? "hard" as const : gateLevels[i]!,
-        order,
-        ...(tools[i] === undefined ? {} : { tool_ids: tools[i] }),
-        ...(i === all ? {} : { rule_ids: bound[i]! })
-      }))
+      orders.map((order, i) => {
+        const level = i === all ? "hard" as const : gateLevels[i]!
+        return {
+          gate_id: `g${i}`,
+          level,
+          order,
+          ...(tools[i] === undefined ? {} : { tool_ids: tools[i] }),
+          ...(i === all ? {} : { rule_ids: bound[i]!.filter((id) => level === "hard" || !origins.has(id)) })
+        }
+      })
     )
   )
 
@@ -363,7 +369,8 @@ export const permissionPolicy = (options: PolicyOptions = {}): fc.Arbitrary<Perm
     }))
     if (gated) {
       const ids = named.map((rule) => rule.rule_id!)
-      return gates(ids).map((gates): PermissionPolicyEncoded => ({
+      const origins = new Set(named.flatMap((rule) => rule.kind === "origin" ? [rule.rule_id!] : []))
+      return gates(ids, origins).map((gates): PermissionPolicyEncoded => ({
         ...policy,
         ...(mode === undefined ? {} : { mode: "rules" }),
         rules: named,

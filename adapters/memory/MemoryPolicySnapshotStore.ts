@@ -5,7 +5,7 @@
  */
 import { Effect, Layer } from "effect"
 import type { Digest } from "../../core/base/Digest.ts"
-import { checkDigest, immutable, PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
+import { activatable, checkDigest, immutable, PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
 import * as Store from "../../core/policy/PolicySnapshotStore.ts"
 
 const scopeKey = (scope: Store.BindingScope) =>
@@ -53,7 +53,7 @@ export const make = Effect.map(Effect.context<Digest>(), (context): Store.Policy
         })
       ),
     activate: (policy_id, version, by, at) =>
-      Effect.map(get(policy_id, version), (stored) => {
+      Effect.map(Effect.tap(get(policy_id, version), activatable), (stored) => {
         // Checked even when already active, as the SQL store checks before it writes: an invalid one is a defect.
         const active = PolicySnapshot.make({ ...stored, release_state: "active", activated_by: by, activated_at: at })
         if (stored.release_state === "active") return stored

@@ -16,7 +16,13 @@ import * as Canonical from "../../core/base/Canonical.ts"
 import type * as Digest from "../../core/base/Digest.ts"
 import { Identifier } from "../../core/base/Refs.ts"
 import { Timestamp } from "../../core/base/Time.ts"
-import { checkDigest, immutable, PolicySnapshot, recomputeDigest } from "../../core/policy/PolicySnapshot.ts"
+import {
+  activatable,
+  checkDigest,
+  immutable,
+  PolicySnapshot,
+  recomputeDigest
+} from "../../core/policy/PolicySnapshot.ts"
 import type { BindingScope, BindingTarget } from "../../core/policy/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
@@ -258,6 +264,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
         // As PolicySnapshot.make does in the memory store: an invalid activator or time is a defect, not a stored value.
         yield* Schema.validate(Identifier)(by).pipe(Effect.orDie)
         yield* Schema.validate(Timestamp)(at).pipe(Effect.orDie)
+        yield* Effect.flatMap(read(policy_id, version), activatable)
         return yield* transaction(() =>
           Effect.gen(function*() {
             // Write first, so the transaction takes the write lock before it reads.

@@ -80,7 +80,13 @@ const fail = (path: string, detail: string) => Either.left(new PolicyValidationE
 
 const compileRules = (
   policy: PermissionPolicy
-): Either.Either<ReadonlyArray<CompiledRule> & { readonly generated: ReadonlySet<string> }, PolicyValidationError> => {
+): Either.Either<
+  ReadonlyArray<CompiledRule> & {
+    readonly generated: ReadonlySet<string>
+    readonly paths: ReadonlyMap<string, string>
+  },
+  PolicyValidationError
+> => {
   const approver = policy.approver_class ?? null
   const sources: Array<[DeclaredRule, string, string]> = [
     ...presetRules(policy.mode, approver).map((
@@ -123,7 +129,7 @@ const compileRules = (
   }
   const orders = new Set(compiled.map((rule) => rule.order))
   if (orders.size !== compiled.length) return fail("$.rules", "rule orders must be unique")
-  return Either.right(Object.assign(compiled.sort((a, b) => a.order - b.order), { generated }))
+  return Either.right(Object.assign(compiled.sort((a, b) => a.order - b.order), { generated, paths: seen }))
 }
 
 const compileGates = (
@@ -175,6 +181,37 @@ const compileGates = (
   return Either.right(gates.sort((a, b) => a.order - b.order))
 }
 
+/**
+ * The first origin rule bound in a soft or advisory gate, refused at the path `pathOf` gives it: an origin rule is
+ * authorization, evaluated before any gate escalates and never lifted by an approval, so only a hard gate holds one.
+ */
+const misplacedOrigin = (
+  { compiled_rules, gate_bindings }: Pick<PolicySnapshot, "compiled_rules" | "gate_bindings">,
+  pathOf: (rule_id: string) => string
+): PolicyValidationError | undefined => {
+  const origins = new Set(compiled_rules.flatMap((rule) => rule.kind === "origin" ? [rule.rule_id] : []))
+  for (const gate of gate_bindings) {
+    if (gate.level === "hard") continue
+    const rule_id = gate.rule_ids.find((id) => origins.has(id))
+    if (rule_id === undefined) continue
+    return new PolicyValidationError({
+      path: pathOf(rule_id),
+      detail: `origin rule "${rule_id}" is bound to ${gate.level} gate "${gate.gate_id}": origin rules are ` +
+        "authorization, which no approval lifts, and belong in hard gates"
+    })
+  }
+  return undefined
+}
+
+/** Whether a stored snapshot may become active: one that binds an origin rule in a soft or advisory gate may not. */
+export const activatable = (snapshot: PolicySnapshot): Either.Either<void, PolicyValidationError> => {
+  const refused = misplacedOrigin(
+    snapshot,
+    (rule_id) => `$.compiled_rules.${snapshot.compiled_rules.findIndex((rule) => rule.rule_id === rule_id)}`
+  )
+  return refused === undefined ? Either.void : Either.left(refused)
+}
+
 /** Compile a declaration into a staged, immutable snapshot with its `sha256-v1` digest. */
 export const compile = (
   policy: PermissionPolicy
@@ -182,6 +219,8 @@ export const compile = (
   Effect.gen(function*() {
     const compiled_rules = yield* compileRules(policy)
     const gate_bindings = yield* compileGates(policy, compiled_rules)
+    const misplaced = misplacedOrigin({ compiled_rules, gate_bindings }, (id) => compiled_rules.paths.get(id) ?? "$")
+    if (misplaced !== undefined) return yield* Effect.fail(misplaced)
     const fields = {
       policy_id: policy.policy_id,
       version: policy.version,

@@ -6,6 +6,7 @@ import { Context, Schema } from "effect"
 import type { Effect } from "effect"
 import { Identifier } from "../base/Refs.ts"
 import type { Timestamp } from "../base/Time.ts"
+import type { PolicyValidationError } from "./PermissionPolicy.ts"
 import type { PolicySnapshot } from "./PolicySnapshot.ts"
 
 /** The same policy id and version put again with another digest. */
@@ -80,13 +81,13 @@ export declare namespace PolicySnapshotStore {
     readonly durable: boolean
     /** Store a staged snapshot; the same (id, version, digest) again is a no-op. */
     readonly put: (snapshot: PolicySnapshot) => Effect.Effect<void, PolicyConflictError>
-    /** The only staged -> active step; activation metadata changes, executable content never does. */
+    /** The only staged -> active step, refused for a snapshot that is not `activatable`; content never changes. */
     readonly activate: (
       policy_id: string,
       version: string,
       by: string,
       at: Timestamp
-    ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError>
+    ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError | PolicyValidationError>
     /** Bind an active snapshot to a scope (replacing that scope's previous binding). */
     readonly bind: (scope: BindingScope, policy_id: string, version: string) => Effect.Effect<void, PolicyNotFoundError>
     /** The snapshot bound for a call: resource beats role beats global; a tie at the top is ambiguous. */

@@ -130,6 +130,39 @@ for (const [name, layer] of layers) {
         assert.strictEqual((yield* Effect.flip(store.activate("p", "9", "ops", at)))._tag, "PolicyNotFoundError")
       })))
 
+    it.effect("a stored snapshot with an origin rule in a soft gate decodes but is never activated", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const hard = yield* compile({
+          policy_id: "origins",
+          version: "1",
+          approver_class: "maintainer",
+          rules: [
+            { rule_id: "notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+            { rule_id: "users-only", kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER"] }
+          ],
+          gates: [{ gate_id: "review", level: "hard", order: 0 }]
+        })
+        const gate_bindings = hard.gate_bindings.map((gate) => ({ ...gate, level: "soft" as const }))
+        const digest = yield* PolicySnapshot.recomputeDigest({ ...hard, gate_bindings }).pipe(
+          Effect.provide(NodeDigest.layer),
+          Effect.orDie
+        )
+        yield* store.put(PolicySnapshot.PolicySnapshot.make({ ...hard, gate_bindings, digest }))
+        const refused = yield* Effect.flip(store.activate("origins", "1", "ops", at))
+        assert.strictEqual(refused._tag, "PolicyValidationError")
+        assert.match(
+          refused.message,
+          /^\$\.compiled_rules\.\d+: origin rule "users-only" is bound to soft gate "review"/
+        )
+        const stored = yield* store.get("origins", "1")
+        assert.deepStrictEqual([stored.release_state, stored.digest], ["staged", digest])
+        assert.strictEqual(
+          (yield* Effect.flip(store.bind({ _tag: "global" }, "origins", "1")))._tag,
+          "PolicyNotFoundError"
+        )
+      })))
+
     it.effect("bindings: resource beats role beats global; a tie is ambiguous; none is not found", () =>
       provided(Effect.gen(function*() {
         const store = yield* PolicySnapshotStore

@@ -280,6 +280,57 @@ describe("PolicyGate and the invocation's origin", () => {
     }).pipe(Effect.provide(originLayer)))
 })
 
+describe("an origin rule under a soft gate", () => {
+  // A store written before such a gate was refused still serves it as active; the gate must not let an approval lift it.
+  const earlierStore = Layer.effect(
+    PolicySnapshotStore,
+    Effect.map(MemoryPolicySnapshotStore.make, (store): PolicySnapshotStore.Service => ({
+      ...store,
+      get: (policy_id, version) =>
+        Effect.map(store.get(policy_id, version), (snapshot) =>
+          PolicySnapshot.immutable(
+            PolicySnapshot.PolicySnapshot.make({
+              ...snapshot,
+              release_state: "active",
+              activated_by: "earlier",
+              activated_at: Time.fromMicros(0)
+            })
+          ))
+    }))
+  )
+  const agent = InvocationContext.agent("agent-a")
+  const earlierLayer = layerPolicyGated({}, { boundAgent: agent }).pipe(
+    Layer.provideMerge(Layer.merge(earlierStore, MemoryApprovalQueue.layer).pipe(Layer.provideMerge(base(actions))))
+  )
+
+  it.effect("denies a SELF call to a USER-only action outright: it is never escalated, so no approval can allow it", () =>
+    Effect.gen(function*() {
+      const hard = Either.getOrThrow(PermissionPolicy.decode({
+        policy_id: "p",
+        version: "1",
+        approver_class: "maintainer",
+        rules: [
+          { rule_id: "notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+          { rule_id: "users-only", kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER"] }
+        ],
+        gates: [{ gate_id: "review", level: "hard", order: 0 }]
+      }))
+      const compiled = yield* Effect.orDie(PolicySnapshot.compile(hard))
+      const gate_bindings = compiled.gate_bindings.map((gate) => ({ ...gate, level: "soft" as const }))
+      const digest = yield* PolicySnapshot.recomputeDigest({ ...compiled, gate_bindings }).pipe(Effect.orDie)
+      const snapshot = PolicySnapshot.PolicySnapshot.make({ ...compiled, gate_bindings, digest })
+      yield* (yield* PolicySnapshotStore).put(snapshot)
+      const ref = { policy_id: "p", version: "1", digest } satisfies PolicySnapshotRef
+      const self = InvocationContext.autonomous(agent, "alice", {})
+      const asUser = InvocationContext.user(InvocationContext.human("h"), agent, "alice", {})
+      const selfCall = yield* InvocationContext.withInvocation(exec("notes.read", {}, ref), self)
+      assert.strictEqual(summary(selfCall), "denied origin.not_allowed @policy")
+      assert.deepStrictEqual(yield* (yield* ApprovalQueue).list({ state: "pending" }), [])
+      const userCall = yield* InvocationContext.withInvocation(exec("notes.read", {}, ref), asUser)
+      assert.strictEqual(summary(userCall), "succeeded @outcome")
+    }).pipe(Effect.provide(earlierLayer)))
+})
+
 describe("approval escalation", () => {
   const approver = { id: "maya", approver_class: "maintainer" }
   const escalate = (ref: PolicySnapshotRef, command = "ls") =>

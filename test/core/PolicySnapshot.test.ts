@@ -98,6 +98,41 @@ describe("PermissionPolicy declarations", () => {
       )
     }))
 
+  it.effect("refuses an origin rule in a soft or advisory gate at the rule's path; a stored one cannot be activated", () =>
+    Effect.gen(function*() {
+      const rules = [
+        { rule_id: "notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+        { rule_id: "users-only", kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER"] }
+      ]
+      const declaration = (level: string) => ({
+        ...base,
+        approver_class: "maintainer",
+        rules,
+        gates: [{ gate_id: "review", level, order: 0 }]
+      })
+      for (const level of ["soft", "advisory"]) {
+        assert.strictEqual(
+          (yield* Effect.flip(compile(declaration(level)))).message,
+          `$.rules.1: origin rule "users-only" is bound to ${level} gate "review": origin rules are authorization, ` +
+            "which no approval lifts, and belong in hard gates"
+        )
+      }
+      const hard = yield* compile(declaration("hard"))
+      assert.isTrue(Either.isRight(PolicySnapshot.activatable(hard)))
+      // What a store written before this rule may hold: it still decodes and recomputes to its digest.
+      const gate_bindings = hard.gate_bindings.map((gate) => ({ ...gate, level: "soft" as const }))
+      const digest = yield* PolicySnapshot.recomputeDigest({ ...hard, gate_bindings }).pipe(
+        Effect.provide(WebCryptoDigest.layer)
+      )
+      const stored = PolicySnapshot.PolicySnapshot.make({ ...hard, gate_bindings, digest })
+      const refused = PolicySnapshot.activatable(stored)
+      assert.isTrue(Either.isLeft(refused))
+      assert.match(
+        Either.isLeft(refused) ? refused.left.message : "",
+        /^\$\.compiled_rules\.1: origin rule "users-only"/
+      )
+    }))
+
   it.effect("the digest covers rules and gates but not release state or activation", () =>
     Effect.gen(function*() {
       const one = yield* compile({ ...base, allow: { "notes.read": ["*"] } })

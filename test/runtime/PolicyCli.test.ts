@@ -56,6 +56,30 @@ describe("writ policy", () => {
     assert.strictEqual(origin.stdout, "")
   }, 60_000)
 
+  it("check refuses an origin rule placed in a soft or advisory gate, naming the rule's path (exit 2)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
+    for (const level of ["soft", "advisory"]) {
+      const file = join(dir, `${level}.json`)
+      writeFileSync(
+        file,
+        JSON.stringify({
+          policy_id: "x",
+          version: "1",
+          approver_class: "maintainer",
+          rules: [
+            { rule_id: "notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
+            { rule_id: "users-only", kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER"] }
+          ],
+          gates: [{ gate_id: "review", level, order: 0 }]
+        })
+      )
+      const result = await writ("policy", "check", file)
+      assert.strictEqual(result.status, 2)
+      assert.include(result.stderr, `$.rules.1: origin rule "users-only" is bound to ${level} gate "review"`)
+      assert.strictEqual(result.stdout, "")
+    }
+  }, 60_000)
+
   it("explain gives disposition, reason and matched rules; exit 0 allow, 1 deny or escalate", async () => {
     const explain = async (...args: Array<string>) => {
       const result = await writ("policy", "explain", policy, "--json", ...args)

@@ -35,6 +35,8 @@ export interface PolicyDecision {
   readonly matched_rules: ReadonlyArray<string>
   readonly approver_class?: string
   readonly approval_expires_after_microseconds?: number
+  /** An origin rule refused the call: authorization, which denies in a gate of any level and no approval lifts. */
+  readonly origin?: true
 }
 
 /** Which part of a gate to evaluate: intrinsic guards (stage 6) or the action policy (stage 7). */

@@ -98,6 +98,8 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
     if (decision.disposition === "allow") continue
     if (decision.disposition === "escalate") approvalGates.push(gate.gate.gate_id)
     const why = describe(gate, decision)
+    // An origin refusal is authorization: it denies whatever the gate's level, before any escalation is considered.
+    if (decision.origin === true) return { ...Interceptor.deny(decision.code, why), gates }
     if (gate.gate.level === "advisory") {
       advisories.push(`${decision.code} (${why})`)
       continue

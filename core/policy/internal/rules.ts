@@ -58,7 +58,9 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
       now: Time.fromMicros(input.now),
       action_type: input.action
     })
-    if (origin._tag === "origin_denied") return decision("deny", origin.code, view.origins, origin.detail)
+    if (origin._tag === "origin_denied") {
+      return { ...decision("deny", origin.code, view.origins, origin.detail), origin: true }
+    }
   }
   const target = salient(input)
   const denied = [view, ...(input.aliases ?? []).map(gate.view)].flatMap((v) => v.deny)
