@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Schema, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Option, Schema, TestClock } from "effect"
 import * as Action from "../../core/action/Action.ts"
 import { ActionRegistry } from "../../core/action/ActionRegistry.ts"
 import * as Time from "../../core/base/Time.ts"
@@ -182,6 +182,33 @@ describe("ActionExecutor (minimal profile)", () => {
       const outcome = yield* Fiber.join(fiber)
       assert.strictEqual(outcome._tag, "timed_out")
       if (outcome._tag === "timed_out") assert.strictEqual(outcome.teardown, "abandoned")
+    }).pipe(Effect.provide(executor(tools.actions, { teardown: "500 millis" }))))
+
+  it.effect("an outer interruption waits for the callable's teardown only within its bound, with or without a deadline", () =>
+    Effect.gen(function*() {
+      const registry = yield* ActionRegistry
+      yield* registry.register(Action.make({
+        name: "clinging",
+        input: Schema.Struct({}),
+        output: Schema.Void,
+        handler: () => {
+          tools.counter.hit("clinging")
+          return Effect.acquireRelease(Effect.void, () => Effect.sleep("1 hour")).pipe(Effect.zipRight(Effect.never))
+        }
+      }))
+      // Whether a fiber has ended once every fiber that can run has run.
+      const ended = (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
+        Effect.map(Effect.zipRight(Effect.repeatN(Effect.yieldNow(), 50), Fiber.poll(fiber)), Option.isSome)
+      for (const deadline of [undefined, Time.fromMicros((yield* Time.nowMicros) + 3_600_000_000)]) {
+        const before = tools.counter.count("clinging")
+        const execution = yield* Effect.fork(run("clinging", {}, deadline === undefined ? {} : { deadline }))
+        yield* started(() => tools.counter.count("clinging"), before)
+        const interrupting = yield* Effect.fork(Fiber.interrupt(execution))
+        yield* TestClock.adjust("400 millis")
+        assert.isFalse(yield* ended(interrupting), "the teardown is given its bound")
+        yield* TestClock.adjust("200 millis")
+        assert.isTrue(yield* ended(interrupting), "the interruption returns once the bound has passed")
+      }
     }).pipe(Effect.provide(executor(tools.actions, { teardown: "500 millis" }))))
 
   it.effect("each execution is a new attempt with its own identity", () =>

@@ -100,6 +100,16 @@ const refusalOf = (exit: Exit.Exit<unknown, unknown>): InvocationTokenError | un
     ? Option.getOrUndefined(Cause.failureOption(exit.cause).pipe(Option.filter(isRefusal)))
     : undefined
 
+/**
+ * Interrupt the callable's fiber and wait for its teardown at most `bound`: whether it finished in time. The wait runs
+ * on a fiber of its own, so the bound holds even in the finalizer of an interrupted caller.
+ */
+const stopWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, bound: Duration.Duration) =>
+  Effect.flatMap(
+    Effect.forkDaemon(Effect.interruptible(Effect.isSuccess(Effect.timeout(Fiber.interrupt(fiber), bound)))),
+    Fiber.join
+  )
+
 /** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
 export const invokeWith = (
   env: Env,
@@ -118,10 +128,23 @@ export const invokeWith = (
     return outbox === undefined ? invoked : Effect.ensuring(invoked, Effect.sync(outbox.close))
   }
 
-  const once = (state: Normalised, usage: ActionUsage.ActionUsage.Service) => {
-    state.call.invoked = true
-    return Effect.map(Effect.exit(call(state, usage)), (exit) => ended(state, exit))
-  }
+  // The callable runs on its own fiber, watched by `watch`: an interruption of the caller stops it within the bound.
+  const supervised = <A>(
+    state: Normalised,
+    usage: ActionUsage.ActionUsage.Service,
+    watch: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => Effect.Effect<A>
+  ) =>
+    Effect.uninterruptibleMask((restore) => {
+      state.call.invoked = true
+      return Effect.flatMap(Effect.forkDaemon(restore(call(state, usage))), (fiber) =>
+        restore(watch(fiber)).pipe(
+          Effect.onInterrupt(() => stopWithin(fiber, env.teardown)),
+          Effect.map((watched) => [fiber, watched] as const)
+        ))
+    })
+
+  const once = (state: Normalised, usage: ActionUsage.ActionUsage.Service) =>
+    Effect.map(supervised(state, usage, Fiber.await), ([, exit]) => ended(state, exit))
 
   const guarded = Effect.fnUntraced(function*(state: Normalised, usage: ActionUsage.ActionUsage.Service) {
     const { cancel, request } = state.call
@@ -134,21 +157,20 @@ export const invokeWith = (
     if (remaining !== undefined && remaining <= 0) {
       return trustedMake(TimedOut, { ...common(state.call), call_executed: false })
     }
-    state.call.invoked = true
-    const fiber = yield* Effect.forkDaemon(call(state, usage))
-    const racers: Array<Effect.Effect<Stopped>> = [
-      Effect.map(Fiber.await(fiber), (exit): Stopped => ({ _tag: "exit", exit }))
-    ]
-    if (remaining !== undefined) racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(remaining))), byDeadline))
-    if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
-    const first = yield* Effect.raceAll(racers).pipe(Effect.onInterrupt(() => Fiber.interruptFork(fiber)))
+    const [fiber, first] = yield* supervised(state, usage, (fiber) => {
+      const racers: Array<Effect.Effect<Stopped>> = [
+        Effect.map(Fiber.await(fiber), (exit): Stopped => ({ _tag: "exit", exit }))
+      ]
+      if (remaining !== undefined) racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(remaining))), byDeadline))
+      if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
+      return Effect.raceAll(racers)
+    })
     state.call.outbox?.close()
     if (first._tag === "exit") return ended(state, first.exit)
-    const stopped = yield* Effect.either(Effect.timeout(Fiber.interrupt(fiber), env.teardown))
     const fields = {
       ...common(state.call),
       call_executed: true,
-      teardown: Either.isRight(stopped) ? "completed" as const : "abandoned" as const
+      teardown: (yield* stopWithin(fiber, env.teardown)) ? "completed" as const : "abandoned" as const
     }
     return first.by === "deadline" ? trustedMake(TimedOut, fields) : trustedMake(Cancelled, fields)
   })
