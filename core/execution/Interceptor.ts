@@ -2,13 +2,14 @@
  * The planes around the executor's stages 5-10: interceptors decide, transformers rewrite
  * arguments (and so force a recheck), observers watch and can change nothing.
  */
-import { Effect } from "effect"
+import { Effect, Predicate, Schema } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
 import type { Usage } from "../action/ActionUsage.ts"
-import type { ApprovalRequest } from "../approval/Approval.ts"
+import { ApprovalRequest } from "../approval/Approval.ts"
 import type { Sha256Hex } from "../base/Digest.ts"
-import type { Timestamp } from "../base/Time.ts"
+import { Timestamp } from "../base/Time.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
+import { DecisionReason } from "./AdmissionDecision.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
@@ -82,12 +83,43 @@ export interface Referred extends Reason {
  */
 export type Verdict = Allowed | Refused | Postponed | Referred
 
-const dispositions: ReadonlySet<unknown> = new Set(["allow", "deny", "defer", "escalate"])
+type Fields = Readonly<Record<string, unknown>>
 
-/** Whether a value an evaluator returned is a verdict the executor can bind: a known disposition and a string code. */
-export const isVerdict = (value: unknown): value is Verdict =>
-  typeof value === "object" && value !== null && dispositions.has((value as Verdict).disposition) &&
-  typeof (value as Verdict).code === "string"
+const isRecord = (value: unknown): value is Fields => typeof value === "object" && value !== null
+const isString = (value: unknown): value is string => typeof value === "string"
+const { isBoolean } = Predicate
+const isApprovalRequest = Schema.is(ApprovalRequest)
+const absentOr = (value: unknown, is: (value: unknown) => boolean) => value === undefined || is(value)
+const isReasonCode = Schema.is(DecisionReason.fields.code)
+const isTimestamp = Schema.is(Timestamp)
+const levels: ReadonlySet<unknown> = new Set(["hard", "soft", "advisory"])
+const decisions: ReadonlySet<unknown> = new Set(["allow", "deny"])
+
+const isGate = (value: unknown) =>
+  isRecord(value) && isString(value.gate_id) && levels.has(value.level) && decisions.has(value.decision) &&
+  isString(value.reason_code) && Array.isArray(value.matched_rules) && value.matched_rules.every(isString)
+
+const isGates = (value: unknown) => Array.isArray(value) && value.every(isGate)
+
+const isException = (value: unknown) =>
+  isRecord(value) && isString(value.approval_id) && isString(value.approver_class) && isString(value.reason_code)
+
+// What each disposition may carry beyond its reason.
+const variants: Readonly<Record<string, (verdict: Fields) => boolean>> = {
+  allow: (v) => absentOr(v.gates, isGates) && absentOr(v.exception, isException) && absentOr(v.metered, isBoolean),
+  deny: (v) => absentOr(v.gates, isGates),
+  defer: (v) => absentOr(v.retry_at, isTimestamp),
+  escalate: (v) => absentOr(v.gates, isGates) && absentOr(v.approval, isApprovalRequest)
+}
+
+/**
+ * Whether a value an evaluator returned is a verdict the executor can bind: a known disposition with a stable reason
+ * code, a string detail if any, and well-formed fields of its variant (gates, exception, retry time, approval).
+ */
+export const isVerdict = (value: unknown): value is Verdict => {
+  if (!isRecord(value) || !isString(value.disposition) || !Object.hasOwn(variants, value.disposition)) return false
+  return isReasonCode(value.code) && absentOr(value.detail, isString) && variants[value.disposition]!(value)
+}
 
 /** A security evaluator at one of stages 5-7; it decides, and may be re-run at stage 10. */
 export interface Interceptor {

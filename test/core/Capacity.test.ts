@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Exit, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import * as Action from "../../core/action/Action.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import { executor, run } from "../fixtures/layers.ts"
@@ -40,10 +40,14 @@ describe("capacity admission in the executor", () => {
   const actions = [
     Action.make({ name: "notes.write", input: Schema.Struct({}), output: Schema.String, handler: () => "ok" })
   ]
-  it.effect("a capacity whose admission dies releases the leases taken before it", () =>
+  it.effect("a capacity whose admission dies denies the call and releases the leases taken before it", () =>
     Effect.gen(function*() {
-      const first = yield* Effect.exit(run("notes.write", {}, { request_id: "boom" }))
-      assert.isTrue(Exit.isFailure(first), "the second capacity's key throws for this request")
+      const first = yield* run("notes.write", {}, { request_id: "boom" })
+      assert.strictEqual(
+        first._tag === "denied" && first.reason.code,
+        "control.capacity_error",
+        "the second capacity's key throws for this request"
+      )
       assert.strictEqual((yield* run("notes.write", {}, { request_id: "fine" }))._tag, "succeeded")
     }).pipe(Effect.provide(executor(actions, {
       capacity: [

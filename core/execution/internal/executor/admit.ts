@@ -3,7 +3,7 @@
  * (containment, deadline, capacity).
  */
 import type { ParseResult } from "effect"
-import { Effect, Either } from "effect"
+import { Effect, Either, Exit, Schema } from "effect"
 import type { ActionDefinition } from "../../../action/Action.ts"
 import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
 import { uncontained } from "../../../action/ActionExecutionBackend.ts"
@@ -12,6 +12,7 @@ import type { Sha256Hex } from "../../../base/Digest.ts"
 import { sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
+import { DecisionReason } from "../../AdmissionDecision.ts"
 import type { Lease } from "../../Capacity.ts"
 import { Deferred as Deferral, TimedOut } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
@@ -197,6 +198,15 @@ export const deadline: EffectStep<State, void> = {
   }
 }
 
+const isDeferral = Schema.is(Schema.Struct({
+  code: DecisionReason.fields.code,
+  detail: Schema.optional(Schema.String),
+  retry_at: Schema.optional(Time.Timestamp)
+}))
+
+// A lease's release is user code too: its failure cannot undo the call's outcome.
+const release = (lease: Lease) => Effect.catchAllCause(Effect.suspend(() => lease.release), () => Effect.void)
+
 /**
  * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
  * full; the leases taken are released however the call ends, an admission that dies included.
@@ -215,7 +225,15 @@ export const capacityWith = (env: Env): AroundStep<Resolved, unknown> => ({
       }
       return Effect.gen(function*() {
         for (const capacity of env.capacities) {
-          const admitted = yield* capacity.admit(admission)
+          // A capacity is user code: whatever it throws, fails with or answers that is not an Either refuses the call.
+          const exit = yield* Effect.exit(Effect.suspend(() => capacity.admit(admission)))
+          const admitted = Exit.isSuccess(exit) && Either.isEither(exit.value) &&
+              (Either.isRight(exit.value) || isDeferral(exit.value.left))
+            ? exit.value
+            : undefined
+          if (admitted === undefined) {
+            return denied(state.call, "control.capacity_error", `capacity ${capacity.id} failed to admit the call`)
+          }
           if (Either.isLeft(admitted)) {
             const { code, detail, retry_at } = admitted.left
             return trustedMake(Deferral, {
@@ -227,6 +245,6 @@ export const capacityWith = (env: Env): AroundStep<Resolved, unknown> => ({
           leases.push(admitted.right)
         }
         return yield* restore(inner(state))
-      }).pipe(Effect.ensuring(Effect.forEach(leases, (lease) => lease.release, { discard: true })))
+      }).pipe(Effect.ensuring(Effect.forEach(leases, release, { discard: true })))
     })
 })

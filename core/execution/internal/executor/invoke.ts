@@ -117,13 +117,16 @@ export const invokeWith = (
 ): EffectStep<Normalised, { exit: Exit.Exit<unknown, unknown> }> => {
   const call = (state: Normalised, usage: ActionUsage.ActionUsage.Service) => {
     const outbox = stages ? (state.call.outbox = stager()) : undefined
-    const invoked = env.backend.invoke(mint(state.action.definition), {
-      definition: state.action.definition,
-      input: state.input,
-      context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
-      usage,
-      outbox: outbox?.service ?? refusing
-    })
+    // A backend that throws instead of answering with an Effect fails the call as a defect inside one would.
+    const invoked = Effect.suspend(() =>
+      env.backend.invoke(mint(state.action.definition), {
+        definition: state.action.definition,
+        input: state.input,
+        context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
+        usage,
+        outbox: outbox?.service ?? refusing
+      })
+    )
     // Staging ends with the invocation: a fiber its handler left running stages nothing after it.
     return outbox === undefined ? invoked : Effect.ensuring(invoked, Effect.sync(outbox.close))
   }
