@@ -341,7 +341,7 @@ const mode = fc.constantFrom(
 
 /**
  * A valid PermissionPolicy in its wire form: every mode, rules-mode maps, typed rules of every kind, and gates.
- * A declaration with gates names every rule explicitly (a gate may not bind a generated `rule-N`), so it is in
+ * A declaration with gates names every rule explicitly (a generated `rule-N` moves with its position), so it is in
  * rules mode, without rules-mode maps, and declares its rules (possibly none) rather than inheriting them.
  */
 export const permissionPolicy = (options: PolicyOptions = {}): fc.Arbitrary<PermissionPolicyEncoded> =>

@@ -32,8 +32,63 @@ export const parse = (
 ): Either.Either<PermissionPolicy.PermissionPolicy, PermissionPolicy.PolicyValidationError> =>
   Either.flatMap(parseText(text, format), PermissionPolicy.decode)
 
-/** Write a declaration in canonical form: every default explicit, keys in declaration order. */
+// A character YAML 1.1 (PyYAML) does not read verbatim: outside its printable set, one of the line breaks it folds
+// inside quotes (NEL, LS, PS), the byte-order mark, or a tab (which it refuses in a plain scalar).
+const unprintable = /[^\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\u{10000}-\u{10ffff}]/u
+
+// "=" is YAML 1.1's value key: the library (which has no such tag) writes it plain, and PyYAML then refuses it.
+const needsEscapes = (value: string) => value === "=" || unprintable.test(value)
+
+const hex = (code: number, width: number) => code.toString(16).padStart(width, "0")
+
+/** A double-quoted scalar that YAML 1.1 and 1.2 parsers read back as this exact string. */
+const escaped = (value: string) => {
+  let out = "\""
+  for (const char of value) {
+    const code = char.codePointAt(0)!
+    out += char === "\"" || char === "\\"
+      ? `\\${char}`
+      : char === "\n"
+      ? "\\n"
+      : char === "\t"
+      ? "\\t"
+      : !unprintable.test(char)
+      ? char
+      : code <= 0xff
+      ? `\\x${hex(code, 2)}`
+      : code <= 0xffff
+      ? `\\u${hex(code, 4)}`
+      : `\\U${hex(code, 8)}`
+  }
+  return out + "\""
+}
+
+/** The string tag, escaping what YAML 1.1 would not read back (see `needsEscapes`), else as the library writes it. */
+const yaml11Strings = (tag: YAML.ScalarTag): YAML.ScalarTag => ({
+  ...tag,
+  stringify: (item, ...rest) => {
+    const value = String(item.value)
+    return needsEscapes(value) ? escaped(value) : tag.stringify!(item, ...rest)
+  }
+})
+
+// `compat`: no plain scalar that the YAML 1.1 schema reads as something else (`no`, `on`, `1:20`, `2001-12-14`, ...).
+const yaml11: YAML.ToStringOptions & YAML.SchemaOptions = {
+  lineWidth: 0,
+  compat: "yaml-1.1",
+  customTags: (tags) =>
+    tags.map((tag) =>
+      typeof tag === "object" && tag.tag === "tag:yaml.org,2002:str" && tag.stringify !== undefined
+        ? yaml11Strings(tag)
+        : tag
+    )
+}
+
+/**
+ * Write a declaration in canonical form: every default explicit, keys in declaration order. The YAML reads back
+ * identically in YAML 1.2 and YAML 1.1 parsers (PyYAML): no plain scalar a 1.1 parser would read as anything else.
+ */
 export const write = (policy: PermissionPolicy.PermissionPolicy, format: Format): string => {
   const encoded = PermissionPolicy.encode(policy)
-  return format === "json" ? JSON.stringify(encoded, null, 2) + "\n" : YAML.stringify(encoded, { lineWidth: 0 })
+  return format === "json" ? JSON.stringify(encoded, null, 2) + "\n" : YAML.stringify(encoded, yaml11)
 }

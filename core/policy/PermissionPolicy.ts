@@ -73,7 +73,7 @@ export const PatternMap = Schema.Record({
   value: Schema.NonEmptyArray(Pattern)
 })
 
-/** A gate as declared; `rule_ids` omitted binds every rule. */
+/** A gate as declared; `rule_ids` omitted binds every rule, and may name a generated `rule-N` (N the rule's position). */
 export const DeclaredGate = Schema.Struct({
   ...GateBinding.fields,
   adapter_id: Schema.optionalWith(GateBinding.fields.adapter_id, { default: () => "writ.policy" }),

@@ -78,21 +78,23 @@ export const digestInput = (
 
 const fail = (path: string, detail: string) => Either.left(new PolicyValidationError({ path, detail }))
 
-const compileRules = (
-  policy: PermissionPolicy
-): Either.Either<
-  ReadonlyArray<CompiledRule> & {
-    readonly generated: ReadonlySet<string>
-    readonly paths: ReadonlyMap<string, string>
-  },
-  PolicyValidationError
-> => {
+/** The compiled rules, and where each rule id was declared (its declaration path). */
+type Rules = ReadonlyArray<CompiledRule> & { readonly paths: ReadonlyMap<string, string> }
+
+/** The path of each rules-mode map entry, in the order `mapRules` expands them. */
+const mapPaths = (policy: PermissionPolicy) =>
+  (["deny", "allow", "escalate"] as const).flatMap((map) =>
+    Object.keys(policy[map] ?? {}).map((action) => `$.${map}.${action}`)
+  )
+
+const compileRules = (policy: PermissionPolicy): Either.Either<Rules, PolicyValidationError> => {
   const approver = policy.approver_class ?? null
+  const paths = mapPaths(policy)
   const sources: Array<[DeclaredRule, string, string]> = [
     ...presetRules(policy.mode, approver).map((
       rule
     ): [DeclaredRule, string, string] => [rule, `preset:${policy.mode}`, "$.mode"]),
-    ...mapRules(policy).map((rule): [DeclaredRule, string, string] => [rule, "rules-mode", "$"]),
+    ...mapRules(policy).map((rule, i): [DeclaredRule, string, string] => [rule, "rules-mode", paths[i]!]),
     ...policy.rules.map((rule, i): [DeclaredRule, string, string] => [rule, "declared", `$.rules.${i}`])
   ]
   // A policy-level approver with no approval rule still names the authority an unresolved soft deny escalates to: it
@@ -112,16 +114,24 @@ const compileRules = (
       "$.approver_class"
     ])
   }
-  const seen = new Map<string, string>()
+  // Rule id -> where it was declared, and whether the declaration wrote it (else the compiler gave it).
+  const seen = new Map<string, { readonly path: string; readonly written: boolean }>()
   const compiled: Array<CompiledRule> = []
-  const generated = new Set<string>()
   for (const [rule, provenance, path] of sources) {
     const order = compiled.length
     const rule_id = rule.rule_id ?? `rule-${order}`
-    if (rule.rule_id === undefined) generated.add(rule_id)
+    const written = provenance === "declared" && rule.rule_id !== undefined
     const earlier = seen.get(rule_id)
-    if (earlier !== undefined) return fail(`${path}.rule_id`, `duplicate rule id "${rule_id}" (first at ${earlier})`)
-    seen.set(rule_id, path)
+    if (earlier !== undefined) {
+      // Blame the id someone wrote (two ids the compiler gives never collide).
+      return written
+        ? fail(
+          `${path}.rule_id`,
+          `duplicate rule id "${rule_id}" (first at ${earlier.path}${earlier.written ? "" : ", its generated id"})`
+        )
+        : fail(`${earlier.path}.rule_id`, `rule id "${rule_id}" is also the id the compiler gives ${path}`)
+    }
+    seen.set(rule_id, { path, written })
     const filled = rule.kind === "approval" ? { ...rule, approver_class: rule.approver_class ?? approver } : rule
     compiled.push(
       { ...filled, rule_id, order: rule.order ?? order, provenance: rule.provenance ?? provenance } as CompiledRule
@@ -129,12 +139,17 @@ const compileRules = (
   }
   const orders = new Set(compiled.map((rule) => rule.order))
   if (orders.size !== compiled.length) return fail("$.rules", "rule orders must be unique")
-  return Either.right(Object.assign(compiled.sort((a, b) => a.order - b.order), { generated, paths: seen }))
+  const declared = new Map([...seen].map(([id, { path }]) => [id, path]))
+  return Either.right(Object.assign(compiled.sort((a, b) => a.order - b.order), { paths: declared }))
 }
+
+/** The rule ids a message lists: the first few, then how many more. */
+const listed = (ids: ReadonlyArray<string>) =>
+  ids.length === 0 ? "none" : ids.length <= 8 ? ids.join(", ") : `${ids.slice(0, 8).join(", ")}, ... (${ids.length})`
 
 const compileGates = (
   policy: PermissionPolicy,
-  rules: ReadonlyArray<CompiledRule> & { readonly generated: ReadonlySet<string> }
+  rules: Rules
 ): Either.Either<ReadonlyArray<GateBinding>, PolicyValidationError> => {
   const all = rules.map((rule) => rule.rule_id)
   if (policy.gates === undefined) {
@@ -150,7 +165,6 @@ const compileGates = (
   if (policy.gates.length === 0) {
     return fail("$.gates", "at least one gate must bind the rules (no gate would allow everything)")
   }
-  const known = new Set(all)
   const bound = new Set<string>()
   const ids = new Set<string>()
   const orders = new Set<number>()
@@ -162,11 +176,11 @@ const compileGates = (
     orders.add(gate.order)
     const rule_ids = gate.rule_ids ?? all
     for (const [j, id] of rule_ids.entries()) {
-      if (!known.has(id)) return fail(`$.gates.${i}.rule_ids.${j}`, `no rule "${id}" exists`)
-      if (rules.generated.has(id)) {
+      if (!rules.paths.has(id)) {
         return fail(
           `$.gates.${i}.rule_ids.${j}`,
-          `"${id}" is a generated id that moves when rules change: give the rule an explicit rule_id`
+          `gate "${gate.gate_id}" references rule "${id}", which does not exist (the rules are ${listed(all)}; ` +
+            "a rule without a rule_id is rule-N, N its position)"
         )
       }
       bound.add(id)
@@ -177,7 +191,9 @@ const compileGates = (
   const unbound = rules.find((rule) =>
     !bound.has(rule.rule_id) && !(rule.kind === "approval" && rule.action_patterns.length === 0)
   )?.rule_id
-  if (unbound !== undefined) return fail("$.gates", `rule "${unbound}" is bound to no gate`)
+  if (unbound !== undefined) {
+    return fail("$.gates", `rule "${unbound}" (declared at ${rules.paths.get(unbound)}) is bound to no gate`)
+  }
   return Either.right(gates.sort((a, b) => a.order - b.order))
 }
 

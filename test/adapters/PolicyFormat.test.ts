@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import fc from "fast-check"
+import { spawnSync } from "node:child_process"
 import * as PolicyFormat from "../../adapters/memory/PolicyFormat.ts"
 import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
@@ -136,6 +137,147 @@ describe("PolicyFormat: lossless round trip", () => {
       }),
       { numRuns: RUNS }
     ))
+})
+
+// PyYAML (Debian's python3-yaml) is a YAML 1.1 reader: it takes a plain `no` for false, `1:20` for 4800, `2001-12-14`
+// for a date, `=` for the value key. Each text is read exactly as `yaml.safe_load(open(file))` reads a file `fmt` wrote.
+const python = spawnSync("python3", ["-c", "import sys; print(sys.executable)"], { encoding: "utf-8" }).stdout.trim()
+const pyyaml = (texts: ReadonlyArray<string>): Array<unknown> => {
+  // A text PyYAML cannot read becomes its error, and a key or value JSON would not keep apart from a string (a boolean
+  // key, a date, a float) a marker naming its type, so an assertion names what PyYAML made of which string.
+  const script = [
+    "import datetime, json, sys, yaml",
+    "def mark(v): return 'pyyaml ' + type(v).__name__ + ' ' + repr(v)",
+    "def plain(v):",
+    "    if isinstance(v, dict): return {k if isinstance(k, str) else mark(k): plain(x) for k, x in v.items()}",
+    "    if isinstance(v, list): return [plain(x) for x in v]",
+    "    return mark(v) if isinstance(v, (float, datetime.date, bytes)) else v",
+    "def read(text):",
+    "    try: return plain(yaml.safe_load(text))",
+    "    except yaml.YAMLError as error: return {'pyyaml error': str(error)}",
+    "print(json.dumps([read(t) for t in json.load(sys.stdin)]))"
+  ].join("\n")
+  const result = spawnSync(python, ["-c", script], {
+    input: JSON.stringify(texts),
+    encoding: "utf-8",
+    maxBuffer: 64 << 20
+  })
+  assert.strictEqual(result.status, 0, result.stderr)
+  return JSON.parse(result.stdout)
+}
+
+/** The YAML 1.1 forms of booleans, nulls, numbers, dates and timestamps, and its value and merge keys. */
+const yaml11Forms = [
+  ...["y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE"],
+  ...["on", "On", "ON", "off", "Off", "OFF"],
+  ...["~", "null", "Null", "NULL", ""],
+  ...["0", "-0", "+12", "017", "0o17", "0x1F", "-0x_1f", "0b1010", "+0b1_0", "1_000", "-1_0", "1:20", "-190:20:30"],
+  ...["1.5", "+.5", "0.", "1_000.5", "6.8523015e+5", "685.230_15e+03", "1e3", "1:20.5", ".inf", "-.Inf", "+.INF"],
+  ...[".nan", ".NaN", ".NAN"],
+  ...["2001-12-14", "2001-12-14t21:59:43.10-05:00", "2001-12-14T21:59:43.10Z", "2001-12-14 21:59:43.10 -5"],
+  ...["2001-1-1 1:1:1", "2026-11-29T18:33:51.123456Z"],
+  ...["=", "<<"]
+]
+
+/** A declaration holding `text` in every kind of place a string goes: ids, versions, scopes, map keys and patterns, provenance. */
+const holding = (text: string): PermissionPolicyEncoded => {
+  const id = text === "" ? "-" : text
+  return {
+    policy_id: id,
+    version: id,
+    principal_scope: [id],
+    tenant_scope: [id, "*"],
+    mode: "rules",
+    approver_class: id,
+    deny: { [id]: [id] },
+    allow: { [id]: [id, "*"] },
+    escalate: { [id]: [id] },
+    rules: [
+      { rule_id: `${id}!`, kind: "action", effect: "deny", action_patterns: [id], operations: [id], provenance: text },
+      { kind: "mcp", effect: "allow", server_patterns: [id], tool_patterns: [id], resource_patterns: [] },
+      { kind: "expiry", effect: "allow", not_before: "2001-12-14T21:59:43.100000Z" }
+    ],
+    gates: [{ gate_id: id, adapter_id: id, level: "hard", order: 0, tool_ids: [id] }],
+    provenance: { source: text, author: id }
+  }
+}
+
+/** For each declaration: what PyYAML reads from `fmt`'s YAML, and what writ itself reads back from it (wire form). */
+const readings = (declarations: ReadonlyArray<PermissionPolicyEncoded>) => {
+  const texts = declarations.map((wire) => PolicyFormat.write(decode(wire), "yaml"))
+  const read = pyyaml(texts)
+  return texts.map((yaml, i) => {
+    const writ = Either.getOrThrow(PolicyFormat.parse(yaml, "yaml"))
+    return { yaml, pyyaml: read[i], writ: JSON.parse(PolicyFormat.write(writ, "json")), policy: writ }
+  })
+}
+
+describe("PolicyFormat: fmt's YAML reads back identically in a YAML 1.1 parser (PyYAML)", () => {
+  it("every YAML 1.1 boolean, null, number, date, timestamp, value and merge key form, wherever a string goes", () => {
+    const declarations = yaml11Forms.map(holding)
+    for (const [i, read] of readings(declarations).entries()) {
+      assert.deepStrictEqual(read.pyyaml, read.writ, `${JSON.stringify(yaml11Forms[i])}:\n${read.yaml}`)
+      assert.deepStrictEqual(read.policy, decode(declarations[i]!))
+      assert.deepStrictEqual(decode(read.pyyaml as PermissionPolicyEncoded), read.policy)
+    }
+  })
+
+  // Strings built from the pieces of those forms, plus the characters YAML 1.1 reads differently from 1.2 (a tab in a
+  // plain scalar, NEL, LS and PS line breaks, a byte-order mark, C1 controls): one PyYAML run reads them all.
+  it("property: strings assembled from YAML 1.1 scalar syntax read back identically", () => {
+    const piece = fc.constantFrom(
+      ..."0123456789",
+      "-",
+      "+",
+      ":",
+      ".",
+      "_",
+      "e",
+      "E",
+      "x",
+      "b",
+      "o",
+      "t",
+      "T",
+      "Z",
+      " ",
+      "~",
+      "=",
+      "<<",
+      "y",
+      "n",
+      "on",
+      "off",
+      "yes",
+      "no",
+      "true",
+      "null",
+      ".inf",
+      ".nan",
+      "2001-12-14",
+      "21:59:43",
+      "\t",
+      "\n",
+      "\u0085",
+      "\u2028",
+      "\u2029",
+      "\ufeff",
+      "\u0090",
+      "\u007f",
+      "#",
+      "'",
+      "\"",
+      "\\",
+      "é",
+      "\u{1f600}"
+    )
+    const text = fc.array(piece, { minLength: 1, maxLength: 6 }).map((pieces) => pieces.join(""))
+      .filter((t) => t.trim() === t)
+    const texts = fc.sample(fc.uniqueArray(text, { minLength: 400, maxLength: 400 }), { numRuns: 1, seed: 16 })[0]!
+    for (const [i, read] of readings(texts.map(holding)).entries()) {
+      assert.deepStrictEqual(read.pyyaml, read.writ, `${JSON.stringify(texts[i])}:\n${read.yaml}`)
+    }
+  })
 })
 
 describe("PolicyFormat: the seed's P3 defect cannot happen", () => {

@@ -561,25 +561,33 @@ describe("composition laws", () => {
     assert.isAbove(seen.flipped, 0)
   }, SLOW)
 
-  // A gate binding a generated `rule-N` would silently rebind when a rules-mode map gains an entry before it
-  // (here `rule-1` was the deny of notes.write, and became the allow): the compiler refuses such a reference.
-  it.effect("a gate may not reference a generated rule id, which would move when rules change", () =>
+  // Generated ids are positional and documented so: a gate binding `rule-1` binds whatever rule sits at position 1.
+  // Adding a rules-mode entry before it renumbers (here `rule-1` was the deny of notes.write and becomes the allow);
+  // a declared rule that must stay bound to one gate gets an explicit rule_id.
+  it.effect("a gate binds a generated rule id by position: a map entry added before it renumbers it", () =>
     withDigest(Effect.gen(function*() {
-      const gates = [{ gate_id: "enforce", level: "hard", order: 0, rule_ids: ["rule-1"] }]
+      const gates = [
+        { gate_id: "audit", level: "advisory", order: 0 },
+        { gate_id: "enforce", level: "hard", order: 1, rule_ids: ["rule-1"] }
+      ]
       const before = {
         allow: { "notes.write": ["*"] },
         rules: [{ kind: "action", effect: "deny", action_patterns: ["notes.write"] }],
         gates
       }
       const after = { ...before, deny: { "shell.exec": ["rm"] } }
-      for (const input of [before, after]) {
-        const error = yield* Effect.flip(PolicySnapshot.compile(declare(input)))
-        assert.strictEqual(error._tag, "PolicyValidationError")
-        assert.strictEqual(
-          error.message,
-          "$.gates.0.rule_ids.0: \"rule-1\" is a generated id that moves when rules change: give the rule an explicit rule_id"
-        )
-      }
+      const bound = yield* Effect.forEach(
+        [before, after],
+        (input) =>
+          Effect.map(PolicySnapshot.compile(declare(input)), (snapshot) => {
+            const enforce = snapshot.gate_bindings.find((g) => g.gate_id === "enforce")!
+            return enforce.rule_ids.map((id) => {
+              const rule = snapshot.compiled_rules.find((r) => r.rule_id === id)!
+              return `${id} ${rule.effect} ${rule.provenance}`
+            })
+          })
+      )
+      assert.deepStrictEqual(bound, [["rule-1 deny declared"], ["rule-1 allow rules-mode"]])
     })))
 
   it.effect("law, by example: with explicit rule ids, adding a deny rule before a gate's rules never turns a deny into an allow", () =>
@@ -712,6 +720,38 @@ describe("a composition in the executor", () => {
       }
       assert.strictEqual(made, before)
       assert.strictEqual(summary(outcome), "denied policy.denied")
+    }).pipe(Effect.provide(executorLayer)))
+})
+
+describe("gates over a preset and rules-mode maps in the executor", () => {
+  // rule-0..2 are the safe preset's (deny dangerous shell, escalate shell, allow all), rule-3 is the deny map's entry.
+  const gated = declare({
+    mode: "safe",
+    approver_class: "maintainer",
+    deny: { "notes.write": ["*"] },
+    gates: [
+      { gate_id: "shell", level: "hard", order: 0, tool_ids: ["shell.*"], rule_ids: ["rule-0", "rule-1", "rule-2"] },
+      { gate_id: "notes", level: "soft", order: 1, tool_ids: ["notes.*"], rule_ids: ["rule-2", "rule-3"] }
+    ]
+  })
+
+  it.effect("gates referencing the generated rule-N compile and govern those rules: a soft gate escalates its deny", () =>
+    Effect.gen(function*() {
+      const snapshot = yield* PolicySnapshot.compile(gated)
+      const decide = verdict(snapshot)
+      assert.strictEqual(decide(shell("rm -rf /")), "deny policy.denied @shell")
+      assert.strictEqual(decide(call("notes.write")), "escalate approval.required @notes")
+      const run = yield* installed(snapshot)
+      const before = made
+      assert.strictEqual(summary(yield* run("shell.exec", { command: "make" })), "escalated approval.required")
+      assert.strictEqual(summary(yield* run("shell.exec", { command: "rm -rf /" })), "denied policy.denied")
+      assert.strictEqual(made, before)
+      assert.strictEqual(summary(yield* run("notes.read")), "succeeded ok")
+      // Without gates the map's deny is hard; bound to the soft gate it escalates to the approver instead.
+      assert.strictEqual(summary(yield* run("notes.write")), "escalated approval.required")
+      const { gates: _gates, ...ungated } = gated
+      const hard = yield* installed(yield* PolicySnapshot.compile({ ...ungated, version: "2" }))
+      assert.strictEqual(summary(yield* hard("notes.write")), "denied policy.denied")
     }).pipe(Effect.provide(executorLayer)))
 })
 

@@ -1,5 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Equal, Hash } from "effect"
+import { readFileSync } from "node:fs"
+import * as PolicyFormat from "../../adapters/memory/PolicyFormat.ts"
 import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
@@ -82,11 +84,8 @@ describe("PermissionPolicy declarations", () => {
       )
       assert.strictEqual(
         yield* error({ ...base, rules: [rule("a")], gates: [gate("g", 0, ["a", "b"])] }),
-        "$.gates.0.rule_ids.1: no rule \"b\" exists"
-      )
-      assert.strictEqual(
-        yield* error({ ...base, allow: { x: ["*"] }, gates: [gate("g", 0, ["rule-0"])] }),
-        "$.gates.0.rule_ids.0: \"rule-0\" is a generated id that moves when rules change: give the rule an explicit rule_id"
+        "$.gates.0.rule_ids.1: gate \"g\" references rule \"b\", which does not exist (the rules are a; " +
+          "a rule without a rule_id is rule-N, N its position)"
       )
       assert.strictEqual(
         yield* error({ ...base, gates: [] }),
@@ -94,7 +93,7 @@ describe("PermissionPolicy declarations", () => {
       )
       assert.strictEqual(
         yield* error({ ...base, rules: [rule("a"), rule("b")], gates: [gate("g", 0, ["a"])] }),
-        "$.gates: rule \"b\" is bound to no gate"
+        "$.gates: rule \"b\" (declared at $.rules.1) is bound to no gate"
       )
     }))
 
@@ -132,6 +131,74 @@ describe("PermissionPolicy declarations", () => {
         /^\$\.compiled_rules\.1: origin rule "users-only"/
       )
     }))
+
+  // The ids a declaration leaves to the compiler are positional (`rule-N`): gates may bind them, so every error about
+  // them must say which gate, which id and where it was declared, never a field the author did not write.
+  it.effect("gates bind generated rule-N ids; a dangling or unbound one is named with its gate and declaration", () =>
+    Effect.gen(function*() {
+      const error = (input: unknown) => Effect.map(Effect.flip(compile(input)), (e) => [e._tag, e.message])
+      const gate = (gate_id: string, order: number, rule_ids: Array<string>) => ({
+        gate_id,
+        level: "hard",
+        order,
+        rule_ids
+      })
+      const preset = { ...base, mode: "read_only", deny: { "files.write": ["/etc/*"] } }
+      const bound = yield* compile({
+        ...preset,
+        gates: [gate("editors", 0, ["rule-0"]), gate("rest", 1, ["rule-1", "rule-2"])]
+      })
+      assert.deepStrictEqual(
+        bound.gate_bindings.map((g) => [g.gate_id, g.rule_ids]),
+        [["editors", ["rule-0"]], ["rest", ["rule-1", "rule-2"]]]
+      )
+      assert.deepStrictEqual(
+        yield* error({ ...preset, gates: [gate("editors", 0, ["rule-0", "rule-1", "rule-2", "rule-3"])] }),
+        [
+          "PolicyValidationError",
+          "$.gates.0.rule_ids.3: gate \"editors\" references rule \"rule-3\", which does not exist " +
+          "(the rules are rule-0, rule-1, rule-2; a rule without a rule_id is rule-N, N its position)"
+        ]
+      )
+      assert.deepStrictEqual(yield* error({ ...preset, gates: [gate("editors", 0, ["rule-0", "rule-1"])] }), [
+        "PolicyValidationError",
+        "$.gates: rule \"rule-2\" (declared at $.deny.files.write) is bound to no gate"
+      ])
+      assert.deepStrictEqual(yield* error({ ...preset, gates: [gate("editors", 0, ["rule-2"])] }), [
+        "PolicyValidationError",
+        "$.gates: rule \"rule-0\" (declared at $.mode) is bound to no gate"
+      ])
+      // An explicit id that is also a generated one is blamed where it was written.
+      const rule = { kind: "action", effect: "allow", action_patterns: ["x"] }
+      assert.deepStrictEqual(yield* error({ ...base, rules: [{ ...rule, rule_id: "rule-1" }, rule] }), [
+        "PolicyValidationError",
+        "$.rules.0.rule_id: rule id \"rule-1\" is also the id the compiler gives $.rules.1"
+      ])
+      assert.deepStrictEqual(yield* error({ ...base, rules: [rule, { ...rule, rule_id: "rule-0" }] }), [
+        "PolicyValidationError",
+        "$.rules.1.rule_id: duplicate rule id \"rule-0\" (first at $.rules.0, its generated id)"
+      ])
+      assert.deepStrictEqual(
+        yield* error({ ...base, approver_class: "ops", rules: [{ ...rule, rule_id: "approver_class" }] }),
+        [
+          "PolicyValidationError",
+          "$.rules.0.rule_id: rule id \"approver_class\" is also the id the compiler gives $.approver_class"
+        ]
+      )
+    }))
+
+  // Regression guard: computed before gates could bind generated ids. Letting them must not renumber or re-digest
+  // any declaration that compiled before (ids stay `rule-N` by position).
+  it.effect("the example agent policy (test/fixtures/policies/agent.yaml) keeps its digest and rule ids", () =>
+    Effect.gen(function*() {
+      const text = readFileSync(new URL("../fixtures/policies/agent.yaml", import.meta.url), "utf-8")
+      const snapshot = yield* PolicySnapshot.compile(Either.getOrThrow(PolicyFormat.parse(text, "yaml")))
+      assert.strictEqual(snapshot.digest, "549ce046de1ec3cd2e9ffc67f5203e5bae19c7b20fa339b6f50b4dd33a87f4e4")
+      assert.deepStrictEqual(snapshot.gate_bindings.map((g) => [g.gate_id, g.rule_ids]), [[
+        "policy",
+        ["rule-0", "rule-1", "rule-2", "rule-3", "rule-4", "rule-5"]
+      ]])
+    }).pipe(Effect.provide(WebCryptoDigest.layer)))
 
   it.effect("the digest covers rules and gates but not release state or activation", () =>
     Effect.gen(function*() {

@@ -80,6 +80,38 @@ describe("writ policy", () => {
     }
   }, 60_000)
 
+  it(
+    "gates may bind a preset's generated rule-N; check names the gate, the missing rule and its path (exit 2)",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "writ-policy-"))
+      const declaration = (rule_ids: string) =>
+        [
+          "policy_id: gated",
+          "version: \"1\"",
+          "mode: read_only",
+          "gates:",
+          "  - { gate_id: editors, level: hard, order: 0, rule_ids: [rule-0] }",
+          `  - { gate_id: readers, level: soft, order: 1, rule_ids: [${rule_ids}] }`,
+          ""
+        ].join("\n")
+      const good = join(dir, "good.yaml")
+      const bad = join(dir, "bad.yaml")
+      writeFileSync(good, declaration("rule-1"))
+      writeFileSync(bad, declaration("rule-1, rule-7"))
+      const [ok, dangling] = await Promise.all([writ("policy", "check", good, "--json"), writ("policy", "check", bad)])
+      assert.strictEqual(ok.status, 0, ok.stderr)
+      assert.deepStrictEqual([JSON.parse(ok.stdout).rules, JSON.parse(ok.stdout).gates], [2, 2])
+      assert.strictEqual(dangling.status, 2)
+      assert.include(
+        dangling.stderr,
+        `${bad}: $.gates.1.rule_ids.1: gate "readers" references rule "rule-7", which does not exist (the rules are ` +
+          "rule-0, rule-1; a rule without a rule_id is rule-N, N its position)"
+      )
+      assert.strictEqual(dangling.stdout, "")
+    },
+    60_000
+  )
+
   it("explain gives disposition, reason and matched rules; exit 0 allow, 1 deny or escalate", async () => {
     const explain = async (...args: Array<string>) => {
       const result = await writ("policy", "explain", policy, "--json", ...args)
