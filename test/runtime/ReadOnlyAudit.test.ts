@@ -232,4 +232,35 @@ describe("auditing a WAL database reads every commit and writes nothing", () => 
     assert.deepStrictEqual(readdirSync(dir).sort(), listing)
     assert.isTrue(readFileSync(`${fixture.live}-wal`).equals(wal), "the -wal is as it was")
   }, 120_000)
+
+  it(
+    "a backup with a hot journal (a writer stopped mid-transaction): read as last committed, the directory unchanged",
+    async () => {
+      const { db } = copyFixture()
+      const backup = join(freshDir(), "backup.db")
+      const source = new Database(db)
+      source.exec(`VACUUM INTO '${backup}'`)
+      source.close()
+      const original = readFileSync(backup)
+      // A rollback-journal writer rewrites every record in place, its cache spilling the pages into the file itself.
+      const writer = new Database(backup)
+      writer.exec(`PRAGMA cache_size = 1; DROP TRIGGER IF EXISTS evidence_records_no_update; BEGIN;
+      UPDATE evidence_records SET payload_json = replace(payload_json, '"', ' ')`)
+      const dir = freshDir()
+      copyFileSync(backup, join(dir, "backup.db"))
+      copyFileSync(`${backup}-journal`, join(dir, "backup.db-journal"))
+      writer.exec("ROLLBACK")
+      writer.close()
+      assert.isFalse(readFileSync(join(dir, "backup.db")).equals(original), "the file holds the uncommitted pages")
+      const before = snapshot(dir)
+      const args = ["--chain", fixture.demo.chain_id, "--expected-head", fixture.demo.head, "--json"]
+      for (const audit of [(...args: Array<string>) => writReadOnly(dir, ...args), writ]) {
+        const verified = await audit("evidence", "verify", "--db", join(dir, "backup.db"), ...args)
+        assert.strictEqual(verified.status, 0, verified.stderr)
+        assert.isTrue(JSON.parse(verified.stdout).valid)
+        assert.deepStrictEqual(snapshot(dir), before, "the file and its journal are as they were")
+      }
+    },
+    120_000
+  )
 })
