@@ -54,8 +54,9 @@ export const layerStores = (options: StoreOptions) =>
   )
 
 /**
- * The stores of an existing database file, read-only and unmigrated: what commands that only read (verify, log,
- * certificates) run on. A write through them fails as the store's own error.
+ * The stores of an existing database file, read-only and unmigrated, every committed transaction seen and nothing
+ * created beside the file (`Sqlite.layerReadOnly`): what commands that only read (verify, log, certificates) run on.
+ * A write through them fails as the store's own error.
  */
 export const layerReadStores = (filename: string) =>
   Layer.mergeAll(

@@ -7,7 +7,10 @@
  */
 import { Migrator, SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Context, Effect, Layer } from "effect"
+import { Effect, Layer, Schema } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { loader } from "../sql/internal/migrations/index.ts"
 
 /** SQLite's `synchronous` setting: FULL syncs every commit; NORMAL may lose the last commits on power loss (never corrupts). */
@@ -52,24 +55,106 @@ export const layer = (options: Options) =>
     Layer.orDie
   )
 
+// --- Reading without writing ---
+// An audit may read a file in a read-only directory, and must leave every directory as it was. SQLite opens a WAL
+// database read-only only where it can create the `-shm` beside it (and then leaves it, with a `-wal`, behind), or
+// with `immutable=1`, which ignores the `-wal` and so a chain's last commits; this build of better-sqlite3 takes no
+// URI filenames anyway. So the file is read in place only beside a live connection's `-wal` and `-shm` (SQLite reads
+// them, read-only if it must, and creates nothing), and otherwise through a private copy of it and its journal.
+
+/** Why an existing database could not be read as it stands: it cannot be copied, or it changed during every copy. */
+export class ReadViewError extends Schema.TaggedError<ReadViewError>()("ReadViewError", {
+  reason: Schema.Literal("unreadable", "changing"),
+  message: Schema.String
+}) {}
+
+const journals = ["-wal", "-journal"] as const
+const copyAttempts = 5
+
+/** What identifies a file's content at a moment: inode, size, modification and change times; "-" when it is absent. */
+const stamp = (file: string) => {
+  const stat = fs.statSync(file, { bigint: true, throwIfNoEntry: false })
+  return stat === undefined ? "-" : `${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}`
+}
+
+const stamps = (filename: string) => ["", ...journals].map((suffix) => stamp(filename + suffix)).join(" ")
+
+/** Copy a database and its non-empty journals to `copy`, writable; whether none of them changed meanwhile. */
+const copyOnce = (filename: string, copy: string) => {
+  const before = stamps(filename)
+  for (const suffix of ["", ...journals]) {
+    fs.rmSync(copy + suffix, { force: true })
+    if (suffix === "" || (fs.statSync(filename + suffix, { throwIfNoEntry: false })?.size ?? 0) > 0) {
+      fs.copyFileSync(filename + suffix, copy + suffix)
+      fs.chmodSync(copy + suffix, 0o600)
+    }
+  }
+  return stamps(filename) === before
+}
+
+const unreadable = (cause: unknown) =>
+  new ReadViewError({ reason: "unreadable", message: cause instanceof Error ? cause.message : String(cause) })
+
+/** A private copy of a database and its journals, taken while none of them changed, removed when the scope closes. */
+const privateCopy = (filename: string) =>
+  Effect.gen(function*() {
+    const dir = yield* Effect.acquireRelease(
+      Effect.try({ try: () => fs.mkdtempSync(path.join(os.tmpdir(), "writ-read-")), catch: unreadable }),
+      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    )
+    const copy = path.join(dir, "read.db")
+    for (let attempt = 0; attempt < copyAttempts; attempt++) {
+      if (yield* Effect.try({ try: () => copyOnce(filename, copy), catch: unreadable })) return copy
+    }
+    return yield* new ReadViewError({
+      reason: "changing",
+      message: `it changed during each of ${copyAttempts} copies (another connection is writing it)`
+    })
+  })
+
+const readSettings = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) =>
+    Effect.forEach(["busy_timeout = 5000", "query_only = ON"], (pragma) => sql.unsafe(`PRAGMA ${pragma}`), {
+      discard: true
+    })
+)
+
 /**
  * An existing database opened read-only and used as it is, migrations not applied and its journal mode kept (a
- * backup may be in rollback-journal mode): what a command that only reads needs, so that reading never changes it.
+ * backup may be in rollback-journal mode), every committed transaction read (those only in its `-wal` included), and
+ * nothing created or changed beside it: what a command that only reads needs, even in a read-only directory.
  */
 export const layerReadOnly = (filename: string) =>
-  Layer.effectDiscard(SqlClient.SqlClient.pipe(Effect.flatMap((sql) => sql`PRAGMA busy_timeout = 5000`))).pipe(
-    Layer.provideMerge(SqliteClient.layer({ filename, readonly: true, disableWAL: true })),
-    Layer.orDie
+  Layer.unwrapScoped(
+    Effect.map(
+      Effect.suspend(() =>
+        fs.existsSync(`${filename}-wal`) && fs.existsSync(`${filename}-shm`)
+          ? Effect.succeed({ file: filename, readonly: true })
+          : Effect.map(privateCopy(filename), (copy) => ({ file: copy, readonly: false }))
+      ),
+      // The copy is opened read-write so SQLite can replay its -wal or roll back a hot journal; query_only refuses writes.
+      ({ file, readonly }) =>
+        Layer.effectDiscard(readSettings).pipe(
+          Layer.provideMerge(SqliteClient.layer({ filename: file, readonly, disableWAL: true })),
+          Layer.orDie
+        )
+    )
   )
 
-/** Whether an existing file holds a writ database (writ's migration table and its evidence table), read, not changed. */
+/** Whether the connection's database is a writ database (writ's migration table and its evidence table). */
+export const isWrit = Effect.map(
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`SELECT name FROM sqlite_master
+      WHERE type = 'table' AND name IN ('effect_sql_migrations', 'evidence_records')`),
+  (rows) => rows.length === 2
+)
+
+/** Whether an existing file holds a writ database, read, not changed: the check before a command writes it. */
 export const isWritDatabase = (filename: string) =>
   Effect.scoped(
-    Effect.flatMap(Layer.build(SqliteClient.layer({ filename, readonly: true, disableWAL: true })), (context) =>
-      Effect.map(
-        Context.get(context, SqlClient.SqlClient)`SELECT name FROM sqlite_master
-          WHERE type = 'table' AND name IN ('effect_sql_migrations', 'evidence_records')`,
-        (rows) =>
-          rows.length === 2
-      ))
+    Effect.flatMap(
+      Layer.build(SqliteClient.layer({ filename, readonly: true, disableWAL: true })),
+      (context) => Effect.provide(isWrit, context)
+    )
   )

@@ -654,22 +654,36 @@ describe("writ exec, evidence, certificate, recover", () => {
     120_000
   )
 
-  it("a database another connection holds locked is a store failure (exit 1), not bad input", async () => {
-    const dir = freshDir()
-    const db = join(dir, "locked.db")
-    copyFileSync(demoDb, db)
-    const holder = new Database(db)
-    holder.exec("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE held (a)")
-    try {
-      for (const args of [["evidence", "verify", "--db", db], ["recover", "--db", db]]) {
-        const result = await writ(...args)
-        assert.strictEqual(result.status, 1, `${args.join(" ")}: ${result.stderr}`)
+  it(
+    "a database another connection holds locked is a store failure (exit 1) to a writing command, not bad input; an audit reads its last commit",
+    async () => {
+      const dir = freshDir()
+      const db = join(dir, "locked.db")
+      copyFileSync(demoDb, db)
+      const holder = new Database(db)
+      holder.exec("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE held (a)")
+      try {
+        const result = await writ("recover", "--db", db)
+        assert.strictEqual(result.status, 1, result.stderr)
         assert.include(result.stderr, "DatabaseBusyError")
+        const audit = await writJson(
+          "evidence",
+          "verify",
+          "--db",
+          db,
+          "--chain",
+          demo.chain_id,
+          "--expected-head",
+          demo.head
+        )
+        assert.strictEqual(audit.status, 0, audit.stderr)
+        assert.isTrue(audit.out.valid)
+      } finally {
+        holder.close()
       }
-    } finally {
-      holder.close()
-    }
-  }, 120_000)
+    },
+    120_000
+  )
 
   it("Certificate verification fails for a changed policy", async () => {
     const dir = freshDir()

@@ -3,7 +3,8 @@
  * JSON argument parsing, the `--db` check, and the exit code for negative verdicts.
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Cause, Console, Effect, Either, Exit, Layer, Schema } from "effect"
+import type { SqlClient } from "@effect/sql"
+import { Cause, Console, Effect, Either, Exit, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Sqlite from "../../../../adapters/node/Sqlite.ts"
 
@@ -78,36 +79,66 @@ const isBusy = (cause: Cause.Cause<unknown>): boolean => {
   return typeof code === "string" && /^SQLITE_(BUSY|LOCKED)/.test(code)
 }
 
-/**
- * Where `--db` may point and what is done with it: an existing writ database only read (never changed), an existing
- * one written (migrated first), or also a file not yet written (the commands that create one).
- */
-export type DatabaseUse = "read" | "existing" | "new_or_existing"
+/** Where `--db` may point when a command writes it: an existing writ database, or also a file not yet written. */
+export type DatabaseUse = "existing" | "new_or_existing"
+
+/** The failures of opening the `--db` file: bad input naming it, or a store failure when another connection holds it. */
+const databaseProblems = (filename: string) => {
+  const refuse = (why: string) => new CliInputError({ message: `--db ${JSON.stringify(filename)}: ${why}` })
+  const unopened = (cause: Cause.Cause<unknown>) =>
+    isBusy(cause)
+      ? new DatabaseBusyError({ message: `--db ${JSON.stringify(filename)}: ${describeDefect(cause)}` })
+      : refuse(`cannot be opened as a writ database (${describeDefect(cause)})`)
+  const notWrit = refuse("is not a writ database (it has no writ evidence table); it was not changed")
+  const keepsNothing = filename === "" || filename === ":memory:"
+    ? Option.some(refuse("names no file, so nothing would be kept"))
+    : Option.none()
+  return { refuse, unopened, notWrit, keepsNothing }
+}
 
 /**
- * Check the SQLite file named by `--db` once, before anything runs, then (unless it is only to be read) open and
- * migrate it. Bad input: a name that keeps nothing ("" or ":memory:"), a file that cannot be opened, or one with
- * content that is not a writ database (which is left exactly as it was).
+ * Check the SQLite file named by `--db` once, before anything runs, then open and migrate it (a reading command uses
+ * `openForReading` instead). Bad input: a name that keeps nothing ("" or ":memory:"), a file that cannot be opened,
+ * or one with content that is not a writ database (which is left exactly as it was).
  */
 export const checkDatabase = (filename: string, use: DatabaseUse) =>
   Effect.gen(function*() {
-    const refuse = (why: string) => new CliInputError({ message: `--db ${JSON.stringify(filename)}: ${why}` })
-    const unopened = (cause: Cause.Cause<unknown>) =>
-      isBusy(cause)
-        ? new DatabaseBusyError({ message: `--db ${JSON.stringify(filename)}: ${describeDefect(cause)}` })
-        : refuse(`cannot be opened as a writ database (${describeDefect(cause)})`)
-    if (filename === "" || filename === ":memory:") return yield* refuse("names no file, so nothing would be kept")
+    const { keepsNothing, notWrit, unopened } = databaseProblems(filename)
+    if (Option.isSome(keepsNothing)) return yield* keepsNothing.value
     const written = use !== "new_or_existing" || (fs.existsSync(filename) && fs.statSync(filename).size > 0)
     if (written) {
       const writ = yield* Effect.exit(Sqlite.isWritDatabase(filename))
       if (Exit.isFailure(writ)) return yield* unopened(writ.cause)
-      if (!writ.value) {
-        return yield* refuse("is not a writ database (it has no writ evidence table); it was not changed")
-      }
+      if (!writ.value) return yield* notWrit
     }
-    if (use === "read") return
     const opened = yield* Effect.exit(Effect.scoped(Layer.build(Sqlite.layer({ filename }))))
     if (Exit.isFailure(opened)) return yield* unopened(opened.cause)
+  })
+
+/**
+ * Open the `--db` file for reading through `stores` (built over `Sqlite.layerReadOnly`) in the current scope, once,
+ * and check it is a writ database: the bad input `checkDatabase` refuses, a file that cannot be copied to be read
+ * (bad input), and one that changed during every copy (a store failure, exit 1).
+ */
+export const openForReading = <ROut>(
+  filename: string,
+  stores: Layer.Layer<ROut | SqlClient.SqlClient, Sqlite.ReadViewError>
+) =>
+  Effect.gen(function*() {
+    const { keepsNothing, notWrit, refuse, unopened } = databaseProblems(filename)
+    if (Option.isSome(keepsNothing)) return yield* keepsNothing.value
+    const opened = yield* Effect.exit(Layer.build(stores))
+    if (Exit.isFailure(opened)) {
+      const failure = Cause.failureOption(opened.cause)
+      if (Option.isNone(failure)) return yield* unopened(opened.cause)
+      return yield* failure.value.reason === "changing"
+        ? new DatabaseBusyError({ message: `--db ${JSON.stringify(filename)}: ${failure.value.message}` })
+        : refuse(`cannot be read (${failure.value.message})`)
+    }
+    const writ = yield* Effect.exit(Effect.provide(Sqlite.isWrit, opened.value))
+    if (Exit.isFailure(writ)) return yield* unopened(writ.cause)
+    if (!writ.value) return yield* notWrit
+    return opened.value
   })
 
 /** A failure that is not bad input (a store or evidence failure, or a defect): its message on stderr and exit code 1. */

@@ -6,7 +6,7 @@ import { Effect, Option, Schema } from "effect"
 import { Uuid } from "../../../../core/base/IdGenerator.ts"
 import { EvidenceStore } from "../../../../core/evidence/EvidenceStore.ts"
 import * as Embedded from "../../../Embedded.ts"
-import { checkDatabase, CliInputError } from "./input.ts"
+import { checkDatabase, CliInputError, openForReading } from "./input.ts"
 
 /** `--db FILE`: an existing writ SQLite database. */
 export const db = Options.file("db", { exists: "yes" }).pipe(
@@ -17,9 +17,17 @@ export const db = Options.file("db", { exists: "yes" }).pipe(
 export const withStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
   Effect.zipRight(checkDatabase(filename, "existing"), Effect.provide(body, Embedded.layerStores({ filename })))
 
-/** Run a reading command's body on the read-only stores of an existing database, checked first and never changed. */
+/**
+ * Run a reading command's body on the read-only stores of an existing database, checked first: never changed, nothing
+ * created beside it, readable in a read-only directory, and its committed `-wal` transactions read.
+ */
 export const withReadStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
-  Effect.zipRight(checkDatabase(filename, "read"), Effect.provide(body, Embedded.layerReadStores(filename)))
+  Effect.scoped(
+    Effect.flatMap(
+      openForReading(filename, Embedded.layerReadStores(filename)),
+      (stores) => Effect.provide(body, stores)
+    )
+  )
 
 /** Whether a text is a UUID (a chain, operation or Run id). */
 export const isUuid = Schema.is(Uuid)
