@@ -17,11 +17,14 @@ export interface Limits {
 export const defaultLimits: Limits = Object.freeze({ maxDepth: 128, maxSize: 1_048_576 })
 
 /** Why a JSON text or value is refused. */
-export type Refusal = "syntax" | "duplicate_key" | "proto_key" | "too_deep" | "too_large"
+export const Refusal = Schema.Literal("syntax", "duplicate_key", "proto_key", "too_deep", "too_large")
+
+/** Why a JSON text or value is refused. */
+export type Refusal = typeof Refusal.Type
 
 /** A JSON text or value refused, with the path of the offending part. */
 export class StrictJsonError extends Schema.TaggedError<StrictJsonError>()("StrictJsonError", {
-  reason: Schema.Literal("syntax", "duplicate_key", "proto_key", "too_deep", "too_large"),
+  reason: Refusal,
   path: Schema.String,
   detail: Schema.String
 }) {
