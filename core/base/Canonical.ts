@@ -20,6 +20,10 @@ export type CanonicalViolation =
   | "unsupported_type"
   | "lone_surrogate"
   | "cycle"
+  | "too_deep"
+
+/** The most levels of arrays and objects a canonical value nests; a deeper one is refused (`too_deep`), never overflows. */
+export const maxDepth = 512
 
 /** A value that cannot be canonicalised, with the path of the offending part. */
 export class CanonicalJsonError extends Schema.TaggedError<CanonicalJsonError>()("CanonicalJsonError", {
@@ -31,7 +35,8 @@ export class CanonicalJsonError extends Schema.TaggedError<CanonicalJsonError>()
     "undefined_in_array",
     "unsupported_type",
     "lone_surrogate",
-    "cycle"
+    "cycle",
+    "too_deep"
   ),
   path: Schema.String
 }) {
@@ -124,6 +129,7 @@ const encode = (value: unknown, path: Array<Segment>, seen: Set<object>): string
       if (value === null) return "null"
       if (isUnset(value)) return undefined
       if (seen.has(value)) throw new Violation("cycle", [...path])
+      if (path.length >= maxDepth) throw new Violation("too_deep", [...path])
       if (Array.isArray(value)) {
         seen.add(value)
         let out = "["
@@ -157,18 +163,20 @@ const encode = (value: unknown, path: Array<Segment>, seen: Set<object>): string
   }
 }
 
-/** Canonical JSON text of a value; Undefined and Unset object members are omitted. */
+/**
+ * Canonical JSON text of a value; Undefined and Unset object members are omitted. It never throws: a value nested
+ * deeper than `maxDepth` is `too_deep`, and one whose inspection throws (a getter, a proxy) is `unsupported_type`.
+ */
 export const stringify = (value: unknown): Either.Either<string, CanonicalJsonError> => {
+  const path: Array<Segment> = []
   try {
-    const text = encode(value, [], new Set())
+    const text = encode(value, path, new Set())
     return text === undefined
       ? Either.left(new CanonicalJsonError({ reason: "unsupported_type", path: "$" }))
       : Either.right(text)
   } catch (error) {
-    if (error instanceof Violation) {
-      return Either.left(new CanonicalJsonError({ reason: error.reason, path: renderPath(error.segments) }))
-    }
-    throw error
+    const violation = error instanceof Violation ? error : new Violation("unsupported_type", path)
+    return Either.left(new CanonicalJsonError({ reason: violation.reason, path: renderPath(violation.segments) }))
   }
 }
 

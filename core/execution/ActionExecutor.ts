@@ -9,6 +9,7 @@ import type { ActionNotFoundError } from "../action/ActionRegistry.ts"
 import { Digest } from "../base/Digest.ts"
 import { IdGenerator } from "../base/IdGenerator.ts"
 import type { ActionRef } from "../base/Refs.ts"
+import * as StrictJson from "../base/StrictJson.ts"
 import { ExecutorRegistry } from "../evidence/ExecutorRegistry.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
 import { AttemptStore } from "../state/AttemptStore.ts"
@@ -73,6 +74,7 @@ export const make = (config: Config = {}) =>
       capacities: [...(config.capacity ?? [])],
       observers: [...(config.observers ?? [])],
       teardown: Duration.decode(config.teardown ?? Duration.seconds(1)),
+      argumentLimits: { ...StrictJson.defaultLimits, ...config.argumentLimits },
       boundAgent: config.boundAgent,
       trace: Option.getOrUndefined(yield* Effect.serviceOption(StageTrace))
     }

@@ -54,4 +54,24 @@ describe("Canonical JSON", () => {
     const shared = { x: 1 }
     assert.strictEqual(text([shared, shared]), "[{\"x\":1},{\"x\":1}]")
   })
+
+  it("refuses a value nested deeper than its limit with a typed error, at 100000 levels too, and never throws", () => {
+    const nest = (levels: number, wrap: (inner: unknown) => unknown) => {
+      let value: unknown = 1
+      for (let i = 0; i < levels; i++) value = wrap(value)
+      return value
+    }
+    for (const wrap of [(inner: unknown) => [inner], (inner: unknown) => ({ k: inner })]) {
+      const deep = rejection(nest(100_000, wrap))
+      assert.strictEqual(deep?.reason, "too_deep")
+    }
+    assert.strictEqual(text(nest(Canonical.maxDepth, (inner) => [inner])).length, 2 * Canonical.maxDepth + 1)
+    assert.strictEqual(rejection(nest(Canonical.maxDepth + 1, (inner) => [inner]))?.reason, "too_deep")
+    const hostile = new Proxy({}, {
+      getPrototypeOf: () => {
+        throw new Error("trap")
+      }
+    })
+    assert.deepStrictEqual(rejection({ a: [hostile] }), { reason: "unsupported_type", path: "$.a[0]" })
+  })
 })

@@ -11,6 +11,7 @@ import * as Canonical from "../../../base/Canonical.ts"
 import type { Sha256Hex } from "../../../base/Digest.ts"
 import { sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
+import * as StrictJson from "../../../base/StrictJson.ts"
 import * as Time from "../../../base/Time.ts"
 import { DecisionReason } from "../../AdmissionDecision.ts"
 import type { Lease } from "../../Capacity.ts"
@@ -65,12 +66,25 @@ export const decodeWith = (call: Call, action: Action, args: unknown) => {
     : { input: decoded.right }
 }
 
-/** Stage 2: decode the request's arguments. */
-export const normalise: SyncStep<Resolved, { input: unknown }> = {
-  _tag: "Sync",
-  stage: "normalise",
-  detail: "decode the arguments with the action's input Schema",
-  run: (state) => decodeWith(state.call, state.action, state.call.request.arguments)
+/**
+ * Stage 2: bound the request's arguments before anything reads them (too deep, too large, an own `__proto__` key:
+ * denied naming where), then decode them.
+ */
+export const normaliseWith = (env: Env): SyncStep<Resolved, { input: unknown }> => {
+  const limits = env.argumentLimits
+  return {
+    _tag: "Sync",
+    stage: "normalise",
+    detail: `bound the arguments (${limits.maxDepth} levels, size ${limits.maxSize}, no __proto__ key), ` +
+      "then decode them with the action's input Schema",
+    run: ({ action, call }) => {
+      const args = call.request.arguments
+      const refused = StrictJson.violation(args, limits)
+      return refused === undefined
+        ? decodeWith(call, action, args)
+        : denied(call, `arguments.${refused.reason}`, `arguments${refused.path.slice(1)}: ${refused.detail}`)
+    }
+  }
 }
 
 // The canonical text of the decoded input, or the denial that it has none.

@@ -8,6 +8,7 @@ import type { ActionExecutionBackend } from "../../../action/ActionExecutionBack
 import type { ActionRegistry } from "../../../action/ActionRegistry.ts"
 import type { Digest } from "../../../base/Digest.ts"
 import type { IdGenerator } from "../../../base/IdGenerator.ts"
+import type { Limits } from "../../../base/StrictJson.ts"
 import type {
   EvidenceWriter,
   GovernanceEvidenceError,
@@ -72,6 +73,11 @@ export interface Config {
   readonly observers?: ReadonlyArray<Observer>
   /** How long an interrupted callable may take to tear down before the executor stops waiting. */
   readonly teardown?: Duration.DurationInput
+  /**
+   * Stage 2: how deep and how large a request's arguments may be before they are decoded (`arguments.too_deep`,
+   * `arguments.too_large`); each one not given is `StrictJson.defaultLimits`' (128 levels, a size of 1 MiB).
+   */
+  readonly argumentLimits?: Partial<Limits>
   /** Governed profiles: pin the snapshot at stage 3 and commit evidence as control flow. */
   readonly governance?: Governor
   /** The real executing agent this executor acts as; an action's declared origins require the invocation's agent to be it. */
@@ -96,6 +102,7 @@ export interface Env {
   readonly capacities: ReadonlyArray<Capacity>
   readonly observers: ReadonlyArray<Observer>
   readonly teardown: Duration.Duration
+  readonly argumentLimits: Limits
   readonly boundAgent: AgentSubject | undefined
   /** Told of every stage each call enters. */
   readonly trace: StageTrace.Service | undefined

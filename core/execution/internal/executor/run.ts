@@ -25,8 +25,8 @@ import {
   deadline,
   type Digested,
   digestWith,
-  normalise,
   type Normalised,
+  normaliseWith,
   type Noted,
   noteDigestWith,
   type Resolved
@@ -124,13 +124,13 @@ const minimalTable = (env: Env, action: Action): Table => {
       .effect(deadline)
   const capacity = env.capacities.length > 0
   return evaluated(env, action, false)
-    ? admit(steps<Resolved>().sync(normalise).step(digestWith(env)))
+    ? admit(steps<Resolved>().sync(normaliseWith(env)).step(digestWith(env)))
       .aroundIf(
         capacity,
         () => capacityWith(env),
         (leased) => invocation(secured(leased, env, action, false), env, false)
       )
-    : admit(steps<Resolved>().sync(normalise))
+    : admit(steps<Resolved>().sync(normaliseWith(env)))
       .aroundIf(capacity, () => capacityWith(env), (leased) => invocation(leased, env, false))
 }
 
@@ -147,11 +147,11 @@ const durableTable = (env: Env, action: Action, { attempts, runs }: Extract<Prof
           .aroundIf(env.capacities.length > 0, () => capacityWith(env), invoke))
   return evaluated(env, action, false)
     ? admit(
-      steps<Resolved>().sync(normalise).step(digestWith(env)),
+      steps<Resolved>().sync(normaliseWith(env)).step(digestWith(env)),
       (leased) => invocation(secured(leased, env, action, false).effect(openRunWith(runs)), env, true)
     )
     : admit(
-      steps<Resolved>().sync(normalise).effect(noteDigestWith(env)),
+      steps<Resolved>().sync(normaliseWith(env)).effect(noteDigestWith(env)),
       (leased) => invocation(leased.effect(openRunWith(runs)), env, true)
     )
 }
@@ -165,7 +165,7 @@ const governedTable = (
   const { governor, runs } = profile
   const project = governor.project
   return steps<Resolved>()
-    .sync(normalise)
+    .sync(normaliseWith(env))
     .step(digestWith(env))
     .sync(bindContextWith(env, runs !== undefined, false))
     .whenSome(runs, bindRunWith)

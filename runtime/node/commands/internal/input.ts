@@ -7,6 +7,7 @@ import type { SqlClient } from "@effect/sql"
 import { Cause, Console, Effect, Either, Exit, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Sqlite from "../../../../adapters/node/Sqlite.ts"
+import * as StrictJson from "../../../../core/base/StrictJson.ts"
 
 /** `--json`: print JSON. */
 export const json = Options.boolean("json").pipe(Options.withDescription("print JSON"))
@@ -40,9 +41,15 @@ export const choice = <const C extends readonly [string, ...Array<string>]>(name
   )
 }
 
-/** Parse a JSON object given on the command line. */
+/**
+ * Parse a JSON object given on the command line, strictly (`StrictJson`): a duplicate or `__proto__` key, or a text
+ * deeper or larger than the default limits, is bad input naming the key or the limit, like a text that is not JSON.
+ */
 export const parseJsonObject = (text: string, option: string) =>
-  Either.try({ try: () => JSON.parse(text) as unknown, catch: () => "is not JSON" }).pipe(
+  StrictJson.parse(text).pipe(
+    Either.mapLeft((error) =>
+      error.reason === "syntax" ? `is not JSON (${error.message})` : `is refused: ${error.message}`
+    ),
     Either.flatMap((value) =>
       typeof value === "object" && value !== null && !Array.isArray(value)
         ? Either.right(value as Record<string, unknown>)

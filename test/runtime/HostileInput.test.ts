@@ -1,0 +1,94 @@
+/**
+ * Hostile `--args` on the built `writ` binary: nested thousands of levels deep, with a duplicate key, with a
+ * `__proto__` key. Each is bad input (exit 2) naming what was wrong, and nothing runs: no `--db` file is created.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Either } from "effect"
+import { execFile } from "node:child_process"
+import { existsSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { beforeAll } from "vitest"
+import { parseJsonObject } from "../../runtime/node/commands/internal/input.ts"
+import { root } from "../fixtures/sources.ts"
+
+const bin = join(root, "dist/runtime/node/bin.js")
+/** Run a command without blocking the test worker: its exit status and both streams. */
+const run = (command: string, args: Array<string>, cwd?: string) =>
+  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      command,
+      args,
+      { encoding: "utf-8", maxBuffer: 64 << 20, ...(cwd === undefined ? {} : { cwd }) },
+      (error, stdout, stderr) =>
+        resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
+    )
+  })
+
+const deep = `{"a":${"[".repeat(5000)}${"]".repeat(5000)},"b":1}`
+const policy = join(root, "test/fixtures/policies/agent.yaml")
+
+describe("writ exec --args, hostile", () => {
+  beforeAll(async () => {
+    const built = await run("node_modules/.bin/tsc", ["-p", "tsconfig.build.json"], root)
+    assert.strictEqual(built.status, 0, built.stdout)
+  }, 240_000)
+
+  it("deep, duplicate-key and __proto__ arguments exit 2 naming what was wrong, and create no --db file", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "writ-hostile-"))
+    const proto = "--args is refused: $.__proto__: the key \"__proto__\" is refused"
+    const cases: ReadonlyArray<readonly [string, string, ReadonlyArray<string>]> = [
+      [deep, "governed", ["--args is refused: $.a[0][0]", "]: nested deeper than 128 levels"]],
+      [deep, "minimal", ["nested deeper than 128 levels"]],
+      ["{\"a\":1,\"a\":40,\"b\":2}", "governed", ["--args is refused: $.a: duplicate key \"a\""]],
+      ["{\"a\":1,\"b\":2,\"__proto__\":{\"x\":1}}", "governed", [proto]],
+      ["{\"__proto__\":{\"a\":1},\"b\":2}", "durable", [proto]]
+    ]
+    const runs = cases.map(([args, profile, messages], i) => {
+      const db = join(dir, `${profile}-${i}.db`)
+      const options = profile === "minimal" ? [] : ["--db", db]
+      return {
+        db,
+        messages,
+        result: run("node", [bin, "exec", "calc.add", "--args", args, "--profile", profile, ...options])
+      }
+    })
+    for (const { db, messages, result } of runs) {
+      const { status, stderr, stdout } = await result
+      assert.strictEqual(status, 2, `${db}: ${stderr}`)
+      for (const message of messages) assert.include(stderr, message, db)
+      assert.notInclude(stderr, "internal error")
+      assert.strictEqual(stdout, "", "nothing ran")
+      assert.isFalse(existsSync(db), `${db} was created`)
+    }
+  }, 120_000)
+
+  it("policy explain refuses the same --args", async () => {
+    const explained = await run("node", [
+      bin,
+      "policy",
+      "explain",
+      policy,
+      "--action",
+      "calc.add",
+      "--args",
+      "{\"a\":1,\"a\":2}"
+    ])
+    assert.strictEqual(explained.status, 2, explained.stderr)
+    assert.include(explained.stderr, "--args is refused: $.a: duplicate key \"a\"")
+  }, 60_000)
+
+  // A command line holds at most 128 KiB per argument on Linux, under the 1 MiB limit: the parse site is asked directly.
+  it("arguments larger than the size limit are bad input naming the limit", () => {
+    const huge = JSON.stringify({ text: "x".repeat(1 << 20) })
+    const parsed = parseJsonObject(huge, "--args")
+    assert.isTrue(Either.isLeft(parsed))
+    if (Either.isLeft(parsed)) {
+      assert.strictEqual(parsed.left._tag, "CliInputError")
+      assert.strictEqual(
+        parsed.left.message,
+        `--args is refused: $: ${huge.length} characters, more than the size limit of 1048576`
+      )
+    }
+  })
+})
