@@ -258,7 +258,7 @@ describe("writ exec, evidence, certificate, recover", () => {
         "--db FILE is required by the durable profile"
       ],
       [["exec", "calc.add", "--db", db], "--db is for the durable, governed and certifiable profiles"],
-      [["exec", "Calc Add!", "--profile", "durable", "--db", db], "\"Calc Add!\" is not an action name"],
+      [["exec", "Calc Add!", "--profile", "durable", "--db", db], "ACTION \"Calc Add!\" is refused"],
       [["evidence", "verify", "--db", join(dir, "missing.db")], "missing.db"],
       [["evidence", "verify", "--db", demoDb, "--expected-head", demo.head], "--expected-head needs --chain"],
       [
@@ -653,6 +653,32 @@ describe("writ exec, evidence, certificate, recover", () => {
     },
     120_000
   )
+
+  it("a malformed action name exits 2 naming ACTION and the rule it breaks, and no --db is created", async () => {
+    const dir = freshDir()
+    const pattern = "an action name is lowercase words (a letter, then letters or digits) joined by one of _ - . /"
+    const cases: Array<[string, string]> = [
+      ["Calc.Add", pattern],
+      ["", pattern],
+      ["../etc", pattern],
+      ["a".repeat(200), "an action name is at most 128 characters, not 200"]
+    ]
+    const runs = cases.flatMap(([name, rule], i) =>
+      (["durable", "governed", "certifiable"] as const).map((profile) => {
+        const db = join(dir, `${profile}-${i}.db`)
+        return { db, rule, args: ["exec", name, "--args", "{\"a\":1,\"b\":2}", "--profile", profile, "--db", db] }
+      })
+    )
+    const results = await Promise.all(runs.map(({ args }) => writ(...args)))
+    for (const [i, { args, db, rule }] of runs.entries()) {
+      const result = results[i]!
+      assert.deepStrictEqual([result.status, result.stdout], [2, ""], `${args.join(" ")}: ${result.stderr}`)
+      assert.strictEqual(result.stderr.trim(), `ACTION ${JSON.stringify(args[1])} is refused: ${rule}`)
+      assert.notInclude(result.stderr, "internal error")
+      assert.isFalse(existsSync(db), `${args.join(" ")}: no database is created`)
+    }
+    assert.deepStrictEqual(readdirSync(dir), [], "nothing at all is created")
+  }, 120_000)
 
   it("a database another connection holds locked is a store failure (exit 1), not bad input", async () => {
     const dir = freshDir()
