@@ -680,6 +680,52 @@ describe("writ exec, evidence, certificate, recover", () => {
     assert.deepStrictEqual(readdirSync(dir), [], "nothing at all is created")
   }, 120_000)
 
+  it(
+    "a database another connection holds for writing is a store failure naming it (exit 1), and nothing is written",
+    async () => {
+      const dir = freshDir()
+      const db = join(dir, "held.db")
+      copyFileSync(demoDb, db)
+      const counts = () =>
+        rawSql(db, [
+          "SELECT count(*) AS n FROM evidence_records",
+          "SELECT count(*) AS n FROM runs",
+          "SELECT count(*) AS n FROM operation_attempts"
+        ])
+      // An operation a crash left open, so that recover has one to close (a write).
+      await orphanOn(db)
+      const before = await counts()
+      // A write transaction (RESERVED lock): the file can be read and checked, but every write waits, then is refused.
+      const holder = new Database(db)
+      holder.exec("BEGIN IMMEDIATE")
+      try {
+        const commands = [
+          ["demo", "--db", db],
+          ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "durable", "--db", db],
+          ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "governed", "--db", db],
+          ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "certifiable", "--db", db],
+          ["recover", "--db", db, "--force"]
+        ]
+        const results = await Promise.all(commands.map((args) => writ(...args)))
+        for (const [i, args] of commands.entries()) {
+          const result = results[i]!
+          assert.strictEqual(result.status, 1, `${args.join(" ")}: ${result.stderr}`)
+          assert.include(
+            result.stderr,
+            `DatabaseBusyError: --db ${JSON.stringify(db)} is held by another connection (`,
+            args.join(" ")
+          )
+          assert.include(result.stderr, "database is locked", args.join(" "))
+          assert.notInclude(result.stderr, "internal error", args.join(" "))
+        }
+      } finally {
+        holder.close()
+      }
+      assert.deepStrictEqual(await counts(), before, "no record, Run or attempt was written")
+    },
+    180_000
+  )
+
   it("a database another connection holds locked is a store failure (exit 1), not bad input", async () => {
     const dir = freshDir()
     const db = join(dir, "locked.db")

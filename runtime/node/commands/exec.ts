@@ -21,6 +21,7 @@ import {
   CliInputError,
   exitOneOnFailure,
   json,
+  onDatabase,
   parseJsonObject,
   setExitCode
 } from "./internal/input.ts"
@@ -97,7 +98,9 @@ export const command = Command.make(
         return yield* new CliInputError({ message: `--db FILE is required by the ${profile} profile` })
       }
       yield* checkDatabase(db.value, "new_or_existing")
-      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile))
+      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile)).pipe(
+        onDatabase(db.value)
+      )
       const { boundary, certified, outcome, run } = result
       if (json) {
         yield* Console.log(JSON.stringify(

@@ -3,7 +3,7 @@
  * JSON argument parsing, the `--db` check, and the exit code for negative verdicts.
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Cause, Console, Effect, Either, Exit, Layer, Schema } from "effect"
+import { Cause, Console, Effect, Either, Exit, Layer, Option, Predicate, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Sqlite from "../../../../adapters/node/Sqlite.ts"
 
@@ -78,6 +78,33 @@ const isBusy = (cause: Cause.Cause<unknown>): boolean => {
   return typeof code === "string" && /^SQLITE_(BUSY|LOCKED)/.test(code)
 }
 
+const busy = (filename: string, detail: string) =>
+  new DatabaseBusyError({
+    message: `--db ${JSON.stringify(filename)} is held by another connection (${detail}); try again once it is released`
+  })
+
+// A store's typed unavailability keeps only SQLite's words: "database is locked" (BUSY), "database table is locked".
+const busyDetail = (error: unknown): Option.Option<string> =>
+  (Predicate.isTagged(error, "StateStoreUnavailableError") || Predicate.isTagged(error, "EvidenceUnavailableError")) &&
+    Predicate.hasProperty(error, "message") && typeof error.message === "string" &&
+    /database (?:table |schema )?is locked/.test(error.message)
+    ? Option.some(error.message)
+    : Option.none()
+
+/**
+ * Run a command's work on the database `filename`: SQLite's busy or locked answer, a defect of most stores and the
+ * detail of a state or evidence store's unavailability, becomes a DatabaseBusyError naming the file (a store failure,
+ * exit 1) instead of an internal error.
+ */
+export const onDatabase = (filename: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.catchSomeDefect((defect) => {
+      const cause = Cause.die(defect)
+      return isBusy(cause) ? Option.some(Effect.fail(busy(filename, describeDefect(cause)))) : Option.none()
+    }),
+    Effect.catchSome((error) => Option.map(busyDetail(error), (detail) => Effect.fail(busy(filename, detail))))
+  )
+
 /**
  * Where `--db` may point and what is done with it: an existing writ database only read (never changed), an existing
  * one written (migrated first), or also a file not yet written (the commands that create one).
@@ -94,7 +121,7 @@ export const checkDatabase = (filename: string, use: DatabaseUse) =>
     const refuse = (why: string) => new CliInputError({ message: `--db ${JSON.stringify(filename)}: ${why}` })
     const unopened = (cause: Cause.Cause<unknown>) =>
       isBusy(cause)
-        ? new DatabaseBusyError({ message: `--db ${JSON.stringify(filename)}: ${describeDefect(cause)}` })
+        ? busy(filename, describeDefect(cause))
         : refuse(`cannot be opened as a writ database (${describeDefect(cause)})`)
     if (filename === "" || filename === ":memory:") return yield* refuse("names no file, so nothing would be kept")
     const written = use !== "new_or_existing" || (fs.existsSync(filename) && fs.statSync(filename).size > 0)
