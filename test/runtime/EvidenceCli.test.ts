@@ -680,6 +680,13 @@ describe("writ exec, evidence, certificate, recover", () => {
     assert.deepStrictEqual(readdirSync(dir), [], "nothing at all is created")
   }, 120_000)
 
+  it("recover --help shows --forget as optional and repeatable", async () => {
+    const help = await writ("recover", "--help")
+    assert.strictEqual(help.status, 0, help.stderr)
+    assert.include(help.stdout, "$ recover --db file [--force] [--forget ID...] [--json]")
+    assert.include(help.stdout, "This option may be repeated zero or more times.")
+  })
+
   it(
     "a database another connection holds for writing is a store failure naming it (exit 1), and nothing is written",
     async () => {
