@@ -2,7 +2,7 @@
  * A Promise facade over the executor for programs that do not use Effect. It is a composition
  * root: the host that creates it is the trusted ingress that names the principal.
  */
-import { Deferred, Effect, Exit, Layer, ManagedRuntime } from "effect"
+import { Deferred, Effect, Exit, Layer, ManagedRuntime, Schema } from "effect"
 import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
 import * as WebCryptoDigest from "../adapters/web/WebCryptoDigest.ts"
 import type { ActionDefinition } from "../core/action/Action.ts"
@@ -32,10 +32,20 @@ export interface CallOptions {
   readonly signal?: AbortSignal
 }
 
-/** An executor with a Promise API. */
+/** A call to `execute` or `plan` after `dispose()`: the executor is gone, so nothing runs. */
+export class ExecutorDisposedError extends Schema.TaggedError<ExecutorDisposedError>()("ExecutorDisposedError", {
+  method: Schema.Literal("execute", "plan")
+}) {
+  override get message() {
+    return `${this.method}: this executor was disposed, so nothing runs; create a new one`
+  }
+}
+
+/** An executor with a Promise API; once `dispose()` is called, `execute` and `plan` reject with ExecutorDisposedError. */
 export interface PromiseExecutor {
   readonly execute: (call: Call, options?: CallOptions) => Promise<ExecutionOutcome>
   readonly plan: (action: string) => Promise<ActionExecutionPlan>
+  /** Release the executor; calling it again resolves the same way. */
   readonly dispose: () => Promise<void>
 }
 
@@ -55,25 +65,32 @@ export const createExecutor = async (options: Options): Promise<PromiseExecutor>
   )
   const runtime = ManagedRuntime.make(layer)
   await runtime.runtime()
+  let disposed: Promise<void> | undefined
+  // Effect's runtime, once disposed, rejects with its internal FiberFailure: refuse first, with writ's own error.
+  const run = <A, E>(
+    method: ExecutorDisposedError["method"],
+    effect: Effect.Effect<A, E, Layer.Layer.Success<typeof layer>>
+  ) => disposed === undefined ? runtime.runPromise(effect) : Promise.reject(new ExecutorDisposedError({ method }))
 
   const execute = (call: Call, callOptions: CallOptions = {}) =>
-    runtime.runPromise(Effect.gen(function*() {
-      const executor = yield* ActionExecutor.ActionExecutor
-      const { context, request } = yield* Ingress.prepare(call, {
-        principal: callOptions.principal ?? options.principal,
-        effect_backend: InProcessBackend.make.ref
+    run(
+      "execute",
+      Effect.gen(function*() {
+        const executor = yield* ActionExecutor.ActionExecutor
+        const { context, request } = yield* Ingress.prepare(call, {
+          principal: callOptions.principal ?? options.principal,
+          effect_backend: InProcessBackend.make.ref
+        })
+        const signal = callOptions.signal
+        if (signal === undefined) return yield* executor.execute(request, { context })
+        return yield* executor.execute(request, { context, cancel: yield* cancelOn(signal) })
       })
-      const signal = callOptions.signal
-      if (signal === undefined) return yield* executor.execute(request, { context })
-      return yield* executor.execute(request, { context, cancel: yield* cancelOn(signal) })
-    }))
+    )
 
   return {
     execute,
     plan: (action) =>
-      runtime.runPromise(
-        Effect.flatMap(ActionExecutor.ActionExecutor, (executor) => executor.plan({ name: action }))
-      ),
-    dispose: () => runtime.dispose()
+      run("plan", Effect.flatMap(ActionExecutor.ActionExecutor, (executor) => executor.plan({ name: action }))),
+    dispose: () => (disposed ??= runtime.dispose())
   }
 }

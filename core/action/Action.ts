@@ -6,7 +6,7 @@ import type { Effect } from "effect"
 import { Cause, Either, Option, ParseResult, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import type { JsonValue } from "../base/Canonical.ts"
-import { ActionName, Identifier } from "../base/Refs.ts"
+import { actionNameIssue, Identifier } from "../base/Refs.ts"
 import { type ExecutionCaller, sortOrigins } from "../policy/InvocationContext.ts"
 import type { ActionOutbox } from "./ActionOutbox.ts"
 import type { ActionUsage, Report } from "./ActionUsage.ts"
@@ -134,8 +134,9 @@ export class ActionDefinitionError extends Schema.TaggedError<ActionDefinitionEr
 }
 
 const checkName = (action: string, field: string, value: string) => {
-  if (!Schema.is(ActionName)(value)) {
-    throw new ActionDefinitionError({ action, field, detail: `"${value}" is not an action name` })
+  const issue = actionNameIssue(value)
+  if (Option.isSome(issue)) {
+    throw new ActionDefinitionError({ action, field, detail: `"${value}" is not an action name: ${issue.value}` })
   }
 }
 

@@ -11,7 +11,7 @@ import * as Action from "../../core/action/Action.ts"
 import * as Time from "../../core/base/Time.ts"
 import { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { stages } from "../../core/execution/Stage.ts"
-import { createExecutor } from "../../runtime/Promise.ts"
+import { createExecutor, ExecutorDisposedError } from "../../runtime/Promise.ts"
 import { root } from "../fixtures/sources.ts"
 
 const echo = (counter: { calls: number }) =>
@@ -53,6 +53,24 @@ describe("gate 9: the Promise facade", () => {
         (error: unknown) => error
       )
       assert.include(String(error), "deadline")
+      assert.strictEqual(counter.calls, 0)
+      await writ.dispose()
+    }))
+
+  it.live("after dispose() every call rejects with ExecutorDisposedError, and nothing runs", () =>
+    Effect.promise(async () => {
+      const counter = { calls: 0 }
+      const writ = await createExecutor({ principal: "alice", actions: [echo(counter)] })
+      await writ.dispose()
+      const rejected = await Promise.all([
+        writ.execute({ action: "echo", arguments: { text: "x" } }).then(() => undefined, (error: unknown) => error),
+        writ.plan("echo").then(() => undefined, (error: unknown) => error)
+      ])
+      for (const [error, method] of [[rejected[0], "execute"], [rejected[1], "plan"]] as const) {
+        assert.instanceOf(error, ExecutorDisposedError)
+        assert.deepStrictEqual([error._tag, error.method], ["ExecutorDisposedError", method])
+        assert.strictEqual(error.message, `${method}: this executor was disposed, so nothing runs; create a new one`)
+      }
       assert.strictEqual(counter.calls, 0)
       await writ.dispose()
     }))

@@ -82,7 +82,9 @@ describe("ActionRegistry", () => {
     ))
 
   it("an invalid name, alias or version fails at definition with the field", () => {
-    assert.throws(() => define("Bad Name"), /name "Bad Name" is not an action name/)
+    assert.throws(() => define("Bad Name"), /name "Bad Name" is not an action name: an action name is lowercase words/)
+    // The rule it broke, in the words the CLI uses for the same name (ActionName's own messages).
+    assert.throws(() => define("a".repeat(200)), /an action name is at most 128 characters, not 200$/)
     assert.throws(() => define("ok", { aliases: ["also ok", "NOPE"] }), /aliases\[0\]/)
     assert.throws(() => define("ok", { version: " " }), /version/)
   })

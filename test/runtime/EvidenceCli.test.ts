@@ -258,7 +258,7 @@ describe("writ exec, evidence, certificate, recover", () => {
         "--db FILE is required by the durable profile"
       ],
       [["exec", "calc.add", "--db", db], "--db is for the durable, governed and certifiable profiles"],
-      [["exec", "Calc Add!", "--profile", "durable", "--db", db], "\"Calc Add!\" is not an action name"],
+      [["exec", "Calc Add!", "--profile", "durable", "--db", db], "ACTION \"Calc Add!\" is refused"],
       [["evidence", "verify", "--db", join(dir, "missing.db")], "missing.db"],
       [["evidence", "verify", "--db", demoDb, "--expected-head", demo.head], "--expected-head needs --chain"],
       [
@@ -652,6 +652,85 @@ describe("writ exec, evidence, certificate, recover", () => {
       assert.notInclude(text.stdout, "ended run", "a second recovery finds nothing left running")
     },
     120_000
+  )
+
+  it("a malformed action name exits 2 naming ACTION and the rule it breaks, and no --db is created", async () => {
+    const dir = freshDir()
+    const pattern = "an action name is lowercase words (a letter, then letters or digits) joined by one of _ - . /"
+    const cases: Array<[string, string]> = [
+      ["Calc.Add", pattern],
+      ["", pattern],
+      ["../etc", pattern],
+      ["a".repeat(200), "an action name is at most 128 characters, not 200"]
+    ]
+    const runs = cases.flatMap(([name, rule], i) =>
+      (["durable", "governed", "certifiable"] as const).map((profile) => {
+        const db = join(dir, `${profile}-${i}.db`)
+        return { db, rule, args: ["exec", name, "--args", "{\"a\":1,\"b\":2}", "--profile", profile, "--db", db] }
+      })
+    )
+    const results = await Promise.all(runs.map(({ args }) => writ(...args)))
+    for (const [i, { args, db, rule }] of runs.entries()) {
+      const result = results[i]!
+      assert.deepStrictEqual([result.status, result.stdout], [2, ""], `${args.join(" ")}: ${result.stderr}`)
+      assert.strictEqual(result.stderr.trim(), `ACTION ${JSON.stringify(args[1])} is refused: ${rule}`)
+      assert.notInclude(result.stderr, "internal error")
+      assert.isFalse(existsSync(db), `${args.join(" ")}: no database is created`)
+    }
+    assert.deepStrictEqual(readdirSync(dir), [], "nothing at all is created")
+  }, 120_000)
+
+  it("recover --help shows --forget as optional and repeatable", async () => {
+    const help = await writ("recover", "--help")
+    assert.strictEqual(help.status, 0, help.stderr)
+    assert.include(help.stdout, "$ recover --db file [--force] [--forget ID...] [--json]")
+    assert.include(help.stdout, "This option may be repeated zero or more times.")
+  })
+
+  it(
+    "a database another connection holds for writing is a store failure naming it (exit 1), and nothing is written",
+    async () => {
+      const dir = freshDir()
+      const db = join(dir, "held.db")
+      copyFileSync(demoDb, db)
+      const counts = () =>
+        rawSql(db, [
+          "SELECT count(*) AS n FROM evidence_records",
+          "SELECT count(*) AS n FROM runs",
+          "SELECT count(*) AS n FROM operation_attempts"
+        ])
+      // An operation a crash left open, so that recover has one to close (a write).
+      await orphanOn(db)
+      const before = await counts()
+      // A write transaction (RESERVED lock): the file can be read and checked, but every write waits, then is refused.
+      const holder = new Database(db)
+      holder.exec("BEGIN IMMEDIATE")
+      try {
+        const commands = [
+          ["demo", "--db", db],
+          ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "durable", "--db", db],
+          ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "governed", "--db", db],
+          ["exec", "calc.add", "--args", "{\"a\":1,\"b\":2}", "--profile", "certifiable", "--db", db],
+          ["recover", "--db", db, "--force"]
+        ]
+        const results = await Promise.all(commands.map((args) => writ(...args)))
+        for (const [i, args] of commands.entries()) {
+          const result = results[i]!
+          assert.strictEqual(result.status, 1, `${args.join(" ")}: ${result.stderr}`)
+          assert.include(
+            result.stderr,
+            `DatabaseBusyError: --db ${JSON.stringify(db)} is held by another connection (`,
+            args.join(" ")
+          )
+          assert.include(result.stderr, "database is locked", args.join(" "))
+          assert.notInclude(result.stderr, "internal error", args.join(" "))
+        }
+      } finally {
+        holder.close()
+      }
+      assert.deepStrictEqual(await counts(), before, "no record, Run or attempt was written")
+    },
+    180_000
   )
 
   it(

@@ -163,8 +163,15 @@ describe("writ policy", () => {
     "explain refuses an action name or id a real call could not have (exit 2 naming it), with or without an origin",
     async () => {
       const cases: Array<[Array<string>, string]> = [
-        [["--action", ""], "--action \"\" is not an action name"],
-        [["--action", "Notes Read"], "--action \"Notes Read\" is not an action name"],
+        [
+          ["--action", ""],
+          "--action \"\" is refused: an action name is lowercase words (a letter, then letters or digits) joined by one of _ - . /"
+        ],
+        [
+          ["--action", "Notes Read"],
+          "--action \"Notes Read\" is refused: an action name is lowercase words (a letter, then letters or digits) joined by one of _ - . /"
+        ],
+        [["--action", "a".repeat(200)], "is refused: an action name is at most 128 characters, not 200"],
         [["--action", "notes.read", "--principal", ""], "--principal \"\" is not an id"],
         [
           ["--action", "notes.read", "--origin", "USER", "--principal", " alice"],

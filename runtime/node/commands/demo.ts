@@ -13,7 +13,7 @@ import { ActionExecutor } from "../../../core/execution/ActionExecutor.ts"
 import * as Ingress from "../../../core/execution/Ingress.ts"
 import * as Demo from "../../Demo.ts"
 import { certificateHolds, certificateJson, embedded, encodeOutcome, evidenceLines } from "./internal/boundary.ts"
-import { checkDatabase, exitOneOnFailure, json, setExitCode } from "./internal/input.ts"
+import { checkDatabase, exitOneOnFailure, json, onDatabase, setExitCode } from "./internal/input.ts"
 import { outcomeCells, table } from "./internal/render.ts"
 
 /** A fresh database for a demo run without `--db`: a new temporary directory each time. */
@@ -47,7 +47,9 @@ export const command = Command.make(
     Effect.gen(function*() {
       const filename = Option.isSome(db) ? db.value : yield* freshDemoDb
       yield* checkDatabase(filename, "new_or_existing")
-      const session = yield* Effect.provide(governedSession, embedded(filename, "certifiable"))
+      const session = yield* Effect.provide(governedSession, embedded(filename, "certifiable")).pipe(
+        onDatabase(filename)
+      )
       const { boundary, certified, plan, profile, rows } = session
       const holds = certified.verification.valid && certificateHolds(certified.certificate)
       if (json) {

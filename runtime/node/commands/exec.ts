@@ -4,8 +4,8 @@
  * negative outcome or a chain that does not hold, 2 bad input.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Deferred, Effect, Option, Schema } from "effect"
-import { ActionName } from "../../../core/base/Refs.ts"
+import { Console, Deferred, Effect, Option } from "effect"
+import { actionNameIssue } from "../../../core/base/Refs.ts"
 import { closeBoundary, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
 import type { ExecutionOutcome } from "../../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../../core/execution/Ingress.ts"
@@ -21,12 +21,11 @@ import {
   CliInputError,
   exitOneOnFailure,
   json,
+  onDatabase,
   parseJsonObject,
   setExitCode
 } from "./internal/input.ts"
 import { outcomeCells, table } from "./internal/render.ts"
-
-const isActionName = Schema.is(ActionName)
 
 const actionArg = Args.text({ name: "action" }).pipe(Args.withDescription("action name or alias"))
 const argsOption = Options.text("args").pipe(
@@ -76,12 +75,9 @@ export const command = Command.make(
   { action: actionArg, args: argsOption, profile: profileOption, db: dbOption, json },
   ({ action, args, db, json, profile }) =>
     Effect.gen(function*() {
-      if (!isActionName(action)) {
-        return yield* new CliInputError({
-          message: `${
-            JSON.stringify(action)
-          } is not an action name: lowercase words joined by _ - . or /, at most 128 characters`
-        })
+      const issue = actionNameIssue(action)
+      if (Option.isSome(issue)) {
+        return yield* new CliInputError({ message: `ACTION ${JSON.stringify(action)} is refused: ${issue.value}` })
       }
       const parsed = yield* parseJsonObject(args, "--args")
       const step: Demo.Step = { action, arguments: parsed, note: "" }
@@ -102,7 +98,9 @@ export const command = Command.make(
         return yield* new CliInputError({ message: `--db FILE is required by the ${profile} profile` })
       }
       yield* checkDatabase(db.value, "new_or_existing")
-      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile))
+      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile)).pipe(
+        onDatabase(db.value)
+      )
       const { boundary, certified, outcome, run } = result
       if (json) {
         yield* Console.log(JSON.stringify(

@@ -7,7 +7,7 @@ import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, JSONSchema, Option, Schema } from "effect"
 import * as PolicyFormat from "../../../adapters/memory/PolicyFormat.ts"
 import * as Action from "../../../core/action/Action.ts"
-import { ActionName, Identifier } from "../../../core/base/Refs.ts"
+import { actionNameIssue, Identifier } from "../../../core/base/Refs.ts"
 import * as Time from "../../../core/base/Time.ts"
 import * as InvocationContext from "../../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../../core/policy/PermissionPolicy.ts"
@@ -117,7 +117,6 @@ const parseDeclarations = (text: string) =>
     ))
 
 const isIdentifier = Schema.is(Identifier)
-const isActionName = Schema.is(ActionName)
 
 /**
  * Check the names `explain` is given against the schemas a real call's are held to: a malformed one is bad input, not
@@ -129,13 +128,10 @@ const checkNames = (options: {
   readonly tenant: Option.Option<string>
   readonly viaAgent: Option.Option<string>
 }) => {
-  if (!isActionName(options.action)) {
+  const issue = actionNameIssue(options.action)
+  if (Option.isSome(issue)) {
     return Either.left(
-      new CliInputError({
-        message: `--action ${
-          JSON.stringify(options.action)
-        } is not an action name: lowercase words joined by _ - . or /, at most 128 characters`
-      })
+      new CliInputError({ message: `--action ${JSON.stringify(options.action)} is refused: ${issue.value}` })
     )
   }
   const ids = [

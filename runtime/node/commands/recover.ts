@@ -3,7 +3,7 @@
  * operation or Run recovery could not close, 2 bad input.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Either } from "effect"
+import { Console, Effect, Either, Option } from "effect"
 import * as EvidenceProjector from "../../../core/evidence/EvidenceProjector.ts"
 import { ExecutorRegistry } from "../../../core/evidence/ExecutorRegistry.ts"
 import { CliInputError, exitOneOnFailure, json, setExitCode } from "./internal/input.ts"
@@ -13,8 +13,12 @@ const force = Options.boolean("force").pipe(
   Options.withDescription("close open operations even while an executor has the database open (it may be running them)")
 )
 
+// Optional (zero or more), and so shown in brackets: a bare `repeated` reads as a required option in the usage line.
 const forget = Options.text("forget").pipe(
+  Options.withPseudoName("ID"),
   Options.repeated,
+  Options.optional,
+  Options.map(Option.getOrElse((): ReadonlyArray<string> => [])),
   Options.withDescription("first drop the registration of executor ID, whose process is gone (repeatable)")
 )
 

@@ -4,7 +4,7 @@
  */
 import { HelpDoc, Options, ValidationError } from "@effect/cli"
 import type { SqlClient } from "@effect/sql"
-import { Cause, Console, Effect, Either, Exit, Layer, Option, Schema } from "effect"
+import { Cause, Console, Effect, Either, Exit, Layer, Option, Predicate, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Sqlite from "../../../../adapters/node/Sqlite.ts"
 import * as StrictJson from "../../../../core/base/StrictJson.ts"
@@ -86,6 +86,33 @@ const isBusy = (cause: Cause.Cause<unknown>): boolean => {
   return typeof code === "string" && /^SQLITE_(BUSY|LOCKED)/.test(code)
 }
 
+const busy = (filename: string, detail: string) =>
+  new DatabaseBusyError({
+    message: `--db ${JSON.stringify(filename)} is held by another connection (${detail}); try again once it is released`
+  })
+
+// A store's typed unavailability keeps only SQLite's words: "database is locked" (BUSY), "database table is locked".
+const busyDetail = (error: unknown): Option.Option<string> =>
+  (Predicate.isTagged(error, "StateStoreUnavailableError") || Predicate.isTagged(error, "EvidenceUnavailableError")) &&
+    Predicate.hasProperty(error, "message") && typeof error.message === "string" &&
+    /database (?:table |schema )?is locked/.test(error.message)
+    ? Option.some(error.message)
+    : Option.none()
+
+/**
+ * Run a command's work on the database `filename`: SQLite's busy or locked answer, a defect of most stores and the
+ * detail of a state or evidence store's unavailability, becomes a DatabaseBusyError naming the file (a store failure,
+ * exit 1) instead of an internal error.
+ */
+export const onDatabase = (filename: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.catchSomeDefect((defect) => {
+      const cause = Cause.die(defect)
+      return isBusy(cause) ? Option.some(Effect.fail(busy(filename, describeDefect(cause)))) : Option.none()
+    }),
+    Effect.catchSome((error) => Option.map(busyDetail(error), (detail) => Effect.fail(busy(filename, detail))))
+  )
+
 /** Where `--db` may point when a command writes it: an existing writ database, or also a file not yet written. */
 export type DatabaseUse = "existing" | "new_or_existing"
 
@@ -94,7 +121,7 @@ const databaseProblems = (filename: string) => {
   const refuse = (why: string) => new CliInputError({ message: `--db ${JSON.stringify(filename)}: ${why}` })
   const unopened = (cause: Cause.Cause<unknown>) =>
     isBusy(cause)
-      ? new DatabaseBusyError({ message: `--db ${JSON.stringify(filename)}: ${describeDefect(cause)}` })
+      ? busy(filename, describeDefect(cause))
       : refuse(`cannot be opened as a writ database (${describeDefect(cause)})`)
   const notWrit = refuse("is not a writ database (it has no writ evidence table); it was not changed")
   const keepsNothing = filename === "" || filename === ":memory:"

@@ -6,7 +6,7 @@ import { Effect, Option, Schema } from "effect"
 import { Uuid } from "../../../../core/base/IdGenerator.ts"
 import { EvidenceStore } from "../../../../core/evidence/EvidenceStore.ts"
 import * as Embedded from "../../../Embedded.ts"
-import { checkDatabase, CliInputError, openForReading } from "./input.ts"
+import { checkDatabase, CliInputError, onDatabase, openForReading } from "./input.ts"
 
 /** `--db FILE`: an existing writ SQLite database. */
 export const db = Options.file("db", { exists: "yes" }).pipe(
@@ -15,7 +15,9 @@ export const db = Options.file("db", { exists: "yes" }).pipe(
 
 /** Run a command's body on the embedded stores of an existing database, checked and migrated first. */
 export const withStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
-  Effect.zipRight(checkDatabase(filename, "existing"), Effect.provide(body, Embedded.layerStores({ filename })))
+  Effect.zipRight(checkDatabase(filename, "existing"), Effect.provide(body, Embedded.layerStores({ filename }))).pipe(
+    onDatabase(filename)
+  )
 
 /**
  * Run a reading command's body on the read-only stores of an existing database, checked first: never changed, nothing
@@ -27,7 +29,7 @@ export const withReadStores = <A, E, R>(filename: string, body: Effect.Effect<A,
       openForReading(filename, Embedded.layerReadStores(filename)),
       (stores) => Effect.provide(body, stores)
     )
-  )
+  ).pipe(onDatabase(filename))
 
 /** Whether a text is a UUID (a chain, operation or Run id). */
 export const isUuid = Schema.is(Uuid)
