@@ -19,6 +19,7 @@ import type { Cursor } from "./EvidenceStore.ts"
 import { ExecutorRegistry, LiveExecutorsError } from "./ExecutorRegistry.ts"
 import { EvidenceWriter } from "./Governance.ts"
 import { summaryOf } from "./internal/ledger.ts"
+import { closeOperation } from "./internal/writer.ts"
 
 /** The projection version rows are keyed by, with chain and record id. */
 export const projectionVersion = 1
@@ -284,7 +285,8 @@ export interface RecoverOptions extends DrainOptions {
  * just like an orphan, so while any executor registered on the store may be running (its own process's included) it
  * fails with `LiveExecutorsError` and closes nothing, unless forced. Each closing record follows the chain as
  * recovery read it: an operation concluded since is left alone, and a chain that moves on meanwhile (a writer,
- * another recovery) refuses the close, so no operation gets a second terminal. Even forced, an operation running in
+ * another recovery) refuses the close, so no operation gets a second terminal; an operation the chain does not show
+ * started (whatever the projection says) is unclosable (EvidenceForbiddenError `not_open`). Even forced, an operation running in
  * this process is never closed; one running in another process that a forced close ends can append nothing more.
  * Last, every Run still `running` has no live executor (a crash's, killed mid-call): it is ended as failed with
  * acceptance unknown and quality indeterminate (`recovery.orphaned_run`), and reported. A Run parked across processes
@@ -320,7 +322,7 @@ export const recover = Effect.fn("EvidenceProjector.recover")(function*(options:
       Chunk.some(since, (r) => r.operation_id === operation.operation_id && Evidence.terminalTypes.has(r.record_type))
     ) continue
     const last = Option.getOrElse(Chunk.last(since), () => started.value)
-    const appended = yield* Effect.either(writer.appendAfter(Uuid.make(operation.chain_id), last, {
+    const appended = yield* Effect.either(closeOperation(writer, Uuid.make(operation.chain_id), started.value, last, {
       record_type: "external_result_ambiguous",
       operation_id: operation.operation_id,
       policy_id: started.value.policy_id,

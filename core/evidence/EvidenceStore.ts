@@ -12,6 +12,7 @@ import { Uuid } from "../base/IdGenerator.ts"
 import { trustedMake } from "../base/internal/trusted.ts"
 import * as Evidence from "./Evidence.ts"
 import type { EvidenceRecord, StoredRecord, VerificationResult } from "./Evidence.ts"
+import { isAdmissible } from "./internal/capability.ts"
 
 /** What a committed append returns; nothing returns one before its transaction commits. */
 export class AppendReceipt extends Schema.Class<AppendReceipt>("AppendReceipt")({
@@ -49,6 +50,27 @@ export class EvidenceConflictError extends Schema.TaggedError<EvidenceConflictEr
   }
 }
 
+/**
+ * A record only the governed executor or recovery may append: an operation record (policy_bound, operation_started,
+ * gate_evaluated, exception_granted, operation_denied or a terminal) offered without the executor's private append
+ * capability (`operation_record`), or a recovery close for an operation its chain does not show started and still open
+ * (`not_open`).
+ */
+export class EvidenceForbiddenError extends Schema.TaggedError<EvidenceForbiddenError>()("EvidenceForbiddenError", {
+  reason: Schema.Literal("operation_record", "not_open"),
+  record_type: Schema.String,
+  chain_id: Schema.String,
+  operation_id: Schema.NullOr(Schema.String),
+  /** The record refused, or null for a draft a writer refused before sealing it. */
+  record_id: Schema.NullOr(Schema.String)
+}) {
+  override get message() {
+    return this.reason === "operation_record"
+      ? `evidence record ${this.record_type} on chain ${this.chain_id} refused: only the governed executor appends operation records`
+      : `evidence record ${this.record_type} on chain ${this.chain_id} refused: operation ${this.operation_id} is not started and open on it`
+  }
+}
+
 /** The store could not be reached or could not commit. */
 export class EvidenceUnavailableError extends Schema.TaggedError<EvidenceUnavailableError>()(
   "EvidenceUnavailableError",
@@ -60,7 +82,11 @@ export class EvidenceUnavailableError extends Schema.TaggedError<EvidenceUnavail
 }
 
 /** Any way an append can fail. */
-export type AppendError = EvidenceIntegrityError | EvidenceConflictError | EvidenceUnavailableError
+export type AppendError =
+  | EvidenceIntegrityError
+  | EvidenceForbiddenError
+  | EvidenceConflictError
+  | EvidenceUnavailableError
 
 /** Append-only, hash-chained evidence. */
 export class EvidenceStore extends Context.Tag("writ/EvidenceStore")<EvidenceStore, EvidenceStore.Service>() {}
@@ -71,7 +97,10 @@ export declare namespace EvidenceStore {
   export interface Service {
     /** Whether appends survive a restart. */
     readonly durable: boolean
-    /** Compare-and-append: recompute both hashes, then commit only the chain's next record. */
+    /**
+     * Compare-and-append: recompute both hashes, refuse an operation record the executor did not seal
+     * (EvidenceForbiddenError), then commit only the chain's next record.
+     */
     readonly append: (record: EvidenceRecord) => Effect.Effect<AppendReceipt, AppendError>
     /**
      * Append records in order, committed together: every record is admitted before any is committed, then each is
@@ -149,6 +178,19 @@ const integrityError = (record: unknown, reason: EvidenceIntegrityError["reason"
   })
 }
 
+/** Why a record or draft is refused: an operation record without the executor's capability, or a close not allowed. */
+export const forbiddenError = (
+  record: Pick<Evidence.EvidenceRecord, "record_type" | "chain_id" | "operation_id"> & { readonly record_id?: string },
+  reason: EvidenceForbiddenError["reason"] = "operation_record"
+) =>
+  new EvidenceForbiddenError({
+    reason,
+    record_type: record.record_type,
+    chain_id: record.chain_id,
+    operation_id: record.operation_id,
+    record_id: record.record_id ?? null
+  })
+
 type Form =
   | { readonly refused: EvidenceIntegrityError["reason"]; readonly input?: undefined }
   | { readonly refused?: undefined; readonly input: string }
@@ -167,17 +209,18 @@ const formOf = (record: Evidence.EvidenceRecord): Form => {
 
 /**
  * The admission check of every EvidenceStore layer, record by record in order: the record decodes, its algorithm is
- * `sha256-v1`, its payload is a canonical JSON object, and both hashes recompute. Every record is admitted before any
- * is appended, and the first refused fails the call; the hashes of a whole batch are computed in one Digest call.
+ * `sha256-v1`, its payload is a canonical JSON object, both hashes recompute, and an operation record was sealed under
+ * the executor's private append capability (else EvidenceForbiddenError). Every record is admitted before any is
+ * appended, and the first refused fails the call; the hashes of a whole batch are computed in one Digest call.
  */
 export const admitAll = (
   digest: Digest.Service,
   records: ReadonlyArray<Evidence.EvidenceRecord>
-): Effect.Effect<ReadonlyArray<Evidence.EvidenceRecord>, EvidenceIntegrityError> =>
+): Effect.Effect<ReadonlyArray<Evidence.EvidenceRecord>, EvidenceIntegrityError | EvidenceForbiddenError> =>
   Effect.suspend(() => {
     const texts: Array<string> = []
     const inputs: Array<string> = []
-    let refused: EvidenceIntegrityError | undefined
+    let refused: EvidenceIntegrityError | EvidenceForbiddenError | undefined
     for (const record of records) {
       const form = formOf(record)
       if (form.refused !== undefined) {
@@ -188,15 +231,17 @@ export const admitAll = (
       inputs.push(form.input)
     }
     const formed = texts.length
-    if (formed === 0) return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
     const checked = (hashes: ReadonlyArray<string>) => {
       for (let i = 0; i < formed; i++) {
         const record = records[i]!
         if (hashes[i] !== record.payload_digest) return Either.left(integrityError(record, "payload_digest"))
         if (hashes[formed + i] !== record.chain_hash) return Either.left(integrityError(record, "chain_hash"))
+        // After its content: a record whose hashes do not recompute is an integrity failure whoever offers it.
+        if (!isAdmissible(record)) return Either.left(forbiddenError(record))
       }
       return refused === undefined ? Either.right(records) : Either.left(refused)
     }
+    if (formed === 0) return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
     // Hashed in this step where the Digest hashes synchronously; otherwise in one batch.
     const sync = digest.sha256TextSync
     return sync !== undefined

@@ -43,7 +43,11 @@ export class EvidenceWriter extends Context.Tag("writ/EvidenceWriter")<EvidenceW
 
 /** The EvidenceWriter service. */
 export declare namespace EvidenceWriter {
-  /** Seal drafts at their chain's head and append them. */
+  /**
+   * Seal drafts at their chain's head and append them. An operation record (policy_bound, operation_started,
+   * gate_evaluated, exception_granted, operation_denied, a terminal) is refused here (EvidenceForbiddenError): only the
+   * governed executor and recovery append those, through the executor's private append capability.
+   */
   export interface Service {
     /** Seal one draft at the chain's head and append it. */
     readonly append: (chain_id: Uuid, draft: Evidence.Draft) => Effect.Effect<AppendReceipt, EvidenceAppendError>
@@ -56,15 +60,10 @@ export declare namespace EvidenceWriter {
       after: Evidence.StoredRecord,
       draft: Evidence.Draft
     ) => Effect.Effect<AppendReceipt, EvidenceAppendError>
-    /**
-     * Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`); once
-     * begun, an append is not interrupted. `ifCommitted`: the terminal records owed should the append fail yet turn out
-     * committed (its answer lost), asked for only then; the writer appends them, once, ahead of the chain's next records.
-     */
+    /** Seal drafts in turn at the chain's head and append them in one commit (see `EvidenceStore.appendAll`); once begun, an append is not interrupted. */
     readonly appendAll: (
       chain_id: Uuid,
-      drafts: ReadonlyArray<Evidence.Draft>,
-      ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+      drafts: ReadonlyArray<Evidence.Draft>
     ) => Effect.Effect<ReadonlyArray<AppendReceipt>, EvidenceAppendError>
     /** The executor that started an operation is done with it, however it ended: it no longer runs here. */
     readonly release: (chain_id: Uuid, operation_id: string) => Effect.Effect<void>

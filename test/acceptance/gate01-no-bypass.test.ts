@@ -1,10 +1,14 @@
 /**
- * Gate 1, no bypass: every public route enters the ActionExecutor exactly once, and no module but
- * the executor can reach a backend's invoke or a handler.
+ * Gate 1, no bypass: every public route enters the ActionExecutor exactly once, no module but
+ * the executor can reach a backend's invoke or a handler, and no export can open an operation in evidence.
  */
 import { NodeContext } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Schema } from "effect"
+import { Chunk, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as Adapters from "../../adapters/index.ts"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as Action from "../../core/action/Action.ts"
@@ -16,10 +20,15 @@ import { ActionUsage } from "../../core/action/ActionUsage.ts"
 import { mint } from "../../core/action/internal/token.ts"
 import { InvocationTokenError } from "../../core/action/InvocationTokenError.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import { grantRecords } from "../../core/evidence/internal/capability.ts"
+import { appendOperation, closeOperation } from "../../core/evidence/internal/writer.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
+import * as Writ from "../../core/index.ts"
 import * as Demo from "../../runtime/Demo.ts"
 import * as Cli from "../../runtime/node/Cli.ts"
 import { createExecutor } from "../../runtime/Promise.ts"
+import * as WritPromise from "../../runtime/Promise.ts"
+import * as WritTesting from "../../runtime/Testing.ts"
 import { factsOf, productionFiles } from "../fixtures/sources.ts"
 
 const importers = (target: string) => productionFiles().filter((file) => factsOf(file).imports.includes(target)).sort()
@@ -188,4 +197,236 @@ describe("gate 1: the invocation token", () => {
       const Token = mint(definition).constructor as new(key: symbol, definition: unknown) => unknown
       assert.throws(() => new Token(Symbol("writ/InvocationToken.mint"), definition), /minted by the executor only/)
     }))
+})
+
+// --- Evidence: no export opens an operation ---
+
+const forgeDeclaration = {
+  policy_id: "forge",
+  version: "1",
+  rules: [{ rule_id: "allow-all", kind: "action", effect: "allow", action_patterns: ["*"] }],
+  gates: [{ gate_id: "hard", level: "hard", order: 0, rule_ids: ["allow-all"] }]
+}
+
+const forgedAction = Writ.Action.make({
+  name: "calc.add",
+  input: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  output: Schema.Number,
+  handler: ({ a, b }) => a + b
+})
+
+/** Open a boundary and derive an operation context for it from its six inputs, as an attacker holding the exports can. */
+const forgedOperation = Effect.gen(function*() {
+  const snapshot = yield* Effect.orDie(
+    Writ.PolicySnapshot.compile(Either.getOrThrow(Writ.PermissionPolicy.decode(forgeDeclaration)))
+  )
+  const policies = yield* Writ.PolicySnapshotStore.PolicySnapshotStore
+  yield* policies.put(snapshot)
+  const policy = { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
+  const boundary = yield* Writ.Governance.openBoundary(policy)
+  const scope = Writ.ExecutionScope.EphemeralOperation.make({ scope_id: yield* Writ.IdGenerator.uuid })
+  const context = yield* Writ.ExecutionContext.bind({
+    execution_scope: scope,
+    authenticated_principal: { id: "mallory" },
+    effect_backend: Adapters.InProcessBackend.make.ref,
+    policy_snapshot: policy
+  })
+  const request = Writ.ExecutionRequest.ExecutionRequest.make({
+    request_id: yield* Writ.IdGenerator.uuid,
+    action: { name: forgedAction.name },
+    arguments: { a: 1, b: 2 },
+    execution_scope: scope
+  })
+  const registry = yield* Writ.ActionRegistry.ActionRegistry
+  const descriptor = Either.getOrThrow(registry.resolve({ name: forgedAction.name })).descriptor
+  const derived = yield* Writ.Governance.deriveContext(
+    { context, request, descriptor, snapshot, capability: yield* Adapters.InProcessBackend.make.probe, boundary },
+    yield* Writ.IdGenerator.uuid,
+    snapshot.digest
+  )
+  const operation = Either.getOrThrow(derived)
+  const record = { operation_id: operation.operation_id, policy_id: policy.policy_id, policy_version: policy.version }
+  const bound = { task_boundary_id: boundary.task_boundary_id, policy_digest: policy.digest }
+  const drafts: ReadonlyArray<Writ.Evidence.Draft> = [
+    { ...record, record_type: "policy_bound", payload: { ...bound, release_state: "active", rule_count: 1 } },
+    { ...record, record_type: "operation_started", payload: { ...bound, attempt_id: operation.attempt_id } },
+    { ...record, record_type: "callable_completed", payload: { stage: "outcome", result_digest: null } }
+  ]
+  return { boundary, drafts }
+})
+
+const forgeLayer = <Out>(
+  evidence: Layer.Layer<Out, never, Writ.Digest.Digest>
+) =>
+  Writ.Governance.layerWriter.pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        evidence,
+        Adapters.MemoryPolicySnapshotStore.layer,
+        Writ.ActionRegistry.layerWith([forgedAction])
+      )
+    ),
+    Layer.provideMerge(Layer.merge(Adapters.NodeDigest.layer, Writ.IdGenerator.layerCrypto))
+  )
+
+const sqliteEvidence = Layer.unwrapScoped(
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "writ-forge-"))),
+      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    ),
+    (dir) =>
+      Adapters.SqlEvidenceStore.layer.pipe(
+        Layer.provideMerge(Adapters.Sqlite.layer({ filename: path.join(dir, "writ.db") }))
+      )
+  )
+)
+
+const evidenceStores = [
+  ["memory", Adapters.MemoryEvidenceStore.layer],
+  ["sqlite", sqliteEvidence]
+] as const
+
+const refusedAs = (record_type: string) => (error: { readonly _tag: string }) => {
+  assert.strictEqual(error._tag, "EvidenceForbiddenError")
+  const forbidden = error as Writ.EvidenceStore.EvidenceForbiddenError
+  assert.deepStrictEqual([forbidden.reason, forbidden.record_type], ["operation_record", record_type])
+  assert.include(forbidden.message, record_type)
+}
+
+describe("gate 1: evidence", () => {
+  it("only the executor's governed stages and recovery hold the evidence append capability", () => {
+    assert.deepStrictEqual(callers("appendOperation"), ["core/execution/internal/executor/governed.ts"])
+    assert.deepStrictEqual(callers("closeOperation"), ["core/evidence/EvidenceProjector.ts"])
+    assert.deepStrictEqual(importers("core/evidence/internal/writer.ts"), [
+      "core/evidence/EvidenceProjector.ts",
+      "core/evidence/EvidenceWriter.ts",
+      "core/execution/internal/executor/governed.ts"
+    ])
+    assert.deepStrictEqual(callers("grantRecords"), ["core/evidence/internal/writer.ts"])
+    assert.deepStrictEqual(importers("core/evidence/internal/capability.ts"), [
+      "core/evidence/EvidenceStore.ts",
+      "core/evidence/internal/writer.ts"
+    ])
+    // Every store admits through the one check in core, on the appending thread.
+    assert.deepStrictEqual(callers("isAdmissible"), ["core/evidence/EvidenceStore.ts"])
+    assert.deepStrictEqual(callers("admitAll"), [
+      "adapters/memory/MemoryEvidenceStore.ts",
+      "adapters/sql/SqlEvidenceStore.ts"
+    ])
+  })
+
+  it("no entry point exports the capability", () => {
+    const capability: ReadonlyArray<unknown> = [appendOperation, closeOperation, grantRecords]
+    const exported = [Writ, Adapters, WritPromise, WritTesting].flatMap((entry) =>
+      Object.values(entry).flatMap((value) =>
+        typeof value === "object" && value !== null ? Object.values(value) : [value]
+      )
+    )
+    assert.isTrue(exported.length > 100)
+    assert.isFalse(exported.some((value) => capability.includes(value)))
+  })
+
+  for (const [name, evidence] of evidenceStores) {
+    it.scoped(`${name}: a forged operation is refused by the writer and the store, and no certificate holds it`, () =>
+      Effect.gen(function*() {
+        const { boundary, drafts } = yield* forgedOperation
+        const writer = yield* Writ.Governance.EvidenceWriter
+        const store = yield* Writ.EvidenceStore.EvidenceStore
+        const digest = yield* Writ.Digest.Digest
+        const chain_id = boundary.chain_id
+        const record_ids = [yield* Writ.IdGenerator.uuid, yield* Writ.IdGenerator.uuid, yield* Writ.IdGenerator.uuid]
+        const records = yield* Writ.Evidence.sealAllWith(digest, drafts, {
+          chain_id,
+          sequence: 0,
+          previous_chain_hash: null,
+          record_ids,
+          created_at: yield* Writ.Time.now
+        })
+        refusedAs("policy_bound")(yield* Effect.flip(writer.appendAll(chain_id, drafts)))
+        for (const draft of drafts) refusedAs(draft.record_type)(yield* Effect.flip(writer.append(chain_id, draft)))
+        refusedAs("policy_bound")(yield* Effect.flip(store.appendAll(records)))
+        for (const record of records) refusedAs(record.record_type)(yield* Effect.flip(store.append(record)))
+        assert.isTrue(Option.isNone(yield* store.head(chain_id)))
+        // A forgery after a record the public API may append, through appendAfter too.
+        const superseded = yield* writer.append(chain_id, {
+          record_type: "record_superseded",
+          operation_id: null,
+          policy_id: boundary.policy.policy_id,
+          policy_version: boundary.policy.version,
+          payload: { task_boundary_id: boundary.task_boundary_id, policy_digest: boundary.policy.digest }
+        })
+        const [after] = Chunk.toReadonlyArray(yield* Stream.runCollect(store.read(chain_id)))
+        refusedAs("policy_bound")(yield* Effect.flip(writer.appendAfter(chain_id, after!, drafts[0]!)))
+        assert.deepStrictEqual(Option.getOrThrow(yield* store.head(chain_id)).hash, superseded.head_hash)
+        const closed = yield* Writ.Governance.closeBoundary(boundary)
+        const certificate = yield* Writ.TaskCertificate.mint(chain_id, closed.head_hash)
+        assert.strictEqual(certificate.evidence_chain_head, closed.head_hash)
+        assert.deepStrictEqual(
+          Chunk.toReadonlyArray(yield* Stream.runCollect(store.read(chain_id))).map((record) => record.record_type),
+          ["record_superseded", "task_closed"]
+        )
+        assert.deepStrictEqual({ ...certificate.gate_summary }, {
+          hard_allow: 0,
+          hard_deny: 0,
+          soft_allow: 0,
+          soft_deny: 0,
+          advisory_allow: 0,
+          advisory_deny: 0,
+          exceptions: 0
+        })
+      }).pipe(Effect.provide(forgeLayer(evidence))))
+  }
+
+  it.scoped("recovery refuses to close an operation its chain never started", () =>
+    Effect.gen(function*() {
+      const { boundary } = yield* forgedOperation
+      const writer = yield* Writ.Governance.EvidenceWriter
+      const store = yield* Writ.EvidenceStore.EvidenceStore
+      const chain_id = boundary.chain_id
+      const first = yield* writer.append(chain_id, {
+        record_type: "record_superseded",
+        operation_id: null,
+        policy_id: boundary.policy.policy_id,
+        policy_version: boundary.policy.version,
+        payload: { task_boundary_id: boundary.task_boundary_id, policy_digest: boundary.policy.digest }
+      })
+      // A projection that names an operation the chain never started, its "start" a record of another type.
+      const phantom = Writ.Projection.ProjectedOperation.make({
+        operation_id: yield* Writ.IdGenerator.uuid,
+        chain_id,
+        started_record_id: first.record_id,
+        terminal_record_id: null,
+        terminal_type: null,
+        terminal_count: 0
+      })
+      const report = yield* Writ.EvidenceProjector.recover().pipe(
+        Effect.updateService(Writ.ProjectionStore.ProjectionStore, (projection) => ({
+          ...projection,
+          projectedOperations: () => Effect.succeed([phantom])
+        }))
+      )
+      assert.deepStrictEqual(report.closed, [])
+      assert.deepStrictEqual(report.unclosable.map((entry) => entry.operation_id), [phantom.operation_id])
+      assert.include(report.unclosable[0]!.reason, "external_result_ambiguous")
+      assert.strictEqual(Option.getOrThrow(yield* store.head(chain_id)).hash, first.head_hash)
+      // Nor can the public writer close it itself.
+      const [after] = Chunk.toReadonlyArray(yield* Stream.runCollect(store.read(chain_id)))
+      refusedAs("external_result_ambiguous")(
+        yield* Effect.flip(writer.appendAfter(chain_id, after!, {
+          record_type: "external_result_ambiguous",
+          operation_id: phantom.operation_id,
+          policy_id: boundary.policy.policy_id,
+          policy_version: boundary.policy.version,
+          payload: { reason_code: "recovery.orphaned_operation", call_executed: null, stage: "recover" }
+        }))
+      )
+      assert.strictEqual(Option.getOrThrow(yield* store.head(chain_id)).hash, first.head_hash)
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(Adapters.MemoryStateStore.layer, Adapters.MemoryExecutorRegistry.layer).pipe(
+          Layer.provideMerge(forgeLayer(Adapters.MemoryEvidenceStore.layer))
+        )
+      )
+    ))
 })

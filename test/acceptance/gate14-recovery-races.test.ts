@@ -22,6 +22,7 @@ import * as Governed from "../../core/execution/Governed.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { ProjectionStore } from "../../core/state/ProjectionStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { appendGranted } from "../fixtures/evidence.ts"
 import { run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 import { root } from "../fixtures/sources.ts"
@@ -99,7 +100,13 @@ const orphanIn = (process: Context.Context<Governance.EvidenceWriter | IdGenerat
     const chain = yield* IdGenerator.uuid
     const op = yield* IdGenerator.uuid
     for (const record_type of ["policy_bound", "operation_started", "gate_evaluated"] as const) {
-      yield* writer.append(chain, { record_type, operation_id: op, policy_id: "p", policy_version: "1", payload: {} })
+      yield* appendGranted(writer, chain, {
+        record_type,
+        operation_id: op,
+        policy_id: "p",
+        policy_version: "1",
+        payload: {}
+      })
     }
     return chain
   }).pipe(Effect.provide(process))

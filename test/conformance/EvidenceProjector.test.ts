@@ -37,6 +37,7 @@ import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { ProjectionStore } from "../../core/state/ProjectionStore.ts"
 import * as StateStore from "../../core/state/StateStore.ts"
+import { appendGranted } from "../fixtures/evidence.ts"
 import { run } from "../fixtures/layers.ts"
 import { sqliteLayer } from "../fixtures/sqlite.ts"
 import { patched } from "../fixtures/state.ts"
@@ -109,7 +110,7 @@ const append = (chain_id: Uuid, record_type: RecordType, operation_id: Uuid | nu
             ))
         )
       ),
-      writer.append(chain_id, {
+      appendGranted(writer, chain_id, {
         record_type,
         operation_id,
         policy_id: "projector",

@@ -18,6 +18,7 @@ import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as EvidenceProjector from "../../core/evidence/EvidenceProjector.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
+import { appendOperation } from "../../core/evidence/internal/writer.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { DurableRun } from "../../core/execution/ExecutionScope.ts"
@@ -210,7 +211,7 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
           yield* IdGenerator.uuid
         ]
         const draft = { operation_id, policy_id: "projection", policy_version: "1" }
-        yield* writer.appendAll(chain_id, [{
+        yield* appendOperation(writer, chain_id, [{
           ...draft,
           record_type: "operation_started",
           payload: {

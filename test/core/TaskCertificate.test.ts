@@ -15,6 +15,7 @@ import * as Evidence from "../../core/evidence/Evidence.ts"
 import type { Draft, StoredRecord } from "../../core/evidence/Evidence.ts"
 import { EvidenceStore, EvidenceUnavailableError } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
+import { appendOperation } from "../../core/evidence/internal/writer.ts"
 import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
 import { ActionExecutor } from "../../core/execution/ActionExecutor.ts"
 import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
@@ -25,6 +26,7 @@ import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { heldAction, toolSet } from "../fixtures/actions.ts"
+import { appendGranted } from "../fixtures/evidence.ts"
 import { base } from "../fixtures/layers.ts"
 
 const tools = toolSet()
@@ -402,9 +404,9 @@ describe("TaskCertificate.mint", () => {
           const ids = []
           for (const [type, operation] of plan) {
             if (bound && type === "operation_started") {
-              yield* writer.append(boundary.chain_id, draft(boundary, "policy_bound", operation))
+              yield* appendGranted(writer, boundary.chain_id, draft(boundary, "policy_bound", operation))
             }
-            ids.push((yield* writer.append(boundary.chain_id, draft(boundary, type, operation))).record_id)
+            ids.push((yield* appendGranted(writer, boundary.chain_id, draft(boundary, type, operation))).record_id)
           }
           yield* Governance.closeBoundary(boundary)
           return {
@@ -589,7 +591,7 @@ describe("Governance.closeBoundary", () => {
       )
       // A start from an executor that saw the boundary open just before the close began: the writer refuses it.
       const writer = yield* Governance.EvidenceWriter
-      const raced = yield* Effect.flip(writer.appendAll(boundary.chain_id, [{
+      const raced = yield* Effect.flip(appendOperation(writer, boundary.chain_id, [{
         record_type: "operation_started",
         operation_id: yield* IdGenerator.uuid,
         policy_id: boundary.policy.policy_id,

@@ -16,6 +16,7 @@ import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { ExecutorRegistry } from "../../core/evidence/ExecutorRegistry.ts"
 import { EvidenceWriter } from "../../core/evidence/Governance.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { appendGranted } from "../fixtures/evidence.ts"
 import { root } from "../fixtures/sources.ts"
 import { stateStores } from "../fixtures/state.ts"
 
@@ -89,7 +90,13 @@ const orphanOn = (db: string) =>
       const chain_id = yield* IdGenerator.uuid
       const operation_id = yield* IdGenerator.uuid
       for (const record_type of ["policy_bound", "operation_started"] as const) {
-        yield* writer.append(chain_id, { record_type, operation_id, policy_id: "p", policy_version: "1", payload: {} })
+        yield* appendGranted(writer, chain_id, {
+          record_type,
+          operation_id,
+          policy_id: "p",
+          policy_version: "1",
+          payload: {}
+        })
       }
       return operation_id
     })
@@ -814,12 +821,12 @@ describe("writ exec, evidence, certificate, recover", () => {
             policy_id: demo.certificate.policy_id,
             policy_version: demo.certificate.policy_version
           }
-          yield* writer.append(chain_id, {
+          yield* appendGranted(writer, chain_id, {
             ...draft,
             record_type: "policy_bound",
             payload: { task_boundary_id, policy_digest: demo.certificate.policy_digest }
           })
-          yield* writer.append(chain_id, {
+          yield* appendGranted(writer, chain_id, {
             ...draft,
             record_type: "operation_started",
             payload: {

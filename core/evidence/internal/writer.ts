@@ -2,78 +2,32 @@
  * The evidence writer's implementation: per chain, one lock over head lookup, record construction and append, the
  * operations running here, the terminal records owed for starts whose answer was lost, and the boundary's close.
  */
-import { Chunk, Effect, Option, Stream } from "effect"
+import { Chunk, Effect, Either, Option, Stream } from "effect"
 import type { Digest, Sha256Hex } from "../../base/Digest.ts"
 import { type IdGenerator, type Uuid, uuidsWith } from "../../base/IdGenerator.ts"
 import * as Time from "../../base/Time.ts"
 import * as Evidence from "../Evidence.ts"
-import type { AppendReceipt, EvidenceStore } from "../EvidenceStore.ts"
-import { BoundaryError, OperationOwnershipError, type TaskBoundary } from "../TaskBoundary.ts"
+import type { AppendReceipt, EvidenceForbiddenError, EvidenceStore } from "../EvidenceStore.ts"
+import { forbiddenError } from "../EvidenceStore.ts"
+import type { OperationOwnershipError } from "../TaskBoundary.ts"
+import { BoundaryError, type TaskBoundary } from "../TaskBoundary.ts"
+import { grantRecords, operationTypes } from "./capability.ts"
 import * as ChainLock from "./chainLock.ts"
+import * as ChainState from "./chainState.ts"
+import { admit, type Admitted, closedDraft, concluded, mismatchOf, started } from "./chainState.ts"
 
 /** What every function of one writer shares: its store, digest, ids, and the state of each chain it holds. */
 interface Writer {
   readonly store: EvidenceStore.Service
   readonly digest: Digest.Service
   readonly ids: IdGenerator.Service
-  readonly chains: Map<string, ChainState>
+  readonly chains: Map<string, ChainState.ChainState>
 }
-
-interface ChainState {
-  readonly lock: ChainLock.ChainLock
-  /** The boundary this writer opened on the chain: only the writer that opened a boundary runs and closes it. */
-  opened: TaskBoundary | undefined
-  /** The last head this writer knew; `fresh` while its own last append on the chain succeeded. */
-  head: { readonly sequence: number; readonly hash: Sha256Hex; readonly closed: boolean } | undefined
-  fresh: boolean
-  /** Operations whose executor still runs them here (from their start to `release`): true once concluded elsewhere. */
-  readonly operations: Map<string, boolean>
-  /** Terminal drafts for starts whose append failed, by operation: owed if the start turns out committed. */
-  readonly unconfirmed: Map<string, Evidence.Draft>
-  /** Terminal drafts owed for starts found committed, appended ahead of the chain's next records. */
-  owed: ReadonlyArray<Evidence.Draft>
-  /** Operations running under `track`. */
-  running: number
-  /** Set when a close begins, never unset; open once no operation is running. */
-  closing: Effect.Latch | undefined
-}
-
-// How a boundary offered for a chain differs from the one opened on it, if it does.
-const mismatchOf = (opened: TaskBoundary, offered: TaskBoundary) =>
-  opened.task_boundary_id !== offered.task_boundary_id || opened.opened_at !== offered.opened_at
-    ? "boundary_mismatch" as const
-    : opened.policy.policy_id !== offered.policy.policy_id || opened.policy.version !== offered.policy.version ||
-        opened.policy.digest !== offered.policy.digest
-    ? "policy_mismatch" as const
-    : undefined
-
-// A boundary's one `task_closed`.
-const closedDraft = (boundary: TaskBoundary): Evidence.Draft => ({
-  record_type: "task_closed",
-  operation_id: null,
-  policy_id: boundary.policy.policy_id,
-  policy_version: boundary.policy.version,
-  payload: {
-    task_boundary_id: boundary.task_boundary_id,
-    policy_digest: boundary.policy.digest,
-    opened_at: boundary.opened_at
-  }
-})
 
 const stateOf = (w: Writer, chain_id: string) => {
   let state = w.chains.get(chain_id)
   if (state === undefined) {
-    state = {
-      lock: ChainLock.make(),
-      opened: undefined,
-      head: undefined,
-      fresh: false,
-      operations: new Map(),
-      unconfirmed: new Map(),
-      owed: [],
-      running: 0,
-      closing: undefined
-    }
+    state = ChainState.make()
     w.chains.set(chain_id, state)
   }
   return state
@@ -89,7 +43,7 @@ const loadHead = Effect.fnUntraced(function*(w: Writer, chain_id: string) {
 // The chain's head after a failed append, with what the records since tell about this writer's operations: one
 // another writer concluded, a start whose answer was lost but which committed (its terminal is owed), and an owed
 // terminal that committed after all.
-const catchUp = Effect.fnUntraced(function*(w: Writer, chain_id: string, state: ChainState) {
+const catchUp = Effect.fnUntraced(function*(w: Writer, chain_id: string, state: ChainState.ChainState) {
   const known = state.head
   if (state.operations.size === 0 && state.unconfirmed.size === 0 && state.owed.length === 0) {
     return yield* loadHead(w, chain_id)
@@ -118,74 +72,9 @@ const catchUp = Effect.fnUntraced(function*(w: Writer, chain_id: string, state: 
   }
 })
 
-// A record for one of this writer's operations that it must refuse: concluded elsewhere, or (from another caller)
-// still running here.
-const refusal = (chain_id: string, state: ChainState, drafts: ReadonlyArray<Evidence.Draft>, foreign: boolean) => {
-  for (const draft of drafts) {
-    const concluded = draft.operation_id === null ? undefined : state.operations.get(draft.operation_id)
-    if (concluded === undefined || (concluded === false && !foreign)) continue
-    return new OperationOwnershipError({
-      reason: concluded ? "concluded_elsewhere" : "running_here",
-      chain_id,
-      operation_id: draft.operation_id!
-    })
-  }
-  return undefined
-}
-
-// A committed terminal (a forced recovery's, say) settles what the writer still owed or awaited for its operation.
-const concluded = (state: ChainState, drafts: ReadonlyArray<Evidence.Draft>) => {
-  for (const draft of drafts) {
-    const operation_id = draft.operation_id
-    if (operation_id === null || !Evidence.terminalTypes.has(draft.record_type)) continue
-    state.unconfirmed.delete(operation_id)
-    if (state.owed.length > 0) state.owed = state.owed.filter((owed) => owed.operation_id !== operation_id)
-  }
-}
-
-// An executor's committed start: its operation runs here until released.
-const started = (state: ChainState, drafts: ReadonlyArray<Evidence.Draft>) => {
-  for (const draft of drafts) {
-    if (draft.operation_id !== null && draft.record_type === "operation_started") {
-      state.operations.set(draft.operation_id, false)
-    }
-  }
-}
-
-// What one commit appends once the chain's state admits it: owed terminals first, then the asked drafts, at the head.
-interface Admitted {
-  readonly drafts: ReadonlyArray<Evidence.Draft>
-  readonly owed: number
-  readonly head: ChainState["head"]
-  readonly closing: boolean
-}
-
-// The chain's state decides, synchronously, whether these drafts may be appended now, and after what.
-const admit = (
-  chain_id: Uuid,
-  state: ChainState,
-  asked: ReadonlyArray<Evidence.Draft>,
-  expected: ChainState["head"] | undefined
-): BoundaryError | OperationOwnershipError | Admitted => {
-  const foreign = expected !== undefined
-  const refused = refusal(chain_id, state, asked, foreign)
-  if (refused !== undefined) return refused
-  const owed = foreign ? [] : state.owed
-  const drafts = owed.length === 0 ? asked : [...owed, ...asked]
-  const head = expected ?? state.head
-  const closing = drafts.findIndex((draft) => draft.record_type === "task_closed")
-  if (head?.closed === true || (closing !== -1 && closing < drafts.length - 1)) {
-    return new BoundaryError({ reason: "closed", chain_id })
-  }
-  if (closing !== -1 && state.opened === undefined) return new BoundaryError({ reason: "abandoned", chain_id })
-  if (state.closing !== undefined && drafts.some((draft) => draft.record_type === "operation_started")) {
-    return new BoundaryError({ reason: "closing", chain_id })
-  }
-  return { drafts, owed: owed.length, head, closing: closing !== -1 }
-}
-
-// The admitted drafts sealed at the head (without an Effect where ids and hashes are synchronous) and appended.
-const commit = (w: Writer, chain_id: Uuid, admitted: Admitted, created_at: Time.Timestamp) => {
+// The admitted drafts sealed at the head (without an Effect where ids and hashes are synchronous) and appended; an
+// operation call's records, and the owed terminals of earlier ones, are sealed under the executor's capability.
+const commit = (w: Writer, chain_id: Uuid, admitted: Admitted, created_at: Time.Timestamp, granted: boolean) => {
   const { drafts, head } = admitted
   const at = (record_ids: ReadonlyArray<Uuid>) => ({
     chain_id,
@@ -202,17 +91,29 @@ const commit = (w: Writer, chain_id: Uuid, admitted: Admitted, created_at: Time.
       uuidsWith(w.ids, drafts.length),
       (record_ids) => Evidence.sealAllWith(w.digest, drafts, at(record_ids))
     )
-  return Effect.flatMap(sealed, w.store.appendAll)
+  return Effect.flatMap(sealed, (records) => {
+    grantRecords(records, granted ? records.length : admitted.owed)
+    return w.store.appendAll(records)
+  })
+}
+
+// A call without the capability offering an operation record: refused before anything else.
+const forbidden = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>): EvidenceForbiddenError | undefined => {
+  const draft = drafts.find((draft) => operationTypes.has(draft.record_type))
+  return draft === undefined ? undefined : forbiddenError({ ...draft, chain_id })
 }
 
 const appendFrom = (
   w: Writer,
   chain_id: Uuid,
   asked: ReadonlyArray<Evidence.Draft>,
-  expected: ChainState["head"] | undefined,
+  expected: ChainState.ChainState["head"] | undefined,
+  granted: boolean,
   ifCommitted?: () => ReadonlyArray<Evidence.Draft>
 ) => {
   if (asked.length === 0) return Effect.succeed<ReadonlyArray<AppendReceipt>>([])
+  const refused = granted ? undefined : forbidden(chain_id, asked)
+  if (refused !== undefined) return Effect.fail(refused)
   const state = stateOf(w, chain_id)
   const foreign = expected !== undefined
   const append = Effect.clockWith((clock): Effect.Effect<
@@ -222,7 +123,7 @@ const appendFrom = (
     const admitted = admit(chain_id, state, asked, expected)
     if (!("drafts" in admitted)) return Effect.fail(admitted)
     const created_at = Time.ofClock(clock)
-    return Effect.map(commit(w, chain_id, admitted, created_at), (receipts) => {
+    return Effect.map(commit(w, chain_id, admitted, created_at, granted), (receipts) => {
       const last = receipts[receipts.length - 1]
       if (last !== undefined) {
         state.head = { sequence: last.sequence, hash: last.head_hash, closed: admitted.closing }
@@ -253,19 +154,18 @@ const appendAll = (
   w: Writer,
   chain_id: Uuid,
   drafts: ReadonlyArray<Evidence.Draft>,
+  granted: boolean,
   ifCommitted?: () => ReadonlyArray<Evidence.Draft>
-) => appendFrom(w, chain_id, drafts, undefined, ifCommitted)
+) => appendFrom(w, chain_id, drafts, undefined, granted, ifCommitted)
 const append = (w: Writer, chain_id: Uuid, draft: Evidence.Draft) =>
-  Effect.map(appendAll(w, chain_id, [draft]), (receipts) => receipts[0]!)
+  Effect.map(appendAll(w, chain_id, [draft], false), (receipts) => receipts[0]!)
+const headOf = (record: Evidence.StoredRecord) => ({
+  sequence: record.sequence,
+  hash: record.chain_hash as Sha256Hex,
+  closed: record.record_type === "task_closed"
+})
 const appendAfter = (w: Writer, chain_id: Uuid, after: Evidence.StoredRecord, draft: Evidence.Draft) =>
-  Effect.map(
-    appendFrom(w, chain_id, [draft], {
-      sequence: after.sequence,
-      hash: after.chain_hash as Sha256Hex,
-      closed: after.record_type === "task_closed"
-    }),
-    (receipts) => receipts[0]!
-  )
+  Effect.map(appendFrom(w, chain_id, [draft], headOf(after), false), (receipts) => receipts[0]!)
 
 // Counted and released in one uninterruptible region, so no exit of the operation can skip the release. A chain this
 // writer holds nothing for has no boundary open here: the operation is refused before it starts, and leaves no state.
@@ -323,18 +223,79 @@ const isOpen = (w: Writer, boundary: TaskBoundary) => {
 const release = (w: Writer, chain_id: Uuid, operation_id: string) =>
   Effect.sync(() => void w.chains.get(chain_id)?.operations.delete(operation_id))
 
+// The writers this module made, by their service: only these hold the capability, whatever a context provides.
+const writers = new WeakMap<object, Writer>()
+
+// A writer this module did not make (one a context substituted) has no capability to lend: it is refused.
+const writerOf = (service: object, chain_id: Uuid, draft: Evidence.Draft) => {
+  const w = writers.get(service)
+  return w !== undefined ? Either.right(w) : Either.left(forbiddenError({ ...draft, chain_id }))
+}
+
+/**
+ * The executor's private append capability (its governed stages only): seal an operation's records at the chain's
+ * head and append them in one commit, as `EvidenceWriter.appendAll` does for other records. `ifCommitted`: the terminal
+ * records owed should the append fail yet turn out committed (its answer lost), asked for only then; the writer appends
+ * them, once, ahead of the chain's next records. A writer this module did not make has no capability to lend.
+ */
+export const appendOperation = (
+  service: object,
+  chain_id: Uuid,
+  drafts: ReadonlyArray<Evidence.Draft>,
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+) =>
+  drafts.length === 0 ? Effect.succeed<ReadonlyArray<AppendReceipt>>([]) : Either.match(
+    writerOf(service, chain_id, drafts[0]!),
+    { onLeft: Effect.fail, onRight: (w) => appendAll(w, chain_id, drafts, true, ifCommitted) }
+  )
+
+// Whether the chain read from its start record on shows that operation started and not concluded.
+const isOpenOn = (
+  records: ReadonlyArray<Evidence.StoredRecord>,
+  started: Evidence.StoredRecord,
+  operation_id: string
+) => {
+  const first = records[0]
+  return first !== undefined && first.record_id === started.record_id && first.sequence === started.sequence &&
+    first.record_type === "operation_started" && first.operation_id === operation_id &&
+    !records.some((record) => record.operation_id === operation_id && Evidence.terminalTypes.has(record.record_type))
+}
+
+/**
+ * Recovery's capability: close an operation with one terminal record after the record recovery last read (`after`),
+ * only if the writer's own store shows the chain's `started` record opening it and no terminal for it up to `after`
+ * (else EvidenceForbiddenError `not_open`); a chain moved on since `after` refuses it (EvidenceConflictError).
+ */
+export const closeOperation = (
+  service: object,
+  chain_id: Uuid,
+  started: Evidence.StoredRecord,
+  after: Evidence.StoredRecord,
+  draft: Evidence.Draft
+) =>
+  Either.match(writerOf(service, chain_id, draft), {
+    onLeft: Effect.fail,
+    onRight: (w) =>
+      Effect.flatMap(
+        Stream.runCollect(
+          Stream.takeWhile(w.store.read(chain_id, started.sequence - 1), (record) => record.sequence <= after.sequence)
+        ),
+        (records) =>
+          draft.operation_id === null || !Evidence.terminalTypes.has(draft.record_type) ||
+            !isOpenOn(Chunk.toReadonlyArray(records), started, draft.operation_id)
+            ? Effect.fail(forbiddenError({ ...draft, chain_id }, "not_open"))
+            : Effect.map(appendFrom(w, chain_id, [draft], headOf(after), true), (receipts) => receipts[0]!)
+      )
+  })
+
 /** A writer over these services: the EvidenceWriter service's methods. */
 export const make = (store: EvidenceStore.Service, digest: Digest.Service, ids: IdGenerator.Service) => {
   const w: Writer = { store, digest, ids, chains: new Map() }
-  return {
+  const service = {
     append: (chain_id: Uuid, draft: Evidence.Draft) => append(w, chain_id, draft),
     appendAfter: (chain_id: Uuid, after: Evidence.StoredRecord, draft: Evidence.Draft) =>
       appendAfter(w, chain_id, after, draft),
-    appendAll: (
-      chain_id: Uuid,
-      drafts: ReadonlyArray<Evidence.Draft>,
-      ifCommitted?: () => ReadonlyArray<Evidence.Draft>
-    ) => appendAll(w, chain_id, drafts, ifCommitted),
+    appendAll: (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => appendAll(w, chain_id, drafts, false),
     release: (chain_id: Uuid, operation_id: string) => release(w, chain_id, operation_id),
     track: <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) => track(w, chain_id, operation),
     open: (boundary: TaskBoundary) => open(w, boundary),
@@ -342,4 +303,6 @@ export const make = (store: EvidenceStore.Service, digest: Digest.Service, ids: 
     close: (boundary: TaskBoundary) => close(w, boundary),
     held: () => w.chains.size
   }
+  writers.set(service, w)
+  return service
 }

@@ -17,6 +17,7 @@ import {
   OutcomeEvidenceError
 } from "../../../evidence/Governance.ts"
 import * as ledger from "../../../evidence/internal/ledger.ts"
+import { appendOperation } from "../../../evidence/internal/writer.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import {
   Ambiguous,
@@ -51,13 +52,16 @@ const appendEvidence = (
   call_executed: boolean,
   ifCommitted?: () => ReadonlyArray<Evidence.Draft>
 ) =>
-  Effect.mapError(writer.appendAll(operation.chain_id, drafts, ifCommitted), (error) =>
-    new GovernanceEvidenceError({
-      call_executed,
-      record_type: drafts[0]!.record_type,
-      operation_id: operation.operation_id,
-      detail: failureDetail(error)
-    }))
+  Effect.mapError(
+    appendOperation(writer, operation.chain_id, drafts, ifCommitted),
+    (error) =>
+      new GovernanceEvidenceError({
+        call_executed,
+        record_type: drafts[0]!.record_type,
+        operation_id: operation.operation_id,
+        detail: failureDetail(error)
+      })
+  )
 
 /**
  * The gate records of the verdicts produced since the last checkpoint, which it takes from the call: one
@@ -248,7 +252,7 @@ class Operation {
       ledger.terminal(operation, outcome, digest, this.state.digest)
     ])
     return Effect.flatMap(drafts, (terminal) =>
-      this.writer.appendAll(operation.chain_id, terminal).pipe(
+      appendOperation(this.writer, operation.chain_id, terminal).pipe(
         Effect.map((receipts) => {
           call.receipt = receipts[receipts.length - 1]
           call.committed = outcome
@@ -287,10 +291,9 @@ class Operation {
     const closing = Effect.uninterruptible(Effect.suspend(() => {
       this.concluded = true
       this.call.produced = undefined
-      return this.writer.append(
-        started.chain_id,
+      return appendOperation(this.writer, started.chain_id, [
         ledger.terminal(started, denied(this.call, "evidence.append_failed"), null, this.state.digest)
-      )
+      ])
     }))
     return Effect.zipRight(Effect.exit(closing), Effect.fail(error))
   }
