@@ -4,6 +4,10 @@
  * nor throws: a refusal is a typed error naming what was wrong and where.
  */
 import { Either, Schema } from "effect"
+import * as Canonical from "./Canonical.ts"
+
+// A string as a JSON literal, for messages (one canonical JSON refuses, such as a lone surrogate, shown as `"?"`).
+const quote = (text: string) => Either.getOrElse(Canonical.stringify(text), () => "\"?\"")
 
 /** How deep and how large a JSON value may be. */
 export interface Limits {
@@ -51,7 +55,7 @@ const renderPath = (segments: ReadonlyArray<Segment>): string => {
     const segment = segments[i]!
     if (typeof segment === "number") path += `[${segment}]`
     else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(segment) && segment.length <= KEY_SHOWN) path += `.${segment}`
-    else path += `[${JSON.stringify(segment.length > KEY_SHOWN ? segment.slice(0, KEY_SHOWN) + "…" : segment)}]`
+    else path += `[${quote(segment.length > KEY_SHOWN ? segment.slice(0, KEY_SHOWN) + "…" : segment)}]`
   }
   return path
 }
@@ -209,7 +213,7 @@ class Parser {
     const char = this.text[this.at]
     return this.fail(
       "syntax",
-      char === undefined ? "unexpected end of the text" : `unexpected ${JSON.stringify(char)} at position ${this.at}`
+      char === undefined ? "unexpected end of the text" : `unexpected ${quote(char)} at position ${this.at}`
     )
   }
 
@@ -264,7 +268,7 @@ class Parser {
     const key = this.string()
     if (key === "__proto__") this.fail("proto_key", PROTO, [...this.segments(), key])
     if (Object.hasOwn(open.container, key)) {
-      this.fail("duplicate_key", `duplicate key ${JSON.stringify(key)}`, [...this.segments(), key])
+      this.fail("duplicate_key", `duplicate key ${quote(key)}`, [...this.segments(), key])
     }
     open.key = key
     this.expect(":")

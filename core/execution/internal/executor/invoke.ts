@@ -75,7 +75,7 @@ export const idempotentWith = (env: Env, store: IdempotencyStore.Service): Aroun
             return denied(
               call,
               "idempotency.key_reused",
-              `idempotency key ${JSON.stringify(idempotency_key)} was used with arguments ${arguments_digest}, ` +
+              `the idempotency key was used with arguments ${arguments_digest}, ` +
                 `not ${digested.digest}`
             )
           }
