@@ -4,7 +4,7 @@
  * executor drains the projector as the call concludes (stage 14), and says when that drain failed.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Logger, Schema, TestClock } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Layer, Logger, Schema, Stream, TestClock } from "effect"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
@@ -16,7 +16,9 @@ import * as Action from "../../core/action/Action.ts"
 import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
+import { terminalTypes } from "../../core/evidence/Evidence.ts"
 import * as EvidenceProjector from "../../core/evidence/EvidenceProjector.ts"
+import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import { appendOperation } from "../../core/evidence/internal/writer.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
@@ -255,8 +257,23 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
   })
 }
 
-/** The first call's drain held in its `applyProjection` while `others` conclude and wait; then all joined. */
-const concludeWhileHeld = (inRun: (text: string) => ReturnType<typeof run>, others: ReadonlyArray<string>) =>
+/** How many operations on a chain have their terminal record. */
+const terminalsOn = (chain_id: string) =>
+  Effect.flatMap(EvidenceStore, (store) =>
+    Effect.map(
+      Stream.runCollect(store.read(chain_id)),
+      (records) => Chunk.filter(records, (record) => terminalTypes.has(record.record_type)).length
+    ))
+
+/**
+ * The first call's drain held in its `applyProjection` while `others`, in the boundary whose chain is `chain_id`,
+ * conclude (their terminal records committed) and wait for the next drain; then all joined.
+ */
+const concludeWhileHeld = (
+  chain_id: string,
+  inRun: (text: string) => ReturnType<typeof run>,
+  others: ReadonlyArray<string>
+) =>
   Effect.gen(function*() {
     const hold = { entered: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
     steering.hold = hold
@@ -264,8 +281,11 @@ const concludeWhileHeld = (inRun: (text: string) => ReturnType<typeof run>, othe
     yield* Deferred.await(hold.entered)
     const before = steering.drains
     const waiting = yield* Effect.forEach(others, (text) => Effect.fork(inRun(text)))
-    // In memory nothing else suspends a call: each is waiting for the held drain once it is suspended.
-    while ((yield* Effect.forEach(waiting, Fiber.status)).some((status) => status._tag === "Running")) {
+    // Each has concluded once its terminal record is in, and is waiting for the held drain once it is suspended.
+    while (
+      (yield* terminalsOn(chain_id)) < 1 + others.length ||
+      (yield* Effect.forEach(waiting, Fiber.status)).some((status) => status._tag === "Running")
+    ) {
       yield* Effect.yieldNow()
     }
     yield* Deferred.succeed(hold.release, undefined)
@@ -277,8 +297,12 @@ describe("governed Run projection: the executor's drains", () => {
   it.scoped("calls that conclude while a drain runs share the next one", () =>
     Effect.gen(function*() {
       const state = yield* stateStores
-      const { inRun, run_id } = yield* setup
-      const { drains, outcomes } = yield* concludeWhileHeld((text) => inRun("notes.write", { text }), ["b", "c", "d"])
+      const { boundary, inRun, run_id } = yield* setup
+      const { drains, outcomes } = yield* concludeWhileHeld(
+        boundary.chain_id,
+        (text) => inRun("notes.write", { text }),
+        ["b", "c", "d"]
+      )
       assert.strictEqual(drains, 1, "one drain for the three calls")
       assert.isTrue(outcomes.every((o) => o._tag === "succeeded" && o.projection_pending === undefined))
       assert.deepStrictEqual(
@@ -289,9 +313,13 @@ describe("governed Run projection: the executor's drains", () => {
 
   it.scoped("calls that conclude while a drain runs share its successor's failure too: one drain, all pending", () =>
     Effect.gen(function*() {
-      const { inRun } = yield* setup
+      const { boundary, inRun } = yield* setup
       steering.refuse = true
-      const { drains, outcomes } = yield* concludeWhileHeld((text) => inRun("notes.write", { text }), ["b", "c", "d"])
+      const { drains, outcomes } = yield* concludeWhileHeld(
+        boundary.chain_id,
+        (text) => inRun("notes.write", { text }),
+        ["b", "c", "d"]
+      )
         .pipe(Effect.ensuring(Effect.sync(() => (steering.refuse = false))))
       assert.strictEqual(drains, 1)
       assert.isTrue(outcomes.every((o) => o._tag === "succeeded" && o.projection_pending === true))
@@ -336,6 +364,7 @@ describe("governed Run projection: the executor's drains", () => {
       const { boundary, inRun, ref } = yield* setup
       // The second call, outside any Run, runs while the first waits on its drain: the one permit is free.
       const { outcomes } = yield* concludeWhileHeld(
+        boundary.chain_id,
         (text) =>
           text === "first"
             ? inRun("notes.write", { text })

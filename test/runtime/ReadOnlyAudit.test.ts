@@ -16,6 +16,7 @@ import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import { EvidenceWriter } from "../../core/evidence/Governance.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { appendGranted } from "../fixtures/evidence.ts"
 import { root } from "../fixtures/sources.ts"
 
 // better-sqlite3 directly: a connection that keeps the demo's commits in the -wal, and a look at the file alone.
@@ -95,7 +96,13 @@ const appendTwo = (db: string, chain?: IdGenerator.Uuid) =>
       const chain_id = chain ?? (yield* IdGenerator.uuid)
       const operation_id = yield* IdGenerator.uuid
       for (const record_type of ["policy_bound", "operation_started"] as const) {
-        yield* writer.append(chain_id, { record_type, operation_id, policy_id: "p", policy_version: "1", payload: {} })
+        yield* appendGranted(writer, chain_id, {
+          record_type,
+          operation_id,
+          policy_id: "p",
+          policy_version: "1",
+          payload: {}
+        })
       }
       const head = Option.getOrThrow(yield* (yield* EvidenceStore).head(chain_id))
       return { chain_id, head: head.hash }
