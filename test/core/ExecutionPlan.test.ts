@@ -4,11 +4,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
-import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
-import * as MemoryEvidenceStore from "../../adapters/memory/MemoryEvidenceStore.ts"
-import * as MemoryExecutorRegistry from "../../adapters/memory/MemoryExecutorRegistry.ts"
-import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
-import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
@@ -16,13 +11,12 @@ import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { DurableRun } from "../../core/execution/ExecutionScope.ts"
-import * as Governed from "../../core/execution/Governed.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { StageTrace } from "../../core/execution/internal/executor/env.ts"
 import type { Stage } from "../../core/execution/Stage.ts"
 import type { Run } from "../../core/state/StateStore.ts"
-import { base, durableInMemory, run, runningRun } from "../fixtures/layers.ts"
+import { base, durableInMemory, governedInMemory, run, runningRun } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 const held: { gate?: Deferred.Deferred<void>; entered?: Deferred.Deferred<void> } = {}
@@ -63,20 +57,7 @@ const trace = Layer.succeed(StageTrace, (attempt_id, stage) => {
   entered.set(attempt_id, stages)
 })
 
-/** A governed executor over memory stores, a StateStore and projection source among them (stage 14 projects). */
-const governed = (config: ActionExecutor.Config) =>
-  Governed.layer(config).pipe(
-    Layer.provideMerge(Governance.layerWriter),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        MemoryPolicySnapshotStore.layer,
-        MemoryApprovalQueue.layer,
-        MemoryExecutorRegistry.layer,
-        MemoryStateStore.layer,
-        MemoryEvidenceStore.layer
-      ).pipe(Layer.provideMerge(base(actions)))
-    )
-  )
+const governed = (config: ActionExecutor.Config) => governedInMemory(actions, config)
 
 const checked = { full: 0, early: 0 }
 

@@ -3,20 +3,14 @@
  * carrying a `__proto__` key. Each is denied at stage 2 with its typed code before anything decodes, digests or runs it.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Schema, Stream } from "effect"
-import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
-import * as MemoryEvidenceStore from "../../adapters/memory/MemoryEvidenceStore.ts"
-import * as MemoryExecutorRegistry from "../../adapters/memory/MemoryExecutorRegistry.ts"
-import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
-import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
+import { Chunk, Effect, Schema, Stream } from "effect"
 import * as Action from "../../core/action/Action.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import type * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
-import * as Governed from "../../core/execution/Governed.ts"
 import { makeCounter } from "../fixtures/actions.ts"
-import { base, executor, run } from "../fixtures/layers.ts"
+import { executor, governedInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 const counter = makeCounter()
@@ -113,19 +107,7 @@ const declaration = {
   rules: [{ rule_id: "allow", kind: "action", effect: "allow", action_patterns: ["data.echo", "data.add"] }]
 }
 
-const governed = (config: ActionExecutor.Config = {}) =>
-  Governed.layer(config).pipe(
-    Layer.provideMerge(Governance.layerWriter),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        MemoryPolicySnapshotStore.layer,
-        MemoryApprovalQueue.layer,
-        MemoryExecutorRegistry.layer,
-        MemoryStateStore.layer,
-        MemoryEvidenceStore.layer
-      ).pipe(Layer.provideMerge(base(actions)))
-    )
-  )
+const governed = (config: ActionExecutor.Config = {}) => governedInMemory(actions, config)
 
 describe("hostile arguments (governed profile)", () => {
   it.effect("each is denied before any operation opens: its chain holds no record, half-open or otherwise", () =>

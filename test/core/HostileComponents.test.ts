@@ -5,11 +5,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Either, Exit, Layer, Schema, Stream } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
-import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
-import * as MemoryEvidenceStore from "../../adapters/memory/MemoryEvidenceStore.ts"
-import * as MemoryExecutorRegistry from "../../adapters/memory/MemoryExecutorRegistry.ts"
-import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
-import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
 import type { StoredRecord } from "../../core/evidence/Evidence.ts"
@@ -18,10 +13,9 @@ import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import type * as Capacity from "../../core/execution/Capacity.ts"
-import * as Governed from "../../core/execution/Governed.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
-import { base, executor, run } from "../fixtures/layers.ts"
+import { base, executor, governedInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 const ran = { count: 0 }
@@ -86,20 +80,7 @@ const throwingBackend = Layer.succeed(ActionExecutionBackend, {
 const governedLayer = (
   config: Omit<ActionExecutor.Config, "runs" | "attempts" | "governance">,
   backend?: Layer.Layer<ActionExecutionBackend>
-) =>
-  Governed.layer(config).pipe(
-    (layer) => backend === undefined ? layer : Layer.provide(layer, backend),
-    Layer.provideMerge(Governance.layerWriter),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        MemoryPolicySnapshotStore.layer,
-        MemoryApprovalQueue.layer,
-        MemoryExecutorRegistry.layer,
-        MemoryStateStore.layer,
-        MemoryEvidenceStore.layer
-      ).pipe(Layer.provideMerge(base(actions)))
-    )
-  )
+) => governedInMemory(actions, config, backend)
 
 const records = (chain_id: string) =>
   Effect.flatMap(

@@ -4,21 +4,13 @@
  * path. The mark lives in a module-private WeakSet keyed by the sealed, frozen record: it cannot be read, copied or
  * transferred to another record, so a store or writer substituted to capture it captures nothing it can reuse.
  */
-import type { EvidenceRecord, RecordType } from "./record.ts"
+import type { EvidenceRecord } from "./record.ts"
+import { RecordType } from "./record.ts"
 
 /** The record types that open, gate or close a governed operation: a store admits them only under the capability. */
-export const operationTypes: ReadonlySet<string> = new Set<RecordType>([
-  "policy_bound",
-  "operation_started",
-  "gate_evaluated",
-  "exception_granted",
-  "operation_denied",
-  "callable_completed",
-  "callable_failed",
-  "operation_cancelled",
-  "operation_timed_out",
-  "external_result_ambiguous"
-])
+export const operationTypes: ReadonlySet<string> = new Set<RecordType>(
+  RecordType.literals.filter((type) => type !== "task_closed" && type !== "record_superseded")
+)
 
 const granted = new WeakSet<EvidenceRecord>()
 
