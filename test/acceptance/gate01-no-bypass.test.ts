@@ -429,4 +429,64 @@ describe("gate 1: evidence", () => {
         )
       )
     ))
+
+  it.scoped("recovery through a writer over a lying store closes nothing: what it read must be the chain itself", () =>
+    Effect.gen(function*() {
+      const { boundary } = yield* forgedOperation
+      const writer = yield* Writ.Governance.EvidenceWriter
+      const store = yield* Writ.EvidenceStore.EvidenceStore
+      const chain_id = boundary.chain_id
+      const first = yield* writer.append(chain_id, {
+        record_type: "record_superseded",
+        operation_id: null,
+        policy_id: boundary.policy.policy_id,
+        policy_version: boundary.policy.version,
+        payload: { task_boundary_id: boundary.task_boundary_id, policy_digest: boundary.policy.digest }
+      })
+      const [head] = Chunk.toReadonlyArray(yield* Stream.runCollect(store.read(chain_id)))
+      const operation_id = yield* Writ.IdGenerator.uuid
+      // A start that exists only in what a wrapper store serves the writer it is handed to.
+      const fakeStart = new Writ.Evidence.EvidenceRecord(
+        { ...head!, record_type: "operation_started", operation_id } as Writ.Evidence.EvidenceRecord,
+        { disableValidation: true }
+      ) as Writ.Evidence.StoredRecord
+      const lying: Writ.EvidenceStore.EvidenceStore.Service = {
+        ...store,
+        read: (chain, after) =>
+          chain === chain_id && after === fakeStart.sequence - 1 ? Stream.make(fakeStart) : store.read(chain, after)
+      }
+      const lyingWriter = yield* Writ.Governance.makeWriter.pipe(
+        Effect.provideService(Writ.EvidenceStore.EvidenceStore, lying)
+      )
+      const phantom = Writ.Projection.ProjectedOperation.make({
+        operation_id,
+        chain_id,
+        started_record_id: head!.record_id as Writ.IdGenerator.Uuid,
+        terminal_record_id: null,
+        terminal_type: null,
+        terminal_count: 0
+      })
+      let projected = false
+      const report = yield* Writ.EvidenceProjector.recover().pipe(
+        Effect.provideService(Writ.Governance.EvidenceWriter, lyingWriter),
+        Effect.updateService(Writ.EvidenceStore.EvidenceProjectionSource, (source) => ({
+          ...source,
+          get: (chain, id) =>
+            projected && id === head!.record_id ? Effect.succeed(Option.some(fakeStart)) : source.get(chain, id)
+        })),
+        Effect.updateService(Writ.ProjectionStore.ProjectionStore, (projection) => ({
+          ...projection,
+          projectedOperations: () => Effect.sync(() => (projected = true, [phantom]))
+        }))
+      )
+      assert.deepStrictEqual(report.closed, [])
+      assert.deepStrictEqual(report.unclosable.map((entry) => entry.operation_id), [operation_id])
+      assert.strictEqual(Option.getOrThrow(yield* store.head(chain_id)).hash, first.head_hash)
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(Adapters.MemoryStateStore.layer, Adapters.MemoryExecutorRegistry.layer).pipe(
+          Layer.provideMerge(forgeLayer(Adapters.MemoryEvidenceStore.layer))
+        )
+      )
+    ))
 })

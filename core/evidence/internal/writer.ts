@@ -3,7 +3,8 @@
  * operations running here, the terminal records owed for starts whose answer was lost, and the boundary's close.
  */
 import { Chunk, Effect, Either, Option, Stream } from "effect"
-import type { Digest, Sha256Hex } from "../../base/Digest.ts"
+import type { Sha256Hex } from "../../base/Digest.ts"
+import { Digest } from "../../base/Digest.ts"
 import { type IdGenerator, type Uuid, uuidsWith } from "../../base/IdGenerator.ts"
 import * as Time from "../../base/Time.ts"
 import * as Evidence from "../Evidence.ts"
@@ -249,17 +250,39 @@ export const appendOperation = (
     { onLeft: Effect.fail, onRight: (w) => appendAll(w, chain_id, drafts, true, ifCommitted) }
   )
 
-// Whether the chain read from its start record on shows that operation started and not concluded.
+// Whether the chain read from its start record up to `after` shows that operation started and not concluded.
 const isOpenOn = (
   records: ReadonlyArray<Evidence.StoredRecord>,
   started: Evidence.StoredRecord,
+  after: Evidence.StoredRecord,
   operation_id: string
 ) => {
   const first = records[0]
+  const last = records[records.length - 1]
   return first !== undefined && first.record_id === started.record_id && first.sequence === started.sequence &&
     first.record_type === "operation_started" && first.operation_id === operation_id &&
+    last !== undefined && last.record_id === after.record_id && last.chain_hash === after.chain_hash &&
     !records.some((record) => record.operation_id === operation_id && Evidence.terminalTypes.has(record.record_type))
 }
+
+/**
+ * Whether records read are the chain's own: consecutive, each linked to the one before, each recomputing to its chain
+ * hash. The close is sealed on the last one's hash, which the committing store checks is its head, so a store that
+ * served the writer anything else than its chain (a forged start) gets a close that no real store admits.
+ */
+const genuine = (digest: Digest.Service, records: ReadonlyArray<Evidence.StoredRecord>) =>
+  Effect.provideService(
+    Effect.map(
+      Effect.forEach(records, (record, i) =>
+        i > 0 && (record.sequence !== records[i - 1]!.sequence + 1 ||
+            record.previous_chain_hash !== records[i - 1]!.chain_hash)
+          ? Effect.succeed(false)
+          : Effect.map(Evidence.checkContent(record), Either.isRight)),
+      (checks) => checks.every(Boolean)
+    ),
+    Digest,
+    digest
+  )
 
 /**
  * Recovery's capability: close an operation with one terminal record after the record recovery last read (`after`),
@@ -280,11 +303,18 @@ export const closeOperation = (
         Stream.runCollect(
           Stream.takeWhile(w.store.read(chain_id, started.sequence - 1), (record) => record.sequence <= after.sequence)
         ),
-        (records) =>
-          draft.operation_id === null || !Evidence.terminalTypes.has(draft.record_type) ||
-            !isOpenOn(Chunk.toReadonlyArray(records), started, draft.operation_id)
-            ? Effect.fail(forbiddenError({ ...draft, chain_id }, "not_open"))
-            : Effect.map(appendFrom(w, chain_id, [draft], headOf(after), true), (receipts) => receipts[0]!)
+        (chunk) => {
+          const records = Chunk.toReadonlyArray(chunk)
+          const refused = Effect.fail(forbiddenError({ ...draft, chain_id }, "not_open"))
+          if (
+            draft.operation_id === null || !Evidence.terminalTypes.has(draft.record_type) ||
+            !isOpenOn(records, started, after, draft.operation_id)
+          ) return refused
+          return Effect.flatMap(genuine(w.digest, records), (isGenuine) =>
+            isGenuine
+              ? Effect.map(appendFrom(w, chain_id, [draft], headOf(after), true), (receipts) => receipts[0]!)
+              : refused)
+        }
       )
   })
 
