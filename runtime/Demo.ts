@@ -103,8 +103,8 @@ export const policy: PermissionPolicy.PermissionPolicyEncoded = {
       effect: "limit",
       action_patterns: ["calc.*"],
       budget_kind: "calls",
-      limit: 3,
-      window_microseconds: 60_000_000
+      // No window: a limit for the policy's lifetime, which denies once spent (a windowed one would defer).
+      limit: 3
     }
   ]
 }

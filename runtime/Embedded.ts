@@ -69,14 +69,18 @@ export const layerReadStores = (filename: string) =>
     Layer.provideMerge(layerPlatform)
   )
 
-/** A durable executor (each attempt committed inside its running Run) whose stages 5-7 enforce the pinned policy. */
+/** A durable executor (each attempt committed inside its running Run) whose stages 5-7 enforce the pinned policy, and stage 3 its quota. */
 export const layerDurableExecutor = (
   config: Omit<ActionExecutor.Config, "runs" | "attempts" | "governance"> = {},
   options: PolicyGate.Options = {}
 ) =>
   Layer.unwrapEffect(
-    Effect.map(PolicyGate.make(options), (policy) =>
-      ActionExecutor.layerDurable({ ...config, interceptors: [...policy, ...(config.interceptors ?? [])] }))
+    Effect.map(PolicyGate.make(options), (gate) =>
+      ActionExecutor.layerDurable({
+        ...config,
+        capacity: [...(config.capacity ?? []), gate.capacity],
+        interceptors: [...gate.interceptors, ...(config.interceptors ?? [])]
+      }))
   )
 
 /** Which executor to compose over the embedded stores. */

@@ -275,7 +275,7 @@ export const declaredRule = (options: PolicyOptions = {}): fc.Arbitrary<WireRule
         ),
         limit: fc.nat({ max: 1000 }),
         window_microseconds: fc.integer({ min: 1, max: 3_600_000_000 })
-      }, { ...record, requiredKeys: ["kind", "effect", "budget_kind", "limit", "window_microseconds"] })
+      }, { ...record, requiredKeys: ["kind", "effect", "budget_kind", "limit"] })
     },
     {
       weight: 1,

@@ -104,14 +104,15 @@ export const layerDurable = (config: Omit<Config, "runs" | "attempts" | "governa
     })
   )
 
-/** A minimal-profile executor whose stages 5-7 enforce the policy pinned by each call's context (PolicyGate). */
+/** A minimal-profile executor whose stages 5-7 enforce the policy pinned by each call's context, and stage 3 its quota (PolicyGate). */
 export const layerPolicyGated = (config: Config = {}, options: PolicyGate.Options = {}) =>
   Layer.effect(
     ActionExecutor,
-    Effect.flatMap(PolicyGate.make(options), (policy) =>
+    Effect.flatMap(PolicyGate.make(options), (gate) =>
       make({
         ...config,
         ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
-        interceptors: [...policy, ...(config.interceptors ?? [])]
+        capacity: [...(config.capacity ?? []), gate.capacity],
+        interceptors: [...gate.interceptors, ...(config.interceptors ?? [])]
       }))
   )

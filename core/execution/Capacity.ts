@@ -6,14 +6,18 @@
 import { Effect, Either } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
 import type { Timestamp } from "../base/Time.ts"
+import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionRequest } from "./ExecutionRequest.ts"
 
-/** What a capacity decides on: the request, its trusted context, the resolved action. */
+/** What a capacity decides on: the request, its trusted context, the resolved action, the attempt and its pinned snapshot. */
 export interface Admission {
   readonly request: ExecutionRequest
   readonly context: ExecutionContext
   readonly descriptor: ActionDescriptor
+  readonly attempt_id: string
+  /** Governed profiles: the policy snapshot pinned earlier in stage 3, which the call is decided on. */
+  readonly snapshot?: PolicySnapshot
 }
 
 /** Why a call is deferred: a stable reason code, and when capacity is expected back, if known. */

@@ -49,7 +49,7 @@ export const make = (
       })
     }
     const pin = yield* PolicyGate.makePin
-    const policy = yield* PolicyGate.make(options, pin)
+    const gate = yield* PolicyGate.make(options, pin)
     const writer = yield* EvidenceWriter
     const runs = yield* Effect.serviceOption(RunStore)
     const projection = yield* Effect.serviceOption(ProjectionStore)
@@ -65,7 +65,8 @@ export const make = (
       ...config,
       ...(Option.isSome(runs) ? { runs: runs.value } : {}),
       ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
-      interceptors: [...policy, ...(config.interceptors ?? [])],
+      capacity: [...(config.capacity ?? []), gate.capacity],
+      interceptors: [...gate.interceptors, ...(config.interceptors ?? [])],
       governance: {
         profile,
         pin: (context) => Effect.map(pin.read(context), Either.map((pinned) => pinned.snapshot)),

@@ -10,7 +10,7 @@ export interface BudgetWindow {
   readonly snapshot_digest: string
   readonly rule_id: string
   readonly principal: string
-  /** `floor(now / window_microseconds)`: windows of one rule are consecutive integers. */
+  /** `floor(now / window_microseconds)`: windows of one rule are consecutive integers (0, the only one, without a window). */
   readonly window: number
 }
 

@@ -1,16 +1,20 @@
 /**
  * The policy as executor interceptors: pin the exact snapshot the context names (stage 5), run
- * each gate's intrinsic guards (stage 6) and action policy with budgets (stage 7), and reduce
- * hard, soft and advisory gate results the seed's way. A budget counts per snapshot, rule,
- * principal and window: calls are charged at stage 7; wall time, tokens and cost are charged
- * after the call (see ActionUsage), to the window in which it concluded, so stage 7 denies once
- * the window's consumed amount has reached the limit and a call in flight may overrun it once.
+ * each gate's intrinsic guards (stage 6) and action policy (stage 7), and reduce hard, soft and
+ * advisory gate results the seed's way; and its quota as a stage-3 capacity. A budget counts per
+ * snapshot, rule, principal and window: a windowed one is quota, so a spent window defers the call
+ * at stage 3 until the window ends (never a gate result, never an opened operation); one without a
+ * window is a lifetime limit, and stage 7 denies once it is spent. Calls are charged on admission;
+ * wall time, tokens and cost after the call (see ActionUsage), to the window in which it concluded,
+ * so a call in flight may overrun a budget once.
  */
 import { Effect, Either, Option } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
 import * as Approval from "../approval/Approval.ts"
 import { Digest } from "../base/Digest.ts"
 import { IdGenerator } from "../base/IdGenerator.ts"
+import * as Time from "../base/Time.ts"
+import type { Capacity, Lease } from "../execution/Capacity.ts"
 import type { Evaluation, Verdict } from "../execution/Interceptor.ts"
 import * as Interceptor from "../execution/Interceptor.ts"
 import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
@@ -80,7 +84,15 @@ export const makePin: Effect.Effect<Pin, never, PolicySnapshotStore | Digest> = 
   return makePinWith(yield* PolicySnapshotStore, yield* Digest)
 })
 
-/** The policy interceptors, reading snapshots from the PolicySnapshotStore and charging budgets to the BudgetLedger in context (a fresh in-memory one when none is). */
+/** A policy gate as an executor takes it: its quota at stage 3, its interceptors at stages 5-7. */
+export interface Gate {
+  readonly capacity: Capacity
+  readonly interceptors: ReadonlyArray<Interceptor.Interceptor>
+}
+
+const unleased: Lease = { release: Effect.void }
+
+/** The policy gate, reading snapshots from the PolicySnapshotStore and charging budgets to the BudgetLedger in context (a fresh in-memory one when none is). */
 export const make = (options: Options = {}, pin?: Pin) =>
   Effect.gen(function*() {
     const digest = yield* Digest
@@ -127,5 +139,25 @@ export const make = (options: Options = {}, pin?: Pin) =>
       { id: "policy.guards", stage: "guard", evaluate: run("guard") },
       { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage }
     ]
-    return interceptors
+
+    // Stage 3: the snapshot pinned there (governed), else the one the context names; one that does not pin is left
+    // to stage 5 to deny.
+    const capacity: Capacity = {
+      id: "policy.quota",
+      admit: (admission) =>
+        Effect.gen(function*() {
+          const pinned = yield* (admission.snapshot === undefined
+            ? pins.read(admission.context)
+            : pins.compiled(admission.snapshot))
+          if (Either.isLeft(pinned)) return Either.right(unleased)
+          const deferral = yield* budgets.quota({
+            snapshot: pinned.right.snapshot,
+            names: [admission.descriptor.name, ...admission.descriptor.aliases],
+            principal: admission.context.authenticated_principal.id,
+            now: yield* Time.nowMicros
+          }, admission.attempt_id)
+          return deferral === undefined ? Either.right(unleased) : Either.left(deferral)
+        })
+    }
+    return { capacity, interceptors } satisfies Gate
   })

@@ -104,7 +104,7 @@ export const ApprovalRule = Schema.Struct({
   expires_after_microseconds: Schema.Int.pipe(Schema.positive())
 })
 
-/** A budget per window for matching actions. */
+/** A budget per window for matching actions (per the policy's lifetime when it has no window). */
 export const BudgetRule = Schema.Struct({
   kind: Schema.Literal("budget"),
   ...ruleFields,
@@ -112,7 +112,7 @@ export const BudgetRule = Schema.Struct({
   action_patterns: Patterns,
   budget_kind: Schema.Literal("calls", "tokens", "cost_microunits", "wall_microseconds"),
   limit: Schema.NonNegativeInt,
-  window_microseconds: Schema.Int.pipe(Schema.positive())
+  window_microseconds: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
 
 /** The validity window of the policy (allow inside it) or a blackout window (deny inside it). */

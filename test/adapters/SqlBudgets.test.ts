@@ -45,7 +45,7 @@ describe("budgets kept in the database", () => {
       assert.strictEqual(summary(yield* execWith(before, {}, calls)), "succeeded")
       assert.strictEqual(summary(yield* execWith(before, {}, calls)), "succeeded")
       const after = yield* executorOn(filename, 2)
-      assert.strictEqual(summary(yield* execWith(after, {}, calls)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* execWith(after, {}, calls)), "deferred budget.exhausted")
     }))
 
   it.scoped("two executors on one database share every window", () =>
@@ -55,7 +55,7 @@ describe("budgets kept in the database", () => {
       const [first, second] = [yield* executorOn(filename, 3), yield* executorOn(filename, 4)]
       assert.strictEqual(summary(yield* execWith(first, { tokens: 60 }, tokens)), "succeeded")
       assert.strictEqual(summary(yield* execWith(second, { tokens: 60 }, tokens)), "succeeded")
-      assert.strictEqual(summary(yield* execWith(first, { tokens: 1 }, tokens)), "denied budget.exhausted")
-      assert.strictEqual(summary(yield* execWith(second, { tokens: 1 }, tokens)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* execWith(first, { tokens: 1 }, tokens)), "deferred budget.exhausted")
+      assert.strictEqual(summary(yield* execWith(second, { tokens: 1 }, tokens)), "deferred budget.exhausted")
     }))
 })

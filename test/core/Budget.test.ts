@@ -4,6 +4,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySn
 import * as Action from "../../core/action/Action.ts"
 import * as ActionUsage from "../../core/action/ActionUsage.ts"
 import { meter } from "../../core/action/internal/usage.ts"
+import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import type { Interceptor } from "../../core/execution/Interceptor.ts"
 import { exec, install, minute, summary } from "../fixtures/budgets.ts"
@@ -76,7 +77,7 @@ const spending = {
 
 describe("budgets on reported and measured usage", () => {
   it.effect.each(Object.entries(spending))(
-    "a %s budget denies with budget.exhausted once the window's usage reaches the limit, and refills",
+    "a %s budget defers with budget.exhausted until the window ends once its usage reaches the limit, and refills",
     ([kind, spend]) =>
       Effect.gen(function*() {
         const ref = yield* install(kind, 100)
@@ -84,11 +85,14 @@ describe("budgets on reported and measured usage", () => {
         const outcomes = []
         for (let i = 0; i < 3; i++) outcomes.push(summary(yield* exec("model.complete", spend(60), ref)))
         // The second call is admitted at 60 of 100 and overruns to 120; the third is refused before its callable.
-        assert.deepStrictEqual(outcomes, ["succeeded", "succeeded", "denied budget.exhausted"])
+        assert.deepStrictEqual(outcomes, ["succeeded", "succeeded", "deferred budget.exhausted"])
         assert.strictEqual(invoked, before + 2)
-        const denied = yield* exec("model.complete", spend(60), ref)
-        assert.strictEqual(denied.stage, "policy")
-        assert.include(denied._tag === "denied" ? denied.reason.detail : "", `120 of 100 ${kind}`)
+        const deferred = yield* exec("model.complete", spend(60), ref)
+        assert.strictEqual(deferred.stage, "bind_context")
+        assert.include(deferred._tag === "deferred" ? deferred.reason.detail : "", `120 of 100 ${kind}`)
+        // The window is the first minute of the clock: the call may come back when it ends.
+        assert.strictEqual(deferred._tag === "deferred" ? deferred.retry_at : undefined, Time.fromMicros(minute))
+        assert.strictEqual(invoked, before + 2)
         yield* TestClock.adjust(Duration.micros(BigInt(minute)))
         assert.strictEqual(summary(yield* exec("model.complete", spend(60), ref)), "succeeded")
       }).pipe(Effect.provide(layer()))
@@ -100,9 +104,9 @@ describe("budgets on reported and measured usage", () => {
       Effect.gen(function*() {
         const ref = yield* install(kind, 10)
         assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "alice")), "succeeded")
-        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "alice")), "denied budget.exhausted")
+        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "alice")), "deferred budget.exhausted")
         assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "bob")), "succeeded")
-        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "bob")), "denied budget.exhausted")
+        assert.strictEqual(summary(yield* exec("model.complete", spend(10), ref, "bob")), "deferred budget.exhausted")
       }).pipe(Effect.provide(layer()))
   )
 
@@ -126,10 +130,26 @@ describe("budgets on reported and measured usage", () => {
     )
   })
 
-  it.effect("a limit of zero denies every matching call", () =>
+  it.effect.each(["calls", ...Object.keys(spending)])(
+    "a %s budget with no window is a lifetime limit: spent, it denies at stage 7 and never refills",
+    (kind) =>
+      Effect.gen(function*() {
+        const ref = yield* install(kind, 1, ["model.*"], "none")
+        const before = invoked
+        assert.strictEqual(summary(yield* exec("model.complete", { tokens: 1, cost: 1, micros: 1 }, ref)), "succeeded")
+        const denied = yield* exec("model.complete", {}, ref)
+        assert.deepStrictEqual([summary(denied), denied.stage], ["denied budget.exhausted", "policy"])
+        assert.include(denied._tag === "denied" ? denied.reason.detail : "", `1 of 1 ${kind} (no window)`)
+        yield* TestClock.adjust(Duration.micros(BigInt(10 * minute)))
+        assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "denied budget.exhausted")
+        assert.strictEqual(invoked, before + 1)
+      }).pipe(Effect.provide(layer()))
+  )
+
+  it.effect("a limit of zero defers every matching call", () =>
     Effect.gen(function*() {
       const ref = yield* install("tokens", 0)
-      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "deferred budget.exhausted")
     }).pipe(Effect.provide(layer())))
 
   it.effect("the wall time of a failed call counts against the budget", () =>
@@ -137,7 +157,7 @@ describe("budgets on reported and measured usage", () => {
       const ref = yield* install("wall_microseconds", 10_000_000)
       const failed = yield* exec("model.complete", { micros: 10_000_000, fail: true }, ref)
       assert.strictEqual(summary(failed), "failed")
-      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "deferred budget.exhausted")
     }).pipe(Effect.provide(layer())))
 
   it.effect("usage is charged to the window in which the call concluded", () =>
@@ -146,7 +166,7 @@ describe("budgets on reported and measured usage", () => {
       yield* TestClock.adjust(Duration.micros(BigInt(minute - 10_000_000)))
       // Admitted in the first window, concluded 30 s later in the second: the second window is spent.
       assert.strictEqual(summary(yield* exec("model.complete", { micros: 30_000_000 }, ref)), "succeeded")
-      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "deferred budget.exhausted")
       yield* TestClock.adjust(Duration.micros(BigInt(minute)))
       assert.strictEqual(summary(yield* exec("model.complete", {}, ref)), "succeeded")
     }).pipe(Effect.provide(layer())))
@@ -167,7 +187,7 @@ describe("budgets on reported and measured usage", () => {
       ])
       const full = yield* exec("model.report", { report: "full" }, ref)
       assert.strictEqual(full._tag === "succeeded" ? full.result : full._tag, "charged")
-      assert.strictEqual(summary(yield* exec("model.report", { report: "none" }, ref)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* exec("model.report", { report: "none" }, ref)), "deferred budget.exhausted")
     }).pipe(Effect.provide(layer())))
 
   it.effect("a refused report the callable does not handle fails the call with a redacted failure", () =>
@@ -185,15 +205,15 @@ describe("budgets on reported and measured usage", () => {
       const refused = yield* exec("model.promise", { tokens: -1 }, ref)
       assert.strictEqual(refused._tag === "failed" ? refused.failure.code : refused._tag, "handler.failed")
       assert.strictEqual(summary(yield* exec("model.promise", { tokens: 4 }, ref)), "succeeded")
-      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 1 }, ref)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 1 }, ref)), "deferred budget.exhausted")
     }).pipe(Effect.provide(layer())))
 
   it.effect("a budget written against an alias binds the action whatever name the call uses", () =>
     Effect.gen(function*() {
       const ref = yield* install("calls", 1, ["complete"])
       assert.strictEqual(summary(yield* exec("model.promise", { tokens: 0 }, ref)), "succeeded")
-      assert.strictEqual(summary(yield* exec("complete", { tokens: 0 }, ref)), "denied budget.exhausted")
-      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 0 }, ref)), "denied budget.exhausted")
+      assert.strictEqual(summary(yield* exec("complete", { tokens: 0 }, ref)), "deferred budget.exhausted")
+      assert.strictEqual(summary(yield* exec("model.promise", { tokens: 0 }, ref)), "deferred budget.exhausted")
     }).pipe(Effect.provide(layer())))
 
   it.effect("a report after the invocation concluded is refused", () =>
@@ -213,7 +233,7 @@ describe("budgets on reported and measured usage", () => {
         const ref = yield* install("tokens", limit)
         let charged = 0
         for (const tokens of amounts) {
-          const expected = charged < limit ? "succeeded" : "denied budget.exhausted"
+          const expected = charged < limit ? "succeeded" : "deferred budget.exhausted"
           assert.strictEqual(summary(yield* exec("model.complete", { tokens }, ref)), expected)
           if (charged < limit) charged += tokens
         }

@@ -203,7 +203,7 @@ describe("the plan is the table that runs", () => {
       const modes = Object.fromEntries(plan.stages.map((stage) => [stage.stage, stage.mode]))
       assert.deepStrictEqual([modes.governed_start, modes.evidence_checkpoint, modes.persist], ["run", "run", "run"])
       const bind = plan.stages.find((stage) => stage.stage === "bind_context")!
-      assert.include(bind.detail, "a lease on each capacity (one)")
+      assert.include(bind.detail, "a lease on each capacity (one, policy.quota)")
       assert.notInclude(bind.detail, "unbounded")
     })).pipe(Effect.provide(
       governed({ capacity: [Capacity.bounded({ id: "one", permits: 1 })] })

@@ -934,3 +934,73 @@ describe("the executor's own refusals and races", () => {
     }).pipe(Effect.provide(layerWith({ current: undefined }, { capacity: [waiting] })))
   })
 })
+
+describe("governed quota", () => {
+  const minute = 60_000_000
+  const budgeted = {
+    ...declaration,
+    policy_id: "quota",
+    rules: [
+      ...declaration.rules,
+      {
+        rule_id: "writes",
+        kind: "budget",
+        effect: "limit",
+        action_patterns: ["notes.write"],
+        budget_kind: "calls",
+        limit: 1,
+        window_microseconds: minute
+      },
+      {
+        rule_id: "walls",
+        kind: "budget",
+        effect: "limit",
+        action_patterns: ["notes.fail"],
+        budget_kind: "wall_microseconds",
+        limit: 0,
+        window_microseconds: minute
+      }
+    ],
+    gates: [
+      { ...declaration.gates[0]!, rule_ids: [...declaration.gates[0]!.rule_ids, "writes", "walls"] },
+      declaration.gates[1]!
+    ]
+  }
+
+  it.effect("a spent windowed budget defers at stage 3 until the window ends: no handler, no operation, no gate result, no certificate fact", () =>
+    Effect.gen(function*() {
+      const ref = yield* installPolicy(budgeted)
+      const boundary = yield* Governance.openBoundary(ref)
+      const before = { write: calls.write, fail: calls.fail }
+      assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "a" }))._tag, "succeeded")
+      const after = yield* records(boundary.chain_id)
+      const refused = [
+        yield* exec(ref, boundary, "notes.write", { text: "b" }),
+        yield* exec(ref, boundary, "notes.fail", {})
+      ]
+      assert.deepStrictEqual(
+        refused.map((o) => o._tag === "deferred" ? [o.stage, o.reason.code, o.retry_at] : [o._tag]),
+        [["bind_context", "budget.exhausted", Time.fromMicros(minute)], [
+          "bind_context",
+          "budget.exhausted",
+          Time.fromMicros(minute)
+        ]]
+      )
+      assert.deepStrictEqual([calls.write, calls.fail], [before.write + 1, before.fail])
+      // Nothing was appended for either deferred call: not policy_bound, operation_started or a gate_evaluated.
+      assert.deepStrictEqual(yield* records(boundary.chain_id), after)
+      yield* TestClock.adjust(minute / 1000)
+      assert.strictEqual((yield* exec(ref, boundary, "notes.write", { text: "c" }))._tag, "succeeded")
+      assert.strictEqual(calls.write, before.write + 2)
+      yield* Governance.closeBoundary(boundary)
+      const chain = yield* records(boundary.chain_id)
+      assert.strictEqual(chain.filter((r) => r.record_type === "operation_started").length, 2)
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, chain.at(-1)!.chain_hash)
+      // Two admitted calls, each a hard and a soft allow: the deferred calls are no fact of the certificate.
+      assert.deepStrictEqual(
+        [certificate.gate_summary.hard_allow, certificate.gate_summary.soft_allow, certificate.gate_summary.hard_deny],
+        [2, 2, 0]
+      )
+      assert.strictEqual(certificate.process_grade, "FULL")
+    }).pipe(Effect.provide(layerWith())))
+})

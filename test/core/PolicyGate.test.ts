@@ -229,7 +229,7 @@ describe("PolicyGate in the executor", () => {
       assert.strictEqual(summary(yield* exec("shell.exec", { command: "ls" }, ref)), "succeeded @outcome")
     }).pipe(Effect.provide(layer)))
 
-  it.effect("a calls budget per window denies with budget.exhausted, then refills", () =>
+  it.effect("a calls budget per window defers with budget.exhausted at stage 3 until the window ends, then refills", () =>
     Effect.gen(function*() {
       const ref = yield* install({
         mode: "allow_all",
@@ -237,7 +237,11 @@ describe("PolicyGate in the executor", () => {
       })
       const codes = []
       for (let i = 0; i < 3; i++) codes.push(summary(yield* exec("notes.read", {}, ref)))
-      assert.deepStrictEqual(codes, ["succeeded @outcome", "succeeded @outcome", "denied budget.exhausted @policy"])
+      assert.deepStrictEqual(codes, [
+        "succeeded @outcome",
+        "succeeded @outcome",
+        "deferred budget.exhausted @bind_context"
+      ])
       yield* TestClock.adjust("61 seconds")
       assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "succeeded @outcome")
     }).pipe(Effect.provide(layer)))

@@ -1,5 +1,7 @@
 import { Effect } from "effect"
 import type { Usage } from "../../action/ActionUsage.ts"
+import * as Time from "../../base/Time.ts"
+import type { Deferral } from "../../execution/Capacity.ts"
 import type { Allowed, Evaluation, Refused, Verdict } from "../../execution/Interceptor.ts"
 import * as Interceptor from "../../execution/Interceptor.ts"
 import type { BudgetLedger, BudgetWindow } from "../BudgetLedger.ts"
@@ -16,18 +18,30 @@ export const budgetsOf = (snapshot: PolicySnapshot, names: ReadonlyArray<string>
     rule.kind === "budget" && rule.action_patterns.some((pattern) => names.some((name) => glob(pattern).test(name)))
   )
 
+// A budget without a window has one window, 0, for the policy's lifetime.
+const indexOf = (rule: Budget, now: number) =>
+  rule.window_microseconds === undefined ? 0 : Math.floor(now / rule.window_microseconds)
+
 const windowOf = (snapshot: PolicySnapshot, rule: Budget, principal: string, now: number): BudgetWindow => ({
   snapshot_digest: snapshot.digest,
   rule_id: rule.rule_id,
   principal,
-  window: Math.floor(now / rule.window_microseconds)
+  window: indexOf(rule, now)
 })
 
+const spentDetail = (rule: Budget, consumed: number) =>
+  `rule ${rule.rule_id}: ${consumed} of ${rule.limit} ${rule.budget_kind} ` +
+  (rule.window_microseconds === undefined ? "(no window)" : `per ${rule.window_microseconds} µs`)
+
 const exhausted = (rule: Budget, consumed: number): Refused =>
-  Interceptor.deny(
-    "budget.exhausted",
-    `rule ${rule.rule_id}: ${consumed} of ${rule.limit} ${rule.budget_kind} per ${rule.window_microseconds} µs`
-  )
+  Interceptor.deny("budget.exhausted", spentDetail(rule, consumed))
+
+// Windows are fixed, so a spent window frees (its calls included) exactly when it ends.
+const deferred = (rule: Budget, window_microseconds: number, consumed: number, now: number): Deferral => ({
+  code: "budget.exhausted",
+  detail: spentDetail(rule, consumed),
+  retry_at: Time.fromMicros((Math.floor(now / window_microseconds) + 1) * window_microseconds)
+})
 
 /** Who is charged, when, for which action under which names. */
 export interface Charge {
@@ -37,32 +51,48 @@ export interface Charge {
   readonly now: number
 }
 
-/** Stage 7 and after the call: budgets enforced through the ledger. */
+/** Stage 3 (windowed budgets), stage 7 (budgets without a window) and after the call: budgets kept in the ledger. */
 export const makeBudgets = (ledger: BudgetLedger.Service) => {
-  // Deny when a wall-time, token or cost window is spent; otherwise give the attempt a place in each calls window.
-  const refusalOf = (charge: Charge, rules: ReadonlyArray<Budget>, attempt_id: string) =>
+  // The first spent budget among `rules`: a wall-time, token or cost one whose consumed amount reached its limit, or
+  // a calls one that has no place left for the attempt (which otherwise takes one in each).
+  const spentOf = (charge: Charge, rules: ReadonlyArray<Budget>, attempt_id: string) =>
     Effect.gen(function*() {
       for (const rule of rules) {
         if (rule.budget_kind === "calls") continue
         const consumed = yield* ledger.consumed(windowOf(charge.snapshot, rule, charge.principal, charge.now))
-        if (consumed >= rule.limit) return exhausted(rule, consumed)
+        if (consumed >= rule.limit) return { rule, consumed }
       }
       for (const rule of rules) {
         if (rule.budget_kind !== "calls") continue
         const window = windowOf(charge.snapshot, rule, charge.principal, charge.now)
         const admission = yield* ledger.admit(window, attempt_id, rule.limit)
-        if (!admission.admitted) return exhausted(rule, admission.count)
+        if (!admission.admitted) return { rule, consumed: admission.count }
       }
       return undefined
     })
 
-  /** An allowed verdict, unless a budget is spent; metered when a wall-time, token or cost budget binds the action. */
+  /** Stage 3: the deferral until the first spent windowed budget's window ends, or undefined when none is spent. */
+  const quota = (charge: Charge, attempt_id: string): Effect.Effect<Deferral | undefined> => {
+    const rules = budgetsOf(charge.snapshot, charge.names).filter((rule) => rule.window_microseconds !== undefined)
+    if (rules.length === 0) return Effect.succeed(undefined)
+    return Effect.map(
+      spentOf(charge, rules, attempt_id),
+      (spent) =>
+        spent === undefined || spent.rule.window_microseconds === undefined
+          ? undefined
+          : deferred(spent.rule, spent.rule.window_microseconds, spent.consumed, charge.now)
+    )
+  }
+
+  /** Stage 7: an allowed verdict, unless a budget without a window is spent; metered when a wall-time, token or cost budget binds the action. */
   const admit = (charge: Charge, attempt_id: string, allowed: Allowed): Effect.Effect<Verdict> => {
     const rules = budgetsOf(charge.snapshot, charge.names)
     if (rules.length === 0) return Effect.succeed(allowed)
-    return Effect.map(refusalOf(charge, rules, attempt_id), (spent): Verdict => {
+    const lifetime = rules.filter((rule) => rule.window_microseconds === undefined)
+    return Effect.map(spentOf(charge, lifetime, attempt_id), (spent): Verdict => {
       if (spent !== undefined) {
-        return { ...spent, gates: [...(allowed.gates ?? []), refusal("writ.budget", spent.code)] }
+        const denied = exhausted(spent.rule, spent.consumed)
+        return { ...denied, gates: [...(allowed.gates ?? []), refusal("writ.budget", denied.code)] }
       }
       return rules.some((rule) => rule.budget_kind !== "calls") ? { ...allowed, metered: true } : allowed
     })
@@ -79,7 +109,7 @@ export const makeBudgets = (ledger: BudgetLedger.Service) => {
       { discard: true }
     )
 
-  return { admit, consume }
+  return { admit, consume, quota }
 }
 
 /** The evaluation's action under each of its names. */

@@ -13,6 +13,7 @@ import { sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as StrictJson from "../../../base/StrictJson.ts"
 import * as Time from "../../../base/Time.ts"
+import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import { DecisionReason } from "../../AdmissionDecision.ts"
 import type { Lease } from "../../Capacity.ts"
 import { Deferred as Deferral, TimedOut } from "../../ExecutionOutcome.ts"
@@ -225,7 +226,7 @@ const release = (lease: Lease) => Effect.catchAllCause(Effect.suspend(() => leas
  * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
  * full; the leases taken are released however the call ends, an admission that dies included.
  */
-export const capacityWith = (env: Env): AroundStep<Resolved, unknown> => ({
+export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapshot?: PolicySnapshot }, unknown> => ({
   _tag: "Around",
   stage: "bind_context",
   detail: `a lease on each capacity (${env.capacities.map((capacity) => capacity.id).join(", ")}), or defer`,
@@ -235,7 +236,9 @@ export const capacityWith = (env: Env): AroundStep<Resolved, unknown> => ({
       const admission = {
         request: state.call.request,
         context: state.call.context,
-        descriptor: state.action.descriptor
+        descriptor: state.action.descriptor,
+        attempt_id: state.call.attempt_id,
+        ...(state.snapshot === undefined ? {} : { snapshot: state.snapshot })
       }
       return Effect.gen(function*() {
         for (const capacity of env.capacities) {
