@@ -17,6 +17,7 @@ import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
 import { makeBudgets } from "./internal/budget.ts"
 import { makeDecisions } from "./internal/decide.ts"
 import { makeEscalation } from "./internal/escalation.ts"
+import { makeInputs } from "./internal/inputs.ts"
 import type { Pin } from "./internal/pin.ts"
 import { makePinWith } from "./internal/pin.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
@@ -98,6 +99,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const inputOf = inputWith(options, paths)
 
     const { chargeUsage, guard, policy } = makeDecisions(budgets, escalate, pinOf)
+    const { inputsOf, snapshotOf } = makeInputs(pinOf, inputOf, queue)
 
     const run = (part: Part) => (evaluation: Evaluation): Effect.Effect<Verdict> =>
       Effect.flatMap(pinOf(evaluation), (pinned) =>
@@ -122,10 +124,11 @@ export const make = (options: Options = {}, pin?: Pin) =>
                 gates: []
               })
             })
-          )
+          ),
+        inputs: snapshotOf
       },
-      { id: "policy.guards", stage: "guard", evaluate: run("guard") },
-      { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage }
+      { id: "policy.guards", stage: "guard", evaluate: run("guard"), inputs: inputsOf },
+      { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage, inputs: inputsOf }
     ]
     return interceptors
   })
