@@ -93,21 +93,24 @@ const AttemptFromRow = Schema.transform(
     reason_code: Schema.String,
     call_executed: Schema.Number,
     result_digest: Schema.NullOr(Schema.String),
-    created_at: Schema.String
+    created_at: Schema.String,
+    recheck_json: Schema.NullOr(Schema.parseJson())
   }),
   StateStore.OperationAttempt,
   {
     strict: false,
-    decode: ({ call_executed, outcome_tag, reason_code, result_digest, ...attempt }) => ({
+    decode: ({ call_executed, outcome_tag, reason_code, recheck_json, result_digest, ...attempt }) => ({
       ...attempt,
-      outcome: { tag: outcome_tag, reason_code, call_executed: call_executed !== 0, result_digest }
+      outcome: { tag: outcome_tag, reason_code, call_executed: call_executed !== 0, result_digest },
+      ...(recheck_json === null ? {} : { recheck: recheck_json })
     }),
-    encode: ({ outcome, ...attempt }) => ({
+    encode: ({ outcome, recheck, ...attempt }) => ({
       ...attempt,
       outcome_tag: outcome.tag,
       reason_code: outcome.reason_code,
       call_executed: outcome.call_executed ? 1 : 0,
-      result_digest: outcome.result_digest
+      result_digest: outcome.result_digest,
+      recheck_json: recheck ?? null
     })
   }
 )

@@ -14,13 +14,43 @@ import { ActionAdmissionDecision, DecisionReason } from "./AdmissionDecision.ts"
 import { RuntimeProfile } from "./RuntimeProfile.ts"
 import { Stage } from "./Stage.ts"
 
-/** Whether stage 10 re-ran the security evaluators after a transformation, and why. */
+/**
+ * What a security evaluator read besides the arguments: the snapshot it decided on (its digest, or the refusal code
+ * when none could be pinned), the resolved path, the presented approval's state, and whether an expiry or budget rule
+ * applies to the call (its decision then depends on the time or the ledger, so stage 10 always rechecks).
+ */
+export class PolicyInputs extends Schema.Class<PolicyInputs>("PolicyInputs")({
+  snapshot: Schema.optional(Schema.String),
+  resolved_path: Schema.optional(Schema.String),
+  approval_state: Schema.optional(Schema.String),
+  time_or_budget: Schema.optional(Schema.Boolean)
+}) {}
+
+/** One evaluator's inputs as it decided at stages 5-7 and as stage 10 read them again (absent: unreadable). */
+export class ComparedInputs extends Schema.Class<ComparedInputs>("ComparedInputs")({
+  evaluator: Schema.String,
+  decided: PolicyInputs,
+  current: Schema.optional(PolicyInputs)
+}) {}
+
+/**
+ * Whether stage 10 re-ran the security evaluators after a transformation, and why: it skips only when the digest and
+ * every input compared are unchanged and no expiry or budget rule applies.
+ */
 export class Recheck extends Schema.Class<Recheck>("Recheck")({
   ran: Schema.Boolean,
-  reason: Schema.Literal("no_transformation", "arguments_unchanged", "arguments_changed"),
+  reason: Schema.Literal(
+    "no_transformation",
+    "arguments_unchanged",
+    "inputs_unchanged",
+    "arguments_changed",
+    "inputs_changed",
+    "time_or_budget_rule"
+  ),
   evaluators: Schema.Array(Schema.String),
   digest_before: Schema.optional(Sha256Hex),
-  digest_after: Schema.optional(Sha256Hex)
+  digest_after: Schema.optional(Sha256Hex),
+  compared: Schema.optional(Schema.Array(ComparedInputs))
 }) {}
 
 /** A failure normalised for callers: a stable code and, only when the action marked it public, a message. */

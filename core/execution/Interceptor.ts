@@ -11,7 +11,7 @@ import { Timestamp } from "../base/Time.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import { DecisionReason } from "./AdmissionDecision.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
-import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
+import type { ExecutionOutcome, PolicyInputs } from "./ExecutionOutcome.ts"
 import type { Arguments, ExecutionRequest } from "./ExecutionRequest.ts"
 import type { SecurityStage } from "./Stage.ts"
 
@@ -128,6 +128,8 @@ export interface Interceptor {
   readonly evaluate: (evaluation: Evaluation) => Effect.Effect<Verdict, unknown>
   /** After the one invocation its verdict metered ran, whatever its outcome: what it consumed, for budgets to charge. */
   readonly charge?: (evaluation: Evaluation, usage: Usage) => Effect.Effect<void>
+  /** What its decision read besides the arguments, read after it decided and again at stage 10: any change rechecks. */
+  readonly inputs?: (evaluation: Evaluation) => Effect.Effect<PolicyInputs, unknown>
 }
 
 /** A user transformation at stage 8: new arguments, revalidated and rechecked before invoke. */

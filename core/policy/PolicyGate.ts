@@ -21,6 +21,7 @@ import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
 import { makeBudgets } from "./internal/budget.ts"
 import { makeDecisions } from "./internal/decide.ts"
 import { makeEscalation } from "./internal/escalation.ts"
+import { makeInputs } from "./internal/inputs.ts"
 import type { Pin } from "./internal/pin.ts"
 import { makePinWith } from "./internal/pin.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
@@ -110,6 +111,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const inputOf = inputWith(options, paths)
 
     const { chargeUsage, guard, policy } = makeDecisions(budgets, escalate, pinOf)
+    const { inputsOf, snapshotOf } = makeInputs(pinOf, inputOf, queue)
 
     const run = (part: Part) => (evaluation: Evaluation): Effect.Effect<Verdict> =>
       Effect.flatMap(pinOf(evaluation), (pinned) =>
@@ -134,10 +136,11 @@ export const make = (options: Options = {}, pin?: Pin) =>
                 gates: []
               })
             })
-          )
+          ),
+        inputs: snapshotOf
       },
-      { id: "policy.guards", stage: "guard", evaluate: run("guard") },
-      { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage }
+      { id: "policy.guards", stage: "guard", evaluate: run("guard"), inputs: inputsOf },
+      { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage, inputs: inputsOf }
     ]
 
     // Stage 3: the snapshot pinned there (governed), else the one the context names; one that does not pin is left

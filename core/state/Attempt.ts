@@ -9,7 +9,7 @@ import { Uuid } from "../base/IdGenerator.ts"
 import { ActionName, Identifier } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
 import type { ExecutionOutcome } from "../execution/ExecutionOutcome.ts"
-import { callExecuted, reasonCode } from "../execution/ExecutionOutcome.ts"
+import { callExecuted, reasonCode, Recheck } from "../execution/ExecutionOutcome.ts"
 
 /** The tag of an ExecutionOutcome. */
 export const OutcomeTag = Schema.Literal(
@@ -40,7 +40,10 @@ export const summarize = (outcome: ExecutionOutcome, result_digest: Sha256Hex | 
     result_digest
   })
 
-/** One action execution inside a durable Run; retries are new attempts. Never the raw arguments or result. */
+/**
+ * One action execution inside a durable Run; retries are new attempts. Never the raw arguments or result. `recheck`:
+ * whether stage 10 re-ran the evaluators, why, and the inputs it compared (absent when the call did not get there).
+ */
 export class OperationAttempt extends Schema.Class<OperationAttempt>("OperationAttempt")({
   attempt_id: Uuid,
   run_id: Uuid,
@@ -49,7 +52,8 @@ export class OperationAttempt extends Schema.Class<OperationAttempt>("OperationA
   action_version: Schema.NullOr(Identifier),
   arguments_digest: Schema.NullOr(Sha256Hex),
   outcome: OutcomeSummary,
-  created_at: Timestamp
+  created_at: Timestamp,
+  recheck: Schema.optional(Recheck)
 }) {}
 
 const parseJson = Schema.decodeEither(Schema.parseJson())

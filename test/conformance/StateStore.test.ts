@@ -10,7 +10,14 @@ import type { Uuid } from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import type { RecordType } from "../../core/evidence/Evidence.ts"
 import { Cursor } from "../../core/evidence/EvidenceStore.ts"
-import { Failed, FailureSummary, Succeeded } from "../../core/execution/ExecutionOutcome.ts"
+import {
+  ComparedInputs,
+  Failed,
+  FailureSummary,
+  PolicyInputs,
+  Recheck,
+  Succeeded
+} from "../../core/execution/ExecutionOutcome.ts"
 import * as StateStore from "../../core/state/StateStore.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
 import { attempt, hash, stateStores } from "../fixtures/state.ts"
@@ -275,6 +282,34 @@ for (const [name, layer] of layers) {
         assert.throws(() => StateStore.IntentDraft.make({ topic: "bad", payload_json: "{not json" }))
         const retry = yield* store.commitAttempt({ attempt: attempt(run.run_id, b!, "retry.ok"), intents: [] })
         assert.deepStrictEqual(yield* store.listAttempts(run.run_id), [committed.attempt, retry.attempt])
+      })))
+
+    it.effect("an attempt's stage-10 recheck and the inputs it compared read back as committed", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* stateStores
+        const run = yield* running
+        const [a, b] = yield* uuids(2)
+        const recheck = Recheck.make({
+          ran: false,
+          reason: "inputs_unchanged",
+          evaluators: [],
+          digest_before: hash("c"),
+          digest_after: hash("c"),
+          compared: [
+            ComparedInputs.make({
+              evaluator: "policy.guards",
+              decided: PolicyInputs.make({ snapshot: hash("d"), resolved_path: "/work/a", time_or_budget: false }),
+              current: PolicyInputs.make({ snapshot: hash("d"), resolved_path: "/work/a", time_or_budget: false })
+            })
+          ]
+        })
+        const rechecked = StateStore.OperationAttempt.make({ ...attempt(run.run_id, a!), recheck })
+        yield* store.commitAttempt({ attempt: rechecked, intents: [] })
+        yield* store.commitAttempt({ attempt: attempt(run.run_id, b!), intents: [] })
+        const [first, second] = yield* store.listAttempts(run.run_id)
+        assert.deepStrictEqual(first, rechecked)
+        assert.deepStrictEqual(first!.recheck?.compared?.[0]?.decided.resolved_path, "/work/a")
+        assert.isFalse("recheck" in second!, "an attempt without a recheck reads back without one")
       })))
 
     it.effect("a malformed attempt is a StateInputError naming it, stores nothing, and a corrected retry commits", () =>

@@ -2,7 +2,7 @@ import { Either, Schema } from "effect"
 import type { JsonValue } from "../../base/Canonical.ts"
 import { Sha256Hex } from "../../base/Digest.ts"
 import type { Timestamp } from "../../base/Time.ts"
-import type { ExecutionOutcome } from "../../execution/ExecutionOutcome.ts"
+import type { ExecutionOutcome, PolicyInputs, Recheck } from "../../execution/ExecutionOutcome.ts"
 import type { GateOutcome, GrantedException } from "../../execution/Interceptor.ts"
 import type { Stage } from "../../execution/Stage.ts"
 import type { PolicySnapshot } from "../../policy/PolicySnapshot.ts"
@@ -56,7 +56,33 @@ export const operationStarted = (
     argument_count: Object.keys(args).length
   })
 
-/** `gate_evaluated`: one gate's result, bound to the argument digest it evaluated. */
+const inputsPayload = (inputs: PolicyInputs): Payload => ({
+  ...(inputs.snapshot === undefined ? {} : { snapshot: inputs.snapshot }),
+  ...(inputs.resolved_path === undefined ? {} : { resolved_path: inputs.resolved_path }),
+  ...(inputs.approval_state === undefined ? {} : { approval_state: inputs.approval_state }),
+  ...(inputs.time_or_budget === undefined ? {} : { time_or_budget: inputs.time_or_budget })
+})
+
+/** Stage 10's decision as a gate record states it: whether it ran, why, the digests and every input it compared. */
+const recheckPayload = (recheck: Recheck): Payload => ({
+  ran: recheck.ran,
+  reason: recheck.reason,
+  evaluators: [...recheck.evaluators],
+  ...(recheck.digest_before === undefined ? {} : { digest_before: recheck.digest_before }),
+  ...(recheck.digest_after === undefined ? {} : { digest_after: recheck.digest_after }),
+  ...(recheck.compared === undefined ? {} : {
+    compared: recheck.compared.map(({ current, decided, evaluator }) => ({
+      evaluator,
+      decided: inputsPayload(decided),
+      ...(current === undefined ? {} : { current: inputsPayload(current) })
+    }))
+  })
+})
+
+/**
+ * `gate_evaluated`: one gate's result, bound to the argument digest it evaluated; once stage 10 has decided, with its
+ * recheck decision and the inputs it compared (records from before stage 10 existed carry none).
+ */
 export const gateEvaluated = (
   operation: OperationContext,
   result: GateOutcome & {
@@ -65,9 +91,11 @@ export const gateEvaluated = (
     readonly stage: Stage
     readonly arguments_digest: Sha256Hex
     readonly evaluated_at: Timestamp
+    readonly recheck?: Recheck | undefined
   }
 ): Draft =>
   draft(operation, "gate_evaluated", {
+    ...(result.recheck === undefined ? {} : { recheck: recheckPayload(result.recheck) }),
     result_id: result.result_id,
     gate_id: result.gate_id,
     level: result.level,

@@ -6,6 +6,7 @@ import approvals from "./0004_approvals.ts"
 import executors from "./0005_executors.ts"
 import projectedChains from "./0006_projected_chains.ts"
 import enforcement from "./0007_enforcement.ts"
+import attemptRecheck from "./0008_attempt_recheck.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -15,5 +16,6 @@ export const loader = Migrator.fromRecord({
   "0004_approvals": approvals,
   "0005_executors": executors,
   "0006_projected_chains": projectedChains,
-  "0007_enforcement": enforcement
+  "0007_enforcement": enforcement,
+  "0008_attempt_recheck": attemptRecheck
 })

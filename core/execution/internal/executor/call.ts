@@ -17,7 +17,14 @@ import type { Run } from "../../../state/StateStore.ts"
 import type { ActionAdmissionDecision, Disposition } from "../../AdmissionDecision.ts"
 import { DecisionReason } from "../../AdmissionDecision.ts"
 import type { ExecutionContext } from "../../ExecutionContext.ts"
-import { Deferred, Denied, Escalated, type ExecutionOutcome, type Recheck } from "../../ExecutionOutcome.ts"
+import {
+  Deferred,
+  Denied,
+  Escalated,
+  type ExecutionOutcome,
+  type PolicyInputs,
+  type Recheck
+} from "../../ExecutionOutcome.ts"
 import type { ExecutionRequest } from "../../ExecutionRequest.ts"
 import type { Interceptor, Verdict } from "../../Interceptor.ts"
 import type { RuntimeProfile } from "../../RuntimeProfile.ts"
@@ -42,6 +49,8 @@ export class Call {
   produced: Array<Produced> | undefined = undefined
   /** What each interceptor whose verdict metered the call charges its usage: set by stages 5-10, run by stage 12. */
   charges: Map<Interceptor, (usage: Usage) => Effect.Effect<void>> | undefined = undefined
+  /** What each evaluator that reports them read as it decided at stages 5-7, when stage 10 compares them. */
+  inputs: Map<Interceptor, PolicyInputs | undefined> | undefined = undefined
   /** Set by stage 10. */
   recheck: Recheck | undefined = undefined
   /** Set by stage 12 as the token is released (and reset if the backend refused it). */

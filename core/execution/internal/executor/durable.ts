@@ -82,7 +82,8 @@ export const commitWith = (env: Env, store: AttemptStore.Service): AroundStep<No
         action_version: call.action.version ?? null,
         arguments_digest: state.digest ?? null,
         outcome: summarize(outcome, result_digest),
-        created_at: yield* Time.now
+        created_at: yield* Time.now,
+        ...(call.recheck === undefined ? {} : { recheck: call.recheck })
       })
       const first = offered.first
       offered.first ??= outcome

@@ -91,7 +91,15 @@ const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
         for (const gate of gatesOf(result)) {
           const result_id = result_ids[next++]!
           drafts.push(
-            ledger.gateEvaluated(operation, { ...gate, result_id, evaluator, stage, arguments_digest, evaluated_at })
+            ledger.gateEvaluated(operation, {
+              ...gate,
+              result_id,
+              evaluator,
+              stage,
+              arguments_digest,
+              evaluated_at,
+              recheck: call.recheck
+            })
           )
         }
         if (verdict.disposition === "allow" && verdict.exception !== undefined) {

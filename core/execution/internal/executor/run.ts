@@ -91,7 +91,7 @@ const secured = <C extends Digested>(
     let secure: Steps<C> = stages
     for (const stage of securityStages) {
       const here = action.interceptors.filter((interceptor) => interceptor.stage === stage)
-      secure = secure.when(here.length > 0, () => securityWith(stage, here, governed))
+      secure = secure.when(here.length > 0, () => securityWith(stage, here, governed, env.transformers.length > 0))
     }
     const checked = env.transformers.length === 0
       ? secure.sync(noRecheck)

@@ -1,14 +1,21 @@
 /**
  * Stages 5-10: the security interceptors in fixed order, bound to the arguments' digest; the transformers; the
- * revalidation of what they produced; and the recheck of every evaluator when the digest changed.
+ * revalidation of what they produced; and the recheck of every evaluator when the digest or a policy input changed.
  */
-import { Deferred, Duration, Effect, Exit } from "effect"
+import { Deferred, Duration, Effect, Exit, Option, Schema } from "effect"
 import type { Usage } from "../../../action/ActionUsage.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import { ActionAdmissionDecision } from "../../AdmissionDecision.ts"
-import { Cancelled, type ExecutionOutcome, Recheck, TimedOut } from "../../ExecutionOutcome.ts"
+import {
+  Cancelled,
+  ComparedInputs,
+  type ExecutionOutcome,
+  PolicyInputs,
+  Recheck,
+  TimedOut
+} from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
 import { type Evaluation, type Interceptor, isVerdict, type Verdict } from "../../Interceptor.ts"
 import type { SecurityStage, Stage } from "../../Stage.ts"
@@ -65,19 +72,37 @@ const bound = (
   return verdict.disposition === "allow" ? undefined : outcomeOf(call, verdict.disposition, decision)
 }
 
-/** Run interceptors in order at `stage`, each decision bound to the current digest; an outcome when one refuses. */
+const decodeInputs = Schema.decodeUnknownOption(PolicyInputs)
+
+// What an evaluator read besides the arguments, now; undefined when it could not say (a recheck then runs).
+const inputsNow = (state: Digested, interceptor: Interceptor): Effect.Effect<PolicyInputs | undefined> =>
+  interceptor.inputs === undefined ? Effect.succeed(undefined) : Effect.map(
+    Effect.exit(Effect.suspend(() => interceptor.inputs!(evaluationOf(state)))),
+    (exit) => Exit.isSuccess(exit) ? Option.getOrUndefined(decodeInputs(exit.value)) : undefined
+  )
+
+/**
+ * Run interceptors in order at `stage`, each decision bound to the current digest; an outcome when one refuses. With
+ * `compare` (a recheck follows), what each reporting evaluator read is kept for stage 10.
+ */
 const decide = (
   state: Digested,
   interceptors: ReadonlyArray<Interceptor>,
   stage: Stage,
-  governed: boolean
+  governed: boolean,
+  compare = false
 ): Effect.Effect<ExecutionOutcome | undefined> => {
+  const kept = (interceptor: Interceptor, next: Effect.Effect<ExecutionOutcome | undefined>) =>
+    !compare || interceptor.inputs === undefined ? next : Effect.flatMap(inputsNow(state, interceptor), (inputs) => {
+      ;(state.call.inputs ??= new Map()).set(interceptor, inputs)
+      return next
+    })
   const from = (i: number): Effect.Effect<ExecutionOutcome | undefined> => {
     const interceptor = interceptors[i]
     if (interceptor === undefined) return Effect.succeed(undefined)
     return Effect.flatMap(Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state)))), (exit) => {
       const refused = bound(state, interceptor, stage, governed, exit)
-      return refused === undefined ? from(i + 1) : Effect.succeed(refused)
+      return refused === undefined ? kept(interceptor, from(i + 1)) : Effect.succeed(refused)
     })
   }
   return from(0)
@@ -89,16 +114,17 @@ const securityDetail: Record<SecurityStage, string> = {
   policy: "action policy interceptors"
 }
 
-/** Stages 5, 6 or 7: the action's interceptors of that stage. */
+/** Stages 5, 6 or 7: the action's interceptors of that stage; with `compare`, what they read is kept for stage 10. */
 export const securityWith = (
   stage: SecurityStage,
   interceptors: ReadonlyArray<Interceptor>,
-  governed: boolean
+  governed: boolean,
+  compare: boolean
 ): EffectStep<Digested, void> => ({
   _tag: "Effect",
   stage,
   detail: `${securityDetail[stage]}: ${interceptors.map((interceptor) => interceptor.id).join(", ")}`,
-  run: (state) => decide(state, interceptors, stage, governed)
+  run: (state) => decide(state, interceptors, stage, governed, compare)
 })
 
 /** After stage 8: the digest the security stages decided on. */
@@ -144,27 +170,65 @@ export const revalidateWith = (
   }
 })
 
-/** Stage 10: re-run every evaluator when the digest changed, and record why it ran or not. */
+const sameInputs = (a: PolicyInputs, b: PolicyInputs) =>
+  a.snapshot === b.snapshot && a.resolved_path === b.resolved_path && a.approval_state === b.approval_state &&
+  a.time_or_budget === b.time_or_budget
+
+// Each reporting evaluator's inputs as it decided and as they read now, on the transformed arguments.
+const comparedOf = (state: Transformed): Effect.Effect<ReadonlyArray<ComparedInputs>> => {
+  const kept = state.call.inputs
+  if (kept === undefined) return Effect.succeed([])
+  return Effect.forEach(
+    kept,
+    ([interceptor, decided]) =>
+      Effect.map(inputsNow(state, interceptor), (current) =>
+        trustedMake(ComparedInputs, {
+          evaluator: interceptor.id,
+          decided: decided ?? trustedMake(PolicyInputs, {}),
+          ...(current === undefined || decided === undefined ? {} : { current })
+        }))
+  )
+}
+
+const reasonOf = (changed: boolean, compared: ReadonlyArray<ComparedInputs>): Recheck["reason"] => {
+  if (changed) return "arguments_changed"
+  if (compared.some(({ current, decided }) => current === undefined || !sameInputs(decided, current))) {
+    return "inputs_changed"
+  }
+  if (compared.some(({ current, decided }) => decided.time_or_budget === true || current?.time_or_budget === true)) {
+    return "time_or_budget_rule"
+  }
+  return compared.length > 0 ? "inputs_unchanged" : "arguments_unchanged"
+}
+
+/**
+ * Stage 10: re-run every evaluator when the digest or any input an evaluator read changed, or an expiry or budget rule
+ * applies; record why it ran or not, with the inputs compared.
+ */
 export const recheckWith = (
   interceptors: ReadonlyArray<Interceptor>,
   governed: boolean
 ): EffectStep<Transformed, void> => ({
   _tag: "Effect",
   stage: "recheck",
-  detail: `re-run every security evaluator whose input digest changed: ${
-    interceptors.map((interceptor) => interceptor.id).join(", ")
-  }`,
-  run: (state) => {
-    const changed = state.digest !== state.before
-    state.call.recheck = trustedMake(Recheck, {
-      ran: changed,
-      reason: changed ? "arguments_changed" : "arguments_unchanged",
-      evaluators: changed ? interceptors.map((interceptor) => interceptor.id) : [],
-      digest_before: state.before,
-      digest_after: state.digest
+  detail:
+    `re-run every security evaluator when the digest or a policy input changed, or a time or budget rule applies: ${
+      interceptors.map((interceptor) => interceptor.id).join(", ")
+    }`,
+  run: (state) =>
+    Effect.flatMap(comparedOf(state), (compared) => {
+      const reason = reasonOf(state.digest !== state.before, compared)
+      const ran = reason !== "arguments_unchanged" && reason !== "inputs_unchanged"
+      state.call.recheck = trustedMake(Recheck, {
+        ran,
+        reason,
+        evaluators: ran ? interceptors.map((interceptor) => interceptor.id) : [],
+        digest_before: state.before,
+        digest_after: state.digest,
+        ...(compared.length === 0 ? {} : { compared })
+      })
+      return ran ? decide(state, interceptors, "recheck", governed) : Effect.succeed(undefined)
     })
-    return changed ? decide(state, interceptors, "recheck", governed) : Effect.succeed(undefined)
-  }
 })
 
 const notRechecked = trustedMake(Recheck, { ran: false, reason: "no_transformation", evaluators: [] })
