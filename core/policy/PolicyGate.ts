@@ -4,7 +4,8 @@
  * hard, soft and advisory gate results the seed's way. A budget counts per snapshot, rule,
  * principal and window: calls are charged at stage 7; wall time, tokens and cost are charged
  * after the call (see ActionUsage), to the window in which it concluded, so stage 7 denies once
- * the window's consumed amount has reached the limit and a call in flight may overrun it once.
+ * the window's consumed amount has reached the limit and a call in flight may overrun it once. A failure inside the
+ * gate's own evaluation is an evaluator error its gates' `on_error` maps (deny, or escalate to the approver).
  */
 import { Effect, Either, Option } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
@@ -17,6 +18,7 @@ import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
 import { makeBudgets } from "./internal/budget.ts"
 import { makeDecisions } from "./internal/decide.ts"
 import { makeEscalation } from "./internal/escalation.ts"
+import { makeOnError } from "./internal/failure.ts"
 import type { Pin } from "./internal/pin.ts"
 import { makePinWith } from "./internal/pin.ts"
 import type { AgentSubject } from "./InvocationContext.ts"
@@ -98,14 +100,21 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const inputOf = inputWith(options, paths)
 
     const { chargeUsage, guard, policy } = makeDecisions(budgets, escalate, pinOf)
+    // After a failure the call's input is taken without the resolved path: what an escalation binds to needs none.
+    const onError = makeOnError(budgets, escalate, inputWith(options, Option.none()))
 
     const run = (part: Part) => (evaluation: Evaluation): Effect.Effect<Verdict> =>
       Effect.flatMap(pinOf(evaluation), (pinned) =>
         Either.isLeft(pinned)
           ? Effect.succeed(pinned.left)
-          : Effect.flatMap(
-            inputOf(evaluation),
-            (input) => (part === "guard" ? guard : policy)(pinned.right, evaluation, input)
+          : onError(
+            part,
+            pinned.right,
+            evaluation,
+            Effect.flatMap(
+              Effect.suspend(() => inputOf(evaluation)),
+              (input) => (part === "guard" ? guard : policy)(pinned.right, evaluation, input)
+            )
           ))
 
     const interceptors: ReadonlyArray<Interceptor.Interceptor> = [
