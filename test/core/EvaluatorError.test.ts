@@ -14,7 +14,7 @@ import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
 import type * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
-import { ActionExecutor as Executor } from "../../core/execution/ActionExecutor.ts"
+import { ActionExecutor as Executor, layerPolicyGated } from "../../core/execution/ActionExecutor.ts"
 import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
@@ -246,4 +246,61 @@ describe("evaluator failure", () => {
       assert.deepStrictEqual(refused._tag === "denied" && refused.reason.code, "control.evaluator_error")
       assert.lengthOf(yield* (yield* ApprovalQueue).list({}), 0)
     }).pipe(Effect.provide(layerWith())))
+
+  it.effect("minimal: a policy gate on_error: escalate files an approval when its evaluation fails; the default denies", () =>
+    Effect.gen(function*() {
+      const store = yield* PolicySnapshotStore
+      const contextOf = (version: string, escalating: boolean) =>
+        Effect.gen(function*() {
+          const declaration = policyWith([{
+            gate_id: "base",
+            level: "hard",
+            ...(escalating ? { on_error: "escalate" } : {})
+          }], {
+            version
+          })
+          const snapshot = yield* Effect.orDie(
+            PolicySnapshot.compile(Either.getOrThrow(PermissionPolicy.decode(declaration)))
+          )
+          yield* store.put(snapshot)
+          yield* Effect.orDie(store.activate("p", version, "ops", Time.fromMicros(0)))
+          return { policy_id: "p", version, digest: snapshot.digest }
+        })
+      const run = (policy: { policy_id: string; version: string; digest: PolicySnapshot.PolicySnapshot["digest"] }) =>
+        Effect.gen(function*() {
+          const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+          const context = yield* ExecutionContext.bind({
+            execution_scope: scope,
+            authenticated_principal: { id: "alice" },
+            effect_backend: InProcessBackend.make.ref,
+            policy_snapshot: policy
+          })
+          const request = ExecutionRequest.make({
+            request_id: yield* IdGenerator.uuid,
+            action: { name: "read_file" },
+            arguments: { path: "/work/a.txt" },
+            execution_scope: scope
+          })
+          return yield* (yield* Executor).execute(request, { context })
+        })
+      const before = tools.counter.count("read_file")
+      const denied = yield* run(yield* contextOf("1", false))
+      assert.deepStrictEqual(denied._tag === "denied" && denied.reason.code, "control.evaluator_error")
+      assert.lengthOf(yield* (yield* ApprovalQueue).list({}), 0)
+      const escalated = yield* run(yield* contextOf("2", true))
+      assert.deepStrictEqual(
+        escalated._tag === "escalated" && [escalated.reason.code, escalated.approval?.approver_class],
+        ["control.evaluator_error", "lead"]
+      )
+      assert.lengthOf(yield* (yield* ApprovalQueue).list({}), 1)
+      assert.strictEqual(tools.counter.count("read_file"), before)
+    }).pipe(Effect.provide(
+      layerPolicyGated().pipe(
+        Layer.provideMerge(
+          Layer.mergeAll(MemoryPolicySnapshotStore.layer, MemoryApprovalQueue.layer, brokenPaths).pipe(
+            Layer.provideMerge(base([...tools.actions, readFile]))
+          )
+        )
+      )
+    )))
 })
