@@ -12,17 +12,12 @@ import { PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
 import * as Evidence from "./Evidence.ts"
 import { EvidenceStore } from "./EvidenceStore.ts"
 import type { EvidenceUnavailableError } from "./EvidenceStore.ts"
+import { GateSummary, sameSummary, Tally, versionOf } from "./GateSummary.ts"
 
-/** Committed gate results by level and decision, and the exceptions granted. */
-export class GateSummary extends Schema.Class<GateSummary>("GateSummary")({
-  hard_allow: Schema.NonNegativeInt,
-  hard_deny: Schema.NonNegativeInt,
-  soft_allow: Schema.NonNegativeInt,
-  soft_deny: Schema.NonNegativeInt,
-  advisory_allow: Schema.NonNegativeInt,
-  advisory_deny: Schema.NonNegativeInt,
-  exceptions: Schema.NonNegativeInt
-}) {}
+export {
+  /** Committed gate results by level and decision, the exceptions granted, and (version 2) the evaluator errors. */
+  GateSummary
+} from "./GateSummary.ts"
 
 /** How the process was followed: FULL, or DEGRADED for good once any exception was granted. */
 export const ProcessGrade = Schema.Literal("FULL", "DEGRADED")
@@ -97,12 +92,6 @@ export class CertificateVerification extends Schema.Class<CertificateVerificatio
 const boundPayload = Schema.decodeUnknownEither(
   Schema.parseJson(Schema.Struct({ task_boundary_id: Uuid, policy_digest: Sha256Hex }))
 )
-const gatePayload = Schema.decodeUnknownEither(
-  Schema.parseJson(Schema.Struct({
-    level: Schema.Literal("hard", "soft", "advisory"),
-    decision: Schema.Literal("allow", "deny")
-  }))
-)
 
 interface Problem {
   readonly reason: Exclude<CertificateErrorReason, "unavailable">
@@ -140,15 +129,7 @@ class Reading {
   boundary: Uuid | undefined
   readonly open = new Map<string, string>()
   readonly started = new Set<string>()
-  readonly counts = {
-    hard_allow: 0,
-    hard_deny: 0,
-    soft_allow: 0,
-    soft_deny: 0,
-    advisory_allow: 0,
-    advisory_deny: 0,
-    exceptions: 0
-  }
+  readonly tally = new Tally()
 
   step(record: Evidence.StoredRecord): void {
     if (this.problem !== undefined) return
@@ -199,16 +180,13 @@ class Reading {
       case "gate_evaluated": {
         const problem = this.requireOpen(record)
         if (problem !== undefined) return problem
-        const payload = gatePayload(record.payload_json)
-        if (Either.isLeft(payload)) {
-          return this.fault("content_mismatch", "gate_evaluated names no level or decision", record)
-        }
-        this.counts[`${payload.right.level}_${payload.right.decision}` as const]++
-        return undefined
+        return this.tally.gate(record.payload_json)
+          ? undefined
+          : this.fault("content_mismatch", "gate_evaluated names no level or decision", record)
       }
       case "exception_granted": {
         const problem = this.requireOpen(record)
-        if (problem === undefined) this.counts.exceptions++
+        if (problem === undefined) this.tally.exception()
         return problem
       }
       default: {
@@ -275,8 +253,8 @@ class Reading {
 const unavailable = (chain_id: string) => (error: EvidenceUnavailableError) =>
   new CertificateError({ reason: "unavailable", chain_id, detail: error.message, failed_record_id: null })
 
-/** Everything a certificate states, recomputed from the stores; fails with the first reason the chain cannot be certified. */
-const inspect = Effect.fnUntraced(function*(chain_id: string, expected_head: string) {
+/** Everything a certificate states (its summary of `version`), recomputed from the stores; fails with the first reason the chain cannot be certified. */
+const inspect = Effect.fnUntraced(function*(chain_id: string, expected_head: string, version: 1 | 2) {
   const refuse = (problem: Problem) =>
     new CertificateError({
       reason: problem.reason,
@@ -328,7 +306,7 @@ const inspect = Effect.fnUntraced(function*(chain_id: string, expected_head: str
       `the stored ${closed.policy_id}@${closed.policy_version} is not the snapshot the chain recorded`
     )
   }
-  const gate_summary = new GateSummary(reading.counts)
+  const gate_summary = reading.tally.summary(version)
   return {
     task_boundary_id: reading.boundary!,
     chain_id: chain.right,
@@ -342,9 +320,9 @@ const inspect = Effect.fnUntraced(function*(chain_id: string, expected_head: str
   } satisfies Facts
 })
 
-/** Mint a certificate for a closed task boundary's chain, verified against a trusted expected head; it is minted no earlier than the task closed. */
+/** Mint a certificate for a closed task boundary's chain, verified against a trusted expected head, with a version 2 gate summary; it is minted no earlier than the task closed. */
 export const mint = Effect.fn("TaskCertificate.mint")(function*(chain_id: string, expected_head: string) {
-  const { closed_at, ...facts } = yield* inspect(chain_id, expected_head)
+  const { closed_at, ...facts } = yield* inspect(chain_id, expected_head, 2)
   const ids = yield* IdGenerator
   const now = yield* Time.now
   // Timestamps have one fixed shape, so their texts order as their instants.
@@ -355,17 +333,14 @@ export const mint = Effect.fn("TaskCertificate.mint")(function*(chain_id: string
   })
 })
 
-const sameSummary = (a: GateSummary, b: GateSummary) =>
-  a.hard_allow === b.hard_allow && a.hard_deny === b.hard_deny && a.soft_allow === b.soft_allow &&
-  a.soft_deny === b.soft_deny && a.advisory_allow === b.advisory_allow && a.advisory_deny === b.advisory_deny &&
-  a.exceptions === b.exceptions
-
 const failed = (failure_code: CertificateFailureCode, detail: string) =>
   new CertificateVerification({ valid: false, failure_code, detail })
 
 /** Re-verify a certificate: recompute everything from the stores against its chain head; fails only when the evidence store is unavailable. */
 export const verify = Effect.fn("TaskCertificate.verify")(function*(certificate: TaskCertificate) {
-  const recomputed = yield* Effect.either(inspect(certificate.chain_id, certificate.evidence_chain_head))
+  const recomputed = yield* Effect.either(
+    inspect(certificate.chain_id, certificate.evidence_chain_head, versionOf(certificate.gate_summary))
+  )
   if (Either.isLeft(recomputed)) {
     const error = recomputed.left
     return error.reason === "unavailable" ? yield* error : failed(error.reason, error.detail)

@@ -34,6 +34,8 @@ export interface GateOutcome {
   readonly decision: "allow" | "deny"
   readonly reason_code: string
   readonly matched_rules: ReadonlyArray<string>
+  /** The gate's evaluator failed or threw (`control.evaluator_error`): recorded apart from rule denials. */
+  readonly evaluator_error?: true
 }
 
 /** An approval that let a soft deny pass: attributable, recorded as `exception_granted`. */
@@ -97,7 +99,8 @@ const decisions: ReadonlySet<unknown> = new Set(["allow", "deny"])
 
 const isGate = (value: unknown) =>
   isRecord(value) && isString(value.gate_id) && levels.has(value.level) && decisions.has(value.decision) &&
-  isString(value.reason_code) && Array.isArray(value.matched_rules) && value.matched_rules.every(isString)
+  isString(value.reason_code) && Array.isArray(value.matched_rules) && value.matched_rules.every(isString) &&
+  absentOr(value.evaluator_error, (flag) => flag === true)
 
 const isGates = (value: unknown) => Array.isArray(value) && value.every(isGate)
 

@@ -14,6 +14,7 @@ import {
   GateBinding,
   McpRule,
   NetworkRule,
+  OnError,
   OriginRule,
   Pattern,
   SecretExposureRule,
@@ -73,9 +74,13 @@ export const PatternMap = Schema.Record({
   value: Schema.NonEmptyArray(Pattern)
 })
 
-/** A gate as declared; `rule_ids` omitted binds every rule, and may name a generated `rule-N` (N the rule's position). */
+/**
+ * A gate as declared; `rule_ids` omitted binds every rule, and may name a generated `rule-N` (N the rule's position);
+ * `on_error` omitted is `deny`.
+ */
 export const DeclaredGate = Schema.Struct({
   ...GateBinding.fields,
+  on_error: Schema.optional(OnError),
   adapter_id: Schema.optionalWith(GateBinding.fields.adapter_id, { default: () => "writ.policy" }),
   tool_ids: Schema.optionalWith(GateBinding.fields.tool_ids, { default: () => ["*"] }),
   rule_ids: Schema.optional(GateBinding.fields.rule_ids)

@@ -6,7 +6,8 @@
  * at stage 3 until the window ends (never a gate result, never an opened operation); one without a
  * window is a lifetime limit, and stage 7 denies once it is spent. Calls are charged on admission;
  * wall time, tokens and cost after the call (see ActionUsage), to the window in which it concluded,
- * so a call in flight may overrun a budget once.
+ * so a call in flight may overrun a budget once. A failure inside the gate's own evaluation is an
+ * evaluator error its gates' `on_error` maps (deny, or escalate to the approver).
  */
 import { Effect, Either, Option } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
@@ -21,6 +22,7 @@ import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
 import { makeBudgets } from "./internal/budget.ts"
 import { makeDecisions } from "./internal/decide.ts"
 import { makeEscalation } from "./internal/escalation.ts"
+import { makeOnError } from "./internal/failure.ts"
 import { makeInputs } from "./internal/inputs.ts"
 import type { Pin } from "./internal/pin.ts"
 import { makePinWith } from "./internal/pin.ts"
@@ -112,14 +114,21 @@ export const make = (options: Options = {}, pin?: Pin) =>
 
     const { chargeUsage, guard, policy } = makeDecisions(budgets, escalate, pinOf)
     const { inputsOf, snapshotOf } = makeInputs(pinOf, inputOf, queue)
+    // After a failure the call's input is taken without the resolved path: what an escalation binds to needs none.
+    const onError = makeOnError(budgets, escalate, inputWith(options, Option.none()))
 
     const run = (part: Part) => (evaluation: Evaluation): Effect.Effect<Verdict> =>
       Effect.flatMap(pinOf(evaluation), (pinned) =>
         Either.isLeft(pinned)
           ? Effect.succeed(pinned.left)
-          : Effect.flatMap(
-            inputOf(evaluation),
-            (input) => (part === "guard" ? guard : policy)(pinned.right, evaluation, input)
+          : onError(
+            part,
+            pinned.right,
+            evaluation,
+            Effect.flatMap(
+              Effect.suspend(() => inputOf(evaluation)),
+              (input) => (part === "guard" ? guard : policy)(pinned.right, evaluation, input)
+            )
           ))
 
     const interceptors: ReadonlyArray<Interceptor.Interceptor> = [

@@ -142,14 +142,21 @@ export const CompiledRule = Schema.Union(
 /** A compiled rule. */
 export type CompiledRule = typeof CompiledRule.Type
 
-/** A gate: which rules it evaluates, at which level, in which order. */
+/** What a gate whose evaluation fails or throws decides: deny (fail-closed, the default) or escalate to its approver. */
+export const OnError = Schema.Literal("deny", "escalate")
+
+/**
+ * A gate: which rules it evaluates, at which level, in which order, and what its evaluator's failure decides
+ * (`on_error` is present only when it is `escalate`, so a gate with the default digests as before).
+ */
 export const GateBinding = Schema.Struct({
   gate_id: Identifier,
   adapter_id: Identifier,
   level: Schema.Literal("hard", "soft", "advisory"),
   order: Schema.NonNegativeInt,
   tool_ids: Schema.Array(Pattern),
-  rule_ids: Schema.Array(Identifier)
+  rule_ids: Schema.Array(Identifier),
+  on_error: Schema.optional(Schema.Literal("escalate"))
 })
 
 /** A gate binding. */

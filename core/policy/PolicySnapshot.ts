@@ -185,7 +185,9 @@ const compileGates = (
       }
       bound.add(id)
     }
-    gates.push({ ...gate, rule_ids })
+    // The default `on_error` is not written: a gate declaring `deny` digests as one that declares nothing.
+    const { on_error, ...binding } = gate
+    gates.push(on_error === "escalate" ? { ...binding, rule_ids, on_error } : { ...binding, rule_ids })
   }
   // A rule that can apply to no action (an approval of nothing, naming the authority) needs no gate.
   const unbound = rules.find((rule) =>

@@ -367,13 +367,15 @@ describe("gate 1: evidence", () => {
           ["record_superseded", "task_closed"]
         )
         assert.deepStrictEqual({ ...certificate.gate_summary }, {
+          summary_version: 2,
           hard_allow: 0,
           hard_deny: 0,
           soft_allow: 0,
           soft_deny: 0,
           advisory_allow: 0,
           advisory_deny: 0,
-          exceptions: 0
+          exceptions: 0,
+          evaluator_errors: 0
         })
       }).pipe(Effect.provide(forgeLayer(evidence))))
   }

@@ -200,6 +200,29 @@ describe("PermissionPolicy declarations", () => {
       ]])
     }).pipe(Effect.provide(WebCryptoDigest.layer)))
 
+  it.effect("a gate's on_error: deny (the default) digests as a gate that declares none; escalate is bound and digested", () =>
+    Effect.gen(function*() {
+      const gated = (on_error?: string) => ({
+        ...base,
+        allow: { "notes.read": ["*"] },
+        gates: [{ gate_id: "base", level: "hard", order: 0, ...(on_error === undefined ? {} : { on_error }) }]
+      })
+      const [none, deny, escalate] = yield* Effect.all([
+        compile(gated()),
+        compile(gated("deny")),
+        compile(gated("escalate"))
+      ])
+      assert.strictEqual(deny.digest, none.digest)
+      assert.isFalse(Object.hasOwn(deny.gate_bindings[0]!, "on_error"))
+      assert.strictEqual(escalate.gate_bindings[0]!.on_error, "escalate")
+      assert.notStrictEqual(escalate.digest, none.digest)
+      assert.strictEqual(
+        yield* PolicySnapshot.recomputeDigest(escalate).pipe(Effect.provide(WebCryptoDigest.layer)),
+        escalate.digest
+      )
+      assert.strictEqual(rejection(gated("ignore")).split(":")[0], "$.gates.0.on_error")
+    }))
+
   it.effect("the digest covers rules and gates but not release state or activation", () =>
     Effect.gen(function*() {
       const one = yield* compile({ ...base, allow: { "notes.read": ["*"] } })

@@ -103,27 +103,32 @@ const headOf = (chain_id: string) =>
 const recordsOf = (chain_id: string) =>
   Effect.map(Effect.flatMap(EvidenceStore, (store) => Stream.runCollect(store.read(chain_id))), Chunk.toReadonlyArray)
 
-/** The summary counted straight from the stored records, independently of TaskCertificate. */
+/** The version 2 summary counted straight from the stored records, independently of TaskCertificate. */
 const countFrom = (records: ReadonlyArray<StoredRecord>) => {
   const counts: Record<string, number> = {
+    summary_version: 2,
     hard_allow: 0,
     hard_deny: 0,
     soft_allow: 0,
     soft_deny: 0,
     advisory_allow: 0,
     advisory_deny: 0,
-    exceptions: 0
+    exceptions: 0,
+    evaluator_errors: 0
   }
   for (const record of records) {
     if (record.record_type === "exception_granted") counts.exceptions!++
     if (record.record_type !== "gate_evaluated") continue
-    const payload = JSON.parse(record.payload_json) as { level: string; decision: string }
-    counts[`${payload.level}_${payload.decision}`]!++
+    const payload = JSON.parse(record.payload_json) as { level: string; decision: string; evaluator_error?: true }
+    if (payload.evaluator_error === true) counts.evaluator_errors!++
+    else counts[`${payload.level}_${payload.decision}`]!++
   }
   return counts
 }
 
-const summaryOf = (certificate: TaskCertificate.TaskCertificate) => ({ ...certificate.gate_summary })
+const summaryOf = (certificate: TaskCertificate.TaskCertificate): Record<string, number | undefined> => ({
+  ...certificate.gate_summary
+})
 
 /** Success, captured failure, hard denial and escalation under one boundary, then close it. */
 const fullTask = Effect.gen(function*() {
@@ -211,7 +216,7 @@ describe("TaskCertificate.mint", () => {
       yield* Governance.closeBoundary(boundary)
       const certificate = yield* TaskCertificate.mint(boundary.chain_id, yield* headOf(boundary.chain_id))
       assert.strictEqual(certificate.process_grade, "FULL")
-      assert.deepStrictEqual(Object.values(summaryOf(certificate)), [0, 0, 0, 0, 0, 0, 0])
+      assert.deepStrictEqual(Object.values(summaryOf(certificate)), [2, 0, 0, 0, 0, 0, 0, 0, 0])
     }).pipe(Effect.provide(layer)))
 
   it.effect("a boundary runs only on the writer that opened it, as itself; a chain with records is never opened again", () =>

@@ -102,6 +102,7 @@ export const gateEvaluated = (
     decision: result.decision,
     reason_code: result.reason_code,
     matched_rules: [...result.matched_rules],
+    ...(result.evaluator_error === true ? { evaluator_error: true } : {}),
     evaluator: result.evaluator,
     stage: result.stage,
     operation_id: operation.operation_id,

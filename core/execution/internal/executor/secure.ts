@@ -35,7 +35,19 @@ const evaluationOf = (state: Digested & { readonly snapshot?: PolicySnapshot }):
   ...(state.snapshot === undefined ? {} : { snapshot: state.snapshot })
 })
 
-const evaluatorError: Verdict = { disposition: "deny", code: "control.evaluator_error" }
+// An evaluator that failed, threw or answered no verdict: a hard deny of its own gate, marked as an evaluator error.
+const evaluatorError = (evaluator: string): Verdict => ({
+  disposition: "deny",
+  code: "control.evaluator_error",
+  gates: [{
+    gate_id: evaluator,
+    level: "hard",
+    decision: "deny",
+    reason_code: "control.evaluator_error",
+    matched_rules: [],
+    evaluator_error: true
+  }]
+})
 
 // One interceptor's answer bound to the current digest and recorded on the call: an outcome when it refuses.
 const bound = (
@@ -47,7 +59,7 @@ const bound = (
 ): ExecutionOutcome | undefined => {
   const call = state.call
   // An evaluator is user code: what it answers is bound only if it is a verdict.
-  const verdict = Exit.isSuccess(exit) && isVerdict(exit.value) ? exit.value : evaluatorError
+  const verdict = Exit.isSuccess(exit) && isVerdict(exit.value) ? exit.value : evaluatorError(interceptor.id)
   const decision = trustedMake(ActionAdmissionDecision, {
     disposition: verdict.disposition,
     reason: reason(verdict.code, verdict.detail),

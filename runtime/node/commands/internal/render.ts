@@ -80,8 +80,10 @@ export const recordFacts = (record: StoredRecord): Record<string, Fact> => {
 export const factsLine = (facts: Record<string, Fact>): string =>
   Object.entries(facts).map(([key, value]) => `${key}=${value}`).join(" ")
 
-/** One line on a certificate: its id, grade and gate summary. */
+/** One line on a certificate: its id, grade and gate summary (with its evaluator errors, from summary version 2). */
 export const certificateLine = (certificate: TaskCertificate.TaskCertificate) => {
   const s = certificate.gate_summary
-  return `certificate ${certificate.certificate_id}: grade ${certificate.process_grade}; gates allow/deny hard ${s.hard_allow}/${s.hard_deny}, soft ${s.soft_allow}/${s.soft_deny}, advisory ${s.advisory_allow}/${s.advisory_deny}; ${s.exceptions} exceptions`
+  return `certificate ${certificate.certificate_id}: grade ${certificate.process_grade}; gates allow/deny hard ${s.hard_allow}/${s.hard_deny}, soft ${s.soft_allow}/${s.soft_deny}, advisory ${s.advisory_allow}/${s.advisory_deny}; ${s.exceptions} exceptions${
+    s.evaluator_errors === undefined ? "" : `; ${s.evaluator_errors} evaluator errors`
+  }`
 }
