@@ -21,7 +21,7 @@ export interface Limits {
 export const defaultLimits: Limits = Object.freeze({ maxDepth: 128, maxSize: 1_048_576 })
 
 /** Why a JSON text or value is refused. */
-export const Refusal = Schema.Literal("syntax", "duplicate_key", "proto_key", "too_deep", "too_large")
+export const Refusal = Schema.Literal("syntax", "duplicate_key", "proto_key", "too_deep", "too_large", "unreadable")
 
 /** Why a JSON text or value is refused. */
 export type Refusal = typeof Refusal.Type
@@ -114,7 +114,7 @@ const inheritsData = (object: object): boolean => {
  * or undefined: one iterative pass that stops at the first, so its work is bounded by the limits whatever the value (a cycle is too deep). The
  * container being walked is kept in locals and only its ancestors in frames, so a flat value allocates no frame.
  */
-export const violation = (value: unknown, limits: Limits = defaultLimits): StrictJsonError | undefined => {
+const walk = (value: unknown, limits: Limits): StrictJsonError | undefined => {
   const { maxDepth, maxSize } = limits
   const outer: Array<Frame> = []
   let container: object | undefined
@@ -360,5 +360,21 @@ export const parse = (text: string, limits: Limits = defaultLimits): Either.Eith
   } catch (error) {
     if (error instanceof Refused) return Either.left(error.error)
     throw error
+  }
+}
+
+/**
+ * Why a value already in memory is refused, or undefined: as `walk` does, and a value whose reading throws (a getter,
+ * a proxy) is `unreadable`, never a throw.
+ */
+export const violation = (value: unknown, limits: Limits = defaultLimits): StrictJsonError | undefined => {
+  try {
+    return walk(value, limits)
+  } catch {
+    return new StrictJsonError({
+      reason: "unreadable",
+      path: "$",
+      detail: "a part of the value could not be read (a getter or a proxy threw)"
+    })
   }
 }

@@ -47,7 +47,21 @@ const hostile: ReadonlyArray<readonly [string, string, Record<string, unknown>]>
   ["5000 levels", "arguments.too_deep", { data: nested(5000) }],
   ["100000 levels", "arguments.too_deep", { data: nested(100_000) }],
   ["a 2 MiB string", "arguments.too_large", { data: "x".repeat(2 << 20) }],
-  ["a nested own __proto__ key", "arguments.proto_key", { data: JSON.parse("{\"x\":{\"__proto__\":{\"a\":1}}}") }]
+  ["a nested own __proto__ key", "arguments.proto_key", { data: JSON.parse("{\"x\":{\"__proto__\":{\"a\":1}}}") }],
+  ["a nested getter that throws", "arguments.unreadable", {
+    data: {
+      get x(): number {
+        throw new Error("getter")
+      }
+    }
+  }],
+  ["a nested proxy that throws", "arguments.unreadable", {
+    data: new Proxy({}, {
+      ownKeys: () => {
+        throw new Error("proxy")
+      }
+    })
+  }]
 ]
 
 const denial = (outcome: ExecutionOutcome) =>

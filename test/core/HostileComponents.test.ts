@@ -40,6 +40,18 @@ const malformed: ReadonlyArray<readonly [string, () => unknown]> = [
   ["a malformed exception", () => ({ disposition: "allow", code: "x.allowed", exception: { approval_id: 1 } })],
   ["a retry time that is not a timestamp", () => ({ disposition: "defer", code: "x.later", retry_at: "tomorrow" })],
   ["a forged approval", () => ({ disposition: "escalate", code: "x.ask", approval: { approval_id: "a" } })],
+  ["a getter that throws", () => ({
+    disposition: "allow",
+    get code(): string {
+      throw new Error("verdict getter")
+    }
+  })],
+  ["a proxy that throws", () =>
+    new Proxy({}, {
+      get: () => {
+        throw new Error("verdict proxy")
+      }
+    })],
   ["a synchronous throw", () => {
     throw new Error("evaluator bug")
   }]

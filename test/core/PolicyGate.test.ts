@@ -315,7 +315,9 @@ describe("an origin rule under a soft gate", () => {
         approver_class: "maintainer",
         rules: [
           { rule_id: "notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] },
-          { rule_id: "users-only", kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER"] }
+          { rule_id: "users-only", kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER"] },
+          // An expired window, which a soft gate escalates: the origin refusal must come first.
+          { rule_id: "from-2100", kind: "expiry", effect: "allow", not_before: "2100-01-01T00:00:00.000000Z" }
         ],
         gates: [{ gate_id: "review", level: "hard", order: 0 }]
       }))
@@ -331,7 +333,7 @@ describe("an origin rule under a soft gate", () => {
       assert.strictEqual(summary(selfCall), "denied origin.not_allowed @policy")
       assert.deepStrictEqual(yield* (yield* ApprovalQueue).list({ state: "pending" }), [])
       const userCall = yield* InvocationContext.withInvocation(exec("notes.read", {}, ref), asUser)
-      assert.strictEqual(summary(userCall), "succeeded @outcome")
+      assert.strictEqual(summary(userCall), "escalated approval.required @policy", "a USER call meets only the expiry")
     }).pipe(Effect.provide(earlierLayer)))
 })
 

@@ -40,12 +40,7 @@ export const invocationRefusal = (input: PolicyInput): PolicyDecision | undefine
 }
 
 const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
-  for (const rule of gate.expiry) {
-    const inside = inWindow(rule, input.now)
-    if (rule.effect === "allow" ? !inside : inside) return decision("deny", "policy.expired", [rule])
-  }
-  const outOfScope = scopeRefusal(gate, input)
-  if (outOfScope !== undefined) return outOfScope
+  // Origin rules are authorization: they refuse before anything a soft gate could escalate (expiry, rules).
   const view = gate.view(input.action)
   const restriction = view.origins.length > 0
     ? intersectRestrictions(...view.origins.map((rule) => rule.callers))
@@ -62,6 +57,12 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
       return { ...decision("deny", origin.code, view.origins, origin.detail), origin: true }
     }
   }
+  for (const rule of gate.expiry) {
+    const inside = inWindow(rule, input.now)
+    if (rule.effect === "allow" ? !inside : inside) return decision("deny", "policy.expired", [rule])
+  }
+  const outOfScope = scopeRefusal(gate, input)
+  if (outOfScope !== undefined) return outOfScope
   const target = salient(input)
   const denied = [view, ...(input.aliases ?? []).map(gate.view)].flatMap((v) => v.deny)
     .find((m) => operationMatches(m.operations, target))

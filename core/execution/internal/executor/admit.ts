@@ -61,7 +61,12 @@ export interface Noted extends Normalised {
 
 /** Stage 2 (and 9): decode the arguments by Schema; no handler code runs. */
 export const decodeWith = (call: Call, action: Action, args: unknown) => {
-  const decoded = action.decode(args)
+  let decoded: ReturnType<Action["decode"]>
+  try {
+    decoded = action.decode(args)
+  } catch {
+    return denied(call, "arguments.unreadable", "arguments: a part could not be read (a getter or a proxy threw)")
+  }
   return Either.isLeft(decoded)
     ? denied(call, "schema.invalid", describeParseError(decoded.left, "arguments"))
     : { input: decoded.right }

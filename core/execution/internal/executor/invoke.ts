@@ -173,7 +173,9 @@ export const invokeWith = (
     const fields = {
       ...common(state.call),
       call_executed: true,
-      teardown: (yield* stopWithin(fiber, env.teardown)) ? "completed" as const : "abandoned" as const
+      teardown: (yield* Effect.uninterruptible(stopWithin(fiber, env.teardown)))
+        ? "completed" as const
+        : "abandoned" as const
     }
     return first.by === "deadline" ? trustedMake(TimedOut, fields) : trustedMake(Cancelled, fields)
   })

@@ -49,6 +49,17 @@ const evaluatorError = (evaluator: string): Verdict => ({
   }]
 })
 
+// What an evaluator answered, as a verdict copied once its fields were checked; reading it must not throw past here.
+const verdictOf = (answer: unknown, evaluator: string): Verdict => {
+  try {
+    if (!isVerdict(answer)) return evaluatorError(evaluator)
+    const copy = { ...answer }
+    return isVerdict(copy) ? copy : evaluatorError(evaluator)
+  } catch {
+    return evaluatorError(evaluator)
+  }
+}
+
 // One interceptor's answer bound to the current digest and recorded on the call: an outcome when it refuses.
 const bound = (
   state: Digested,
@@ -59,7 +70,7 @@ const bound = (
 ): ExecutionOutcome | undefined => {
   const call = state.call
   // An evaluator is user code: what it answers is bound only if it is a verdict.
-  const verdict = Exit.isSuccess(exit) && isVerdict(exit.value) ? exit.value : evaluatorError(interceptor.id)
+  const verdict = Exit.isSuccess(exit) ? verdictOf(exit.value, interceptor.id) : evaluatorError(interceptor.id)
   const decision = trustedMake(ActionAdmissionDecision, {
     disposition: verdict.disposition,
     reason: reason(verdict.code, verdict.detail),
