@@ -21,6 +21,14 @@ const charge = Action.make({
   handler: () => ++charges
 })
 
+let tips = 0
+const tip = Action.make({
+  name: "card.tip",
+  input: Schema.Struct({ amount: Schema.Number }),
+  output: Schema.Int,
+  handler: () => ++tips
+})
+
 const layer = ActionExecutor.layerMinimal({
   interceptors: [
     Interceptor.make("switch", "policy", () => (open ? Interceptor.allow() : Interceptor.deny("policy.denied")))
@@ -48,6 +56,31 @@ const call = (principal: string, key = "order-1", { cents = 500, tenant }: Calle
       arguments: { cents },
       execution_scope: scope,
       idempotency_key: key
+    })
+    return yield* executor.execute(request, { context })
+  })
+
+// No interceptor binds its decisions to a canonical digest, which a float has not: such a call is keyed by the
+// arguments' tagged form.
+const unevaluated = ActionExecutor.layerMinimal().pipe(
+  Layer.provideMerge(Layer.merge(base([tip]), IdempotencyStore.layerMemory))
+)
+
+const tipWith = (amount: number) =>
+  Effect.gen(function*() {
+    const executor = yield* ActionExecutor.ActionExecutor
+    const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    const context = yield* ExecutionContext.bind({
+      execution_scope: scope,
+      authenticated_principal: { id: "erin" },
+      effect_backend: InProcessBackend.make.ref
+    })
+    const request = ExecutionRequest.make({
+      request_id: yield* IdGenerator.uuid,
+      action: { name: "card.tip" },
+      arguments: { amount },
+      execution_scope: scope,
+      idempotency_key: "tip-1"
     })
     return yield* executor.execute(request, { context })
   })
@@ -119,6 +152,17 @@ describe("idempotency partitioned by caller", () => {
       }
       assert.strictEqual(charges, before + 2)
     }).pipe(Effect.provide(layer)))
+
+  it.effect("arguments canonical JSON refuses (a float) are still bound to the key: replayed, or refused when changed", () =>
+    Effect.gen(function*() {
+      const first = yield* tipWith(1.5)
+      const again = yield* tipWith(1.5)
+      const other = yield* tipWith(2.5)
+      assert.strictEqual(first._tag, "succeeded")
+      assert.isTrue(again._tag === "succeeded" && again.replay_of === first.attempt_id)
+      assert.strictEqual(other._tag === "denied" && other.reason.code, "idempotency.key_reused")
+      assert.strictEqual(tips, 1)
+    }).pipe(Effect.provide(unevaluated)))
 
   it.effect("unknown contexts get a random partition each", () =>
     Effect.gen(function*() {

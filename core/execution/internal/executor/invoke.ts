@@ -9,7 +9,9 @@ import { refusing, stager } from "../../../action/internal/outbox.ts"
 import { isRefusal, mint } from "../../../action/internal/token.ts"
 import { meter, unmetered } from "../../../action/internal/usage.ts"
 import type { InvocationTokenError } from "../../../action/InvocationTokenError.ts"
-import { Digest } from "../../../base/Digest.ts"
+import * as Canonical from "../../../base/Canonical.ts"
+import type { Sha256Hex } from "../../../base/Digest.ts"
+import { Digest, sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
@@ -17,7 +19,7 @@ import { Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../Ex
 import type { IdempotencyStore } from "../../IdempotencyStore.ts"
 import { keyOf } from "../../IdempotencyStore.ts"
 import type { Interceptor } from "../../Interceptor.ts"
-import type { Digested, Normalised } from "./admit.ts"
+import type { Normalised } from "./admit.ts"
 import { digestWith } from "./admit.ts"
 import { common, denied, describeParseError } from "./call.ts"
 import type { Env, ExecutionError } from "./env.ts"
@@ -36,15 +38,43 @@ type Stopped = { readonly _tag: "exit"; readonly exit: Exit.Exit<unknown, unknow
 const byDeadline: Stopped = { _tag: "stopped", by: "deadline" }
 const byCancel: Stopped = { _tag: "stopped", by: "cancel" }
 
-/** The digest the call's arguments are bound to: the one its security stages decided on, or computed for the key. */
+/**
+ * A value as an injective tree of tagged strings, which canonical JSON always takes: the idempotency binding of
+ * arguments that have no canonical digest (a float), in a domain no canonical digest of an arguments object shares.
+ */
+const tagged = (value: unknown): unknown => {
+  if (typeof value === "number") return ["n", Object.is(value, -0) ? "-0" : String(value)]
+  if (typeof value === "string") return ["s", value]
+  if (Array.isArray(value)) return ["a", ...value.map(tagged)]
+  if (typeof value === "object" && value !== null) {
+    const entries = value as Record<string, unknown>
+    return ["o", ...Object.keys(entries).sort().map((key) => [key, tagged(entries[key])])]
+  }
+  return ["v", value ?? null]
+}
+
+/**
+ * The digest a call's idempotency entry is bound to: the one its security stages decided on, else its canonical
+ * digest, else (arguments canonical JSON refuses, such as a float) the digest of their tagged form.
+ */
 const argumentsDigestWith = (env: Env) => {
   const digest = digestWith(env)
-  return (state: Normalised): Effect.Effect<Digested | ExecutionOutcome, ExecutionError> =>
-    "digest" in state && typeof state.digest === "string"
-      ? Effect.succeed(state as Digested)
-      : digest._tag === "Sync"
-      ? Effect.succeed(digest.run(state))
-      : digest.run(state)
+  const fallback = (state: Normalised, refused: ExecutionOutcome) => {
+    const encoded = state.action.encode(state.input)
+    const text = Either.isRight(encoded) ? Canonical.stringify(tagged(encoded.right)) : undefined
+    return text === undefined || Either.isLeft(text)
+      ? Effect.succeed(refused)
+      : Effect.orDie(sha256TextWith(env.digest, text.right))
+  }
+  return (state: Normalised): Effect.Effect<Sha256Hex | ExecutionOutcome, ExecutionError> => {
+    if ("digest" in state && typeof state.digest === "string") return Effect.succeed(state.digest as Sha256Hex)
+    const digested = digest._tag === "Sync" ? Effect.succeed(digest.run(state)) : digest.run(state)
+    return Effect.flatMap(
+      digested,
+      (answer): Effect.Effect<Sha256Hex | ExecutionOutcome> =>
+        isOutcome(answer) ? fallback(state, answer) : Effect.succeed(answer.digest)
+    )
+  }
 }
 
 /**
@@ -63,26 +93,25 @@ export const idempotentWith = (env: Env, store: IdempotencyStore.Service): Aroun
         const call = state.call
         const idempotency_key = call.request.idempotency_key
         if (idempotency_key === undefined) return yield* inner(state)
-        const digested = yield* argumentsDigest(state)
-        if (isOutcome(digested)) return digested
+        const digest = yield* argumentsDigest(state)
+        if (typeof digest !== "string") return digest
         const key = yield* Effect.orDie(
           Effect.provideService(keyOf(call.context, call.action, idempotency_key), Digest, env.digest)
         )
         const stored = yield* store.get(key)
         if (Option.isSome(stored)) {
           const { arguments_digest, outcome } = stored.value
-          if (arguments_digest !== digested.digest) {
+          if (arguments_digest !== digest) {
             return denied(
               call,
               "idempotency.key_reused",
-              `the idempotency key was used with arguments ${arguments_digest}, ` +
-                `not ${digested.digest}`
+              `the idempotency key was used with arguments ${arguments_digest}, not ${digest}`
             )
           }
           return trustedMake(Succeeded, { ...common(call), result: outcome.result, replay_of: outcome.attempt_id })
         }
         const outcome = yield* inner(state)
-        if (outcome._tag === "succeeded") yield* store.put(key, { arguments_digest: digested.digest, outcome })
+        if (outcome._tag === "succeeded") yield* store.put(key, { arguments_digest: digest, outcome })
         return outcome
       })
   }
