@@ -1,11 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Layer, Schema, Stream, TestClock } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
-import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
-import * as MemoryEvidenceStore from "../../adapters/memory/MemoryEvidenceStore.ts"
-import * as MemoryExecutorRegistry from "../../adapters/memory/MemoryExecutorRegistry.ts"
-import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
-import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import type { StoredRecord } from "../../core/evidence/Evidence.ts"
@@ -16,11 +11,10 @@ import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { PolicyInputs } from "../../core/execution/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { DurableRun } from "../../core/execution/ExecutionScope.ts"
-import * as Governed from "../../core/execution/Governed.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { PathResolver } from "../../core/policy/PolicyPath.ts"
 import type * as StateStore from "../../core/state/StateStore.ts"
-import { base, durableInMemory, run, runningRun } from "../fixtures/layers.ts"
+import { base, durableInMemory, governedInMemory, run, runningRun } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 import { stateStores } from "../fixtures/state.ts"
 
@@ -47,19 +41,7 @@ const unchanged = (id: string, effect: Effect.Effect<void> = Effect.void): Inter
 })
 
 const governed = (transformers: ReadonlyArray<Interceptor.Transformer>) =>
-  Governed.layer({ transformers }).pipe(
-    Layer.provideMerge(Governance.layerWriter),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        MemoryPolicySnapshotStore.layer,
-        MemoryApprovalQueue.layer,
-        MemoryExecutorRegistry.layer,
-        MemoryStateStore.layer,
-        MemoryEvidenceStore.layer,
-        resolver
-      ).pipe(Layer.provideMerge(base(actions)))
-    )
-  )
+  governedInMemory(actions, { transformers }).pipe(Layer.provideMerge(resolver))
 
 const policy = (rules: ReadonlyArray<Record<string, unknown>> = []) =>
   installPolicy({
