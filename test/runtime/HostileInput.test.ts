@@ -4,33 +4,20 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
-import { execFile } from "node:child_process"
 import { existsSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { beforeAll } from "vitest"
 import { parseJsonObject } from "../../runtime/node/commands/internal/input.ts"
+import { bin, build, run } from "../fixtures/cli.ts"
 import { root } from "../fixtures/sources.ts"
-
-const bin = join(root, "dist/runtime/node/bin.js")
-/** Run a command without blocking the test worker: its exit status and both streams. */
-const run = (command: string, args: Array<string>, cwd?: string) =>
-  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      command,
-      args,
-      { encoding: "utf-8", maxBuffer: 64 << 20, ...(cwd === undefined ? {} : { cwd }) },
-      (error, stdout, stderr) =>
-        resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
-    )
-  })
 
 const deep = `{"a":${"[".repeat(5000)}${"]".repeat(5000)},"b":1}`
 const policy = join(root, "test/fixtures/policies/agent.yaml")
 
 describe("writ exec --args, hostile", () => {
   beforeAll(async () => {
-    const built = await run("node_modules/.bin/tsc", ["-p", "tsconfig.build.json"], root)
+    const built = await build()
     assert.strictEqual(built.status, 0, built.stdout)
   }, 240_000)
 

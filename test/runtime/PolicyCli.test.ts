@@ -1,29 +1,16 @@
 import { assert, describe, it } from "@effect/vitest"
-import { execFile } from "node:child_process"
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { beforeAll } from "vitest"
+import { build, writ } from "../fixtures/cli.ts"
 import { root } from "../fixtures/sources.ts"
 
-const bin = join(root, "dist/runtime/node/bin.js")
 const policy = join(root, "test/fixtures/policies/agent.yaml")
-/** Run a command without blocking the test worker (a blocked worker misses vitest's RPC deadline): status and streams. */
-const run = (command: string, args: Array<string>, cwd?: string) =>
-  new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-    execFile(
-      command,
-      args,
-      { encoding: "utf-8", maxBuffer: 64 << 20, ...(cwd === undefined ? {} : { cwd }) },
-      (error, stdout, stderr) =>
-        resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })
-    )
-  })
-const writ = (...args: Array<string>) => run("node", [bin, ...args])
 
 describe("writ policy", () => {
   beforeAll(async () => {
-    const built = await run("node_modules/.bin/tsc", ["-p", "tsconfig.build.json"], root)
+    const built = await build()
     assert.strictEqual(built.status, 0, built.stdout)
   }, 240_000)
 

@@ -6,7 +6,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import { execFile } from "node:child_process"
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -16,8 +15,8 @@ import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import { EvidenceWriter } from "../../core/evidence/Governance.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { bin, build, type Ran as Run, run, writ } from "../fixtures/cli.ts"
 import { appendGranted } from "../fixtures/evidence.ts"
-import { root } from "../fixtures/sources.ts"
 
 // better-sqlite3 directly: a connection that keeps the demo's commits in the -wal, and a look at the file alone.
 const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string, options?: {
@@ -27,23 +26,6 @@ const Database = createRequire(import.meta.url)("better-sqlite3") as new(filenam
   readonly prepare: (source: string) => { readonly all: (...params: Array<unknown>) => Array<unknown> }
   readonly close: () => unknown
 }
-
-const bin = join(root, "dist/runtime/node/bin.js")
-
-interface Run {
-  readonly status: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const run = (file: string, args: ReadonlyArray<string>) =>
-  new Promise<Run>((resolve) => {
-    execFile(file, args, { encoding: "utf-8", maxBuffer: 64 << 20 }, (error, stdout, stderr) =>
-      resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr }))
-  })
-
-/** Run the built binary. */
-const writ = (...args: Array<string>) => run("node", [bin, ...args])
 
 // In a private mount namespace, `dir` is bind-mounted onto itself read-only; a probe write must fail before writ runs.
 const readOnlyScript = [
@@ -117,7 +99,7 @@ describe("auditing a WAL database reads every commit and writes nothing", () => 
   let holder: InstanceType<typeof Database> | undefined
 
   beforeAll(async () => {
-    const built = await run(join(root, "node_modules/.bin/tsc"), ["-p", join(root, "tsconfig.build.json")])
+    const built = await build()
     assert.strictEqual(built.status, 0, built.stdout)
     const live = join(freshDir(), "live.db")
     fixture.live = live
