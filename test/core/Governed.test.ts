@@ -814,6 +814,29 @@ describe("gate results", () => {
       assert.deepStrictEqual(gates, ["audit:deny", "base:allow", "base:allow", "audit:allow"])
     }).pipe(Effect.provide(layerWith())))
 
+  it.effect("an advisory deny's allow references the gate_evaluated record of the denying result in the chain", () =>
+    Effect.gen(function*() {
+      const ref = yield* audited
+      const boundary = yield* Governance.openBoundary(ref)
+      const outcome = yield* exec(ref, boundary, "notes.save", { path: "/secrets/key" })
+      assert.strictEqual(outcome._tag, "succeeded")
+      const referenced = outcome.decisions.flatMap((decision) => decision.evidence)
+      assert.lengthOf(referenced, 1)
+      const chain = yield* records(boundary.chain_id)
+      const resolved = chain.filter((record) =>
+        record.record_type === "gate_evaluated" &&
+        `gate_evaluated:${JSON.parse(record.payload_json).result_id}` === referenced[0]
+      )
+      assert.lengthOf(resolved, 1)
+      const payload = JSON.parse(resolved[0]!.payload_json)
+      assert.deepStrictEqual([payload.gate_id, payload.level, payload.decision], ["audit", "advisory", "deny"])
+      assert.strictEqual(resolved[0]!.operation_id, chain.at(-1)!.operation_id)
+      const ids = chain.filter((r) => r.record_type === "gate_evaluated").map((r) =>
+        JSON.parse(r.payload_json).result_id
+      )
+      assert.strictEqual(new Set(ids).size, ids.length)
+    }).pipe(Effect.provide(layerWith())))
+
   const softly = (approver: Record<string, string>) =>
     installPolicy({
       policy_id: "softly",

@@ -187,6 +187,9 @@ describe("PolicyGate in the executor", () => {
       const notes = yield* exec("notes.read", {}, ref)
       assert.strictEqual(summary(notes), "succeeded @outcome")
       assert.include(notes.decisions.at(-1)!.reason.detail, "advisory: policy.denied (gate lint")
+      // The allow references the gate result that denied it; a plain allow references none.
+      assert.deepStrictEqual(notes.decisions.at(-1)!.evidence, ["gate:lint"])
+      assert.isTrue(notes.decisions.every((decision, i, all) => i === all.length - 1 || decision.evidence.length === 0))
     }).pipe(Effect.provide(layer)))
 
   it.effect("a hard deny in a later gate outranks an escalation from an earlier soft gate", () =>

@@ -36,6 +36,8 @@ export interface Produced {
   readonly verdict: Verdict
   readonly stage: Stage
   readonly arguments_digest: Sha256Hex
+  /** The ids its gate records carry, one per gate, when its decision already references them. */
+  readonly result_ids?: ReadonlyArray<Uuid>
 }
 
 /** One call's identity and progress. */

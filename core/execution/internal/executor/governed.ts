@@ -66,7 +66,7 @@ const appendEvidence = (
 /**
  * The gate records of the verdicts produced since the last checkpoint, which it takes from the call: one
  * `gate_evaluated` per gate result (a verdict without gates is its evaluator's one hard gate, except a deferral:
- * capacity is never a gate result), then any granted exception.
+ * capacity is never a gate result), under the result id its decision references if it does, then any granted exception.
  */
 const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
   const produced = call.produced ?? []
@@ -80,7 +80,8 @@ const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
       reason_code: verdict.code,
       matched_rules: []
     }]
-  const count = produced.reduce((n, result) => n + gatesOf(result).length, 0)
+  // Gate results whose ids their verdict's decision already references keep them; the rest are minted here.
+  const count = produced.reduce((n, result) => n + (result.result_ids === undefined ? gatesOf(result).length : 0), 0)
   return Effect.clockWith((clock) =>
     Effect.map(uuidsWith(env.ids, count), (result_ids) => {
       const evaluated_at = Time.ofClock(clock)
@@ -88,8 +89,8 @@ const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
       let next = 0
       for (const result of produced) {
         const { arguments_digest, evaluator, stage, verdict } = result
-        for (const gate of gatesOf(result)) {
-          const result_id = result_ids[next++]!
+        for (const [i, gate] of gatesOf(result).entries()) {
+          const result_id = result.result_ids?.[i] ?? result_ids[next++]!
           drafts.push(
             ledger.gateEvaluated(operation, {
               ...gate,

@@ -91,12 +91,13 @@ const secured = <C extends Digested>(
     let secure: Steps<C> = stages
     for (const stage of securityStages) {
       const here = action.interceptors.filter((interceptor) => interceptor.stage === stage)
-      secure = secure.when(here.length > 0, () => securityWith(stage, here, governed, env.transformers.length > 0))
+      secure = secure.when(here.length > 0, () =>
+        securityWith(stage, here, governed ? env.ids : undefined, env.transformers.length > 0))
     }
     const checked = env.transformers.length === 0
       ? secure.sync(noRecheck)
       : secure.effect(transformWith(env)).effect(revalidateWith(digestWith(env))).effect(
-        recheckWith(action.interceptors, governed)
+        recheckWith(action.interceptors, governed ? env.ids : undefined)
       )
     return checkpoint === undefined ? checked : checked.effect(checkpoint)
   })

@@ -4,6 +4,7 @@
  */
 import { Deferred, Duration, Effect, Exit, Option, Schema } from "effect"
 import type { Usage } from "../../../action/ActionUsage.ts"
+import { type IdGenerator, type Uuid, uuidsWith } from "../../../base/IdGenerator.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
@@ -17,7 +18,7 @@ import {
   TimedOut
 } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
-import { type Evaluation, type Interceptor, isVerdict, type Verdict } from "../../Interceptor.ts"
+import { type Evaluation, type GateOutcome, type Interceptor, isVerdict, type Verdict } from "../../Interceptor.ts"
 import type { SecurityStage, Stage } from "../../Stage.ts"
 import { decodeWith, type Digested } from "./admit.ts"
 import { type Call, common, denied, outcomeOf, reason } from "./call.ts"
@@ -60,30 +61,52 @@ const verdictOf = (answer: unknown, evaluator: string): Verdict => {
   }
 }
 
-// One interceptor's answer bound to the current digest and recorded on the call: an outcome when it refuses.
+/** The evidence reference of a gate result: its `gate_evaluated` record's result id (governed), else its gate's id. */
+export const gateReference = (gate_id: string, result_id?: string) =>
+  result_id === undefined ? `gate:${gate_id}` : `gate_evaluated:${result_id}`
+
+// An allow that a gate denied (advisory, or soft with an exception granted): the denying gate results it rests on.
+const denyingGates = (verdict: Verdict) =>
+  verdict.disposition === "allow" && verdict.gates !== undefined &&
+  verdict.gates.some((gate) => gate.decision === "deny")
+
+// The references an allow's decision carries to the gate results that denied it: none for any other verdict.
+const evidenceOf = (verdict: Verdict, result_ids: ReadonlyArray<Uuid> | undefined): Array<string> => {
+  if (!denyingGates(verdict)) return []
+  const gates = (verdict as { readonly gates: ReadonlyArray<GateOutcome> }).gates
+  return gates.flatMap((gate, i) => gate.decision === "deny" ? [gateReference(gate.gate_id, result_ids?.[i])] : [])
+}
+
+// One interceptor's answer bound to the current digest and recorded on the call: an outcome when it refuses. Governed,
+// `result_ids` are the ids its gate records will carry, minted here when its decision must reference them.
 const bound = (
   state: Digested,
   interceptor: Interceptor,
   stage: Stage,
   governed: boolean,
-  exit: Exit.Exit<unknown, unknown>
+  verdict: Verdict,
+  result_ids?: ReadonlyArray<Uuid>
 ): ExecutionOutcome | undefined => {
   const call = state.call
-  // An evaluator is user code: what it answers is bound only if it is a verdict.
-  const verdict = Exit.isSuccess(exit) ? verdictOf(exit.value, interceptor.id) : evaluatorError(interceptor.id)
   const decision = trustedMake(ActionAdmissionDecision, {
     disposition: verdict.disposition,
     reason: reason(verdict.code, verdict.detail),
     evaluator: interceptor.id,
     stage,
     arguments_digest: state.digest,
-    evidence: [],
+    evidence: evidenceOf(verdict, result_ids),
     ...(verdict.disposition === "defer" && verdict.retry_at !== undefined ? { retry_at: verdict.retry_at } : {}),
     ...(verdict.disposition === "escalate" && verdict.approval !== undefined ? { approval: verdict.approval } : {})
   })
   ;(call.decisions ??= []).push(decision)
   if (governed) {
-    ;(call.produced ??= []).push({ evaluator: interceptor.id, verdict, stage, arguments_digest: state.digest })
+    ;(call.produced ??= []).push({
+      evaluator: interceptor.id,
+      verdict,
+      stage,
+      arguments_digest: state.digest,
+      ...(result_ids === undefined ? {} : { result_ids })
+    })
   }
   const charge = interceptor.charge
   if (
@@ -106,13 +129,14 @@ const inputsNow = (state: Digested, interceptor: Interceptor): Effect.Effect<Pol
 
 /**
  * Run interceptors in order at `stage`, each decision bound to the current digest; an outcome when one refuses. With
- * `compare` (a recheck follows), what each reporting evaluator read is kept for stage 10.
+ * `compare` (a recheck follows), what each reporting evaluator read is kept for stage 10; `governed`: the ids the
+ * gate records are minted from.
  */
 const decide = (
   state: Digested,
   interceptors: ReadonlyArray<Interceptor>,
   stage: Stage,
-  governed: boolean,
+  governed: IdGenerator.Service | undefined,
   compare = false
 ): Effect.Effect<ExecutionOutcome | undefined> => {
   const kept = (interceptor: Interceptor, next: Effect.Effect<ExecutionOutcome | undefined>) =>
@@ -124,8 +148,19 @@ const decide = (
     const interceptor = interceptors[i]
     if (interceptor === undefined) return Effect.succeed(undefined)
     return Effect.flatMap(Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state)))), (exit) => {
-      const refused = bound(state, interceptor, stage, governed, exit)
-      return refused === undefined ? kept(interceptor, from(i + 1)) : Effect.succeed(refused)
+      // An evaluator is user code: what it answers is bound only if it is a verdict.
+      const verdict = Exit.isSuccess(exit) ? verdictOf(exit.value, interceptor.id) : evaluatorError(interceptor.id)
+      const next = (refused: ExecutionOutcome | undefined) =>
+        refused === undefined ? kept(interceptor, from(i + 1)) : Effect.succeed(refused)
+      // Governed, an allow resting on a denying gate references its record, so that record's id is minted now.
+      if (governed === undefined || !denyingGates(verdict)) {
+        return next(bound(state, interceptor, stage, governed !== undefined, verdict))
+      }
+      const gates = (verdict as { readonly gates: ReadonlyArray<GateOutcome> }).gates
+      return Effect.flatMap(
+        uuidsWith(governed, gates.length),
+        (result_ids) => next(bound(state, interceptor, stage, true, verdict, result_ids))
+      )
     })
   }
   return from(0)
@@ -141,7 +176,7 @@ const securityDetail: Record<SecurityStage, string> = {
 export const securityWith = (
   stage: SecurityStage,
   interceptors: ReadonlyArray<Interceptor>,
-  governed: boolean,
+  governed: IdGenerator.Service | undefined,
   compare: boolean
 ): EffectStep<Digested, void> => ({
   _tag: "Effect",
@@ -230,7 +265,7 @@ const reasonOf = (changed: boolean, compared: ReadonlyArray<ComparedInputs>): Re
  */
 export const recheckWith = (
   interceptors: ReadonlyArray<Interceptor>,
-  governed: boolean
+  governed: IdGenerator.Service | undefined
 ): EffectStep<Transformed, void> => ({
   _tag: "Effect",
   stage: "recheck",
