@@ -180,6 +180,30 @@ describe("durable-ungoverned execution", () => {
       assert.deepStrictEqual(yield* store.listAttempts(prepared.run_id), [])
     }).pipe(Effect.provide(layer())))
 
+  it.effect("an owner attempt of another Run, or of none, is refused at stage 3 and nothing is written", () =>
+    Effect.gen(function*() {
+      const store = yield* stateStores
+      const mine = yield* running
+      const theirs = yield* running
+      const owned = yield* exec(DurableRun.make({ run_id: mine.run_id }), "ok")
+      const foreign = yield* exec(DurableRun.make({ run_id: theirs.run_id }), "ok")
+      assert.deepStrictEqual([owned._tag, foreign._tag], ["succeeded", "succeeded"])
+      const before = calls.write
+      const refused = [
+        yield* exec(DurableRun.make({ run_id: mine.run_id, owner_attempt_id: foreign.attempt_id }), "x"),
+        yield* exec(DurableRun.make({ run_id: mine.run_id, owner_attempt_id: yield* IdGenerator.uuid }), "x")
+      ]
+      assert.deepStrictEqual(
+        refused.map((outcome) => outcome._tag === "denied" ? outcome.reason.code : outcome._tag),
+        ["scope.owner_attempt_mismatch", "scope.owner_attempt_mismatch"]
+      )
+      assert.strictEqual(calls.write, before)
+      assert.deepStrictEqual((yield* store.listAttempts(mine.run_id)).map((a) => a.attempt_id), [owned.attempt_id])
+      assert.deepStrictEqual((yield* store.listAttempts(theirs.run_id)).map((a) => a.attempt_id), [foreign.attempt_id])
+      const nested = yield* exec(DurableRun.make({ run_id: mine.run_id, owner_attempt_id: owned.attempt_id }), "ok")
+      assert.strictEqual(nested._tag, "succeeded")
+    }).pipe(Effect.provide(layer())))
+
   it.effect("every attempt bound to its running Run is committed, one refused at stage 3 too; none before the Run binds", () =>
     Effect.gen(function*() {
       const store = yield* stateStores

@@ -14,21 +14,37 @@ import { type Call, common, denied, resultDigest } from "./call.ts"
 import { type Env, PersistError } from "./env.ts"
 import type { AroundStep, EffectStep } from "./table.ts"
 
-/** Stage 3, durable: the scope's Run must exist and still be running; the call then belongs to it. */
-export const bindRunWith = (store: RunStore.Service): EffectStep<Noted, void> => ({
+/**
+ * Stage 3, durable: the scope's Run must exist and still be running, and an enclosing attempt the scope names must be
+ * one of that Run's (with `attempts`); the call then belongs to it.
+ */
+export const bindRunWith = (store: RunStore.Service, attempts?: AttemptStore.Service): EffectStep<Noted, void> => ({
   _tag: "Effect",
   stage: "bind_context",
-  detail: "the scope's Run must exist and be running",
+  detail: "the scope's Run must exist and be running; its owner attempt, if named, must be the Run's",
   skip: ({ call }) => call.request.execution_scope._tag !== "durable_run",
   run: ({ call }) => {
     const scope = call.request.execution_scope
     const run_id = scope._tag === "durable_run" ? scope.run_id : ""
-    return Effect.map(Effect.either(store.getRun(run_id)), (run) => {
-      if (Either.isLeft(run)) return denied(call, "scope.run_not_found", `no Run ${run_id}`)
+    const owner = scope._tag === "durable_run" ? scope.owner_attempt_id : undefined
+    return Effect.flatMap(Effect.either(store.getRun(run_id)), (run) => {
+      if (Either.isLeft(run)) return Effect.succeed(denied(call, "scope.run_not_found", `no Run ${run_id}`))
       if (run.right.status !== "running") {
-        return denied(call, "scope.run_not_running", `Run ${run_id} is ${run.right.status}`)
+        return Effect.succeed(denied(call, "scope.run_not_running", `Run ${run_id} is ${run.right.status}`))
       }
-      call.run_id = run.right.run_id
+      const bind = () => {
+        call.run_id = run.right.run_id
+      }
+      if (owner === undefined || attempts === undefined) return Effect.sync(bind)
+      return Effect.map(Effect.either(attempts.listAttempts(run_id)), (listed) => {
+        if (Either.isLeft(listed)) {
+          return denied(call, "scope.run_unavailable", `the attempts of Run ${run_id} could not be read`)
+        }
+        if (!listed.right.some((attempt) => attempt.attempt_id === owner)) {
+          return denied(call, "scope.owner_attempt_mismatch", `attempt ${owner} is not an attempt of Run ${run_id}`)
+        }
+        bind()
+      })
     })
   }
 })

@@ -140,7 +140,7 @@ const durableTable = (env: Env, action: Action, { attempts, runs }: Extract<Prof
   const admit = <C extends Noted>(table: Steps<C>, invoke: (leased: Steps<C>) => Table) =>
     table
       .sync(bindContextWith(env, true, true))
-      .effect(bindRunWith(runs))
+      .effect(bindRunWith(runs, attempts))
       .around(commitWith(env, attempts), (committed) =>
         committed
           .when(contained(action), () => containmentWith(env))
