@@ -36,19 +36,22 @@ const RunRow = Schema.Struct({
   quality: Schema.NullOr(Schema.String),
   reason_code: Schema.NullOr(Schema.String),
   evidence_json: Schema.NullOr(Schema.parseJson()),
-  cost: Schema.NullOr(Schema.Number)
+  cost: Schema.NullOr(Schema.Number),
+  policy_json: Schema.NullOr(Schema.parseJson())
 })
 
 const RunFromRow = Schema.transform(RunRow, StateStore.Run, {
   strict: false,
-  decode: ({ acceptance, cost, evidence_json, quality, reason_code, ...run }) => ({
+  decode: ({ acceptance, cost, evidence_json, policy_json, quality, reason_code, ...run }) => ({
     ...run,
+    ...(policy_json === null ? {} : { policy: policy_json }),
     terminal: acceptance === null
       ? null
       : { status: run.status, acceptance, quality, reason_code, evidence: evidence_json, cost }
   }),
-  encode: ({ terminal, ...run }) => ({
+  encode: ({ policy, terminal, ...run }) => ({
     ...run,
+    policy_json: policy ?? null,
     acceptance: terminal?.acceptance ?? null,
     quality: terminal?.quality ?? null,
     reason_code: terminal?.reason_code ?? null,
@@ -94,23 +97,26 @@ const AttemptFromRow = Schema.transform(
     call_executed: Schema.Number,
     result_digest: Schema.NullOr(Schema.String),
     created_at: Schema.String,
-    recheck_json: Schema.NullOr(Schema.parseJson())
+    recheck_json: Schema.NullOr(Schema.parseJson()),
+    policy_json: Schema.NullOr(Schema.parseJson())
   }),
   StateStore.OperationAttempt,
   {
     strict: false,
-    decode: ({ call_executed, outcome_tag, reason_code, recheck_json, result_digest, ...attempt }) => ({
+    decode: ({ call_executed, outcome_tag, policy_json, reason_code, recheck_json, result_digest, ...attempt }) => ({
       ...attempt,
       outcome: { tag: outcome_tag, reason_code, call_executed: call_executed !== 0, result_digest },
-      ...(recheck_json === null ? {} : { recheck: recheck_json })
+      ...(recheck_json === null ? {} : { recheck: recheck_json }),
+      ...(policy_json === null ? {} : { policy: policy_json })
     }),
-    encode: ({ outcome, recheck, ...attempt }) => ({
+    encode: ({ outcome, policy, recheck, ...attempt }) => ({
       ...attempt,
       outcome_tag: outcome.tag,
       reason_code: outcome.reason_code,
       call_executed: outcome.call_executed ? 1 : 0,
       result_digest: outcome.result_digest,
-      recheck_json: recheck ?? null
+      recheck_json: recheck ?? null,
+      policy_json: policy ?? null
     })
   }
 )

@@ -6,7 +6,7 @@ import { Either, Schema } from "effect"
 import * as Canonical from "../base/Canonical.ts"
 import { Sha256Hex } from "../base/Digest.ts"
 import { Uuid } from "../base/IdGenerator.ts"
-import { ActionName, Identifier } from "../base/Refs.ts"
+import { ActionName, Identifier, PolicySnapshotRef } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
 import type { ExecutionOutcome } from "../execution/ExecutionOutcome.ts"
 import { callExecuted, reasonCode, Recheck } from "../execution/ExecutionOutcome.ts"
@@ -43,6 +43,7 @@ export const summarize = (outcome: ExecutionOutcome, result_digest: Sha256Hex | 
 /**
  * One action execution inside a durable Run; retries are new attempts. Never the raw arguments or result. `recheck`:
  * whether stage 10 re-ran the evaluators, why, and the inputs it compared (absent when the call did not get there).
+ * `policy`: the snapshot its context was pinned to (absent when unknown or unpinned).
  */
 export class OperationAttempt extends Schema.Class<OperationAttempt>("OperationAttempt")({
   attempt_id: Uuid,
@@ -53,7 +54,8 @@ export class OperationAttempt extends Schema.Class<OperationAttempt>("OperationA
   arguments_digest: Schema.NullOr(Sha256Hex),
   outcome: OutcomeSummary,
   created_at: Timestamp,
-  recheck: Schema.optional(Recheck)
+  recheck: Schema.optional(Recheck),
+  policy: Schema.optional(PolicySnapshotRef)
 }) {}
 
 const parseJson = Schema.decodeEither(Schema.parseJson())

@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { Uuid } from "../base/IdGenerator.ts"
+import { PolicySnapshotRef } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
 
 /** A Run's status: `preparing -> queued -> running <-> paused -> completed | failed | cancelled | timed_out`. */
@@ -90,7 +91,10 @@ const runInvariant = (run: {
   return true
 }
 
-/** A Run: created once, moved by compare-and-set, ended by exactly one terminal outcome that never changes. */
+/**
+ * A Run: created once, moved by compare-and-set, ended by exactly one terminal outcome that never changes. `policy`:
+ * the exact snapshot (policy_id, version, digest) it was created under; absent when unknown or unpinned.
+ */
 export class Run extends Schema.Class<Run>("Run")(
   Schema.Struct({
     run_id: Uuid,
@@ -100,7 +104,8 @@ export class Run extends Schema.Class<Run>("Run")(
     ended_at: Schema.NullOr(Timestamp),
     parent_run_id: Schema.NullOr(Uuid),
     lineage: Lineage,
-    terminal: Schema.NullOr(RunTerminal)
+    terminal: Schema.NullOr(RunTerminal),
+    policy: Schema.optional(PolicySnapshotRef)
   }).pipe(Schema.filter(runInvariant))
 ) {}
 
@@ -120,14 +125,15 @@ export class FinishResult extends Schema.Class<FinishResult>("FinishResult")({
 
 /**
  * How a new Run is created: a root, or a child linked to an existing parent by lineage; `started` creates it already
- * `running` (through `queued`, in the one write), so no crash can leave it between creation and start.
+ * `running` (through `queued`, in the one write), so no crash can leave it between creation and start; `policy`: the
+ * snapshot it is created under, recorded on it.
  */
 export type CreateRun =
   & (
     | { readonly lineage?: "root" }
     | { readonly lineage: Exclude<Lineage, "root">; readonly parent_run_id: Uuid }
   )
-  & { readonly started?: boolean }
+  & { readonly started?: boolean; readonly policy?: PolicySnapshotRef }
 
 /** Optional filters for listing Runs. */
 export interface RunFilter {

@@ -312,6 +312,27 @@ for (const [name, layer] of layers) {
         assert.isFalse("recheck" in second!, "an attempt without a recheck reads back without one")
       })))
 
+    it.effect("a Run and an attempt keep the policy snapshot they were created under; one without reads back without", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* stateStores
+        const policy = { policy_id: "repo-agent", version: "3", digest: hash("e") }
+        const pinned = yield* store.createRun({ started: true, policy })
+        const plain = yield* store.createRun({ started: true })
+        assert.deepStrictEqual(pinned.policy, policy)
+        assert.deepStrictEqual((yield* store.getRun(pinned.run_id)).policy, policy)
+        assert.isFalse("policy" in (yield* store.getRun(plain.run_id)), "an unpinned Run reads back without a policy")
+        const [a, b] = yield* uuids(2)
+        const attempted = StateStore.OperationAttempt.make({ ...attempt(pinned.run_id, a!), policy })
+        yield* store.commitAttempt({ attempt: attempted, intents: [] })
+        yield* store.commitAttempt({ attempt: attempt(pinned.run_id, b!), intents: [] })
+        const [first, second] = yield* store.listAttempts(pinned.run_id)
+        assert.deepStrictEqual(first, attempted)
+        assert.isFalse("policy" in second!, "an attempt without a policy reads back without one")
+        const ended = yield* store.finish(pinned.run_id, terminal("completed"))
+        assert.deepStrictEqual([ended.run.status, ended.run.policy], ["completed", policy])
+        assert.deepStrictEqual((yield* store.getRun(pinned.run_id)).policy, policy)
+      })))
+
     it.effect("a malformed attempt is a StateInputError naming it, stores nothing, and a corrected retry commits", () =>
       provided(Effect.gen(function*() {
         const store = yield* stateStores

@@ -4,6 +4,7 @@ import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import type { PolicySnapshotRef } from "../../core/base/Refs.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
@@ -20,7 +21,7 @@ import {
   StateStoreUnavailableError
 } from "../../core/state/StateStore.ts"
 import { base, durableInMemory, half, runningRun } from "../fixtures/layers.ts"
-import { patched, stateStores } from "../fixtures/state.ts"
+import { hash, patched, stateStores } from "../fixtures/state.ts"
 
 const SECRET = "durable-canary-91c2"
 const calls = { write: 0 }
@@ -277,14 +278,20 @@ const durableWith = (patch: Partial<RunStore.Service>) =>
   )
 
 /** One call as a one-shot durable execution: its outcome, and the Run the executor created for it, if any. */
-const oneShot = (action: string, args: { readonly [x: string]: unknown }, scope?: ExecutionScopeRef) =>
+const oneShot = (
+  action: string,
+  args: { readonly [x: string]: unknown },
+  scope?: ExecutionScopeRef,
+  policy_snapshot?: PolicySnapshotRef
+) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const execution_scope = scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
     const context = yield* ExecutionContext.bind({
       execution_scope,
       authenticated_principal: { id: "alice" },
-      effect_backend: InProcessBackend.make.ref
+      effect_backend: InProcessBackend.make.ref,
+      ...(policy_snapshot === undefined ? {} : { policy_snapshot })
     })
     const newRun = yield* Deferred.make<Run>()
     const outcome = yield* executor.execute(
@@ -301,6 +308,19 @@ const oneShot = (action: string, args: { readonly [x: string]: unknown }, scope?
   })
 
 describe("one-shot durable execution: a new Run only once the call is admitted (spec/runs.md)", () => {
+  it.effect("the Run and its attempt record the policy snapshot the call's context was pinned to, or none", () =>
+    Effect.gen(function*() {
+      const store = yield* stateStores
+      const policy = { policy_id: "repo-agent", version: "2", digest: hash("a") }
+      const pinned = yield* oneShot("notes.write", { text: "ok" }, undefined, policy)
+      const plain = yield* oneShot("notes.write", { text: "ok" })
+      const [run, unpinned] = [Option.getOrThrow(pinned.run), Option.getOrThrow(plain.run)]
+      assert.deepStrictEqual([run.policy, (yield* store.getRun(run.run_id)).policy], [policy, policy])
+      assert.deepStrictEqual((yield* store.listAttempts(run.run_id)).map((attempt) => attempt.policy), [policy])
+      assert.isFalse("policy" in (yield* store.getRun(unpinned.run_id)))
+      assert.isFalse("policy" in (yield* store.listAttempts(unpinned.run_id))[0]!)
+    }).pipe(Effect.provide(layer())))
+
   it.effect("a denied, deferred or escalated invocation has no Run and no attempt, and nothing is called", () =>
     Effect.gen(function*() {
       const store = yield* stateStores

@@ -17,7 +17,8 @@ export const preparedRun = (run_id: Uuid, created_at: Timestamp, input: CreateRu
     ended_at: null,
     parent_run_id: "parent_run_id" in input ? input.parent_run_id : null,
     lineage: input.lineage ?? "root",
-    terminal: null
+    terminal: null,
+    ...(input.policy === undefined ? {} : { policy: input.policy })
   })
 
 const edges: { readonly [From in ActiveRunStatus]: ReadonlyArray<ActiveRunStatus> } = {

@@ -63,7 +63,8 @@ export const openRunWith = (store: RunStore.Service): EffectStep<Noted, void> =>
     const created = call.newRun
     if (created === undefined) return Effect.void
     return Effect.uninterruptible(Effect.gen(function*() {
-      const run = yield* store.createRun({ started: true })
+      const policy = call.context.policy_snapshot
+      const run = yield* store.createRun(policy === undefined ? { started: true } : { started: true, policy })
       call.run_id = run.run_id
       yield* Deferred.succeed(created, run)
     })).pipe(
@@ -99,7 +100,8 @@ export const commitWith = (env: Env, store: AttemptStore.Service): AroundStep<No
         arguments_digest: state.digest ?? null,
         outcome: summarize(outcome, result_digest),
         created_at: yield* Time.now,
-        ...(call.recheck === undefined ? {} : { recheck: call.recheck })
+        ...(call.recheck === undefined ? {} : { recheck: call.recheck }),
+        ...(call.context.policy_snapshot === undefined ? {} : { policy: call.context.policy_snapshot })
       })
       const first = offered.first
       offered.first ??= outcome
