@@ -36,6 +36,8 @@ export interface Lease {
 export interface Capacity {
   readonly id: string
   readonly admit: (admission: Admission) => Effect.Effect<Either.Either<Lease, Deferral>>
+  /** Whether it bounds this call at all (default: every call); a call no capacity bounds skips stage 3's lease step. */
+  readonly applies?: (admission: Admission) => boolean
 }
 
 /** Options of a bounded capacity. */
@@ -52,12 +54,11 @@ export interface BoundedOptions {
 /** At most `permits` calls at once per key; a call beyond them is deferred (`capacity.unavailable`), never queued. */
 export const bounded = (options: BoundedOptions): Capacity => {
   const held = new Map<string, number>()
-  const unbounded: Lease = { release: Effect.void }
   return {
     id: options.id,
+    ...(options.applies === undefined ? {} : { applies: options.applies }),
     admit: (admission) =>
       Effect.sync(() => {
-        if (options.applies !== undefined && !options.applies(admission)) return Either.right(unbounded)
         const key = options.key?.(admission) ?? ""
         const used = held.get(key) ?? 0
         if (used >= options.permits) {

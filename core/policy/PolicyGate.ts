@@ -19,7 +19,7 @@ import type { Capacity, Lease } from "../execution/Capacity.ts"
 import type { Evaluation, Verdict } from "../execution/Interceptor.ts"
 import * as Interceptor from "../execution/Interceptor.ts"
 import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
-import { makeBudgets } from "./internal/budget.ts"
+import { hasWindowedBudget, makeBudgets } from "./internal/budget.ts"
 import { makeDecisions } from "./internal/decide.ts"
 import { makeEscalation } from "./internal/escalation.ts"
 import { makeOnError } from "./internal/failure.ts"
@@ -30,6 +30,7 @@ import type { AgentSubject } from "./InvocationContext.ts"
 import { currentInvocation } from "./InvocationContext.ts"
 import type { Part, PolicyInput } from "./PolicyEvaluator.ts"
 import { normalise, PathResolver } from "./PolicyPath.ts"
+import type { PolicySnapshot } from "./PolicySnapshot.ts"
 import { PolicySnapshotStore } from "./PolicySnapshotStore.ts"
 
 export type { Pin } from "./internal/pin.ts"
@@ -111,6 +112,16 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const escalate = makeEscalation(queue, digest, ids)
 
     const inputOf = inputWith(options, paths)
+    // Whether a snapshot has a windowed budget, once per digest: a call under one without has no quota to check.
+    const windowedByDigest = new Map<string, boolean>()
+    const windowed = (snapshot: PolicySnapshot) => {
+      let answer = windowedByDigest.get(snapshot.digest)
+      if (answer === undefined) {
+        answer = hasWindowedBudget(snapshot)
+        windowedByDigest.set(snapshot.digest, answer)
+      }
+      return answer
+    }
 
     const { chargeUsage, guard, policy } = makeDecisions(budgets, escalate, pinOf)
     const { inputsOf, snapshotOf } = makeInputs(pinOf, inputOf, queue)
@@ -156,6 +167,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
     // to stage 5 to deny.
     const capacity: Capacity = {
       id: "policy.quota",
+      applies: (admission) => admission.snapshot === undefined || windowed(admission.snapshot),
       admit: (admission) =>
         Effect.gen(function*() {
           const pinned = yield* (admission.snapshot === undefined

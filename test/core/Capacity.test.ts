@@ -26,7 +26,7 @@ describe("Capacity.bounded", () => {
       assert.isTrue(Either.isRight(first) && Either.isRight(second))
       assert.deepStrictEqual(Either.isLeft(third) ? third.left.code : "", "capacity.unavailable")
       assert.isTrue(Either.isRight(yield* capacity.admit(admission("notes.write", "bob"))), "another key")
-      assert.isTrue(Either.isRight(yield* capacity.admit(admission("free.read"))), "an action it does not bound")
+      assert.isFalse(capacity.applies?.(admission("free.read")) ?? true, "an action it does not bound")
       if (Either.isRight(first)) {
         yield* first.right.release
         yield* first.right.release
@@ -59,6 +59,38 @@ describe("capacity admission in the executor", () => {
             if (a.request.request_id === "boom") throw new Error("bad key")
             return "k"
           }
+        })
+      ]
+    }))))
+})
+
+describe("a capacity's applies in the executor", () => {
+  const admitted: Array<string> = []
+  const counting = (id: string, applies: (admission: Capacity.Admission) => boolean): Capacity.Capacity => ({
+    id,
+    applies,
+    admit: () => Effect.sync(() => (admitted.push(id), Either.right({ release: Effect.void })))
+  })
+  const actions = ["notes.write", "notes.read"].map((name) =>
+    Action.make({ name, input: Schema.Struct({}), output: Schema.String, handler: () => "ok" })
+  )
+
+  it.effect("a call it does not bound never reaches its admit; one whose applies throws is denied before it runs", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* run("notes.read", {}))._tag, "succeeded")
+      assert.deepStrictEqual(admitted, [], "no capacity bounds notes.read")
+      assert.strictEqual((yield* run("notes.write", {}))._tag, "succeeded")
+      assert.deepStrictEqual(admitted, ["writes"])
+      const thrown = yield* run("notes.write", {}, { request_id: "boom" })
+      assert.strictEqual(thrown._tag === "denied" && thrown.reason.code, "control.capacity_error")
+      assert.include(thrown._tag === "denied" ? thrown.reason.detail : "", "picky")
+      assert.deepStrictEqual(admitted, ["writes"], "nothing admitted for the refused call")
+    }).pipe(Effect.provide(executor(actions, {
+      capacity: [
+        counting("writes", (a) => a.descriptor.name === "notes.write"),
+        counting("picky", (a) => {
+          if (a.request.request_id === "boom") throw new Error("bad predicate")
+          return false
         })
       ]
     }))))

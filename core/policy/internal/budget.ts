@@ -18,6 +18,10 @@ export const budgetsOf = (snapshot: PolicySnapshot, names: ReadonlyArray<string>
     rule.kind === "budget" && rule.action_patterns.some((pattern) => names.some((name) => glob(pattern).test(name)))
   )
 
+/** Whether any budget of a snapshot has a window (and so is quota, checked at stage 3). */
+export const hasWindowedBudget = (snapshot: PolicySnapshot): boolean =>
+  snapshot.compiled_rules.some((rule) => rule.kind === "budget" && rule.window_microseconds !== undefined)
+
 // A budget without a window has one window, 0, for the policy's lifetime.
 const indexOf = (rule: Budget, now: number) =>
   rule.window_microseconds === undefined ? 0 : Math.floor(now / rule.window_microseconds)

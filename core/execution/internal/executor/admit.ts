@@ -15,7 +15,7 @@ import * as StrictJson from "../../../base/StrictJson.ts"
 import * as Time from "../../../base/Time.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import { DecisionReason } from "../../AdmissionDecision.ts"
-import type { Lease } from "../../Capacity.ts"
+import type { Admission, Capacity, Lease } from "../../Capacity.ts"
 import { Deferred as Deferral, TimedOut } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
 import * as ExecutionScope from "../../ExecutionScope.ts"
@@ -227,6 +227,19 @@ const isDeferral = Schema.is(Schema.Struct({
 // A lease's release is user code too: its failure cannot undo the call's outcome.
 const release = (lease: Lease) => Effect.catchAllCause(Effect.suspend(() => lease.release), () => Effect.void)
 
+// The capacities that bound a call, or the id of the first whose `applies` (user code) threw.
+const boundingOf = (capacities: ReadonlyArray<Capacity>, admission: Admission): ReadonlyArray<Capacity> | string => {
+  const bounding: Array<Capacity> = []
+  for (const capacity of capacities) {
+    try {
+      if (capacity.applies === undefined || capacity.applies(admission) === true) bounding.push(capacity)
+    } catch {
+      return capacity.id
+    }
+  }
+  return bounding
+}
+
 /**
  * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
  * full; the leases taken are released however the call ends, an admission that dies included.
@@ -235,18 +248,25 @@ export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapsho
   _tag: "Around",
   stage: "bind_context",
   detail: `a lease on each capacity (${env.capacities.map((capacity) => capacity.id).join(", ")}), or defer`,
-  run: (state, inner) =>
-    Effect.uninterruptibleMask((restore) => {
+  run: (state, inner) => {
+    const admission = {
+      request: state.call.request,
+      context: state.call.context,
+      descriptor: state.action.descriptor,
+      attempt_id: state.call.attempt_id,
+      ...(state.snapshot === undefined ? {} : { snapshot: state.snapshot })
+    }
+    const bounding = boundingOf(env.capacities, admission)
+    if (typeof bounding === "string") {
+      return Effect.succeed(
+        denied(state.call, "control.capacity_error", `capacity ${bounding} failed to decide whether it applies`)
+      )
+    }
+    if (bounding.length === 0) return inner(state)
+    return Effect.uninterruptibleMask((restore) => {
       const leases: Array<Lease> = []
-      const admission = {
-        request: state.call.request,
-        context: state.call.context,
-        descriptor: state.action.descriptor,
-        attempt_id: state.call.attempt_id,
-        ...(state.snapshot === undefined ? {} : { snapshot: state.snapshot })
-      }
       return Effect.gen(function*() {
-        for (const capacity of env.capacities) {
+        for (const capacity of bounding) {
           // A capacity is user code: whatever it throws, fails with or answers that is not an Either refuses the call.
           const exit = yield* Effect.exit(Effect.suspend(() => capacity.admit(admission)))
           const admitted = Exit.isSuccess(exit) && Either.isEither(exit.value) &&
@@ -269,4 +289,5 @@ export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapsho
         return yield* restore(inner(state))
       }).pipe(Effect.ensuring(Effect.forEach(leases, release, { discard: true })))
     })
+  }
 })
