@@ -30,10 +30,10 @@ import * as EvidenceProjector from "../core/evidence/EvidenceProjector.ts"
 import { EvidenceStore } from "../core/evidence/EvidenceStore.ts"
 import * as Governance from "../core/evidence/Governance.ts"
 import * as ActionExecutor from "../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../core/execution/ExecutionScope.ts"
 import * as Governed from "../core/execution/Governed.ts"
+import * as Ingress from "../core/execution/Ingress.ts"
 import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../core/policy/PolicySnapshotStore.ts"
@@ -120,7 +120,7 @@ const governedCall = (services: Services, ref: PolicySnapshotRef, boundary: Gove
   Effect.gen(function*() {
     const { executor, ids } = services
     const scope = EphemeralOperation.make({ scope_id: yield* ids.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: PrincipalRef.make({ id: "bench" }),
       effect_backend: InProcessBackend.make.ref,

@@ -12,10 +12,10 @@ import * as Canonical from "../core/base/Canonical.ts"
 import * as IdGenerator from "../core/base/IdGenerator.ts"
 import { ActionRef, PrincipalRef } from "../core/base/Refs.ts"
 import * as ActionExecutor from "../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../core/execution/ExecutionContext.ts"
 import { Succeeded } from "../core/execution/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../core/execution/ExecutionScope.ts"
+import * as Ingress from "../core/execution/Ingress.ts"
 import * as Interceptor from "../core/execution/Interceptor.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import { collect, compare, loop, mb } from "./internal/measure.ts"
@@ -103,7 +103,7 @@ const call = Effect.gen(function*() {
     arguments: { a: 1, b: 2 },
     execution_scope: scope
   })
-  const context = yield* ExecutionContext.bind({
+  const context = yield* Ingress.bind({
     execution_scope: scope,
     authenticated_principal: PrincipalRef.make({ id: "bench" }),
     effect_backend: InProcessBackend.make.ref

@@ -22,11 +22,11 @@ import * as Evidence from "../core/evidence/Evidence.ts"
 import { EvidenceStore } from "../core/evidence/EvidenceStore.ts"
 import * as Governance from "../core/evidence/Governance.ts"
 import * as ActionExecutor from "../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../core/execution/ExecutionContext.ts"
 import { Succeeded } from "../core/execution/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../core/execution/ExecutionScope.ts"
 import * as Governed from "../core/execution/Governed.ts"
+import * as Ingress from "../core/execution/Ingress.ts"
 import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../core/policy/PolicySnapshotStore.ts"
@@ -155,7 +155,7 @@ const run = async (): Promise<void> => {
     const executor = await runtime.runPromise(ActionExecutor.ActionExecutor)
     const boundary = await runtime.runPromise(Governance.openBoundary(ref))
     const scope = EphemeralOperation.make({ scope_id: IdGenerator.Uuid.make(randomUUID()) })
-    const context = await runtime.runPromise(ExecutionContext.bind({
+    const context = await runtime.runPromise(Ingress.bind({
       execution_scope: scope,
       authenticated_principal: PrincipalRef.make({ id: "bench" }),
       effect_backend: InProcessBackend.make.ref,

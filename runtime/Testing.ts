@@ -12,10 +12,11 @@ import { Sha256Hex } from "../core/base/Digest.ts"
 import type { Digest } from "../core/base/Digest.ts"
 import * as IdGenerator from "../core/base/IdGenerator.ts"
 import * as Time from "../core/base/Time.ts"
-import * as ExecutionContext from "../core/execution/ExecutionContext.ts"
+import type * as ExecutionContext from "../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../core/execution/ExecutionRequest.ts"
 import { DurableRun, EphemeralOperation } from "../core/execution/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../core/execution/ExecutionScope.ts"
+import * as Ingress from "../core/execution/Ingress.ts"
 import * as InvocationContext from "../core/policy/InvocationContext.ts"
 import type { AgentSubject, AuthorityScope, ExecutionCaller, HumanSubject } from "../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../core/policy/PermissionPolicy.ts"
@@ -471,10 +472,16 @@ export const binding: fc.Arbitrary<ExecutionContext.Binding> = fc.record({
   ...(tenant === undefined ? {} : { tenant: { id: tenant } })
 }))
 
-/** A bound ExecutionContext (a binding with a context id). */
+// A test ingress: it mints the context for a binding under the context id it is given.
+const mintedWith = (binding: ExecutionContext.Binding, context_id: IdGenerator.Uuid) =>
+  Effect.runSync(Effect.provideService(Ingress.bind(binding), IdGenerator.IdGenerator, {
+    uuid: Effect.succeed(context_id)
+  }))
+
+/** An ExecutionContext a test ingress minted for a binding (so the executor runs it), with a context id. */
 export const executionContext: fc.Arbitrary<ExecutionContext.ExecutionContext> = fc.tuple(binding, uuid).map((
   [fields, context_id]
-) => ExecutionContext.ExecutionContext.make({ ...fields, context_id }))
+) => mintedWith(fields, context_id))
 
 // ---------------------------------------------------------------------------------------------
 // Invocation contexts

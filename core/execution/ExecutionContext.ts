@@ -1,8 +1,9 @@
 /**
- * The trusted context of one execution: built by a composition root's ingress from what it
- * authenticated, never decoded from the request it authorizes.
+ * The trusted context of one execution: minted by a composition root's ingress (`Ingress.bind`, `Ingress.resolve`)
+ * from what it authenticated. The executor refuses any other instance (`context.untrusted`): one built by `make`,
+ * decoded from a wire format, or copied from a minted one.
  */
-import { Effect, Schema } from "effect"
+import { Schema } from "effect"
 import * as IdGenerator from "../base/IdGenerator.ts"
 import { ActionBackendRef, Identifier, PolicySnapshotRef, PrincipalRef, TenantRef } from "../base/Refs.ts"
 import { ExecutionScopeRef } from "./ExecutionScope.ts"
@@ -18,7 +19,7 @@ export class ExecutionContext extends Schema.Class<ExecutionContext>("ExecutionC
   authentication_evidence: Schema.optionalWith(Schema.Array(Identifier), { default: () => [] })
 }) {}
 
-/** What an ingress authenticated, from which it binds a context. */
+/** What an ingress authenticated, from which it mints a context. */
 export interface Binding {
   readonly execution_scope: ExecutionScopeRef
   readonly authenticated_principal: PrincipalRef
@@ -27,7 +28,3 @@ export interface Binding {
   readonly effect_backend: ActionBackendRef
   readonly authentication_evidence?: ReadonlyArray<string>
 }
-
-/** Trusted ingress: bind an authenticated principal and scope into a context with a fresh id. */
-export const bind = (binding: Binding): Effect.Effect<ExecutionContext, never, IdGenerator.IdGenerator> =>
-  Effect.map(IdGenerator.uuid, (context_id) => ExecutionContext.make({ ...binding, context_id }))

@@ -225,7 +225,7 @@ const forgedOperation = Effect.gen(function*() {
   const policy = { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
   const boundary = yield* Writ.Governance.openBoundary(policy)
   const scope = Writ.ExecutionScope.EphemeralOperation.make({ scope_id: yield* Writ.IdGenerator.uuid })
-  const context = yield* Writ.ExecutionContext.bind({
+  const context = yield* Writ.Ingress.bind({
     execution_scope: scope,
     authenticated_principal: { id: "mallory" },
     effect_backend: Adapters.InProcessBackend.make.ref,

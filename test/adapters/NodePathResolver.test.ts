@@ -10,9 +10,9 @@ import * as Action from "../../core/action/Action.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import { ActionExecutor, layerPolicyGated } from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import { PathResolver } from "../../core/policy/PolicyPath.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
@@ -51,7 +51,7 @@ const readThrough = (path: string) =>
     yield* store.put(snapshot)
     yield* Effect.orDie(store.activate("fs", "1", "ops", Time.fromMicros(0)))
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: { id: "alice" },
       effect_backend: InProcessBackend.make.ref,

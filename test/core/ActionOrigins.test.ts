@@ -5,7 +5,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySn
 import * as Action from "../../core/action/Action.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import type { AuthorityScope } from "../../core/policy/InvocationContext.ts"
 import * as Invocation from "../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
@@ -90,7 +90,7 @@ describe("origins declared on the action itself", () => {
       const codes = []
       for (const invocation of [user, self, delegated]) {
         const { request } = yield* call("notes.agents", {})
-        const context = yield* ExecutionContext.bind({
+        const context = yield* Ingress.bind({
           execution_scope: request.execution_scope,
           authenticated_principal: { id: "alice" },
           effect_backend: InProcessBackend.make.ref,

@@ -7,11 +7,11 @@ import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import type { PolicySnapshotRef } from "../../core/base/Refs.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { DurableRun, EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../../core/execution/ExecutionScope.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import type { Concluded, Interceptor } from "../../core/execution/Interceptor.ts"
 import {
   AttemptStore,
@@ -55,7 +55,7 @@ const layer = (
 const exec = (scope: ExecutionScopeRef, text: unknown, deadline?: Time.Timestamp, idempotency_key?: string) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: { id: "alice" },
       effect_backend: InProcessBackend.make.ref
@@ -130,7 +130,7 @@ describe("durable-ungoverned execution", () => {
       const half = yield* Effect.gen(function*() {
         const executor = yield* ActionExecutor.ActionExecutor
         const scope = DurableRun.make({ run_id: run.run_id })
-        const context = yield* ExecutionContext.bind({
+        const context = yield* Ingress.bind({
           execution_scope: scope,
           authenticated_principal: { id: "alice" },
           effect_backend: InProcessBackend.make.ref
@@ -287,7 +287,7 @@ const oneShot = (
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const execution_scope = scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope,
       authenticated_principal: { id: "alice" },
       effect_backend: InProcessBackend.make.ref,

@@ -15,10 +15,10 @@ import * as Governance from "../../core/evidence/Governance.ts"
 import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
 import type * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import { ActionExecutor as Executor, layerPolicyGated } from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
 import * as Governed from "../../core/execution/Governed.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import { PathResolver } from "../../core/policy/PolicyPath.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
@@ -80,7 +80,7 @@ const install = (declaration: Record<string, unknown>) =>
 const exec = (boundary: Governance.TaskBoundary, action: string, args: Record<string, unknown>, approval?: string) =>
   Effect.gen(function*() {
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: { id: "alice" },
       effect_backend: InProcessBackend.make.ref,
@@ -269,7 +269,7 @@ describe("evaluator failure", () => {
       const run = (policy: { policy_id: string; version: string; digest: PolicySnapshot.PolicySnapshot["digest"] }) =>
         Effect.gen(function*() {
           const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-          const context = yield* ExecutionContext.bind({
+          const context = yield* Ingress.bind({
             execution_scope: scope,
             authenticated_principal: { id: "alice" },
             effect_backend: InProcessBackend.make.ref,

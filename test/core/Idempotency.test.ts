@@ -4,10 +4,10 @@ import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import * as InvocationContext from "../../core/policy/InvocationContext.ts"
 import { base } from "../fixtures/layers.ts"
@@ -44,7 +44,7 @@ const call = (principal: string, key = "order-1", { cents = 500, tenant }: Calle
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: { id: principal },
       ...(tenant === undefined ? {} : { tenant: { id: tenant } }),
@@ -70,7 +70,7 @@ const tipWith = (amount: number) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: { id: "erin" },
       effect_backend: InProcessBackend.make.ref

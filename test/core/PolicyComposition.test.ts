@@ -13,10 +13,10 @@ import type { Digest } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import { ActionExecutor, layerPolicyGated } from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import * as ExecutionOutcome from "../../core/execution/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as Origin from "../../core/policy/Origin.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import type { PermissionPolicyEncoded } from "../../core/policy/PermissionPolicy.ts"
@@ -666,7 +666,7 @@ const installed = (snapshot: PolicySnapshot.PolicySnapshot) =>
     return (action: string, args: Record<string, unknown> = {}, approval_id?: IdGenerator.Uuid) =>
       Effect.gen(function*() {
         const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-        const context = yield* ExecutionContext.bind({
+        const context = yield* Ingress.bind({
           execution_scope: scope,
           authenticated_principal: { id: "alice" },
           effect_backend: InProcessBackend.make.ref,
@@ -820,7 +820,7 @@ describe("writ/testing arbitraries (runtime/Testing.ts), which the laws above re
         assert.deepStrictEqual(decode(encode(request)), request)
       }
       for (const binding of fc.sample(Testing.binding, 50)) {
-        const context = yield* ExecutionContext.bind(binding)
+        const context = yield* Ingress.bind(binding)
         assert.strictEqual(context.authenticated_principal.id, binding.authenticated_principal.id)
       }
       const contexts = fc.sample(Testing.executionContext, 50)

@@ -11,9 +11,9 @@ import { Uuid } from "../../core/base/IdGenerator.ts"
 import type { PolicySnapshotRef } from "../../core/base/Refs.ts"
 import * as Time from "../../core/base/Time.ts"
 import { ActionExecutor, layerPolicyGated } from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as InvocationContext from "../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
@@ -61,7 +61,7 @@ const exec = (
   Effect.gen(function*() {
     const executor = yield* ActionExecutor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: { id: "alice" },
       effect_backend: InProcessBackend.make.ref,

@@ -7,10 +7,10 @@ import type { StoredRecord } from "../../core/evidence/Evidence.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { PolicyInputs } from "../../core/execution/ExecutionOutcome.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { DurableRun } from "../../core/execution/ExecutionScope.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { PathResolver } from "../../core/policy/PolicyPath.ts"
 import type * as StateStore from "../../core/state/StateStore.ts"
@@ -160,7 +160,7 @@ const inRun = Effect.gen(function*() {
   const run = yield* runningRun
   const executor = yield* ActionExecutor.ActionExecutor
   const execution_scope = DurableRun.make({ run_id: run.run_id })
-  const context = yield* ExecutionContext.bind({
+  const context = yield* Ingress.bind({
     execution_scope,
     authenticated_principal: { id: "alice" },
     effect_backend: InProcessBackend.make.ref

@@ -18,10 +18,10 @@ import * as Governance from "../../core/evidence/Governance.ts"
 import { appendOperation } from "../../core/evidence/internal/writer.ts"
 import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
 import { ActionExecutor } from "../../core/execution/ActionExecutor.ts"
-import * as ExecutionContext from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
 import * as Governed from "../../core/execution/Governed.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
@@ -81,7 +81,7 @@ const exec = (boundary: Governance.TaskBoundary, action: string, args: Record<st
   Effect.gen(function*() {
     const executor = yield* ActionExecutor
     const scope = EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* Ingress.bind({
       execution_scope: scope,
       authenticated_principal: { id: "alice" },
       effect_backend: InProcessBackend.make.ref,

@@ -5,10 +5,10 @@ import {
   Action,
   ActionExecutor,
   ActionRegistry,
-  ExecutionContext,
   ExecutionRequest,
   ExecutionScope,
-  IdGenerator
+  IdGenerator,
+  Ingress
 } from "../../core/index.ts"
 
 // The README's library example, verbatim but for the import paths.
@@ -27,7 +27,7 @@ const WritLive = ActionExecutor.layerMinimal({ interceptors: [], transformers: [
 const program = Effect.gen(function*() {
   const executor = yield* ActionExecutor.ActionExecutor
   const scope = ExecutionScope.EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-  const context = yield* ExecutionContext.bind({
+  const context = yield* Ingress.bind({
     execution_scope: scope,
     authenticated_principal: { id: "alice" },
     effect_backend: InProcessBackend.make.ref

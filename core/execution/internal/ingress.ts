@@ -1,19 +1,23 @@
 import { Cause, Deferred, Effect, Either, Option, Schema } from "effect"
 import * as IdGenerator from "../../base/IdGenerator.ts"
 import { PrincipalRef } from "../../base/Refs.ts"
-import type { ActionBackendRef, PolicySnapshotRef } from "../../base/Refs.ts"
+import type { ActionBackendRef } from "../../base/Refs.ts"
+import { PolicySnapshotRef } from "../../base/Refs.ts"
 import { EvidenceStore } from "../../evidence/EvidenceStore.ts"
 import { closeBoundary } from "../../evidence/EvidenceWriter.ts"
 import type { TaskBoundary } from "../../evidence/TaskBoundary.ts"
 import * as TaskCertificate from "../../evidence/TaskCertificate.ts"
+import type { AmbiguousPolicyError, BindingTarget } from "../../policy/PolicySnapshotStore.ts"
+import { PolicySnapshotStore } from "../../policy/PolicySnapshotStore.ts"
 import { type Run, RunTerminal, type TerminalStatus } from "../../state/Run.ts"
 import { RunStore } from "../../state/RunStore.ts"
-import * as ExecutionContext from "../ExecutionContext.ts"
+import type { Binding, ExecutionContext } from "../ExecutionContext.ts"
 import type { ExecutionOutcome } from "../ExecutionOutcome.ts"
 import { callExecuted, reasonCode } from "../ExecutionOutcome.ts"
 import { ExecutionRequest } from "../ExecutionRequest.ts"
 import { EphemeralOperation } from "../ExecutionScope.ts"
 import type { ExecutionScopeRef } from "../ExecutionScope.ts"
+import { mintContext } from "./mint.ts"
 
 /** One call as operator input names it: untrusted, decoded by `prepare`. */
 export interface Call {
@@ -38,6 +42,36 @@ export interface Trust {
 
 const decodeRequest = Schema.decodeUnknown(ExecutionRequest)
 
+export const bind = (binding: Binding): Effect.Effect<ExecutionContext, never, IdGenerator.IdGenerator> =>
+  Effect.map(IdGenerator.uuid, (context_id) => mintContext({ ...binding, context_id }))
+
+/** What a binding offers the store's resolution: the principal's roles and the resource the call is on. */
+export type Resolving = Binding & Partial<BindingTarget>
+
+export const resolve = (
+  binding: Resolving
+): Effect.Effect<ExecutionContext, AmbiguousPolicyError, IdGenerator.IdGenerator | PolicySnapshotStore> => {
+  const { resource, roles, ...fields } = binding
+  if (fields.policy_snapshot !== undefined) return bind(fields)
+  return Effect.flatMap(
+    PolicySnapshotStore,
+    (store) =>
+      store.resolve({ roles: roles ?? [], ...(resource === undefined ? {} : { resource }) }).pipe(
+        Effect.map((snapshot) => ({
+          ...fields,
+          policy_snapshot: PolicySnapshotRef.make({
+            policy_id: snapshot.policy_id,
+            version: snapshot.version,
+            digest: snapshot.digest
+          })
+        })),
+        // Nothing bound: the context pins no policy, which a governed executor denies (`policy.unbound`).
+        Effect.catchTag("PolicyNotFoundError", () => Effect.succeed(fields)),
+        Effect.flatMap(bind)
+      )
+  )
+}
+
 export const prepare = (call: Call, trust: Trust) =>
   Effect.gen(function*() {
     const scope = trust.execution_scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
@@ -51,7 +85,7 @@ export const prepare = (call: Call, trust: Trust) =>
       ...(call.idempotency_key === undefined ? {} : { idempotency_key: call.idempotency_key }),
       ...(call.approval_id === undefined ? {} : { approval_id: call.approval_id })
     })
-    const context = yield* ExecutionContext.bind({
+    const context = yield* bind({
       execution_scope: scope,
       authenticated_principal: PrincipalRef.make({ id: trust.principal }),
       effect_backend: trust.effect_backend,

@@ -17,6 +17,7 @@ import type { ExecutionRequest } from "../../ExecutionRequest.ts"
 import type { Concluded, Interceptor, Verdict } from "../../Interceptor.ts"
 import type { RuntimeProfile } from "../../RuntimeProfile.ts"
 import { type SecurityStage, type Stage, stages } from "../../Stage.ts"
+import { isMinted } from "../mint.ts"
 import {
   type Action,
   bindContextWith,
@@ -186,7 +187,7 @@ const governedTable = (
     .afterSome(project, projectWith)
 }
 
-const resolveDetail = "resolve the reference to a digest-pinned descriptor"
+const resolveDetail = "refuse a context no ingress minted, resolve the reference to a digest-pinned descriptor"
 
 const skipped: Record<Profile["_tag"], Partial<Record<Stage, string>>> = {
   minimal: {
@@ -336,9 +337,10 @@ export const makeRunner = (env: Env, profile: Profile) => {
     return made
   }
 
-  /** Stage 1, then the action's compiled table. */
+  /** Stage 1 (a context the ingress minted, the action resolved), then the action's compiled table. */
   const run = (call: Call): Effect.Effect<ExecutionOutcome, ExecutionError> => {
     call.enter("resolve")
+    if (!isMinted(call.context)) return Effect.succeed(denied(call, "context.untrusted", "no ingress minted it"))
     const resolved = env.registry.resolve(call.request.action)
     if (Either.isLeft(resolved)) return Effect.succeed(denied(call, "action.not_found", resolved.left.message))
     const { definition, descriptor } = resolved.right
