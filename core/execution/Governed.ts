@@ -3,20 +3,28 @@
  * with `policy_bound` and `operation_started` at stage 4, every gate result committed as it is
  * produced, and one terminal record per operation, all through the EvidenceStore in context.
  */
-import { Cause, Effect, Either, Layer, Option } from "effect"
+import { Cause, Effect, Either, Layer, Option, Schema } from "effect"
+import { canonicalWith, Digest } from "../base/Digest.ts"
+import { Identifier } from "../base/Refs.ts"
 import * as EvidenceProjector from "../evidence/EvidenceProjector.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "../evidence/EvidenceStore.ts"
 import { ExecutorRegistry } from "../evidence/ExecutorRegistry.ts"
 import { EvidenceWriter } from "../evidence/Governance.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
+import type { InterceptorBinding } from "../policy/PolicyRule.ts"
 import { PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
 import { ProjectionStore } from "../state/ProjectionStore.ts"
 import { RunStore } from "../state/RunStore.ts"
 import * as ActionExecutor from "./ActionExecutor.ts"
+import type { Interceptor } from "./Interceptor.ts"
+import { InterceptorIdentityError } from "./Interceptor.ts"
 import * as RuntimeProfile from "./RuntimeProfile.ts"
 
 /** A profile this composition cannot stand behind, such as certifiable on a store that forgets. */
 export { ProfileUnavailableError } from "./RuntimeProfile.ts"
+
+/** A configured interceptor without an identity, or with a configuration that has no canonical JSON. */
+export { InterceptorIdentityError } from "./Interceptor.ts"
 
 /** How a governed executor is bound: its agent, and whether it claims the certifiable profile. */
 export interface Options extends PolicyGate.Options {
@@ -50,6 +58,7 @@ export const make = (
     }
     const pin = yield* PolicyGate.makePin
     const gate = yield* PolicyGate.make(options, pin)
+    const identities = yield* identify(gate.interceptors, config.interceptors ?? [])
     const writer = yield* EvidenceWriter
     const runs = yield* Effect.serviceOption(RunStore)
     const projection = yield* Effect.serviceOption(ProjectionStore)
@@ -71,9 +80,44 @@ export const make = (
         profile,
         pin: (context) => Effect.map(pin.read(context), Either.map((pinned) => pinned.snapshot)),
         writer,
+        identities,
         ...(project === undefined ? {} : { project })
       }
     })
+  })
+
+/**
+ * Every interceptor by its identity: the policy's own are bound by the snapshot itself; a configured one's
+ * configuration is digested here, once, and the pinned snapshot must bind it (seed D5: no out-of-band executable rule).
+ */
+const isIdentifier = Schema.is(Identifier)
+
+const identify = (own: ReadonlyArray<Interceptor>, configured: ReadonlyArray<Interceptor>) =>
+  Effect.gen(function*() {
+    const digest = yield* Digest
+    const identities = new Map<Interceptor, InterceptorBinding | "snapshot">(own.map((it) => [it, "snapshot"]))
+    for (const interceptor of configured) {
+      const identity = interceptor.identity
+      // An interceptor without an identity is still taken, unbound, until the callers that build one are identified.
+      if (identity === undefined) continue
+      if (!isIdentifier(interceptor.id) || !isIdentifier(identity.version)) {
+        return yield* new InterceptorIdentityError({
+          interceptor: interceptor.id,
+          detail:
+            "its id and version must be identifiers a snapshot can bind (non-empty, trimmed, at most 200 characters)"
+        })
+      }
+      const config_digest = yield* Effect.mapError(
+        canonicalWith(digest, identity.config),
+        (error) =>
+          new InterceptorIdentityError({
+            interceptor: interceptor.id,
+            detail: `its configuration has no canonical JSON (${error.reason} at ${error.path})`
+          })
+      )
+      identities.set(interceptor, { id: interceptor.id, version: identity.version, config_digest })
+    }
+    return identities
   })
 
 /**

@@ -124,15 +124,38 @@ export const isVerdict = (value: unknown): value is Verdict => {
   return isReasonCode(value.code) && absentOr(value.detail, isString) && variants[value.disposition]!(value)
 }
 
+/**
+ * What an interceptor says it is: its version and the options it was built with (plain data with a canonical JSON
+ * form). The governed profiles digest the options and require the pinned snapshot to bind `(id, version, digest)`.
+ */
+export interface Identity {
+  readonly version: string
+  readonly config: unknown
+}
+
 /** A security evaluator at one of stages 5-7; it decides, and may be re-run at stage 10. */
 export interface Interceptor {
   readonly id: string
   readonly stage: SecurityStage
+  /** Required in the governed profiles, where its verdicts are gate results: what the snapshot must bind it by. */
+  readonly identity?: Identity
   readonly evaluate: (evaluation: Evaluation) => Effect.Effect<Verdict, unknown>
   /** After the one invocation its verdict metered ran, whatever its outcome: what it consumed, for budgets to charge. */
   readonly charge?: (evaluation: Evaluation, usage: Usage) => Effect.Effect<void>
   /** What its decision read besides the arguments, read after it decided and again at stage 10: any change rechecks. */
   readonly inputs?: (evaluation: Evaluation) => Effect.Effect<PolicyInputs, unknown>
+}
+
+/** A governed executor was built with an interceptor it cannot bind to a snapshot: without an identity, or one it cannot digest. */
+export class InterceptorIdentityError
+  extends Schema.TaggedError<InterceptorIdentityError>()("InterceptorIdentityError", {
+    interceptor: Schema.String,
+    detail: Schema.String
+  })
+{
+  override get message() {
+    return `interceptor ${this.interceptor}: ${this.detail}`
+  }
 }
 
 /** A user transformation at stage 8: new arguments, revalidated and rechecked before invoke. */
@@ -195,3 +218,16 @@ export const make = (
   stage: SecurityStage,
   decide: (evaluation: Evaluation) => Verdict
 ): Interceptor => ({ id, stage, evaluate: (evaluation) => Effect.sync(() => decide(evaluation)) })
+
+/**
+ * An interceptor from a pure predicate, with the identity the governed profiles require: its id, version and the
+ * options it was built with (`config`), whose canonical JSON digest a snapshot's `interceptors` must name.
+ */
+export const identified = (
+  identity: { readonly id: string; readonly version: string; readonly config: unknown },
+  stage: SecurityStage,
+  decide: (evaluation: Evaluation) => Verdict
+): Interceptor => ({
+  ...make(identity.id, stage, decide),
+  identity: { version: identity.version, config: identity.config }
+})

@@ -12,6 +12,7 @@ import {
   ExpiryRule,
   FilesystemRule,
   GateBinding,
+  InterceptorBinding,
   McpRule,
   NetworkRule,
   OnError,
@@ -105,6 +106,8 @@ export const PermissionPolicy = Schema.Struct({
   escalate: Schema.optional(PatternMap),
   rules: Schema.optionalWith(Schema.Array(DeclaredRule), { default: () => [] }),
   gates: Schema.optional(Schema.Array(DeclaredGate)),
+  /** The executor-configured interceptors this policy binds (governed profiles run no other); omitted binds none. */
+  interceptors: Schema.optional(Schema.Array(InterceptorBinding)),
   provenance: Schema.optionalWith(PolicyProvenance, { default: () => ({}) })
 })
 

@@ -13,7 +13,7 @@ import { Identifier } from "../base/Refs.ts"
 import { type Widening, widenings } from "./internal/widening.ts"
 import * as PermissionPolicy from "./PermissionPolicy.ts"
 import { DeclaredRule, PolicyValidationError } from "./PermissionPolicy.ts"
-import type { CompiledRule, GateBinding } from "./PolicyRule.ts"
+import type { CompiledRule, GateBinding, InterceptorBinding } from "./PolicyRule.ts"
 import { Pattern } from "./PolicyRule.ts"
 import * as PolicySnapshot from "./PolicySnapshot.ts"
 
@@ -186,6 +186,16 @@ const side = (
   return { rules, gates }
 }
 
+// The interceptors both sides bind, by exact identity: binding one is executable policy, which a child only narrows.
+const boundByBoth = (parent: PolicySnapshot.PolicySnapshot, child: PolicySnapshot.PolicySnapshot) => {
+  if (parent.interceptors === undefined && child.interceptors === undefined) return {}
+  const same = (a: InterceptorBinding, b: InterceptorBinding) =>
+    a.id === b.id && a.version === b.version && a.config_digest === b.config_digest
+  return {
+    interceptors: (parent.interceptors ?? []).filter((bound) => (child.interceptors ?? []).some((b) => same(bound, b)))
+  }
+}
+
 const composedDeclaration = (
   parent: PermissionPolicy.PermissionPolicy,
   parentSnapshot: PolicySnapshot.PolicySnapshot,
@@ -255,6 +265,7 @@ const composedDeclaration = (
       { order: _order, ...rule }
     ) => rule),
     gates: [...parentGates, ...fromChild.gates, ...coverage.map((c) => c.gate)],
+    ...boundByBoth(parentSnapshot, childSnapshot),
     provenance: {
       source: authority === undefined ? `composed ${sides}` : `widened by ${authority}: composed ${sides}`,
       ...(child.provenance.author === undefined ? {} : { author: child.provenance.author })

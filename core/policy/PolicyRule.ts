@@ -3,6 +3,7 @@
  * them: every executable rule of a snapshot lives here, and all of it is digested.
  */
 import { Schema } from "effect"
+import { Sha256Hex } from "../base/Digest.ts"
 import { Identifier } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
 import { ExecutionCaller } from "./InvocationContext.ts"
@@ -161,3 +162,16 @@ export const GateBinding = Schema.Struct({
 
 /** A gate binding. */
 export type GateBinding = typeof GateBinding.Type
+
+/**
+ * An interceptor a snapshot binds, by identity: its id, its version and the `sha256-v1` digest of the configuration it
+ * was built with. In the governed profiles every configured interceptor must be bound so (out-of-band rules are refused).
+ */
+export const InterceptorBinding = Schema.Struct({
+  id: Identifier,
+  version: Identifier,
+  config_digest: Sha256Hex
+})
+
+/** An interceptor binding. */
+export type InterceptorBinding = typeof InterceptorBinding.Type

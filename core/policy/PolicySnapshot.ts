@@ -15,7 +15,7 @@ import {
   PolicyValidationError,
   presetRules
 } from "./PermissionPolicy.ts"
-import { CompiledRule, GateBinding, Pattern } from "./PolicyRule.ts"
+import { CompiledRule, GateBinding, InterceptorBinding, Pattern } from "./PolicyRule.ts"
 
 // Rules and gates each run in a unique `order`: a snapshot with two of one order is not a snapshot.
 const uniqueOrders = <A extends { readonly order: number }>(items: ReadonlyArray<A>) =>
@@ -30,6 +30,8 @@ export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot
   tenant_scope: Schema.NonEmptyArray(Pattern),
   compiled_rules: Schema.Array(CompiledRule).pipe(Schema.filter(uniqueOrders)),
   gate_bindings: Schema.Array(GateBinding).pipe(Schema.filter(uniqueOrders)),
+  /** The configured interceptors it binds by identity; absent binds none (and digests as before the field existed). */
+  interceptors: Schema.optional(Schema.Array(InterceptorBinding)),
   provenance: PolicyProvenance,
   release_state: Schema.Literal("staged", "active"),
   activated_at: Schema.optional(Timestamp),
@@ -61,11 +63,11 @@ export const immutable = (snapshot: PolicySnapshot): PolicySnapshot => {
   return copy
 }
 
-/** Exactly the fields the digest covers: id, version, scopes, ordered rules, ordered gates. */
+/** Exactly the fields the digest covers: id, version, scopes, ordered rules, ordered gates, bound interceptors if any. */
 export const digestInput = (
   snapshot: Pick<
     PolicySnapshot,
-    "policy_id" | "version" | "principal_scope" | "tenant_scope" | "compiled_rules" | "gate_bindings"
+    "policy_id" | "version" | "principal_scope" | "tenant_scope" | "compiled_rules" | "gate_bindings" | "interceptors"
   >
 ) => ({
   policy_id: snapshot.policy_id,
@@ -73,7 +75,8 @@ export const digestInput = (
   principal_scope: snapshot.principal_scope,
   tenant_scope: snapshot.tenant_scope,
   compiled_rules: snapshot.compiled_rules,
-  gate_bindings: snapshot.gate_bindings
+  gate_bindings: snapshot.gate_bindings,
+  ...(snapshot.interceptors === undefined ? {} : { interceptors: snapshot.interceptors })
 })
 
 const fail = (path: string, detail: string) => Either.left(new PolicyValidationError({ path, detail }))
@@ -230,6 +233,31 @@ export const activatable = (snapshot: PolicySnapshot): Either.Either<void, Polic
   return refused === undefined ? Either.void : Either.left(refused)
 }
 
+/** The bound interceptors in id order (so their listing order digests nothing); one id bound twice is refused. */
+const compileInterceptors = (
+  policy: PermissionPolicy
+): Either.Either<ReadonlyArray<InterceptorBinding> | undefined, PolicyValidationError> => {
+  if (policy.interceptors === undefined) return Either.right(undefined)
+  const seen = new Map<string, number>()
+  for (const [i, binding] of policy.interceptors.entries()) {
+    const first = seen.get(binding.id)
+    if (first !== undefined) {
+      return fail(
+        `$.interceptors.${i}.id`,
+        `interceptor "${binding.id}" is bound twice (first at $.interceptors.${first})`
+      )
+    }
+    seen.set(binding.id, i)
+  }
+  return Either.right(
+    [...policy.interceptors].sort((a, b) => (a.id < b.id ? -1 : 1)).map(({ config_digest, id, version }) => ({
+      id,
+      version,
+      config_digest
+    }))
+  )
+}
+
 /** Compile a declaration into a staged, immutable snapshot with its `sha256-v1` digest. */
 export const compile = (
   policy: PermissionPolicy
@@ -239,13 +267,15 @@ export const compile = (
     const gate_bindings = yield* compileGates(policy, compiled_rules)
     const misplaced = misplacedOrigin({ compiled_rules, gate_bindings }, (id) => compiled_rules.paths.get(id) ?? "$")
     if (misplaced !== undefined) return yield* Effect.fail(misplaced)
+    const interceptors = yield* compileInterceptors(policy)
     const fields = {
       policy_id: policy.policy_id,
       version: policy.version,
       principal_scope: policy.principal_scope,
       tenant_scope: policy.tenant_scope,
       compiled_rules,
-      gate_bindings
+      gate_bindings,
+      ...(interceptors === undefined ? {} : { interceptors })
     }
     const digest = yield* Digest.canonical(digestInput(fields))
     return immutable(

@@ -16,6 +16,7 @@ import type {
   TaskBoundary
 } from "../../../evidence/Governance.ts"
 import type { AgentSubject } from "../../../policy/InvocationContext.ts"
+import type { InterceptorBinding } from "../../../policy/PolicyRule.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import type { AttemptStore } from "../../../state/AttemptStore.ts"
 import type { Run } from "../../../state/Run.ts"
@@ -62,6 +63,11 @@ export interface Governor {
   readonly writer: EvidenceWriter.Service
   /** Stage 14 for a call in a durable Run: project its committed evidence into the Run now (true), or leave it (false). */
   readonly project?: Effect.Effect<boolean>
+  /**
+   * The interceptors it was built with, by identity: the policy's own are bound by the pinned snapshot itself
+   * (`"snapshot"`); each call's snapshot must bind every other one (stage 3), and their gate records name it.
+   */
+  readonly identities?: ReadonlyMap<Interceptor, InterceptorBinding | "snapshot">
 }
 
 /** What an executor is built with; minimal unless `governance`, or `runs` with `attempts`, is set. */

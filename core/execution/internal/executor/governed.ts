@@ -27,6 +27,7 @@ import {
   withProjectionPending
 } from "../../ExecutionOutcome.ts"
 import type { Digested, Resolved } from "./admit.ts"
+import type { Bindings } from "./bindings.ts"
 import { type Call, common, denied, reason, resultDigest } from "./call.ts"
 import type { Env, ExecutionError, Governor } from "./env.ts"
 import { untilStopped } from "./secure.ts"
@@ -162,24 +163,37 @@ export const stillOpenWith = (
       )
 })
 
-/** Stage 3, governed: retrieve the exact snapshot and recompute its digest; probe the backend once. */
+/**
+ * Stage 3, governed: retrieve the exact snapshot and recompute its digest; it must bind every configured interceptor
+ * by identity (`policy.unbound_interceptor`); probe the backend once.
+ */
 export const pinWith = (
   env: Env,
-  governor: Governor
+  governor: Governor,
+  bindings: Bindings
 ): EffectStep<Resolved, { snapshot: PolicySnapshot; capability: ActionBackendCapabilityReport }> => ({
   _tag: "Effect",
   stage: "bind_context",
-  detail: "retrieve the exact policy snapshot and recompute its digest; probe the backend for required containment",
+  detail: "retrieve the exact policy snapshot and recompute its digest; it must bind every configured interceptor " +
+    "by id, version and configuration digest; probe the backend for required containment",
   run: ({ action, call }) =>
-    Effect.flatMap(governor.pin(call.context), (pinned) =>
-      Either.isLeft(pinned)
-        ? Effect.succeed(denied(call, pinned.left.code, pinned.left.detail))
+    Effect.flatMap(governor.pin(call.context), (pinned) => {
+      if (Either.isLeft(pinned)) return Effect.succeed(denied(call, pinned.left.code, pinned.left.detail))
+      const unbound = bindings(pinned.right)
+      return unbound !== undefined
+        ? Effect.succeed(denied(
+          call,
+          "policy.unbound_interceptor",
+          `interceptor ${unbound.id} (version ${unbound.version}, configuration ${unbound.config_digest}) is not ` +
+            `bound by policy ${pinned.right.policy_id}@${pinned.right.version}`
+        ))
         : Effect.map(env.backend.probe, (capability) => {
           const missing = uncontained(capability, action.definition.containment)
           return missing.length > 0
             ? denied(call, "containment.unsupported", `${capability.backend.id} cannot contain ${missing.join(", ")}`)
             : { snapshot: pinned.right, capability }
-        }))
+        })
+    })
 })
 
 /** One governed operation of one call, from its start to its one terminal record. */

@@ -32,6 +32,7 @@ import {
   noteDigestWith,
   type Resolved
 } from "./admit.ts"
+import { type Bindings, bindingsWith } from "./bindings.ts"
 import { Call, common, denied } from "./call.ts"
 import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
 import type { Config, Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
@@ -57,12 +58,13 @@ export type Profile =
     readonly profile: "governed" | "certifiable"
     readonly governor: Governor
     readonly runs: RunStore.Service | undefined
+    readonly bindings: Bindings
   }
 
 /** The profile an executor's configuration selects. */
 export const profileOf = ({ attempts, governance, runs }: Config): Profile =>
   governance !== undefined
-    ? { _tag: "governed", profile: governance.profile, governor: governance, runs }
+    ? { _tag: "governed", profile: governance.profile, governor: governance, runs, bindings: bindingsWith(governance) }
     : runs !== undefined && attempts !== undefined
     ? { _tag: "durable", runs, attempts }
     : { _tag: "minimal" }
@@ -164,7 +166,7 @@ const governedTable = (
   action: Action,
   profile: Extract<Profile, { readonly _tag: "governed" }>
 ): Table => {
-  const { governor, runs } = profile
+  const { bindings, governor, runs } = profile
   const project = governor.project
   return steps<Resolved>()
     .sync(normaliseWith(env))
@@ -174,7 +176,7 @@ const governedTable = (
     .sync(boundaryWith(governor.writer))
     .around(trackWith(governor.writer), (tracked) =>
       tracked
-        .effect(pinWith(env, governor))
+        .effect(pinWith(env, governor, bindings))
         .effect(deadline)
         .aroundIf(env.capacities.length > 0, () =>
           capacityWith(env), (leased) =>

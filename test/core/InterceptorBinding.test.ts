@@ -1,0 +1,86 @@
+/**
+ * Out-of-band rules in the governed profile: a configured interceptor runs only when the pinned snapshot binds it by
+ * id, version and configuration digest; otherwise the call is denied at stage 3, before any operation starts.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Schema, Stream } from "effect"
+import * as Action from "../../core/action/Action.ts"
+import * as Digest from "../../core/base/Digest.ts"
+import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
+import * as Governance from "../../core/evidence/Governance.ts"
+import * as Interceptor from "../../core/execution/Interceptor.ts"
+import { governedInMemory, run } from "../fixtures/layers.ts"
+import { installPolicy } from "../fixtures/policy.ts"
+
+const ran = { count: 0 }
+const actions = [
+  Action.make({ name: "notes.read", input: Schema.Struct({}), output: Schema.String, handler: () => `n${++ran.count}` })
+]
+
+const config = { limit: 3 }
+const checker = Interceptor.identified(
+  { id: "acme.checker", version: "1", config },
+  "policy",
+  () => Interceptor.allow("acme.checked")
+)
+
+const typesOf = (chain_id: string) =>
+  Effect.flatMap(
+    EvidenceStore,
+    (store) =>
+      Effect.map(Stream.runCollect(store.read(chain_id)), (chunk) => Chunk.toArray(chunk).map((r) => r.record_type))
+  )
+
+/** One governed call under a policy binding `interceptors`: its outcome, and its chain's record types. */
+const callUnder = (bound: ((config_digest: string, other: string) => ReadonlyArray<unknown>) | undefined) =>
+  Effect.gen(function*() {
+    const interceptors = bound?.(yield* Digest.canonical(config), yield* Digest.canonical({ limit: 4 }))
+    const ref = yield* installPolicy({
+      policy_id: "open",
+      version: "1",
+      mode: "allow_all",
+      ...(interceptors === undefined ? {} : { interceptors })
+    })
+    const boundary = yield* Governance.openBoundary(ref)
+    const outcome = yield* run("notes.read", {}, {}, { policy_snapshot: ref }, { boundary })
+    return { outcome, types: yield* typesOf(boundary.chain_id) }
+  }).pipe(Effect.provide(governedInMemory(actions, { interceptors: [checker] })))
+
+describe("configured interceptors are bound by the snapshot", () => {
+  it.effect("an identified interceptor the snapshot does not bind: denied at stage 3, nothing ran, no operation", () =>
+    Effect.gen(function*() {
+      const before = ran.count
+      const { outcome, types } = yield* callUnder(undefined)
+      assert.strictEqual(outcome._tag, "denied")
+      assert.strictEqual(outcome._tag === "denied" ? outcome.reason.code : "", "policy.unbound_interceptor")
+      assert.strictEqual(ran.count, before)
+      assert.notInclude(types, "operation_started")
+    }))
+
+  it.effect("bound by id, version and configuration digest: the call runs", () =>
+    Effect.gen(function*() {
+      const before = ran.count
+      const { outcome, types } = yield* callUnder((
+        config_digest
+      ) => [{ id: "acme.checker", version: "1", config_digest }])
+      assert.strictEqual(outcome._tag, "succeeded")
+      assert.strictEqual(ran.count, before + 1)
+      assert.include(types, "operation_started")
+    }))
+
+  it.effect("bound with another version or another configuration: denied, nothing ran", () =>
+    Effect.gen(function*() {
+      const before = ran.count
+      for (
+        const bound of [
+          (_: string, other: string) => [{ id: "acme.checker", version: "1", config_digest: other }],
+          (config_digest: string) => [{ id: "acme.checker", version: "2", config_digest }]
+        ]
+      ) {
+        const { outcome, types } = yield* callUnder(bound)
+        assert.strictEqual(outcome._tag === "denied" ? outcome.reason.code : outcome._tag, "policy.unbound_interceptor")
+        assert.notInclude(types, "operation_started")
+      }
+      assert.strictEqual(ran.count, before)
+    }))
+})
