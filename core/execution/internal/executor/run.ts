@@ -14,7 +14,7 @@ import type { RunStore } from "../../../state/RunStore.ts"
 import { ActionExecutionPlan, PlannedStage } from "../../ActionExecutionPlan.ts"
 import { Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { ExecutionRequest } from "../../ExecutionRequest.ts"
-import type { Concluded, Interceptor, Verdict } from "../../Interceptor.ts"
+import type { Concluded, Interceptor, Observer, Verdict } from "../../Interceptor.ts"
 import type { RuntimeProfile } from "../../RuntimeProfile.ts"
 import { type SecurityStage, type Stage, stages } from "../../Stage.ts"
 import { isMinted } from "../mint.ts"
@@ -332,9 +332,7 @@ const compileAction = (
 export const makeRunner = (env: Env, profile: Profile) => {
   const compiled = new WeakMap<ActionDefinition, Compiled>()
   const compiledFor = (definition: ActionDefinition, descriptor: ActionDescriptor): Compiled => {
-    const cached = compiled.get(definition)
-    if (cached !== undefined) return cached
-    const made = compileAction(env, profile, definition, descriptor)
+    const made = compiled.get(definition) ?? compileAction(env, profile, definition, descriptor)
     compiled.set(definition, made)
     return made
   }
@@ -352,17 +350,16 @@ export const makeRunner = (env: Env, profile: Profile) => {
   }
 
   const notify = (outcome: ExecutionOutcome, receipt: AppendReceipt | undefined) => {
-    const event: Concluded = receipt === undefined
-      ? { _tag: "concluded", outcome }
-      : {
-        _tag: "concluded",
-        outcome,
-        evidence: { chain_id: receipt.chain_id, record_id: receipt.record_id, head_hash: receipt.head_hash }
-      }
+    const event: Concluded = {
+      _tag: "concluded",
+      outcome,
+      ...(receipt === undefined
+        ? {}
+        : { evidence: { chain_id: receipt.chain_id, record_id: receipt.record_id, head_hash: receipt.head_hash } })
+    }
     // Suspended: an observer that throws while building its effect changes nothing either.
-    return Effect.forEach(env.observers, (observer) => Effect.exit(Effect.suspend(() => observer.observe(event))), {
-      discard: true
-    })
+    const tell = (observer: Observer) => Effect.exit(Effect.suspend(() => observer.observe(event)))
+    return Effect.forEach(env.observers, tell, { discard: true })
   }
 
   const observed = (call: Call, outcome: Effect.Effect<ExecutionOutcome, ExecutionError>) =>
