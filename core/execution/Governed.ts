@@ -3,9 +3,7 @@
  * with `policy_bound` and `operation_started` at stage 4, every gate result committed as it is
  * produced, and one terminal record per operation, all through the EvidenceStore in context.
  */
-import { Cause, Effect, Either, Layer, Option, Schema } from "effect"
-import { canonicalWith, Digest } from "../base/Digest.ts"
-import { Identifier } from "../base/Refs.ts"
+import { Cause, Effect, Either, Layer, Option } from "effect"
 import * as EvidenceProjector from "../evidence/EvidenceProjector.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "../evidence/EvidenceStore.ts"
 import { ExecutorRegistry } from "../evidence/ExecutorRegistry.ts"
@@ -17,7 +15,7 @@ import { ProjectionStore } from "../state/ProjectionStore.ts"
 import { RunStore } from "../state/RunStore.ts"
 import * as ActionExecutor from "./ActionExecutor.ts"
 import type { Interceptor } from "./Interceptor.ts"
-import { InterceptorIdentityError } from "./Interceptor.ts"
+import { bindingOf } from "./Interceptor.ts"
 import * as RuntimeProfile from "./RuntimeProfile.ts"
 
 /** A profile this composition cannot stand behind, such as certifiable on a store that forgets. */
@@ -90,33 +88,10 @@ export const make = (
  * Every interceptor by its identity: the policy's own are bound by the snapshot itself; a configured one's
  * configuration is digested here, once, and the pinned snapshot must bind it (seed D5: no out-of-band executable rule).
  */
-const isIdentifier = Schema.is(Identifier)
-
 const identify = (own: ReadonlyArray<Interceptor>, configured: ReadonlyArray<Interceptor>) =>
   Effect.gen(function*() {
-    const digest = yield* Digest
     const identities = new Map<Interceptor, InterceptorBinding | "snapshot">(own.map((it) => [it, "snapshot"]))
-    for (const interceptor of configured) {
-      const identity = interceptor.identity
-      // An interceptor without an identity is still taken, unbound, until the callers that build one are identified.
-      if (identity === undefined) continue
-      if (!isIdentifier(interceptor.id) || !isIdentifier(identity.version)) {
-        return yield* new InterceptorIdentityError({
-          interceptor: interceptor.id,
-          detail:
-            "its id and version must be identifiers a snapshot can bind (non-empty, trimmed, at most 200 characters)"
-        })
-      }
-      const config_digest = yield* Effect.mapError(
-        canonicalWith(digest, identity.config),
-        (error) =>
-          new InterceptorIdentityError({
-            interceptor: interceptor.id,
-            detail: `its configuration has no canonical JSON (${error.reason} at ${error.path})`
-          })
-      )
-      identities.set(interceptor, { id: interceptor.id, version: identity.version, config_digest })
-    }
+    for (const interceptor of configured) identities.set(interceptor, yield* bindingOf(interceptor))
     return identities
   })
 

@@ -6,7 +6,8 @@ import { Effect, Predicate, Schema } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
 import type { Usage } from "../action/ActionUsage.ts"
 import { ApprovalRequest } from "../approval/Approval.ts"
-import type { Sha256Hex } from "../base/Digest.ts"
+import { canonicalWith, Digest, type Sha256Hex } from "../base/Digest.ts"
+import { Identifier } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import { DecisionReason } from "./AdmissionDecision.ts"
@@ -231,3 +232,28 @@ export const identified = (
   ...make(identity.id, stage, decide),
   identity: { version: identity.version, config: identity.config }
 })
+
+const isIdentifier = Schema.is(Identifier)
+
+/**
+ * What a snapshot's `interceptors` must name for an interceptor to run in a governed executor: its id, version and
+ * the digest of its configuration's canonical JSON; an interceptor without an identity, or one it cannot digest, fails.
+ */
+export const bindingOf = (interceptor: Interceptor) =>
+  Effect.gen(function*() {
+    const identity = interceptor.identity
+    const refuse = (detail: string) => new InterceptorIdentityError({ interceptor: interceptor.id, detail })
+    if (identity === undefined) {
+      return yield* refuse("a governed executor takes only identified interceptors (Interceptor.identified)")
+    }
+    if (!isIdentifier(interceptor.id) || !isIdentifier(identity.version)) {
+      return yield* refuse(
+        "its id and version must be identifiers a snapshot can bind (non-empty, trimmed, at most 200 characters)"
+      )
+    }
+    const config_digest = yield* Effect.mapError(
+      canonicalWith(yield* Digest, identity.config),
+      (error) => refuse(`its configuration has no canonical JSON (${error.reason} at ${error.path})`)
+    )
+    return { id: interceptor.id, version: identity.version, config_digest }
+  })

@@ -24,7 +24,7 @@ import { ProjectionStore } from "../../core/state/ProjectionStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { appendGranted } from "../fixtures/evidence.ts"
 import { run } from "../fixtures/layers.ts"
-import { installPolicy } from "../fixtures/policy.ts"
+import { bound, installPolicy, unconfigured } from "../fixtures/policy.ts"
 import { root } from "../fixtures/sources.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 import { patched } from "../fixtures/state.ts"
@@ -38,7 +38,8 @@ const declaration = {
   policy_id: "review",
   version: "1",
   rules: [{ rule_id: "allow-notes", kind: "action", effect: "allow", action_patterns: ["notes.*"] }],
-  gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes"] }]
+  gates: [{ gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes"] }],
+  interceptors: bound("slow.guard")
 }
 
 /** A live executor process whose `notes.block` callable waits inside the call until released. */
@@ -71,6 +72,7 @@ const guardedProcess = (
   Governed.layer({
     interceptors: [{
       id: "slow.guard",
+      identity: unconfigured,
       stage: "guard",
       evaluate: () =>
         Effect.zipRight(Deferred.succeed(entered, undefined), Effect.as(Deferred.await(release), Interceptor.allow()))

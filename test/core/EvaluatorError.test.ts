@@ -25,6 +25,7 @@ import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { toolSet } from "../fixtures/actions.ts"
 import { base } from "../fixtures/layers.ts"
+import { bound, unconfigured } from "../fixtures/policy.ts"
 
 const tools = toolSet()
 
@@ -63,6 +64,7 @@ const policyWith = (gates: ReadonlyArray<Record<string, unknown>>, extra: Record
   approver_class: "lead",
   rules: [{ rule_id: "allow-all", kind: "action", effect: "allow", action_patterns: ["*"] }],
   gates: gates.map((gate, order) => ({ order, rule_ids: ["allow-all"], ...gate })),
+  interceptors: bound("thrower"),
   ...extra
 })
 
@@ -130,6 +132,7 @@ describe("evaluator failure", () => {
     }).pipe(Effect.provide(layerWith({
       interceptors: [{
         id: "thrower",
+        identity: unconfigured,
         stage: "policy",
         evaluate: () => {
           throw new Error("evaluator bug")
@@ -161,6 +164,7 @@ describe("evaluator failure", () => {
     }).pipe(Effect.provide(layerWith({
       interceptors: [{
         id: "thrower",
+        identity: unconfigured,
         stage: "policy",
         evaluate: (evaluation) =>
           evaluation.descriptor.name === "add" ? Effect.die(new Error("evaluator bug")) : Effect.succeed({

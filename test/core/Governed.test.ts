@@ -28,7 +28,7 @@ import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { base, run } from "../fixtures/layers.ts"
-import { installPolicy } from "../fixtures/policy.ts"
+import { bound, installPolicy, unconfigured } from "../fixtures/policy.ts"
 
 const CANARY = "canary-7f3a9c-secret"
 const calls = { write: 0, fail: 0, slow: 0, contained: 0 }
@@ -102,7 +102,8 @@ const declaration = {
   gates: [
     { gate_id: "base", level: "hard", order: 0, rule_ids: ["allow-notes", "ask"] },
     { gate_id: "review", level: "soft", order: 1, rule_ids: ["allow-notes", "allow-sign", "no-publish"] }
-  ]
+  ],
+  interceptors: bound("throws-on-write", "malformed-on-slow", "stuck", "capacity", "test.meter")
 }
 
 /**
@@ -501,6 +502,7 @@ describe("governed execution", () => {
     }).pipe(Effect.provide(layerWith(undefined, {
       interceptors: [{
         id: "throws-on-write",
+        identity: unconfigured,
         stage: "policy",
         evaluate: ({ descriptor }) => {
           if (descriptor.name === "notes.write") throw new Error("evaluator bug")
@@ -553,6 +555,7 @@ describe("governed execution", () => {
       Governed.layer({
         interceptors: [{
           id: "malformed-on-slow",
+          identity: unconfigured,
           stage: "policy",
           evaluate: ({ descriptor }) =>
             Effect.succeed(
@@ -610,7 +613,7 @@ describe("governed execution", () => {
       ])
       assert.strictEqual(calls.write, before)
     }).pipe(Effect.provide(layerWith(undefined, {
-      interceptors: [{ id: "stuck", stage: "authorise", evaluate: () => Effect.never }]
+      interceptors: [{ id: "stuck", identity: unconfigured, stage: "authorise", evaluate: () => Effect.never }]
     }))))
 
   it.effect("the writer forgets a closed chain, and a call it denies leaves nothing behind", () =>
@@ -733,6 +736,7 @@ describe("governed execution", () => {
     }).pipe(Effect.provide(layerWith(undefined, {
       interceptors: [{
         id: "capacity",
+        identity: unconfigured,
         stage: "authorise",
         evaluate: () => Effect.succeed({ disposition: "defer", code: "capacity.unavailable" })
       }]
@@ -901,6 +905,7 @@ describe("the executor's own refusals and races", () => {
     const charged: Array<unknown> = []
     const meter: Interceptor.Interceptor = {
       id: "test.meter",
+      identity: unconfigured,
       stage: "policy",
       evaluate: () => Effect.succeed({ ...Interceptor.allow("test.allowed"), metered: true }),
       charge: (_, usage) => Effect.sync(() => void charged.push(usage))

@@ -16,7 +16,7 @@ import type * as Capacity from "../../core/execution/Capacity.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { base, executor, governedInMemory, run } from "../fixtures/layers.ts"
-import { installPolicy } from "../fixtures/policy.ts"
+import { bound, installPolicy, unconfigured } from "../fixtures/policy.ts"
 
 const ran = { count: 0 }
 const actions = [
@@ -61,6 +61,7 @@ const malformed: ReadonlyArray<readonly [string, () => unknown]> = [
 const answer: { current: () => unknown } = { current: () => Interceptor.allow() }
 const answering: Interceptor.Interceptor = {
   id: "hostile",
+  identity: unconfigured,
   stage: "policy",
   evaluate: () => Effect.sync(() => answer.current() as Interceptor.Verdict)
 }
@@ -104,7 +105,12 @@ const records = (chain_id: string) =>
 
 /** Run one governed call in a fresh boundary: its outcome, the types of its operation's records, and whether they verify. */
 const governedCall = Effect.gen(function*() {
-  const ref = yield* installPolicy({ policy_id: "open", version: "1", mode: "allow_all" })
+  const ref = yield* installPolicy({
+    policy_id: "open",
+    version: "1",
+    mode: "allow_all",
+    interceptors: bound("hostile")
+  })
   const boundary = yield* Governance.openBoundary(ref)
   const outcome = yield* run("notes.read", {}, {}, { policy_snapshot: ref }, { boundary })
   const chain = yield* records(boundary.chain_id)

@@ -9,8 +9,8 @@ import * as Digest from "../../core/base/Digest.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
-import { governedInMemory, run } from "../fixtures/layers.ts"
-import { installPolicy } from "../fixtures/policy.ts"
+import { base, governedInMemory, run } from "../fixtures/layers.ts"
+import { bound, installPolicy } from "../fixtures/policy.ts"
 
 const ran = { count: 0 }
 const actions = [
@@ -83,4 +83,34 @@ describe("configured interceptors are bound by the snapshot", () => {
       }
       assert.strictEqual(ran.count, before)
     }))
+})
+
+describe("a governed executor takes only interceptors a snapshot can bind", () => {
+  const built = (interceptor: Interceptor.Interceptor) =>
+    Effect.flip(Effect.provide(Effect.void, governedInMemory(actions, { interceptors: [interceptor] })))
+
+  it.effect("one without an identity, or with a configuration that has no canonical JSON, fails the build naming it", () =>
+    Effect.gen(function*() {
+      const plain = yield* built(Interceptor.make("acme.plain", "policy", () => Interceptor.allow()))
+      assert.strictEqual(plain._tag, "InterceptorIdentityError")
+      assert.strictEqual(plain._tag === "InterceptorIdentityError" && plain.interceptor, "acme.plain")
+      const floaty = yield* built(
+        Interceptor.identified(
+          { id: "acme.floaty", version: "1", config: { ratio: 0.5 } },
+          "policy",
+          () => Interceptor.allow()
+        )
+      )
+      assert.include(floaty.message, "acme.floaty")
+      assert.include(floaty.message, "no canonical JSON")
+      const unnamed = yield* built(
+        Interceptor.identified({ id: "acme.v", version: " ", config: {} }, "policy", () => Interceptor.allow())
+      )
+      assert.include(unnamed.message, "identifiers")
+    }))
+
+  it.effect("the fixture's bound identity is the digest of an empty configuration", () =>
+    Effect.map(Digest.canonical({}), (digest) => assert.strictEqual(bound("x")[0]!.config_digest, digest)).pipe(
+      Effect.provide(base(actions))
+    ))
 })
