@@ -76,7 +76,12 @@ export const make = (config: Config = {}) =>
       teardown: Duration.decode(config.teardown ?? Duration.seconds(1)),
       argumentLimits: { ...StrictJson.defaultLimits, ...config.argumentLimits },
       boundAgent: config.boundAgent,
-      trace: Option.getOrUndefined(yield* Effect.serviceOption(StageTrace))
+      trace: Option.getOrUndefined(yield* Effect.serviceOption(StageTrace)),
+      identities: new Map(
+        [...(config.governance?.identities?.entries() ?? [])].flatMap(([interceptor, identity]) =>
+          identity === "snapshot" ? [] : [[interceptor.id, identity] as const]
+        )
+      )
     }
     const { execute, plan } = makeRunner(env, profile)
     return ActionExecutor.of({ profile: env.profile, execute, plan })

@@ -8,6 +8,7 @@ import * as Action from "../../core/action/Action.ts"
 import * as Digest from "../../core/base/Digest.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
+import * as TaskCertificate from "../../core/evidence/TaskCertificate.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { base, governedInMemory, run } from "../fixtures/layers.ts"
 import { bound, installPolicy } from "../fixtures/policy.ts"
@@ -67,6 +68,35 @@ describe("configured interceptors are bound by the snapshot", () => {
       assert.strictEqual(ran.count, before + 1)
       assert.include(types, "operation_started")
     }))
+
+  it.effect("its gate record names it by the identity the snapshot bound; the chain verifies and certifies", () =>
+    Effect.gen(function*() {
+      const config_digest = yield* Digest.canonical(config)
+      const ref = yield* installPolicy({
+        policy_id: "open",
+        version: "1",
+        mode: "allow_all",
+        interceptors: [{ id: "acme.checker", version: "1", config_digest }]
+      })
+      const boundary = yield* Governance.openBoundary(ref)
+      assert.strictEqual((yield* run("notes.read", {}, {}, { policy_snapshot: ref }, { boundary }))._tag, "succeeded")
+      const closed = yield* Governance.closeBoundary(boundary)
+      const store = yield* EvidenceStore
+      const payloads = Chunk.toArray(yield* Stream.runCollect(store.read(boundary.chain_id)))
+        .filter((record) => record.record_type === "gate_evaluated")
+        .map((record) => JSON.parse(record.payload_json))
+      const checked = payloads.find((payload) => payload.evaluator === "acme.checker")
+      assert.deepStrictEqual(checked?.evaluator_identity, { id: "acme.checker", version: "1", config_digest })
+      assert.isTrue(
+        payloads.filter((payload) => payload.evaluator !== "acme.checker").every((payload) =>
+          payload.evaluator_identity === undefined
+        ),
+        "the policy's own gates are bound by the snapshot itself"
+      )
+      assert.isTrue((yield* store.verify(boundary.chain_id, closed.head_hash)).valid)
+      const certificate = yield* TaskCertificate.mint(boundary.chain_id, closed.head_hash)
+      assert.isTrue((yield* TaskCertificate.verify(certificate)).valid)
+    }).pipe(Effect.provide(governedInMemory(actions, { interceptors: [checker] }))))
 
   it.effect("bound with another version or another configuration: denied, nothing ran", () =>
     Effect.gen(function*() {

@@ -5,6 +5,7 @@ import type { Timestamp } from "../../base/Time.ts"
 import type { ExecutionOutcome, PolicyInputs, Recheck } from "../../execution/ExecutionOutcome.ts"
 import type { GateOutcome, GrantedException } from "../../execution/Interceptor.ts"
 import type { Stage } from "../../execution/Stage.ts"
+import type { InterceptorBinding } from "../../policy/PolicyRule.ts"
 import type { PolicySnapshot } from "../../policy/PolicySnapshot.ts"
 import { OutcomeSummary } from "../../state/StateStore.ts"
 import type { Draft, RecordType, StoredRecord } from "../Evidence.ts"
@@ -88,6 +89,7 @@ export const gateEvaluated = (
   result: GateOutcome & {
     readonly result_id: string
     readonly evaluator: string
+    readonly identity?: InterceptorBinding | undefined
     readonly stage: Stage
     readonly arguments_digest: Sha256Hex
     readonly evaluated_at: Timestamp
@@ -104,6 +106,7 @@ export const gateEvaluated = (
     matched_rules: [...result.matched_rules],
     ...(result.evaluator_error === true ? { evaluator_error: true } : {}),
     evaluator: result.evaluator,
+    ...(result.identity === undefined ? {} : { evaluator_identity: { ...result.identity } }),
     stage: result.stage,
     operation_id: operation.operation_id,
     policy_version: operation.policy.version,

@@ -112,6 +112,8 @@ export interface Env {
   readonly boundAgent: AgentSubject | undefined
   /** Told of every stage each call enters. */
   readonly trace: StageTrace.Service | undefined
+  /** Governed: the identity each configured interceptor's gate records name it by, by its id. */
+  readonly identities: ReadonlyMap<string, InterceptorBinding>
 }
 
 /** Told of every stage each call enters, by attempt id: what the plan's conformance tests compare with the plan. */

@@ -97,6 +97,7 @@ const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
               ...gate,
               result_id,
               evaluator,
+              identity: env.identities.get(evaluator),
               stage,
               arguments_digest,
               evaluated_at,
