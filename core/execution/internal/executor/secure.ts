@@ -71,11 +71,10 @@ const denyingGates = (verdict: Verdict) =>
   verdict.gates.some((gate) => gate.decision === "deny")
 
 // The references an allow's decision carries to the gate results that denied it: none for any other verdict.
-const evidenceOf = (verdict: Verdict, result_ids: ReadonlyArray<Uuid> | undefined): Array<string> => {
-  if (!denyingGates(verdict)) return []
-  const gates = (verdict as { readonly gates: ReadonlyArray<GateOutcome> }).gates
-  return gates.flatMap((gate, i) => gate.decision === "deny" ? [gateReference(gate.gate_id, result_ids?.[i])] : [])
-}
+const evidenceOf = (verdict: Verdict, result_ids: ReadonlyArray<Uuid> | undefined): Array<string> =>
+  verdict.disposition !== "allow" || verdict.gates === undefined
+    ? []
+    : verdict.gates.flatMap((gate, i) => gate.decision === "deny" ? [gateReference(gate.gate_id, result_ids?.[i])] : [])
 
 // One interceptor's answer bound to the current digest and recorded on the call: an outcome when it refuses. Governed,
 // `result_ids` are the ids its gate records will carry, minted here when its decision must reference them.
