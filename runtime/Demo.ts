@@ -187,13 +187,19 @@ export const layer = layerWith()
 /** The demo's actions and the in-process backend, for an executor composed elsewhere (needs a Digest). */
 export const tools = Layer.merge(ActionRegistry.layerWith(actions), InProcessBackend.layer)
 
-/** Compile, store and activate the demo policy; the reference a context pins. */
+/**
+ * Compile, store and activate the demo policy (unless a database retired it: then the executor refuses what pins it,
+ * `policy.not_active`); the reference a context pins.
+ */
 export const installPolicy = Effect.gen(function*() {
   const store = yield* PolicySnapshotStore
   const declaration = yield* Effect.orDie(PermissionPolicy.decode(policy))
   const snapshot = yield* Effect.orDie(PolicySnapshot.compile(declaration))
   yield* Effect.orDie(store.put(snapshot))
-  yield* Effect.orDie(store.activate(snapshot.policy_id, snapshot.version, "demo", yield* Time.now))
+  const stored = yield* Effect.orDie(store.get(snapshot.policy_id, snapshot.version))
+  if (stored.release_state !== "retired") {
+    yield* Effect.orDie(store.activate(snapshot.policy_id, snapshot.version, "demo", yield* Time.now))
+  }
   return { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
 })
 

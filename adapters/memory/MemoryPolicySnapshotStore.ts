@@ -35,7 +35,8 @@ export const make = Effect.map(Effect.context<Digest>(), (context): Store.Policy
         Effect.suspend(() => {
           const stored = snapshots.get(Store.pairKey(snapshot.policy_id, snapshot.version))
           if (stored === undefined) {
-            const { activated_at: _at, activated_by: _by, ...content } = snapshot
+            const { activated_at: _at, activated_by: _by, retired_at: _retiredAt, retired_by: _retiredBy, ...content } =
+              snapshot
             snapshots.set(
               Store.pairKey(snapshot.policy_id, snapshot.version),
               immutable(PolicySnapshot.make({ ...content, release_state: "staged" }))
@@ -53,23 +54,32 @@ export const make = Effect.map(Effect.context<Digest>(), (context): Store.Policy
         })
       ),
     activate: (policy_id, version, by, at) =>
-      Effect.map(Effect.tap(get(policy_id, version), activatable), (stored) => {
+      Effect.flatMap(Effect.tap(get(policy_id, version), activatable), (stored) => {
         // Checked even when already active, as the SQL store checks before it writes: an invalid one is a defect.
         const active = PolicySnapshot.make({ ...stored, release_state: "active", activated_by: by, activated_at: at })
-        if (stored.release_state === "active") return stored
+        if (stored.release_state === "retired") return Effect.fail(Store.notActive(stored))
+        if (stored.release_state === "active") return Effect.succeed(stored)
         const frozen = immutable(active)
         snapshots.set(Store.pairKey(policy_id, version), frozen)
-        return frozen
+        return Effect.succeed(frozen)
+      }),
+    retire: (policy_id, version, by, at) =>
+      Effect.flatMap(get(policy_id, version), (stored) => {
+        const retired = PolicySnapshot.make({ ...stored, release_state: "retired", retired_by: by, retired_at: at })
+        if (stored.release_state === "retired") return Effect.succeed(stored)
+        if (stored.release_state !== "active") return Effect.fail(Store.notActive(stored))
+        const frozen = immutable(retired)
+        snapshots.set(Store.pairKey(policy_id, version), frozen)
+        for (const [scope, bound] of bindings) {
+          if (bound.policy_id === policy_id && bound.version === version) bindings.delete(scope)
+        }
+        return Effect.succeed(frozen)
       }),
     bind: (scope, policy_id, version) =>
       Effect.flatMap(get(policy_id, version), (stored) =>
         stored.release_state === "active"
           ? Effect.sync(() => void bindings.set(scopeKey(scope), { policy_id, version }))
-          : Effect.fail(
-            new Store.PolicyNotFoundError({
-              detail: `policy ${Store.policyLabel(policy_id, version)} is staged, not active`
-            })
-          )),
+          : Effect.fail(Store.notActive(stored))),
     resolve: (target) =>
       Effect.suspend((): Effect.Effect<PolicySnapshot, Store.PolicyNotFoundError | Store.AmbiguousPolicyError> => {
         const tiers = [

@@ -1,7 +1,8 @@
 /**
  * The durable PolicySnapshotStore over `@effect/sql` (`durable: true`): each snapshot is stored as the canonical JSON
  * of its encoded staged form (immutable, guarded by a trigger), with its release state and activation metadata beside
- * it. Every snapshot it serves is immutable (`PolicySnapshot.immutable`), built once per verified text and state.
+ * it; a retirement is a row of its own, appended once (so the release state a read sees is derived: retired once that
+ * row exists). Every snapshot it serves is immutable (`PolicySnapshot.immutable`), built once per verified text and state.
  * Every read checks the stored text: the first decodes it, checks it is canonical and that its digest recomputes, and
  * refuses it otherwise; later ones compare it, in the database, with the text verified (sent as its UTF-8 bytes,
  * encoded once), and verify it again when it or its digest changed.
@@ -21,12 +22,14 @@ import {
   checkDigest,
   immutable,
   PolicySnapshot,
-  recomputeDigest
+  recomputeDigest,
+  ReleaseState
 } from "../../core/policy/PolicySnapshot.ts"
 import type { BindingScope, BindingTarget } from "../../core/policy/PolicySnapshotStore.ts"
 import {
   AmbiguousPolicyError,
   candidatesOf,
+  notActive,
   pairKey,
   PolicyConflictError,
   policyLabel,
@@ -40,32 +43,40 @@ const Key = Schema.Struct({ policy_id: Schema.String, version: Schema.String })
 const SnapshotRow = Schema.Struct({
   snapshot_json: Schema.String,
   digest: Schema.String,
-  release_state: Schema.Literal("staged", "active"),
+  release_state: ReleaseState,
   activated_at: Schema.NullOr(Timestamp),
-  activated_by: Schema.NullOr(Identifier)
+  activated_by: Schema.NullOr(Identifier),
+  retired_at: Schema.NullOr(Timestamp),
+  retired_by: Schema.NullOr(Identifier)
 })
 
 const DigestRow = Schema.Struct({ digest: Schema.String })
 
 const CurrentRow = Schema.Struct({
   digest: Schema.String,
-  release_state: Schema.Literal("staged", "active"),
+  release_state: ReleaseState,
   activated_at: Schema.NullOr(Timestamp),
   activated_by: Schema.NullOr(Identifier),
+  retired_at: Schema.NullOr(Timestamp),
+  retired_by: Schema.NullOr(Identifier),
   unchanged: Schema.Literal(0, 1)
 })
 
 const isCurrentRow = Schema.is(CurrentRow)
 
-/** A row's release state and activation metadata. */
-type StateColumns = Pick<typeof SnapshotRow.Type, "release_state" | "activated_at" | "activated_by">
+/** A row's release state and its activation and retirement metadata. */
+type StateColumns = Pick<
+  typeof SnapshotRow.Type,
+  "release_state" | "activated_at" | "activated_by" | "retired_at" | "retired_by"
+>
 
-// Whether a row's release state and activation metadata are a snapshot's.
+// Whether a row's release state and metadata are a snapshot's.
 const sameState = (snapshot: PolicySnapshot, row: { readonly [K in keyof StateColumns]?: unknown }) =>
   snapshot.release_state === row.release_state && (snapshot.activated_at ?? null) === row.activated_at &&
-  (snapshot.activated_by ?? null) === row.activated_by
+  (snapshot.activated_by ?? null) === row.activated_by && (snapshot.retired_at ?? null) === row.retired_at &&
+  (snapshot.retired_by ?? null) === row.retired_by
 
-const StateRow = Schema.Struct({ release_state: Schema.Literal("staged", "active") })
+const StateRow = Schema.Struct({ release_state: ReleaseState })
 
 const BindingRow = Schema.Struct({
   scope_kind: Schema.Literal("global", "role", "resource"),
@@ -80,7 +91,7 @@ const encodeSnapshot = Schema.encode(PolicySnapshot)
 
 /** The canonical JSON of the encoded staged form: what is stored, and what a read must give back byte for byte. */
 const stagedJson = (snapshot: PolicySnapshot) => {
-  const { activated_at: _at, activated_by: _by, ...content } = snapshot
+  const { activated_at: _at, activated_by: _by, retired_at: _retiredAt, retired_by: _retiredBy, ...content } = snapshot
   return encodeSnapshot(PolicySnapshot.make({ ...content, release_state: "staged" })).pipe(
     Effect.flatMap(Canonical.stringify),
     Effect.orDie
@@ -103,14 +114,22 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
   function*() {
     const sql = yield* SqlClient.SqlClient
     const transaction = writeTransaction(sql)
+    // A snapshot row with its retirement, if any: the release state a read sees is derived from both.
+    const fromSnapshots = sql.literal(
+      "policy_snapshots s LEFT JOIN policy_retirements r ON r.policy_id = s.policy_id AND r.version = s.version"
+    )
+    const stateColumns = sql.literal(
+      "CASE WHEN r.policy_id IS NULL THEN s.release_state ELSE 'retired' END AS release_state, " +
+        "s.activated_at, s.activated_by, r.retired_at, r.retired_by"
+    )
     const context = yield* Effect.context<Digest.Digest>()
 
     const findSnapshot = SqlSchema.findOne({
       Request: Key,
       Result: SnapshotRow,
       execute: ({ policy_id, version }) =>
-        sql`SELECT snapshot_json, digest, release_state, activated_at, activated_by FROM policy_snapshots
-          WHERE policy_id = ${policy_id} AND version = ${version}`
+        sql`SELECT snapshot_json, digest, ${stateColumns} FROM ${fromSnapshots}
+          WHERE s.policy_id = ${policy_id} AND s.version = ${version}`
     })
     // Checked with `Schema.is`, not decoded: this read runs once per governed call. The text is compared as bytes: a
     // string parameter is transcoded to UTF-8 on every call (about 50 µs for a 64 KB snapshot), bytes are bound as
@@ -118,9 +137,9 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     // compares equal, and is read back and checked every time.
     const findCurrent = (policy_id: string, version: string, bytes: Uint8Array) =>
       Effect.map(
-        sql`SELECT digest, release_state, activated_at, activated_by,
+        sql`SELECT digest, ${stateColumns},
           typeof(snapshot_json) = 'text' AND CAST(snapshot_json AS BLOB) = ${bytes} AS unchanged
-          FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`,
+          FROM ${fromSnapshots} WHERE s.policy_id = ${policy_id} AND s.version = ${version}`,
         (rows) => rows[0]
       )
     const findDigest = SqlSchema.findOne({
@@ -133,7 +152,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       Request: Key,
       Result: StateRow,
       execute: ({ policy_id, version }) =>
-        sql`SELECT release_state FROM policy_snapshots WHERE policy_id = ${policy_id} AND version = ${version}`
+        sql`SELECT ${stateColumns} FROM ${fromSnapshots} WHERE s.policy_id = ${policy_id} AND s.version = ${version}`
     })
     const findBindings = SqlSchema.findAll({
       Request: Schema.Struct({ roles: Schema.Array(Schema.String), resource: Schema.optional(Schema.String) }),
@@ -199,7 +218,9 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
             ...staged,
             release_state: row.release_state,
             ...(row.activated_at === null ? {} : { activated_at: row.activated_at }),
-            ...(row.activated_by === null ? {} : { activated_by: row.activated_by })
+            ...(row.activated_by === null ? {} : { activated_by: row.activated_by }),
+            ...(row.retired_at === null ? {} : { retired_at: row.retired_at }),
+            ...(row.retired_by === null ? {} : { retired_by: row.retired_by })
           }, { disableValidation: true })
         )
       served.set(policy, { json, bytes, staged, snapshot })
@@ -270,7 +291,28 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
             // Write first, so the transaction takes the write lock before it reads.
             yield* sql`UPDATE policy_snapshots SET release_state = 'active', activated_by = ${by}, activated_at = ${at}
             WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'staged'`
-            return yield* read(policy_id, version)
+            const snapshot = yield* read(policy_id, version)
+            return snapshot.release_state === "active" ? snapshot : yield* notActive(snapshot)
+          })
+        )
+      },
+      orDieSql
+    )
+
+    const retire = Effect.fn("SqlPolicySnapshotStore.retire")(
+      function*(policy_id: string, version: string, by: string, at: Timestamp) {
+        yield* Schema.validate(Identifier)(by).pipe(Effect.orDie)
+        yield* Schema.validate(Timestamp)(at).pipe(Effect.orDie)
+        return yield* transaction(() =>
+          Effect.gen(function*() {
+            // Write first (only an active snapshot is retired, once), then read why nothing was written.
+            yield* sql`INSERT INTO policy_retirements (policy_id, version, retired_at, retired_by)
+            SELECT policy_id, version, ${at}, ${by} FROM policy_snapshots
+            WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'active'
+            ON CONFLICT (policy_id, version) DO NOTHING`
+            yield* sql`DELETE FROM policy_bindings WHERE policy_id = ${policy_id} AND version = ${version}`
+            const snapshot = yield* read(policy_id, version)
+            return snapshot.release_state === "retired" ? snapshot : yield* notActive(snapshot)
           })
         )
       },
@@ -286,15 +328,14 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
             yield* sql`INSERT INTO policy_bindings (scope_kind, scope_value, policy_id, version)
             SELECT ${scope_kind}, ${scope_value}, policy_id, version FROM policy_snapshots
             WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'active'
+              AND NOT EXISTS (SELECT 1 FROM policy_retirements r WHERE r.policy_id = ${policy_id} AND r.version = ${version})
             ON CONFLICT (scope_kind, scope_value) DO UPDATE SET policy_id = excluded.policy_id, version = excluded.version`
             const state = yield* findState({ policy_id, version }).pipe(
               Effect.catchTag("ParseError", (error) => Effect.die(error))
             )
             if (Option.isNone(state)) return yield* notFound(policy_id, version)
             if (state.value.release_state !== "active") {
-              return yield* new PolicyNotFoundError({
-                detail: `policy ${policyLabel(policy_id, version)} is staged, not active`
-              })
+              return yield* notActive({ policy_id, version, release_state: state.value.release_state })
             }
           })
         )
@@ -321,7 +362,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       orDieSql
     )
 
-    return { durable: true, put, activate, bind, resolve, get }
+    return { durable: true, put, activate, retire, bind, resolve, get }
   }
 )
 

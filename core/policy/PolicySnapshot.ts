@@ -17,11 +17,17 @@ import {
 } from "./PermissionPolicy.ts"
 import { CompiledRule, GateBinding, InterceptorBinding, Pattern } from "./PolicyRule.ts"
 
+/** A snapshot's lifecycle: staged -> active -> retired, each step taken once; retiring is the only step after activation. */
+export const ReleaseState = Schema.Literal("staged", "active", "retired")
+
+/** A snapshot's lifecycle state. */
+export type ReleaseState = typeof ReleaseState.Type
+
 // Rules and gates each run in a unique `order`: a snapshot with two of one order is not a snapshot.
 const uniqueOrders = <A extends { readonly order: number }>(items: ReadonlyArray<A>) =>
   new Set(items.map((item) => item.order)).size === items.length || "orders must be unique"
 
-/** A compiled, digest-pinned policy snapshot, staged or active. */
+/** A compiled, digest-pinned policy snapshot: staged, active, or retired (readable still, never active again). */
 export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot")({
   policy_id: Identifier,
   version: Identifier,
@@ -33,9 +39,11 @@ export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot
   /** The configured interceptors it binds by identity; absent binds none (and digests as before the field existed). */
   interceptors: Schema.optional(Schema.Array(InterceptorBinding)),
   provenance: PolicyProvenance,
-  release_state: Schema.Literal("staged", "active"),
+  release_state: ReleaseState,
   activated_at: Schema.optional(Timestamp),
-  activated_by: Schema.optional(Identifier)
+  activated_by: Schema.optional(Identifier),
+  retired_at: Schema.optional(Timestamp),
+  retired_by: Schema.optional(Identifier)
 }) {}
 
 // Snapshots `immutable` built: frozen at every level, so handed out as they are.

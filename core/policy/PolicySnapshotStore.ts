@@ -1,6 +1,6 @@
 /**
  * The PolicySnapshotStore port: immutable snapshots by (policy id, version), the one staged ->
- * active step, scope bindings with precedence, and historical reads.
+ * active step and the one active -> retired step, scope bindings with precedence, and historical reads.
  */
 import { Context, Schema } from "effect"
 import type { Effect } from "effect"
@@ -45,6 +45,16 @@ export const pairKey = (policy_id: string, version: string): string => `${policy
 /** A (policy_id, version) pair as errors name it: `id@version`. */
 export const policyLabel = (policy_id: string, version: string): string => `${policy_id}@${version}`
 
+/** Why a stored snapshot that is not active cannot be bound, activated or retired. */
+export const notActive = (
+  snapshot: { readonly policy_id: string; readonly version: string; readonly release_state: string }
+) =>
+  new PolicyNotFoundError({
+    detail: snapshot.release_state === "retired"
+      ? `policy ${policyLabel(snapshot.policy_id, snapshot.version)} is retired: it is never active again`
+      : `policy ${policyLabel(snapshot.policy_id, snapshot.version)} is staged, not active`
+  })
+
 /** The candidates an AmbiguousPolicyError names: each distinct pair once, as `id@version`, sorted. */
 export const candidatesOf = (pairs: ReadonlyArray<{ readonly policy_id: string; readonly version: string }>) =>
   [...new Map(pairs.map((pair) => [pairKey(pair.policy_id, pair.version), pair])).values()]
@@ -75,7 +85,7 @@ export class PolicySnapshotStore extends Context.Tag("writ/PolicySnapshotStore")
 
 /** The PolicySnapshotStore service. */
 export declare namespace PolicySnapshotStore {
-  /** put, activate, bind, resolve and historical get. */
+  /** put, activate, retire, bind, resolve and historical get. */
   export interface Service {
     /** Whether stored snapshots survive a restart: a certificate re-reads its policy by (id, version) to verify. */
     readonly durable: boolean
@@ -88,13 +98,23 @@ export declare namespace PolicySnapshotStore {
       by: string,
       at: Timestamp
     ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError | PolicyValidationError>
+    /**
+     * The only active -> retired step: no binding resolves to it again and no call runs under it, and it stays readable
+     * (by `get`) so what it governed still certifies. Retiring a retired snapshot again returns it unchanged.
+     */
+    readonly retire: (
+      policy_id: string,
+      version: string,
+      by: string,
+      at: Timestamp
+    ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError>
     /** Bind an active snapshot to a scope (replacing that scope's previous binding). */
     readonly bind: (scope: BindingScope, policy_id: string, version: string) => Effect.Effect<void, PolicyNotFoundError>
     /** The snapshot bound for a call: resource beats role beats global; a tie at the top is ambiguous. */
     readonly resolve: (
       target: BindingTarget
     ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError | AmbiguousPolicyError>
-    /** Any stored version, active or not. */
+    /** Any stored version, whatever its release state. */
     readonly get: (policy_id: string, version: string) => Effect.Effect<PolicySnapshot, PolicyNotFoundError>
   }
 }

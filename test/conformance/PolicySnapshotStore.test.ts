@@ -130,6 +130,46 @@ for (const [name, layer] of layers) {
         assert.strictEqual((yield* Effect.flip(store.activate("p", "9", "ops", at)))._tag, "PolicyNotFoundError")
       })))
 
+    it.effect("retiring is the only step after activation: final, unbound everywhere, readable still", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const a = yield* snapshot("p", "1")
+        const b = yield* snapshot("p", "2", "notes.*")
+        yield* store.put(a)
+        yield* store.put(b)
+        const retireStaged = yield* Effect.flip(store.retire("p", "1", "ops", at))
+        assert.match(retireStaged.message, /^policy p@1 is staged, not active$/)
+        yield* store.activate("p", "1", "ops", at)
+        yield* store.activate("p", "2", "ops", at)
+        yield* store.bind({ _tag: "global" }, "p", "1")
+        yield* store.bind({ _tag: "role", role: "dev" }, "p", "1")
+        yield* store.bind({ _tag: "resource", resource: "repo" }, "p", "2")
+        const later = Time.fromMicros(1_800_000_000_000_001)
+        const retired = yield* store.retire("p", "1", "auditor", later)
+        assert.deepStrictEqual(
+          [retired.release_state, retired.retired_by, retired.retired_at, retired.activated_by, retired.digest],
+          ["retired", "auditor", later, "ops", a.digest]
+        )
+        assert.deepStrictEqual(retired.compiled_rules, a.compiled_rules)
+        // Final: again is a no-op keeping the first retirement, and no activation or binding brings it back.
+        const again = yield* store.retire("p", "1", "someone-else", at)
+        assert.deepStrictEqual([again.retired_by, again.retired_at], ["auditor", later])
+        const reactivated = yield* Effect.flip(store.activate("p", "1", "ops", at))
+        assert.match(reactivated.message, /^policy p@1 is retired: it is never active again$/)
+        const rebound = yield* Effect.flip(store.bind({ _tag: "global" }, "p", "1"))
+        assert.match(rebound.message, /^policy p@1 is retired/)
+        // Every scope it was bound to resolves to nothing now; another version's binding is untouched.
+        assert.strictEqual((yield* Effect.flip(store.resolve({ roles: ["dev"] })))._tag, "PolicyNotFoundError")
+        assert.strictEqual((yield* Effect.flip(store.resolve({ roles: [] })))._tag, "PolicyNotFoundError")
+        assert.strictEqual((yield* store.resolve({ roles: ["dev"], resource: "repo" })).version, "2")
+        // Readable by version, so what it governed still certifies; put again is still a no-op.
+        yield* store.put(a)
+        const read = yield* store.get("p", "1")
+        assert.deepStrictEqual([read.release_state, read.digest], ["retired", a.digest])
+        assert.isTrue(deepFrozen(read))
+        assert.strictEqual((yield* Effect.flip(store.retire("p", "9", "ops", at)))._tag, "PolicyNotFoundError")
+      })))
+
     it.effect("a stored snapshot with an origin rule in a soft gate decodes but is never activated", () =>
       provided(Effect.gen(function*() {
         const store = yield* PolicySnapshotStore
@@ -332,6 +372,30 @@ describe("PolicySnapshotStore: sql", () => {
           (yield* Effect.flip(store.put(yield* snapshot("rich", "2026.1"))))._tag,
           "PolicyConflictError"
         )
+      }).pipe(Effect.provide(sqlOn(database)))
+    }))
+
+  it.scoped("a retirement survives reopening, and the database refuses to undo or change it", () =>
+    Effect.gen(function*() {
+      const database = Sqlite.layer({ filename: path.join(yield* tempDir, "writ.db") })
+      yield* Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        yield* store.put(yield* snapshot("p", "1"))
+        yield* store.activate("p", "1", "ops", at)
+        yield* store.get("p", "1")
+        yield* store.retire("p", "1", "auditor", at)
+      }).pipe(Effect.provide(sqlOn(database)))
+      yield* Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        const sql = yield* SqlClient.SqlClient
+        assert.deepStrictEqual(
+          [(yield* store.get("p", "1")).release_state, (yield* store.get("p", "1")).retired_by],
+          ["retired", "auditor"]
+        )
+        for (const undo of [sql`DELETE FROM policy_retirements`, sql`UPDATE policy_retirements SET retired_by = 'x'`]) {
+          assert.include(String((yield* Effect.flip(undo)).cause), "a policy retirement is final")
+        }
+        assert.strictEqual((yield* store.get("p", "1")).release_state, "retired")
       }).pipe(Effect.provide(sqlOn(database)))
     }))
 

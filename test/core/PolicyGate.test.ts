@@ -121,6 +121,19 @@ describe("PolicyGate in the executor", () => {
       assert.strictEqual(outcome.decisions.length, 1)
     }).pipe(Effect.provide(layer)))
 
+  it.effect("a version retired after a context pinned it is refused to that context, naming it retired", () =>
+    Effect.gen(function*() {
+      const ref = yield* install({ mode: "allow_all" })
+      assert.strictEqual(summary(yield* exec("notes.read", {}, ref)), "succeeded @outcome")
+      yield* (yield* PolicySnapshotStore).retire(ref.policy_id, ref.version, "auditor", Time.fromMicros(1))
+      const outcome = yield* exec("notes.read", {}, ref)
+      assert.strictEqual(summary(outcome), "denied policy.not_active @authorise")
+      assert.strictEqual(
+        (outcome as { readonly reason: { readonly detail?: string } }).reason.detail,
+        `${ref.policy_id}@${ref.version} is retired`
+      )
+    }).pipe(Effect.provide(layer)))
+
   it.effect("decisions use the gate's own immutable copy: a store handing out a shared mutable snapshot cannot change them", () => {
     // A store that hands every reader one mutable object per policy version, as a careless custom store might.
     const handedOut = new Map<string, PolicySnapshot.PolicySnapshot>()

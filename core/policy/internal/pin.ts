@@ -57,7 +57,7 @@ export const makePinWith = (store: PolicySnapshotStore.Service, digest: Digest.S
         )
       }
       if (snapshot.release_state !== "active") {
-        return Effect.succeed(deny("policy.not_active", `${ref.policy_id}@${ref.version} is staged`))
+        return Effect.succeed(deny("policy.not_active", `${ref.policy_id}@${ref.version} is ${snapshot.release_state}`))
       }
       return compiled(snapshot)
     })

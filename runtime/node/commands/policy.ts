@@ -1,9 +1,9 @@
 /**
- * `writ policy check|fmt|schema|explain`: validate, format, describe and explain declared
- * policies. Exit codes: 0 ok (or allow), 1 deny or escalate, 2 bad input.
+ * `writ policy check|fmt|schema|explain|put|activate|retire`: validate, format, describe and explain declared
+ * policies, and take a version through its lifecycle in a database. Exit codes: 0 ok (or allow), 1 deny or escalate
+ * (or a store failure), 2 bad input.
  */
-import { Args, Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
+import { Command, Options } from "@effect/cli"
 import { Console, Effect, Either, JSONSchema, Option, Schema } from "effect"
 import * as PolicyFormat from "../../../adapters/memory/PolicyFormat.ts"
 import * as Action from "../../../core/action/Action.ts"
@@ -13,28 +13,9 @@ import * as InvocationContext from "../../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../../core/policy/PermissionPolicy.ts"
 import type { PolicyInput } from "../../../core/policy/PolicyEvaluator.ts"
 import * as PolicyGate from "../../../core/policy/PolicyGate.ts"
-import * as PolicySnapshot from "../../../core/policy/PolicySnapshot.ts"
 import { choice, CliInputError, json, jsonAlways, parseJsonObject, setExitCode } from "./internal/input.ts"
-
-const file = Args.file({ name: "FILE", exists: "yes" }).pipe(
-  Args.withDescription("a policy declaration (.yaml, .yml or .json)")
-)
-
-/** Read, validate and compile a declaration file; bad input is a CliInputError naming the field. */
-const load = (path: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const text = yield* Effect.orDie(fs.readFileString(path))
-    const format = PolicyFormat.formatOf(path)
-    const policy = yield* Either.mapLeft(
-      PolicyFormat.parse(text, format),
-      (error) => new CliInputError({ message: `${path}: ${error.message}` })
-    )
-    const snapshot = yield* PolicySnapshot.compile(policy).pipe(
-      Effect.mapError((error) => new CliInputError({ message: `${path}: ${error.message}` }))
-    )
-    return { policy, snapshot, format }
-  })
+import { file, load } from "./internal/policyFile.ts"
+import { activate, put, retire } from "./policyStore.ts"
 
 const check = Command.make("check", { file, json }, ({ file, json }) =>
   Effect.gen(function*() {
@@ -253,6 +234,8 @@ const explain = Command.make("explain", explainOptions, (options) =>
 
 /** `writ policy` and its subcommands. */
 export const command = Command.make("policy").pipe(
-  Command.withDescription("Validate, format, describe and explain permission policies"),
-  Command.withSubcommands([check, fmt, schema, explain])
+  Command.withDescription(
+    "Validate, format, describe and explain permission policies; put, activate and retire versions in a database"
+  ),
+  Command.withSubcommands([check, fmt, schema, explain, put, activate, retire])
 )

@@ -8,6 +8,7 @@ import projectedChains from "./0006_projected_chains.ts"
 import enforcement from "./0007_enforcement.ts"
 import attemptRecheck from "./0008_attempt_recheck.ts"
 import policyReference from "./0009_policy_reference.ts"
+import policyRetirements from "./0010_policy_retirements.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -19,5 +20,6 @@ export const loader = Migrator.fromRecord({
   "0006_projected_chains": projectedChains,
   "0007_enforcement": enforcement,
   "0008_attempt_recheck": attemptRecheck,
-  "0009_policy_reference": policyReference
+  "0009_policy_reference": policyReference,
+  "0010_policy_retirements": policyRetirements
 })
