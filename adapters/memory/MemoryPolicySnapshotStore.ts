@@ -8,13 +8,25 @@ import type { Digest } from "../../core/base/Digest.ts"
 import { activatable, checkDigest, immutable, PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
 import * as Store from "../../core/policy/PolicySnapshotStore.ts"
 
-const scopeKey = (scope: Store.BindingScope) =>
-  scope._tag === "global" ? "global" : scope._tag === "role" ? `role:${scope.role}` : `resource:${scope.resource}`
+/** A binding as resolution reads it. */
+interface Bound {
+  readonly kind: Store.BindingScope["_tag"]
+  readonly name: string
+  readonly tenant?: string
+  readonly policy_id: string
+  readonly version: string
+}
+
+const nameOf = (scope: Store.BindingScope) =>
+  scope._tag === "global" ? "" : scope._tag === "role" ? scope.role : scope.resource
+
+// One key per (tenant or none, kind, name): no two scopes share one, whatever their names contain.
+const scopeKey = (scope: Store.BindingScope) => JSON.stringify([scope.tenant ?? null, scope._tag, nameOf(scope)])
 
 /** A fresh in-memory store. */
 export const make = Effect.map(Effect.context<Digest>(), (context): Store.PolicySnapshotStore.Service => {
   const snapshots = new Map<string, PolicySnapshot>()
-  const bindings = new Map<string, { readonly policy_id: string; readonly version: string }>()
+  const bindings = new Map<string, Bound>()
 
   // Read when the effect runs, not when it is built.
   const get = (policy_id: string, version: string) =>
@@ -78,23 +90,28 @@ export const make = Effect.map(Effect.context<Digest>(), (context): Store.Policy
     bind: (scope, policy_id, version) =>
       Effect.flatMap(get(policy_id, version), (stored) =>
         stored.release_state === "active"
-          ? Effect.sync(() => void bindings.set(scopeKey(scope), { policy_id, version }))
+          ? Effect.sync(() =>
+            void bindings.set(scopeKey(scope), {
+              kind: scope._tag,
+              name: nameOf(scope),
+              ...(scope.tenant === undefined ? {} : { tenant: scope.tenant }),
+              policy_id,
+              version
+            })
+          )
           : Effect.fail(Store.notActive(stored))),
     resolve: (target) =>
       Effect.suspend((): Effect.Effect<PolicySnapshot, Store.PolicyNotFoundError | Store.AmbiguousPolicyError> => {
-        const tiers = [
-          target.resource === undefined ? [] : [`resource:${target.resource}`],
-          target.roles.map((role) => `role:${role}`),
-          ["global"]
-        ]
-        for (const tier of tiers) {
-          const refs = tier.flatMap((scope) => bindings.get(scope) ?? [])
-          const bound = Store.candidatesOf(refs)
-          if (bound.length > 1) return Effect.fail(new Store.AmbiguousPolicyError({ candidates: bound }))
-          if (refs.length > 0) {
-            return Effect.succeed(snapshots.get(Store.pairKey(refs[0]!.policy_id, refs[0]!.version))!)
-          }
-        }
+        const applies = [...bindings.values()].filter((bound) =>
+          (bound.tenant === undefined || bound.tenant === target.tenant) &&
+          (bound.kind === "global" || (bound.kind === "role" ?
+            target.roles.includes(bound.name) :
+            bound.name === target.resource))
+        )
+        const refs = Store.selectBindings(applies, target)
+        const bound = Store.candidatesOf(refs)
+        if (bound.length > 1) return Effect.fail(new Store.AmbiguousPolicyError({ candidates: bound }))
+        if (refs.length > 0) return Effect.succeed(snapshots.get(Store.pairKey(refs[0]!.policy_id, refs[0]!.version))!)
         return Effect.fail(new Store.PolicyNotFoundError({ detail: "no policy is bound for this call" }))
       }),
     get

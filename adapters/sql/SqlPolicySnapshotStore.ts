@@ -34,7 +34,8 @@ import {
   PolicyConflictError,
   policyLabel,
   PolicyNotFoundError,
-  PolicySnapshotStore
+  PolicySnapshotStore,
+  selectBindings
 } from "../../core/policy/PolicySnapshotStore.ts"
 import { writeTransaction } from "./internal/transaction.ts"
 
@@ -79,6 +80,7 @@ const sameState = (snapshot: PolicySnapshot, row: { readonly [K in keyof StateCo
 const StateRow = Schema.Struct({ release_state: ReleaseState })
 
 const BindingRow = Schema.Struct({
+  tenant: Schema.String,
   scope_kind: Schema.Literal("global", "role", "resource"),
   policy_id: Schema.String,
   version: Schema.String
@@ -154,11 +156,17 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       execute: ({ policy_id, version }) =>
         sql`SELECT ${stateColumns} FROM ${fromSnapshots} WHERE s.policy_id = ${policy_id} AND s.version = ${version}`
     })
+    // The bindings that may apply to a call: its tenant's and every tenant's (''), of its scopes.
     const findBindings = SqlSchema.findAll({
-      Request: Schema.Struct({ roles: Schema.Array(Schema.String), resource: Schema.optional(Schema.String) }),
+      Request: Schema.Struct({
+        tenant: Schema.optional(Schema.String),
+        roles: Schema.Array(Schema.String),
+        resource: Schema.optional(Schema.String)
+      }),
       Result: BindingRow,
-      execute: ({ resource, roles }) =>
-        sql`SELECT scope_kind, policy_id, version FROM policy_bindings WHERE ${
+      execute: ({ resource, roles, tenant }) =>
+        sql`SELECT tenant, scope_kind, policy_id, version FROM policy_bindings
+        WHERE tenant IN ${sql.in(tenant === undefined ? [""] : ["", tenant])} AND ${
           sql.or([
             sql`scope_kind = 'global'`,
             ...(roles.length === 0 ? [] : [sql`(scope_kind = 'role' AND scope_value IN ${sql.in(roles)})`]),
@@ -322,14 +330,15 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     const bind = Effect.fn("SqlPolicySnapshotStore.bind")(
       function*(scope: BindingScope, policy_id: string, version: string) {
         const { scope_kind, scope_value } = scopeColumns(scope)
+        const tenant = scope.tenant ?? ""
         yield* transaction(() =>
           Effect.gen(function*() {
             // Write first (only an active snapshot is bound), then read why nothing was written.
-            yield* sql`INSERT INTO policy_bindings (scope_kind, scope_value, policy_id, version)
-            SELECT ${scope_kind}, ${scope_value}, policy_id, version FROM policy_snapshots
+            yield* sql`INSERT INTO policy_bindings (tenant, scope_kind, scope_value, policy_id, version)
+            SELECT ${tenant}, ${scope_kind}, ${scope_value}, policy_id, version FROM policy_snapshots
             WHERE policy_id = ${policy_id} AND version = ${version} AND release_state = 'active'
               AND NOT EXISTS (SELECT 1 FROM policy_retirements r WHERE r.policy_id = ${policy_id} AND r.version = ${version})
-            ON CONFLICT (scope_kind, scope_value) DO UPDATE SET policy_id = excluded.policy_id, version = excluded.version`
+            ON CONFLICT (tenant, scope_kind, scope_value) DO UPDATE SET policy_id = excluded.policy_id, version = excluded.version`
             const state = yield* findState({ policy_id, version }).pipe(
               Effect.catchTag("ParseError", (error) => Effect.die(error))
             )
@@ -346,12 +355,18 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     const resolve = Effect.fn("SqlPolicySnapshotStore.resolve")(
       function*(target: BindingTarget) {
         const rows = yield* findBindings(target).pipe(Effect.catchTag("ParseError", (error) => Effect.die(error)))
-        for (const tier of ["resource", "role", "global"] as const) {
-          const candidates = rows.filter((row) => row.scope_kind === tier)
-          const bound = candidatesOf(candidates)
-          if (bound.length > 1) return yield* new AmbiguousPolicyError({ candidates: bound })
-          if (candidates.length > 0) return yield* read(candidates[0]!.policy_id, candidates[0]!.version)
-        }
+        const candidates = selectBindings(
+          rows.map(({ policy_id, scope_kind, tenant, version }) => ({
+            kind: scope_kind,
+            policy_id,
+            version,
+            ...(tenant === "" ? {} : { tenant })
+          })),
+          target
+        )
+        const bound = candidatesOf(candidates)
+        if (bound.length > 1) return yield* new AmbiguousPolicyError({ candidates: bound })
+        if (candidates.length > 0) return yield* read(candidates[0]!.policy_id, candidates[0]!.version)
         return yield* new PolicyNotFoundError({ detail: "no policy is bound for this call" })
       },
       orDieSql

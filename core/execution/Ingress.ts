@@ -21,7 +21,7 @@ import * as mint from "./internal/mint.ts"
 export type {
   /** One call as operator input names it: untrusted, decoded by `prepare`. */
   Call,
-  /** What a binding offers the store's resolution: the principal's roles and the resource the call is on. */
+  /** What a binding offers the store's resolution beyond its tenant: the principal's roles, the resource it is on. */
   Resolving,
   /** What the host authenticated and chose for the call: its principal, backend, policy and scope. */
   Trust
@@ -31,7 +31,8 @@ export type {
 export const bind: (binding: Binding) => Effect.Effect<ExecutionContext, never, IdGenerator> = internal.bind
 
 /**
- * Mint a context pinned to the active snapshot the store binds for the call (resource, then role, then global), or to
+ * Mint a context pinned to the active snapshot the store binds for the call (resource, then role, then global; the
+ * context's tenant's binding before one for every tenant), or to
  * none when nothing is bound; a snapshot the host names explicitly is pinned as named.
  */
 export const resolve: (
@@ -41,13 +42,16 @@ export const resolve: (
 /** Whether a context was minted by this ingress: the executor runs no other. */
 export const isMinted: (context: unknown) => boolean = mint.isMinted
 
-/** A request decoded from a call (a bad field is a ParseError naming it) and the trusted context bound for it. */
+/**
+ * A request decoded from a call (a bad field is a ParseError naming it) and the trusted context bound for it, pinned to
+ * the snapshot the host names or, with a PolicySnapshotStore in context, to the one its bindings resolve (as `resolve`).
+ */
 export const prepare: (
   call: Call,
   trust: Trust
 ) => Effect.Effect<
   { readonly request: ExecutionRequest; readonly context: ExecutionContext },
-  ParseResult.ParseError,
+  ParseResult.ParseError | AmbiguousPolicyError,
   IdGenerator
 > = internal.prepare
 

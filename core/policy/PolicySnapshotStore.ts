@@ -61,20 +61,47 @@ export const candidatesOf = (pairs: ReadonlyArray<{ readonly policy_id: string; 
     .map((pair) => policyLabel(pair.policy_id, pair.version))
     .sort()
 
-/** Where a binding applies: every call, calls by a role, or calls on one resource. */
+const tenant = { tenant: Schema.optional(Identifier) }
+
+/**
+ * Where a binding applies: every call, calls by a role, or calls on one resource; each for every tenant, or (with
+ * `tenant`) for one tenant's calls only.
+ */
 export const BindingScope = Schema.Union(
-  Schema.TaggedStruct("global", {}),
-  Schema.TaggedStruct("role", { role: Identifier }),
-  Schema.TaggedStruct("resource", { resource: Identifier })
+  Schema.TaggedStruct("global", tenant),
+  Schema.TaggedStruct("role", { role: Identifier, ...tenant }),
+  Schema.TaggedStruct("resource", { resource: Identifier, ...tenant })
 )
 
 /** Where a binding applies. */
 export type BindingScope = typeof BindingScope.Type
 
-/** What a call offers to binding resolution. */
+/** What a call offers to binding resolution: its tenant, the principal's roles, the resource it is on. */
 export interface BindingTarget {
+  readonly tenant?: string
   readonly roles: ReadonlyArray<string>
   readonly resource?: string
+}
+
+/** The binding tiers in precedence order. */
+export const tiers = ["resource", "role", "global"] as const
+
+/**
+ * The bindings a call resolves to, from those that may apply to it: the top tier that has any, and within it the
+ * call's own tenant's bindings over those for every tenant (another tenant's never apply).
+ */
+export const selectBindings = <B extends { readonly kind: BindingScope["_tag"]; readonly tenant?: string }>(
+  bindings: ReadonlyArray<B>,
+  target: BindingTarget
+): ReadonlyArray<B> => {
+  for (const tier of tiers) {
+    const inTier = bindings.filter((binding) => binding.kind === tier)
+    const own = target.tenant === undefined ? [] : inTier.filter((binding) => binding.tenant === target.tenant)
+    if (own.length > 0) return own
+    const shared = inTier.filter((binding) => binding.tenant === undefined)
+    if (shared.length > 0) return shared
+  }
+  return []
 }
 
 /** Stores snapshots; nothing in a stored snapshot's executable content ever changes. */
@@ -108,9 +135,12 @@ export declare namespace PolicySnapshotStore {
       by: string,
       at: Timestamp
     ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError>
-    /** Bind an active snapshot to a scope (replacing that scope's previous binding). */
+    /** Bind an active snapshot to a scope, for one tenant or all (replacing that scope's previous binding). */
     readonly bind: (scope: BindingScope, policy_id: string, version: string) => Effect.Effect<void, PolicyNotFoundError>
-    /** The snapshot bound for a call: resource beats role beats global; a tie at the top is ambiguous. */
+    /**
+     * The snapshot bound for a call: resource beats role beats global, and in a tier the call's tenant's binding beats
+     * one for every tenant; a tie at the top is ambiguous.
+     */
     readonly resolve: (
       target: BindingTarget
     ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError | AmbiguousPolicyError>

@@ -1,6 +1,8 @@
-import { SqlClient } from "@effect/sql"
+import { Migrator, SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Either, Exit, Layer, Tracer } from "effect"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
@@ -11,7 +13,26 @@ import * as Time from "../../core/base/Time.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
+import { root } from "../fixtures/sources.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
+
+const migrations = path.join(root, "adapters/sql/internal/migrations")
+
+/** writ's migrations numbered before `number`, by name, as the Migrator loads them. */
+const migrationsBefore = (number: string) =>
+  Effect.promise(() =>
+    Promise.all(
+      fs.readdirSync(migrations).filter((file) => /^\d{4}_/.test(file) && file < number).map(async (file) =>
+        [
+          path.basename(file, ".ts"),
+          ((await import(path.join(migrations, file))) as {
+            default: Effect.Effect<void, unknown, SqlClient.SqlClient>
+          })
+            .default
+        ] as const
+      )
+    )
+  )
 
 const sqlOn = (database: Layer.Layer<SqlClient.SqlClient>) =>
   SqlPolicySnapshotStore.layer.pipe(Layer.provideMerge(Layer.merge(database, NodeDigest.layer)))
@@ -222,6 +243,37 @@ for (const [name, layer] of layers) {
         assert.isTrue(tie._tag === "AmbiguousPolicyError" && tie.candidates.join() === "dev@1,ops@1")
       })))
 
+    it.effect("a tenant's binding beats one for every tenant in its tier, and never applies to another tenant", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        for (const id of ["shared", "t1-global", "t1-dev", "t2-repo"]) {
+          yield* store.put(yield* snapshot(id, "1"))
+          yield* store.activate(id, "1", "ops", at)
+        }
+        yield* store.bind({ _tag: "global" }, "shared", "1")
+        yield* store.bind({ _tag: "global", tenant: "t1" }, "t1-global", "1")
+        yield* store.bind({ _tag: "role", role: "dev", tenant: "t1" }, "t1-dev", "1")
+        yield* store.bind({ _tag: "resource", resource: "repo", tenant: "t2" }, "t2-repo", "1")
+        const resolved = (target: { tenant?: string; roles: Array<string>; resource?: string }) =>
+          Effect.map(store.resolve(target), (found) => found.policy_id)
+        assert.strictEqual(yield* resolved({ roles: [] }), "shared")
+        assert.strictEqual(yield* resolved({ tenant: "t1", roles: [] }), "t1-global")
+        assert.strictEqual(yield* resolved({ tenant: "t1", roles: ["dev"] }), "t1-dev")
+        // Another tenant's bindings never apply, whatever the call's roles and resource.
+        assert.strictEqual(yield* resolved({ tenant: "t2", roles: ["dev"] }), "shared")
+        assert.strictEqual(yield* resolved({ tenant: "t1", roles: ["dev"], resource: "repo" }), "t1-dev")
+        assert.strictEqual(yield* resolved({ tenant: "t2", roles: [], resource: "repo" }), "t2-repo")
+        assert.strictEqual(yield* resolved({ roles: ["dev"], resource: "repo" }), "shared")
+        // A tenant's binding is its own scope: binding every tenant's global again replaces only that one.
+        yield* store.bind({ _tag: "global" }, "t1-dev", "1")
+        assert.deepStrictEqual(
+          [yield* resolved({ roles: [] }), yield* resolved({ tenant: "t1", roles: [] })],
+          ["t1-dev", "t1-global"]
+        )
+        yield* store.retire("t1-global", "1", "ops", at)
+        assert.strictEqual(yield* resolved({ tenant: "t1", roles: [] }), "t1-dev")
+      })))
+
     it.effect("historical versions stay readable", () =>
       provided(Effect.gen(function*() {
         const store = yield* PolicySnapshotStore
@@ -397,6 +449,32 @@ describe("PolicySnapshotStore: sql", () => {
         }
         assert.strictEqual((yield* store.get("p", "1")).release_state, "retired")
       }).pipe(Effect.provide(sqlOn(database)))
+    }))
+
+  it.scoped("a database bound before bindings had tenants keeps each binding, for every tenant", () =>
+    Effect.gen(function*() {
+      const filename = path.join(yield* tempDir, "writ.db")
+      const a = yield* snapshot("p", "1")
+      yield* Effect.gen(function*() {
+        // The schema as it stood before 0011: bindings keyed by scope alone.
+        const loader = Migrator.fromRecord(Object.fromEntries(yield* migrationsBefore("0011")))
+        yield* Migrator.make({})({ loader })
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`INSERT INTO policy_snapshots (policy_id, version, digest, snapshot_json, release_state)
+          VALUES ('p', '1', ${a.digest}, '{}', 'active')`
+        yield* sql`INSERT INTO policy_bindings (scope_kind, scope_value, policy_id, version) VALUES ('role', 'dev', 'p', '1')`
+      }).pipe(Effect.provide(SqliteClient.layer({ filename })))
+      const rows = yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        return yield* sql`SELECT tenant, scope_kind, scope_value, policy_id, version FROM policy_bindings`
+      }).pipe(Effect.provide(Sqlite.layer({ filename })))
+      assert.deepStrictEqual(rows, [{
+        tenant: "",
+        scope_kind: "role",
+        scope_value: "dev",
+        policy_id: "p",
+        version: "1"
+      }])
     }))
 
   it.effect("stored content cannot be rewritten, and a tampered row is refused rather than served", () =>

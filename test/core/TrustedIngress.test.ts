@@ -6,6 +6,7 @@ import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySn
 import * as Action from "../../core/action/Action.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import type { PolicySnapshotRef } from "../../core/base/Refs.ts"
+import * as Time from "../../core/base/Time.ts"
 import { ActionExecutor, layerPolicyGated } from "../../core/execution/ActionExecutor.ts"
 import { ExecutionContext } from "../../core/execution/ExecutionContext.ts"
 import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
@@ -123,5 +124,29 @@ describe("the trusted ingress", () => {
       const context = yield* Ingress.resolve(fields(scope))
       assert.isUndefined(context.policy_snapshot)
       assert.strictEqual(code(yield* (yield* ActionExecutor).execute(request, { context })), "denied policy.unbound")
+    }).pipe(Effect.provide(layer)))
+})
+
+describe("Ingress.prepare resolves through the store's bindings", () => {
+  it.effect("for the call's tenant: another tenant's looser binding never reaches it; a named snapshot is pinned as named", () =>
+    Effect.gen(function*() {
+      const { loose, strict } = yield* installBoth
+      // Tenant t1 binds the looser version for itself; every other tenant gets the strict global one.
+      yield* (yield* PolicySnapshotStore).bind({ _tag: "global", tenant: "t1" }, "p", "1")
+      const trust = { principal: "alice", effect_backend: InProcessBackend.make.ref }
+      const call = { action: "files.delete", arguments: { path: "/etc" } }
+      const pinned = (extra: object) =>
+        Effect.map(Ingress.prepare(call, { ...trust, ...extra }), ({ context }) => context.policy_snapshot)
+      assert.deepStrictEqual(yield* pinned({ tenant: "t1" }), loose)
+      assert.deepStrictEqual(yield* pinned({ tenant: "t2" }), strict)
+      assert.deepStrictEqual(yield* pinned({}), strict)
+      assert.deepStrictEqual(yield* pinned({ tenant: "t2", policy_snapshot: loose }), loose)
+      const before = deletes
+      const { context, request } = yield* Ingress.prepare(call, { ...trust, tenant: "t2" })
+      assert.strictEqual(code(yield* (yield* ActionExecutor).execute(request, { context })), "denied policy.denied")
+      assert.strictEqual(deletes, before)
+      // Retired, t1's binding is gone: its calls fall back to the binding for every tenant.
+      yield* (yield* PolicySnapshotStore).retire("p", "1", "ops", Time.fromMicros(1))
+      assert.deepStrictEqual(yield* pinned({ tenant: "t1" }), strict)
     }).pipe(Effect.provide(layer)))
 })

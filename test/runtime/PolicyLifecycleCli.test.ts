@@ -50,6 +50,19 @@ describe("writ policy put|activate|retire", () => {
       [active.out.release_state, active.out.activated_by, active.out.bound, active.out.digest],
       ["active", "ops", "role:dev", put.out.digest]
     )
+    const forTenant = await writJson(
+      "policy",
+      "activate",
+      "repo-agent",
+      "1",
+      "--db",
+      db,
+      "--bind",
+      "global",
+      "--tenant",
+      "t1"
+    )
+    assert.deepStrictEqual([forTenant.out.bound, forTenant.out.bound_tenant], ["global", "t1"])
     const text = await writ("policy", "activate", "repo-agent", "1", "--db", db)
     assert.match(text.stdout, /^repo-agent@1 {2}digest [0-9a-f]{64} {2}active \(activated by ops at /)
 
@@ -93,6 +106,11 @@ describe("writ policy put|activate|retire", () => {
       [["activate", "repo-agent", "x".repeat(201), "--db", db], "VERSION \"xxx"],
       [["activate", "repo-agent", "1", "--db", db, "--by", ""], "--by \"\" is not an id"],
       [["activate", "repo-agent", "1", "--db", db, "--bind", "team:dev"], "--bind \"team:dev\" is not global"],
+      [["activate", "repo-agent", "1", "--db", db, "--tenant", "t1"], "--tenant names whose calls --bind routes"],
+      [
+        ["activate", "repo-agent", "1", "--db", db, "--bind", "global", "--tenant", " t"],
+        "--tenant \" t\" is not an id"
+      ],
       [["activate", "repo-agent", "1", "--db", join(dir, "missing.db")], "missing.db"]
     ]
     for (const [args, message] of cases) {

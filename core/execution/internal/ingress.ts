@@ -1,6 +1,6 @@
 import { Cause, Deferred, Effect, Either, Option, Schema } from "effect"
 import * as IdGenerator from "../../base/IdGenerator.ts"
-import { PrincipalRef } from "../../base/Refs.ts"
+import { PrincipalRef, TenantRef } from "../../base/Refs.ts"
 import type { ActionBackendRef } from "../../base/Refs.ts"
 import { PolicySnapshotRef } from "../../base/Refs.ts"
 import { EvidenceStore } from "../../evidence/EvidenceStore.ts"
@@ -32,9 +32,15 @@ export interface Call {
   readonly approval_id?: string
 }
 
-/** What the host authenticated and chose for the call: its principal, backend, policy and scope (a new ephemeral one by default). */
+/**
+ * What the host authenticated and chose for the call: its principal (with its roles) and tenant, backend, scope (a new
+ * ephemeral one by default), and the policy, named, or else resolved from the store's bindings when there is a store.
+ */
 export interface Trust {
   readonly principal: string
+  readonly roles?: ReadonlyArray<string>
+  readonly tenant?: string
+  readonly resource?: string
   readonly effect_backend: ActionBackendRef
   readonly policy_snapshot?: PolicySnapshotRef
   readonly execution_scope?: ExecutionScopeRef
@@ -46,7 +52,7 @@ export const bind = (binding: Binding): Effect.Effect<ExecutionContext, never, I
   Effect.map(IdGenerator.uuid, (context_id) => mintContext({ ...binding, context_id }))
 
 /** What a binding offers the store's resolution: the principal's roles and the resource the call is on. */
-export type Resolving = Binding & Partial<BindingTarget>
+export type Resolving = Binding & Partial<Omit<BindingTarget, "tenant">>
 
 export const resolve = (
   binding: Resolving
@@ -56,7 +62,11 @@ export const resolve = (
   return Effect.flatMap(
     PolicySnapshotStore,
     (store) =>
-      store.resolve({ roles: roles ?? [], ...(resource === undefined ? {} : { resource }) }).pipe(
+      store.resolve({
+        roles: roles ?? [],
+        ...(resource === undefined ? {} : { resource }),
+        ...(fields.tenant === undefined ? {} : { tenant: fields.tenant.id })
+      }).pipe(
         Effect.map((snapshot) => ({
           ...fields,
           policy_snapshot: PolicySnapshotRef.make({
@@ -85,12 +95,20 @@ export const prepare = (call: Call, trust: Trust) =>
       ...(call.idempotency_key === undefined ? {} : { idempotency_key: call.idempotency_key }),
       ...(call.approval_id === undefined ? {} : { approval_id: call.approval_id })
     })
-    const context = yield* bind({
+    const binding: Resolving = {
       execution_scope: scope,
       authenticated_principal: PrincipalRef.make({ id: trust.principal }),
       effect_backend: trust.effect_backend,
+      ...(trust.tenant === undefined ? {} : { tenant: TenantRef.make({ id: trust.tenant }) }),
+      ...(trust.roles === undefined ? {} : { roles: trust.roles }),
+      ...(trust.resource === undefined ? {} : { resource: trust.resource }),
       ...(trust.policy_snapshot === undefined ? {} : { policy_snapshot: trust.policy_snapshot })
-    })
+    }
+    // Without a snapshot named, the store (when there is one) resolves the active one bound for the call.
+    const store = yield* Effect.serviceOption(PolicySnapshotStore)
+    const context = trust.policy_snapshot !== undefined || Option.isNone(store)
+      ? yield* bind(binding)
+      : yield* Effect.provideService(resolve(binding), PolicySnapshotStore, store.value)
     return { request, context }
   })
 

@@ -4,7 +4,7 @@
  * its state does not allow, a malformed id) exits 2 naming it, and nothing is created or changed.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Either, Schema } from "effect"
+import { Console, Effect, Either, Option, Schema } from "effect"
 import { Identifier } from "../../../core/base/Refs.ts"
 import * as Time from "../../../core/base/Time.ts"
 import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
@@ -38,18 +38,25 @@ const by = Options.text("by").pipe(
 const newDb = Options.file("db").pipe(
   Options.withDescription("the writ SQLite database to store the snapshot in (created if missing)")
 )
+const tenantOption = Options.text("tenant").pipe(
+  Options.optional,
+  Options.withDescription("with --bind: route only this tenant's calls (its binding beats one for every tenant)")
+)
 const bindOption = Options.text("bind").pipe(
   Options.optional,
   Options.withDescription("also route calls to it: global, role:NAME or resource:NAME (replacing that scope's binding)")
 )
 
-/** `--bind`'s scope; anything else is bad input naming it. */
-const parseScope = (text: string): Either.Either<BindingScope, CliInputError> => {
-  if (text === "global") return Either.right({ _tag: "global" })
+/** `--bind`'s scope, for `--tenant`'s calls or every tenant's; anything else is bad input naming it. */
+const parseScope = (text: string, tenant: string | undefined): Either.Either<BindingScope, CliInputError> => {
+  const only = tenant === undefined ? {} : { tenant }
+  if (text === "global") return Either.right({ _tag: "global", ...only })
   const [kind, ...rest] = text.split(":")
   const name = rest.join(":")
   if ((kind === "role" || kind === "resource") && isIdentifier(name)) {
-    return Either.right(kind === "role" ? { _tag: "role", role: name } : { _tag: "resource", resource: name })
+    return Either.right(
+      kind === "role" ? { _tag: "role", role: name, ...only } : { _tag: "resource", resource: name, ...only }
+    )
   }
   return Either.left(
     new CliInputError({ message: `--bind ${JSON.stringify(text)} is not global, role:NAME or resource:NAME` })
@@ -71,7 +78,10 @@ const summary = (snapshot: PolicySnapshot, bound?: BindingScope) => ({
   ...(snapshot.activated_by === undefined ? {} : { activated_by: snapshot.activated_by }),
   ...(snapshot.retired_at === undefined ? {} : { retired_at: snapshot.retired_at }),
   ...(snapshot.retired_by === undefined ? {} : { retired_by: snapshot.retired_by }),
-  ...(bound === undefined ? {} : { bound: bound._tag === "global" ? "global" : `${bound._tag}:${scopeName(bound)}` })
+  ...(bound === undefined ? {} : {
+    bound: bound._tag === "global" ? "global" : `${bound._tag}:${scopeName(bound)}`,
+    ...(bound.tenant === undefined ? {} : { bound_tenant: bound.tenant })
+  })
 })
 
 const scopeName = (scope: BindingScope) =>
@@ -88,7 +98,9 @@ const report = (snapshot: PolicySnapshot, asJson: boolean, bound?: BindingScope)
     asJson
       ? JSON.stringify(fields, null, 2)
       : `${fields.policy_id}@${fields.version}  digest ${fields.digest}  ${fields.release_state}${step}${
-        fields.bound === undefined ? "" : `, bound ${fields.bound}`
+        fields.bound === undefined
+          ? ""
+          : `, bound ${fields.bound}${fields.bound_tenant === undefined ? "" : ` for tenant ${fields.bound_tenant}`}`
       }`
   )
 }
@@ -131,10 +143,16 @@ const step = <A, E, R>(
 /** `writ policy activate`. */
 export const activate = Command.make(
   "activate",
-  { id: policyId, version, db, by, bind: bindOption, json },
-  ({ bind, by, db, id, json, version }) =>
+  { id: policyId, version, db, by, bind: bindOption, tenant: tenantOption, json },
+  ({ bind, by, db, id, json, tenant, version }) =>
     Effect.gen(function*() {
-      const scope = bind._tag === "Some" ? yield* parseScope(bind.value) : undefined
+      if (Option.isSome(tenant)) {
+        yield* identifier(tenant.value, "--tenant")
+        if (Option.isNone(bind)) {
+          return yield* new CliInputError({ message: "--tenant names whose calls --bind routes: give --bind too" })
+        }
+      }
+      const scope = Option.isSome(bind) ? yield* parseScope(bind.value, Option.getOrUndefined(tenant)) : undefined
       const active = yield* step({ id, version, by }, db, (store, at) =>
         Effect.gen(function*() {
           const snapshot = yield* refused(store.activate(id, version, by, at))

@@ -9,6 +9,7 @@ import enforcement from "./0007_enforcement.ts"
 import attemptRecheck from "./0008_attempt_recheck.ts"
 import policyReference from "./0009_policy_reference.ts"
 import policyRetirements from "./0010_policy_retirements.ts"
+import tenantBindings from "./0011_tenant_bindings.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -21,5 +22,6 @@ export const loader = Migrator.fromRecord({
   "0007_enforcement": enforcement,
   "0008_attempt_recheck": attemptRecheck,
   "0009_policy_reference": policyReference,
-  "0010_policy_retirements": policyRetirements
+  "0010_policy_retirements": policyRetirements,
+  "0011_tenant_bindings": tenantBindings
 })
