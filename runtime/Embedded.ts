@@ -93,13 +93,15 @@ export const layerExecutor = <E, R extends Digest | IdGenerator.IdGenerator>(
   config: Omit<ActionExecutor.Config, "runs" | "attempts" | "governance"> = {},
   policy: PolicyGate.Options = {}
 ) => {
+  // A profile the stores cannot stand behind, or a configured interceptor without an identity, fails as its typed error.
   const executor: Layer.Layer<
     ActionExecutor.ActionExecutor,
-    never,
+    | Layer.Layer.Error<ReturnType<typeof layerDurableExecutor>>
+    | Layer.Layer.Error<ReturnType<typeof Governed.layer>>,
     | Layer.Layer.Context<ReturnType<typeof layerDurableExecutor>>
     | Layer.Layer.Context<ReturnType<typeof Governed.layer>>
   > = options.profile === "durable"
-    ? Layer.orDie(layerDurableExecutor(config, policy))
-    : Layer.orDie(Governed.layer(config, { ...policy, certifiable: options.profile === "certifiable" }))
+    ? layerDurableExecutor(config, policy)
+    : Governed.layer(config, { ...policy, certifiable: options.profile === "certifiable" })
   return executor.pipe(Layer.provideMerge(tools), Layer.provideMerge(layerStores(options)))
 }

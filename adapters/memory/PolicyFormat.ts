@@ -4,26 +4,32 @@
  */
 import { Either } from "effect"
 import * as YAML from "yaml"
+import * as StrictJson from "../../core/base/StrictJson.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 
 /** The formats a declaration can be written in. */
 export type Format = "yaml" | "json"
 
-/** The format a file name implies (`.json` is JSON, anything else YAML, which JSON also parses as). */
+/** The format a file name implies: `.json` is JSON (read strictly), anything else YAML. */
 export const formatOf = (fileName: string): Format => (fileName.endsWith(".json") ? "json" : "yaml")
 
 const parseText = (text: string, format: Format): Either.Either<unknown, PermissionPolicy.PolicyValidationError> =>
-  Either.try({
-    // JSON is parsed as YAML 1.2 (a superset) too, so duplicate keys fail there as well instead of the last one winning.
-    try: () => YAML.parse(text, { uniqueKeys: true, prettyErrors: true }),
-    catch: (error) =>
+  format === "json"
+    // JSON strictly, as every JSON writ reads: YAML-only syntax, a duplicate key (which JSON.parse would let the last
+    // of win, silently erasing a rule) and a `__proto__` key are refused, naming the path.
+    ? Either.mapLeft(StrictJson.parse(text), (error) =>
       new PermissionPolicy.PolicyValidationError({
-        path: "$",
-        detail: `is not valid ${format.toUpperCase()}: ${
-          error instanceof Error ? error.message.split("\n")[0] : "parse error"
-        }`
-      })
-  })
+        path: error.path,
+        detail: error.reason === "syntax" ? `is not valid JSON: ${error.detail}` : error.detail
+      }))
+    : Either.try({
+      try: () => YAML.parse(text, { uniqueKeys: true, prettyErrors: true }),
+      catch: (error) =>
+        new PermissionPolicy.PolicyValidationError({
+          path: "$",
+          detail: `is not valid YAML: ${error instanceof Error ? error.message.split("\n")[0] : "parse error"}`
+        })
+    })
 
 /** Parse and validate a declaration; the error names the offending field. */
 export const parse = (

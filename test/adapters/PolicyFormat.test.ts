@@ -366,19 +366,22 @@ describe("PolicyFormat: bad input fails loudly", () => {
   })
 
   // JSON.parse would keep the last of duplicate keys, so a second `deny` would silently erase the first: the P3
-  // direction (toward fewer restrictions). JSON is parsed with YAML's `uniqueKeys` instead.
-  it("a duplicate JSON key is refused like a duplicate YAML key, at any depth, naming its line", () => {
+  // direction (toward fewer restrictions). JSON is parsed strictly instead, and YAML-only syntax is not JSON.
+  it("a duplicate JSON key is refused, at any depth, naming its path; YAML-only syntax in a .json file is refused", () => {
     const top = failure(
       "{\"policy_id\":\"p\",\"version\":\"1\",\"deny\":{\"shell.exec\":[\"rm\"]},\"deny\":{}}",
       "json"
     )
     assert.strictEqual(top._tag, "PolicyValidationError")
-    assert.strictEqual(top.path, "$")
-    assert.match(top.message, /^\$: is not valid JSON: Map keys must be unique at line 1, column \d+/)
+    assert.strictEqual(top.message, "$.deny: duplicate key \"deny\"")
     const nested = failure(
       "{\"policy_id\":\"p\",\"version\":\"1\",\n\"deny\":{\"shell.exec\":[\"rm\"],\n\"shell.exec\":[]}}",
       "json"
     )
-    assert.match(nested.message, /Map keys must be unique at line 3, column 1/)
+    assert.strictEqual(nested.message, "$.deny[\"shell.exec\"]: duplicate key \"shell.exec\"")
+    for (const yamlOnly of ["policy_id: p\nversion: \"1\"\n", "{policy_id: p, version: \"1\"}"]) {
+      assert.isTrue(Either.isRight(PolicyFormat.parse(yamlOnly, "yaml")), yamlOnly)
+      assert.match(failure(yamlOnly, "json").message, /^\$: is not valid JSON/, yamlOnly)
+    }
   })
 })

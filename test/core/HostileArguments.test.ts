@@ -4,11 +4,14 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Schema, Stream } from "effect"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as Action from "../../core/action/Action.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import type * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
+import { ActionExecutor as ActionExecutorTag } from "../../core/execution/ActionExecutor.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import { makeCounter } from "../fixtures/actions.ts"
 import { executor, governedInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
@@ -93,6 +96,18 @@ describe("hostile arguments (minimal profile)", () => {
         outcome._tag === "denied" && outcome.reason.detail,
         "arguments.__proto__: the key \"__proto__\" is refused"
       )
+      assert.strictEqual(counter.count("add"), before)
+    }).pipe(Effect.provide(executor(actions))))
+
+  it.effect("a __proto__ key in a call the ingress prepares is refused too, not dropped by decoding", () =>
+    Effect.gen(function*() {
+      const before = counter.count("add")
+      const { context, request } = yield* Ingress.prepare(
+        { action: "data.add", arguments: JSON.parse("{\"__proto__\":{\"a\":1},\"b\":2}") },
+        { principal: "alice", effect_backend: InProcessBackend.make.ref }
+      )
+      const outcome = yield* (yield* ActionExecutorTag).execute(request, { context })
+      assert.deepStrictEqual(denial(outcome), ["arguments.proto_key", "normalise"])
       assert.strictEqual(counter.count("add"), before)
     }).pipe(Effect.provide(executor(actions))))
 

@@ -85,7 +85,7 @@ export const resolve = (
 export const prepare = (call: Call, trust: Trust) =>
   Effect.gen(function*() {
     const scope = trust.execution_scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
-    const request = yield* decodeRequest({
+    const decoded = yield* decodeRequest({
       request_id: call.request_id ?? (yield* IdGenerator.uuid),
       action: call.version === undefined ? { name: call.action } : { name: call.action, version: call.version },
       arguments: call.arguments ?? {},
@@ -95,6 +95,12 @@ export const prepare = (call: Call, trust: Trust) =>
       ...(call.idempotency_key === undefined ? {} : { idempotency_key: call.idempotency_key }),
       ...(call.approval_id === undefined ? {} : { approval_id: call.approval_id })
     })
+    // Decoding a record assigns an own `__proto__` key through the prototype setter, so it would vanish: such arguments
+    // reach the executor as given, which refuses them (`arguments.proto_key`) instead of running without the key.
+    const args = call.arguments
+    const request = args !== undefined && Object.hasOwn(args, "__proto__")
+      ? new ExecutionRequest({ ...decoded, arguments: args }, { disableValidation: true })
+      : decoded
     const binding: Resolving = {
       execution_scope: scope,
       authenticated_principal: PrincipalRef.make({ id: trust.principal }),
