@@ -421,7 +421,10 @@ describe("governed execution", () => {
       assert.strictEqual(approved._tag, "succeeded")
       const chain = yield* records(boundary.chain_id)
       const exception = chain.find((r) => r.record_type === "exception_granted")!
-      assert.strictEqual(JSON.parse(exception.payload_json).approval_id, approval!.approval_id)
+      assert.deepStrictEqual(
+        [JSON.parse(exception.payload_json).approval_id, JSON.parse(exception.payload_json).evaluator],
+        [approval!.approval_id, "policy.rules"]
+      )
       assert.notStrictEqual(exception.operation_id, chain[0]!.operation_id)
     }).pipe(Effect.provide(layerWith())))
 

@@ -115,6 +115,44 @@ describe("configured interceptors are bound by the snapshot", () => {
     }))
 })
 
+describe("an exception a configured interceptor grants", () => {
+  // A soft gate of its own denies, and an attributable approval lets the call pass.
+  const excepting = Interceptor.identified(
+    { id: "acme.excepting", version: "2", config },
+    "policy",
+    () => ({
+      ...Interceptor.allow("acme.excepted"),
+      gates: [{
+        gate_id: "acme-review",
+        level: "soft",
+        decision: "deny",
+        reason_code: "acme.review",
+        matched_rules: []
+      }],
+      exception: { approval_id: "approval-1", approver_class: "lead", reason_code: "acme.review" }
+    })
+  )
+
+  it.effect("names it by the identity the snapshot bound, as its gate record does", () =>
+    Effect.gen(function*() {
+      const config_digest = yield* Digest.canonical(config)
+      const identity = { id: "acme.excepting", version: "2", config_digest }
+      const ref = yield* installPolicy({ policy_id: "open", version: "1", mode: "allow_all", interceptors: [identity] })
+      const boundary = yield* Governance.openBoundary(ref)
+      assert.strictEqual((yield* run("notes.read", {}, {}, { policy_snapshot: ref }, { boundary }))._tag, "succeeded")
+      const payloads = Chunk.toArray(yield* Stream.runCollect((yield* EvidenceStore).read(boundary.chain_id)))
+        .filter((record) => record.record_type === "exception_granted" || record.record_type === "gate_evaluated")
+        .map((record) => [record.record_type, JSON.parse(record.payload_json)] as const)
+      const exception = payloads.find(([type]) => type === "exception_granted")?.[1]
+      assert.deepStrictEqual(
+        [exception?.evaluator, exception?.evaluator_identity, exception?.approval_id],
+        ["acme.excepting", identity, "approval-1"]
+      )
+      const gate = payloads.find(([type, payload]) => type === "gate_evaluated" && payload.gate_id === "acme-review")
+      assert.deepStrictEqual(gate?.[1].evaluator_identity, identity)
+    }).pipe(Effect.provide(governedInMemory(actions, { interceptors: [excepting] }))))
+})
+
 describe("a governed executor takes only interceptors a snapshot can bind", () => {
   const built = (interceptor: Interceptor.Interceptor) =>
     Effect.flip(Effect.provide(Effect.void, governedInMemory(actions, { interceptors: [interceptor] })))

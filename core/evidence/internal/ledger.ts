@@ -114,12 +114,21 @@ export const gateEvaluated = (
     evaluated_at: result.evaluated_at
   })
 
-/** `exception_granted`: an attributable approval let a soft deny pass; the certificate is degraded for good. */
-export const exceptionGranted = (operation: OperationContext, exception: GrantedException): Draft =>
+/**
+ * `exception_granted`: an attributable approval let a soft deny pass; the certificate is degraded for good. It names
+ * the evaluator whose verdict carried it, by the identity its snapshot bound when it is a configured one.
+ */
+export const exceptionGranted = (
+  operation: OperationContext,
+  exception: GrantedException,
+  evaluator: { readonly id: string; readonly identity?: InterceptorBinding | undefined }
+): Draft =>
   draft(operation, "exception_granted", {
     approval_id: exception.approval_id,
     approver_class: exception.approver_class,
-    reason_code: exception.reason_code
+    reason_code: exception.reason_code,
+    evaluator: evaluator.id,
+    ...(evaluator.identity === undefined ? {} : { evaluator_identity: { ...evaluator.identity } })
   })
 
 /** The terminal record type an outcome closes its operation with. */

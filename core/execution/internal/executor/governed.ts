@@ -90,6 +90,7 @@ const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
       let next = 0
       for (const result of produced) {
         const { arguments_digest, evaluator, stage, verdict } = result
+        const identity = env.identities.get(evaluator)
         for (const [i, gate] of gatesOf(result).entries()) {
           const result_id = result.result_ids?.[i] ?? result_ids[next++]!
           drafts.push(
@@ -97,7 +98,7 @@ const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
               ...gate,
               result_id,
               evaluator,
-              identity: env.identities.get(evaluator),
+              identity,
               stage,
               arguments_digest,
               evaluated_at,
@@ -105,8 +106,9 @@ const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
             })
           )
         }
-        if (verdict.disposition === "allow" && verdict.exception !== undefined) {
-          drafts.push(ledger.exceptionGranted(operation, verdict.exception))
+        const exception = verdict.disposition === "allow" ? verdict.exception : undefined
+        if (exception !== undefined) {
+          drafts.push(ledger.exceptionGranted(operation, exception, { id: evaluator, identity }))
         }
       }
       return drafts
