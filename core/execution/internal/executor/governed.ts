@@ -5,9 +5,7 @@
 import { Effect, Either } from "effect"
 import type { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
 import { uncontained } from "../../../action/ActionExecutionBackend.ts"
-import { uuidsWith } from "../../../base/IdGenerator.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
-import * as Time from "../../../base/Time.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
 import type { EvidenceWriter, OperationContext, TaskBoundary } from "../../../evidence/Governance.ts"
 import {
@@ -30,6 +28,7 @@ import type { Digested, Resolved } from "./admit.ts"
 import type { Bindings } from "./bindings.ts"
 import { type Call, common, denied, reason, resultDigest } from "./call.ts"
 import type { Env, ExecutionError, Governor } from "./env.ts"
+import { producedDrafts } from "./gateRecords.ts"
 import { untilStopped } from "./secure.ts"
 import { type AfterStep, type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
 
@@ -63,58 +62,6 @@ const appendEvidence = (
         detail: failureDetail(error)
       })
   )
-
-/**
- * The gate records of the verdicts produced since the last checkpoint, which it takes from the call: one
- * `gate_evaluated` per gate result (a verdict without gates is its evaluator's one hard gate, except a deferral:
- * capacity is never a gate result), under the result id its decision references if it does, then any granted exception.
- */
-const producedDrafts = (env: Env, call: Call, operation: OperationContext) => {
-  const produced = call.produced ?? []
-  call.produced = undefined
-  if (produced.length === 0) return Effect.succeed<Array<Evidence.Draft>>([])
-  const gatesOf = ({ evaluator, verdict }: (typeof produced)[number]) =>
-    verdict.disposition === "defer" ? [] : verdict.gates ?? [{
-      gate_id: evaluator,
-      level: "hard" as const,
-      decision: verdict.disposition === "allow" ? "allow" as const : "deny" as const,
-      reason_code: verdict.code,
-      matched_rules: []
-    }]
-  // Gate results whose ids their verdict's decision already references keep them; the rest are minted here.
-  const count = produced.reduce((n, result) => n + (result.result_ids === undefined ? gatesOf(result).length : 0), 0)
-  return Effect.clockWith((clock) =>
-    Effect.map(uuidsWith(env.ids, count), (result_ids) => {
-      const evaluated_at = Time.ofClock(clock)
-      const drafts: Array<Evidence.Draft> = []
-      let next = 0
-      for (const result of produced) {
-        const { arguments_digest, evaluator, stage, verdict } = result
-        const identity = env.identities.get(evaluator)
-        for (const [i, gate] of gatesOf(result).entries()) {
-          const result_id = result.result_ids?.[i] ?? result_ids[next++]!
-          drafts.push(
-            ledger.gateEvaluated(operation, {
-              ...gate,
-              result_id,
-              evaluator,
-              identity,
-              stage,
-              arguments_digest,
-              evaluated_at,
-              recheck: call.recheck
-            })
-          )
-        }
-        const exception = verdict.disposition === "allow" ? verdict.exception : undefined
-        if (exception !== undefined) {
-          drafts.push(ledger.exceptionGranted(operation, exception, { id: evaluator, identity }))
-        }
-      }
-      return drafts
-    })
-  )
-}
 
 /** Stage 3, governed: a governed call runs inside an open task boundary of this executor's writer. */
 export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved, { boundary: TaskBoundary }> => ({
