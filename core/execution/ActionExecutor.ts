@@ -81,7 +81,8 @@ export const make = (config: Config = {}) =>
         [...(config.governance?.identities?.entries() ?? [])].flatMap(([interceptor, identity]) =>
           identity === "snapshot" ? [] : [[interceptor.id, identity] as const]
         )
-      )
+      ),
+      running: new Map()
     }
     const { execute, plan } = makeRunner(env, profile)
     return ActionExecutor.of({ profile: env.profile, execute, plan })

@@ -11,6 +11,7 @@ import { EvidenceWriter } from "../evidence/Governance.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
 import type { InterceptorBinding } from "../policy/PolicyRule.ts"
 import { PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
+import { AttemptStore } from "../state/AttemptStore.ts"
 import { ProjectionStore } from "../state/ProjectionStore.ts"
 import { RunStore } from "../state/RunStore.ts"
 import * as ActionExecutor from "./ActionExecutor.ts"
@@ -59,6 +60,7 @@ export const make = (
     const identities = yield* identify(gate.interceptors, config.interceptors ?? [])
     const writer = yield* EvidenceWriter
     const runs = yield* Effect.serviceOption(RunStore)
+    const attempts = yield* Effect.serviceOption(AttemptStore)
     const projection = yield* Effect.serviceOption(ProjectionStore)
     const source = yield* Effect.serviceOption(EvidenceProjectionSource)
     const project = Option.isSome(runs) && Option.isSome(projection) && Option.isSome(source)
@@ -71,6 +73,7 @@ export const make = (
     return yield* ActionExecutor.make({
       ...config,
       ...(Option.isSome(runs) ? { runs: runs.value } : {}),
+      ...(Option.isSome(attempts) ? { attempts: attempts.value } : {}),
       ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
       capacity: [...(config.capacity ?? []), gate.capacity],
       interceptors: [...gate.interceptors, ...(config.interceptors ?? [])],

@@ -15,6 +15,7 @@ import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import { Uuid } from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import { terminalTypes } from "../../core/evidence/Evidence.ts"
 import * as EvidenceProjector from "../../core/evidence/EvidenceProjector.ts"
@@ -178,6 +179,31 @@ for (const [name, stores] of [["memory", memoryStores], ["sql", sqlStores]] as c
         yield* EvidenceProjector.drain({ projector: "again" })
         assert.strictEqual((yield* state.listAttempts(run_id)).length, 3, "a replay projects no attempt twice")
         assert.strictEqual((yield* state.pendingIntents(100)).length, 3)
+      }).pipe(Effect.provide(governed(stores))))
+
+    it.scoped("an owner attempt the Run does not hold is refused at stage 3, before any operation; its own is taken", () =>
+      Effect.gen(function*() {
+        const { boundary, inRun, ref, run_id } = yield* setup
+        const first = yield* inRun("notes.write", { text: "a" })
+        const owned = (owner_attempt_id: string) =>
+          run(
+            "notes.write",
+            { text: "b" },
+            {
+              execution_scope: DurableRun.make({ run_id, owner_attempt_id: Uuid.make(owner_attempt_id) })
+            },
+            { policy_snapshot: ref },
+            { boundary }
+          )
+        const nested = yield* owned(first.attempt_id)
+        const forged = yield* owned(yield* IdGenerator.uuid)
+        assert.deepStrictEqual(
+          [nested._tag, forged._tag === "denied" ? [forged.reason.code, forged.stage] : forged._tag],
+          ["succeeded", ["scope.owner_attempt_mismatch", "bind_context"]]
+        )
+        const chain = yield* Effect.flatMap(EvidenceStore, (store) => Stream.runCollect(store.read(boundary.chain_id)))
+        const operations = Chunk.toArray(chain).filter((r) => r.record_type === "operation_started")
+        assert.strictEqual(operations.length, 2, "the refused call opened no operation")
       }).pipe(Effect.provide(governed(stores))))
 
     it.scoped("a drain that fails leaves the outcome projection_pending, logged; the next drain projects it", () =>

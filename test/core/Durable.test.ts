@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryStateStore from "../../adapters/memory/MemoryStateStore.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import { Uuid } from "../../core/base/IdGenerator.ts"
 import type { PolicySnapshotRef } from "../../core/base/Refs.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
@@ -25,8 +26,23 @@ import { hash, patched, stateStores } from "../fixtures/state.ts"
 
 const SECRET = "durable-canary-91c2"
 const calls = { write: 0 }
+// A call that holds until released, telling its attempt id first: an enclosing attempt still running.
+const held = {
+  attempt: undefined as Deferred.Deferred<string> | undefined,
+  release: undefined as Deferred.Deferred<void> | undefined
+}
 const actions = [
   half,
+  Action.make({
+    name: "notes.hold",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: (_, { attempt_id }) =>
+      Effect.zipRight(
+        Effect.zipRight(Deferred.succeed(held.attempt!, attempt_id), Deferred.await(held.release!)),
+        Effect.succeed("held")
+      )
+  }),
   Action.make({
     name: "notes.write",
     input: Schema.Struct({ text: Schema.String }),
@@ -203,6 +219,45 @@ describe("durable-ungoverned execution", () => {
       assert.deepStrictEqual((yield* store.listAttempts(theirs.run_id)).map((a) => a.attempt_id), [foreign.attempt_id])
       const nested = yield* exec(DurableRun.make({ run_id: mine.run_id, owner_attempt_id: owned.attempt_id }), "ok")
       assert.strictEqual(nested._tag, "succeeded")
+    }).pipe(Effect.provide(layer())))
+
+  it.effect("an enclosing attempt still running names the Run its nested calls may own, before it is committed", () =>
+    Effect.gen(function*() {
+      const executor = yield* ActionExecutor.ActionExecutor
+      const mine = yield* running
+      const theirs = yield* running
+      held.attempt = yield* Deferred.make<string>()
+      held.release = yield* Deferred.make<void>()
+      const scope = DurableRun.make({ run_id: mine.run_id })
+      const context = yield* Ingress.bind({
+        execution_scope: scope,
+        authenticated_principal: { id: "alice" },
+        effect_backend: InProcessBackend.make.ref
+      })
+      const outer = yield* Effect.fork(executor.execute(
+        ExecutionRequest.make({
+          request_id: "outer",
+          action: { name: "notes.hold" },
+          arguments: {},
+          execution_scope: scope
+        }),
+        { context }
+      ))
+      const enclosing = yield* Deferred.await(held.attempt)
+      const inMine = yield* exec(DurableRun.make({ run_id: mine.run_id, owner_attempt_id: Uuid.make(enclosing) }), "ok")
+      const inTheirs = yield* exec(
+        DurableRun.make({ run_id: theirs.run_id, owner_attempt_id: Uuid.make(enclosing) }),
+        "x"
+      )
+      assert.deepStrictEqual(
+        [inMine._tag, inTheirs._tag === "denied" ? inTheirs.reason.code : inTheirs._tag],
+        ["succeeded", "scope.owner_attempt_mismatch"]
+      )
+      yield* Deferred.succeed(held.release, undefined)
+      assert.strictEqual((yield* Fiber.join(outer))._tag, "succeeded")
+      // Committed now, it is read from the store instead.
+      const after = yield* exec(DurableRun.make({ run_id: mine.run_id, owner_attempt_id: Uuid.make(enclosing) }), "ok")
+      assert.strictEqual(after._tag, "succeeded")
     }).pipe(Effect.provide(layer())))
 
   it.effect("every attempt bound to its running Run is committed, one refused at stage 3 too; none before the Run binds", () =>

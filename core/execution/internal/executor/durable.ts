@@ -14,11 +14,19 @@ import { type Call, common, denied, resultDigest } from "./call.ts"
 import { type Env, PersistError } from "./env.ts"
 import type { AroundStep, EffectStep } from "./table.ts"
 
+/** The attempts this executor is running in Runs, by attempt id: an enclosing attempt is one before it is committed. */
+export type Running = Map<string, string>
+
 /**
  * Stage 3, durable: the scope's Run must exist and still be running, and an enclosing attempt the scope names must be
- * one of that Run's (with `attempts`); the call then belongs to it.
+ * one of that Run's: running in this executor, or committed (read from `attempts`; without them, refused as
+ * unverifiable). The call then belongs to the Run, and is running in it until it concludes.
  */
-export const bindRunWith = (store: RunStore.Service, attempts?: AttemptStore.Service): EffectStep<Noted, void> => ({
+export const bindRunWith = (
+  store: RunStore.Service,
+  attempts: AttemptStore.Service | undefined,
+  running: Running
+): EffectStep<Noted, void> => ({
   _tag: "Effect",
   stage: "bind_context",
   detail: "the scope's Run must exist and be running; its owner attempt, if named, must be the Run's",
@@ -34,8 +42,18 @@ export const bindRunWith = (store: RunStore.Service, attempts?: AttemptStore.Ser
       }
       const bind = () => {
         call.run_id = run.right.run_id
+        running.set(call.attempt_id, run.right.run_id)
       }
-      if (owner === undefined || attempts === undefined) return Effect.sync(bind)
+      if (owner === undefined || running.get(owner) === run_id) return Effect.sync(bind)
+      if (attempts === undefined) {
+        return Effect.succeed(
+          denied(
+            call,
+            "scope.owner_attempt_mismatch",
+            `attempt ${owner} is not running here, and no attempt store can say`
+          )
+        )
+      }
       return Effect.map(Effect.either(attempts.listAttempts(run_id)), (listed) => {
         if (Either.isLeft(listed)) {
           return denied(call, "scope.run_unavailable", `the attempts of Run ${run_id} could not be read`)

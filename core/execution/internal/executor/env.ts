@@ -114,6 +114,8 @@ export interface Env {
   readonly trace: StageTrace.Service | undefined
   /** Governed: the identity each configured interceptor's gate records name it by, by its id. */
   readonly identities: ReadonlyMap<string, InterceptorBinding>
+  /** The attempts this executor is running in Runs (attempt id -> run id), until each concludes. */
+  readonly running: Map<string, string>
 }
 
 /** Told of every stage each call enters, by attempt id: what the plan's conformance tests compare with the plan. */

@@ -2,19 +2,18 @@
  * The only module that orders the stages. Each profile's table, read top to bottom, is the seed's D4 list; an
  * action's table is built and compiled once, and its plan is derived from the same entries, so it cannot drift.
  */
-import { Effect, Either, Option, Schema, SchemaAST } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import type { ActionDefinition } from "../../../action/Action.ts"
 import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import type { ActionRef } from "../../../base/Refs.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
-import * as Origin from "../../../policy/Origin.ts"
 import type { AttemptStore } from "../../../state/AttemptStore.ts"
 import type { RunStore } from "../../../state/RunStore.ts"
 import { ActionExecutionPlan, PlannedStage } from "../../ActionExecutionPlan.ts"
 import { Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { ExecutionRequest } from "../../ExecutionRequest.ts"
-import type { Concluded, Interceptor, Observer, Verdict } from "../../Interceptor.ts"
+import type { Concluded, Observer } from "../../Interceptor.ts"
 import type { RuntimeProfile } from "../../RuntimeProfile.ts"
 import { type SecurityStage, type Stage, stages } from "../../Stage.ts"
 import { isMinted } from "../mint.ts"
@@ -34,6 +33,7 @@ import {
 } from "./admit.ts"
 import { type Bindings, bindingsWith } from "./bindings.ts"
 import { Call, common, denied } from "./call.ts"
+import { declaredFields, originsOf, strictDecoder } from "./definition.ts"
 import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
 import type { Config, Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
 import {
@@ -58,13 +58,21 @@ export type Profile =
     readonly profile: "governed" | "certifiable"
     readonly governor: Governor
     readonly runs: RunStore.Service | undefined
+    readonly attempts: AttemptStore.Service | undefined
     readonly bindings: Bindings
   }
 
 /** The profile an executor's configuration selects. */
 export const profileOf = ({ attempts, governance, runs }: Config): Profile =>
   governance !== undefined
-    ? { _tag: "governed", profile: governance.profile, governor: governance, runs, bindings: bindingsWith(governance) }
+    ? {
+      _tag: "governed",
+      profile: governance.profile,
+      governor: governance,
+      runs,
+      attempts,
+      bindings: bindingsWith(governance)
+    }
     : runs !== undefined && attempts !== undefined
     ? { _tag: "durable", runs, attempts }
     : { _tag: "minimal" }
@@ -143,7 +151,7 @@ const durableTable = (env: Env, action: Action, { attempts, runs }: Extract<Prof
   const admit = <C extends Noted>(table: Steps<C>, invoke: (leased: Steps<C>) => Table) =>
     table
       .sync(bindContextWith(env, true, true))
-      .effect(bindRunWith(runs, attempts))
+      .effect(bindRunWith(runs, attempts, env.running))
       .around(commitWith(env, attempts), (committed) =>
         committed
           .when(contained(action), () => containmentWith(env))
@@ -166,13 +174,13 @@ const governedTable = (
   action: Action,
   profile: Extract<Profile, { readonly _tag: "governed" }>
 ): Table => {
-  const { bindings, governor, runs } = profile
+  const { attempts, bindings, governor, runs } = profile
   const project = governor.project
   return steps<Resolved>()
     .sync(normaliseWith(env))
     .step(digestWith(env))
     .sync(bindContextWith(env, runs !== undefined, false))
-    .whenSome(runs, bindRunWith)
+    .whenSome(runs, (store) => bindRunWith(store, attempts, env.running))
     .sync(boundaryWith(governor.writer))
     .around(trackWith(governor.writer), (tracked) =>
       tracked
@@ -260,48 +268,6 @@ const planOf = (
   })
 }
 
-/** A decoder that refuses unknown fields, including for `Schema.Struct({})`, which Effect reads as "any object". */
-const strictDecoder = (schema: Schema.Schema<any, any>) => {
-  const decode = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
-  const ast = SchemaAST.encodedAST(schema.ast)
-  const empty = SchemaAST.isTypeLiteral(ast) && ast.propertySignatures.length === 0 && ast.indexSignatures.length === 0
-  if (!empty) return decode
-  const nothing = Schema.decodeUnknownEither(Schema.Record({ key: Schema.String, value: Schema.Never }))
-  return (input: unknown) => Either.flatMap(nothing(input), () => decode(input))
-}
-
-/** The string field names an input schema declares (none, when its type has no property signatures to read). */
-const declaredFields = (input: Schema.Schema.Any): ReadonlySet<string> => {
-  try {
-    return new Set(
-      SchemaAST.getPropertySignatures(SchemaAST.typeAST(input.ast)).flatMap((signature) =>
-        typeof signature.name === "string" ? [signature.name] : []
-      )
-    )
-  } catch {
-    return new Set()
-  }
-}
-
-/** Stage 5 for an action that declares its origins: the invocation must come from one of them. */
-const originsOf = (env: Env, definition: ActionDefinition): Interceptor => ({
-  id: "action.origins",
-  stage: "authorise",
-  evaluate: (evaluation) =>
-    Effect.map(
-      Origin.authorize({
-        restriction: definition.origins,
-        boundAgent: env.boundAgent,
-        principal: evaluation.context.authenticated_principal,
-        action_type: definition.name
-      }),
-      (check): Verdict =>
-        check._tag === "origin_denied"
-          ? { disposition: "deny", code: check.code, detail: check.detail }
-          : { disposition: "allow", code: check.code }
-    )
-})
-
 /** Build and compile one action's table under a profile. */
 const compileAction = (
   env: Env,
@@ -375,6 +341,8 @@ export const makeRunner = (env: Env, profile: Profile) => {
       })
     )
 
+  // A call bound to a Run is running in it until it concludes, however it concludes.
+  const inRuns = profile._tag === "durable" || (profile._tag === "governed" && profile.runs !== undefined)
   const execute = (request: ExecutionRequest, options: ExecuteOptions) =>
     Effect.withSpan(
       Effect.flatMap(env.ids.uuid, (attempt_id) => {
@@ -388,7 +356,8 @@ export const makeRunner = (env: Env, profile: Profile) => {
           options.newRun,
           env.trace
         )
-        return env.observers.length === 0 ? run(call) : observed(call, run(call))
+        const outcome = env.observers.length === 0 ? run(call) : observed(call, run(call))
+        return inRuns ? Effect.ensuring(outcome, Effect.sync(() => env.running.delete(attempt_id))) : outcome
       }),
       "ActionExecutor.execute"
     )
