@@ -83,8 +83,8 @@ export interface BindingTarget {
   readonly resource?: string
 }
 
-/** The binding tiers in precedence order. */
-export const tiers = ["resource", "role", "global"] as const
+// The binding tiers in precedence order.
+const tiers = ["resource", "role", "global"] as const
 
 /**
  * The bindings a call resolves to, from those that may apply to it: the top tier that has any, and within it the

@@ -7,13 +7,21 @@ import { Command, Options } from "@effect/cli"
 import { Console, Effect, Either, JSONSchema, Option, Schema } from "effect"
 import * as PolicyFormat from "../../../adapters/memory/PolicyFormat.ts"
 import * as Action from "../../../core/action/Action.ts"
-import { actionNameIssue, Identifier } from "../../../core/base/Refs.ts"
+import { actionNameIssue } from "../../../core/base/Refs.ts"
 import * as Time from "../../../core/base/Time.ts"
 import * as InvocationContext from "../../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../../core/policy/PermissionPolicy.ts"
 import type { PolicyInput } from "../../../core/policy/PolicyEvaluator.ts"
 import * as PolicyGate from "../../../core/policy/PolicyGate.ts"
-import { choice, CliInputError, json, jsonAlways, parseJsonObject, setExitCode } from "./internal/input.ts"
+import {
+  choice,
+  CliInputError,
+  json,
+  jsonAlways,
+  parseIdentifier,
+  parseJsonObject,
+  setExitCode
+} from "./internal/input.ts"
 import { file, load } from "./internal/policyFile.ts"
 import { activate, put, retire } from "./policyStore.ts"
 
@@ -97,8 +105,6 @@ const parseDeclarations = (text: string) =>
       (error) => new CliInputError({ message: `--declares ${PermissionPolicy.validationError(error).message}` })
     ))
 
-const isIdentifier = Schema.is(Identifier)
-
 /**
  * Check the names `explain` is given against the schemas a real call's are held to: a malformed one is bad input, not
  * a verdict (an invalid principal or agent id would otherwise fail inside the invocation factories, unreported).
@@ -121,14 +127,9 @@ const checkNames = (options: {
     ["--via-agent", options.viaAgent]
   ] as const
   for (const [option, value] of ids) {
-    if (Option.isSome(value) && !isIdentifier(value.value)) {
-      return Either.left(
-        new CliInputError({
-          message: `${option} ${
-            JSON.stringify(value.value)
-          } is not an id: non-empty, at most 200 characters, no leading or trailing space`
-        })
-      )
+    if (Option.isSome(value)) {
+      const checked = parseIdentifier(value.value, option)
+      if (Either.isLeft(checked)) return checked
     }
   }
   return Either.void

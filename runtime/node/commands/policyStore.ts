@@ -11,23 +11,11 @@ import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
 import type { BindingScope } from "../../../core/policy/PolicySnapshotStore.ts"
 import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
 import * as Embedded from "../../Embedded.ts"
-import { checkDatabase, CliInputError, exitOneOnFailure, json, onDatabase } from "./internal/input.ts"
+import { checkDatabase, CliInputError, exitOneOnFailure, json, onDatabase, parseIdentifier } from "./internal/input.ts"
 import { file, load } from "./internal/policyFile.ts"
 import { db } from "./internal/stores.ts"
 
 const isIdentifier = Schema.is(Identifier)
-
-/** A command-line id checked as the store checks one: bad input names where it was given. */
-const identifier = (value: string, named: string) =>
-  isIdentifier(value)
-    ? Either.right(value)
-    : Either.left(
-      new CliInputError({
-        message: `${named} ${
-          JSON.stringify(value)
-        } is not an id: non-empty, at most 200 characters, no leading or trailing space`
-      })
-    )
 
 const policyId = Args.text({ name: "ID" }).pipe(Args.withDescription("the policy id"))
 const version = Args.text({ name: "VERSION" }).pipe(Args.withDescription("the policy version"))
@@ -129,9 +117,9 @@ const step = <A, E, R>(
   body: (store: PolicySnapshotStore.Service, at: Time.Timestamp) => Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {
-    yield* identifier(ids.id, "ID")
-    yield* identifier(ids.version, "VERSION")
-    yield* identifier(ids.by, "--by")
+    yield* parseIdentifier(ids.id, "ID")
+    yield* parseIdentifier(ids.version, "VERSION")
+    yield* parseIdentifier(ids.by, "--by")
     yield* checkDatabase(db, "existing")
     const at = yield* Time.now
     return yield* Effect.flatMap(PolicySnapshotStore, (store) => body(store, at)).pipe(
@@ -147,7 +135,7 @@ export const activate = Command.make(
   ({ bind, by, db, id, json, tenant, version }) =>
     Effect.gen(function*() {
       if (Option.isSome(tenant)) {
-        yield* identifier(tenant.value, "--tenant")
+        yield* parseIdentifier(tenant.value, "--tenant")
         if (Option.isNone(bind)) {
           return yield* new CliInputError({ message: "--tenant names whose calls --bind routes: give --bind too" })
         }

@@ -7,6 +7,7 @@ import type { SqlClient } from "@effect/sql"
 import { Cause, Console, Effect, Either, Exit, Layer, Option, Predicate, Schema } from "effect"
 import * as fs from "node:fs"
 import * as Sqlite from "../../../../adapters/node/Sqlite.ts"
+import { Identifier } from "../../../../core/base/Refs.ts"
 import * as StrictJson from "../../../../core/base/StrictJson.ts"
 
 /** `--json`: print JSON. */
@@ -56,6 +57,18 @@ export const parseJsonObject = (text: string, option: string) =>
         : Either.left("is not a JSON object")
     ),
     Either.mapLeft((why) => new CliInputError({ message: `${option} ${why}` }))
+  )
+
+const isIdentifier = Schema.is(Identifier)
+
+/** Check an id given on the command line as the stores check one (`Identifier`); bad input names where it was given. */
+export const parseIdentifier = (value: string, named: string) =>
+  isIdentifier(value) ? Either.right(value) : Either.left(
+    new CliInputError({
+      message: `${named} ${
+        JSON.stringify(value)
+      } is not an id: non-empty, at most 200 characters, no leading or trailing space`
+    })
   )
 
 /** Check a lowercase hex SHA-256 given on the command line (a chain head). */
