@@ -2,6 +2,7 @@
  * The planes around the executor's stages 5-10: interceptors decide, transformers rewrite
  * arguments (and so force a recheck), observers watch and can change nothing.
  */
+import type { Option } from "effect"
 import { Effect, Predicate, Schema } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
 import type { Usage } from "../action/ActionUsage.ts"
@@ -9,6 +10,7 @@ import { ApprovalRequest } from "../approval/Approval.ts"
 import { canonicalWith, Digest, type Sha256Hex } from "../base/Digest.ts"
 import { Identifier } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
+import type { InvocationContext } from "../policy/InvocationContext.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import { DecisionReason } from "./AdmissionDecision.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
@@ -134,6 +136,13 @@ export interface Identity {
   readonly config: unknown
 }
 
+/** What a synchronous decision may read besides its evaluation: the Clock's time and the host's invocation context. */
+export interface Moment {
+  /** The Clock's time now, in microseconds since the epoch. */
+  readonly now: () => number
+  readonly invocation: Option.Option<InvocationContext>
+}
+
 /** A security evaluator at one of stages 5-7; it decides, and may be re-run at stage 10. */
 export interface Interceptor {
   readonly id: string
@@ -141,6 +150,11 @@ export interface Interceptor {
   /** Required in the governed profiles, where its verdicts are gate results: what the snapshot must bind it by. */
   readonly identity?: Identity
   readonly evaluate: (evaluation: Evaluation) => Effect.Effect<Verdict, unknown>
+  /**
+   * The verdict `evaluate` would answer, taken synchronously when it needs no I/O (no Effect runs for it); `undefined`
+   * when it cannot decide so, and `evaluate` decides. It must never answer differently from `evaluate`.
+   */
+  readonly decide?: (evaluation: Evaluation, moment: Moment) => Verdict | undefined
   /** After the one invocation its verdict metered ran, whatever its outcome: what it consumed, for budgets to charge. */
   readonly charge?: (evaluation: Evaluation, usage: Usage) => Effect.Effect<void>
   /** What its decision read besides the arguments, read after it decided and again at stage 10: any change rechecks. */
@@ -218,7 +232,12 @@ export const make = (
   id: string,
   stage: SecurityStage,
   decide: (evaluation: Evaluation) => Verdict
-): Interceptor => ({ id, stage, evaluate: (evaluation) => Effect.sync(() => decide(evaluation)) })
+): Interceptor => ({
+  id,
+  stage,
+  evaluate: (evaluation) => Effect.sync(() => decide(evaluation)),
+  decide: (evaluation) => decide(evaluation)
+})
 
 /**
  * An interceptor from a pure predicate, with the identity the governed profiles require: its id, version and the

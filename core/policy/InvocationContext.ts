@@ -2,6 +2,7 @@
  * The trusted origin of an invocation: who asked (a human, the agent itself, another agent), built
  * only by the host's ingress factories, derived on delegation, and carried by the running fiber.
  */
+import type { Fiber } from "effect"
 import { Effect, FiberRef, Option, Schema } from "effect"
 import { dual } from "effect/Function"
 import { compareCodePoints } from "../base/Canonical.ts"
@@ -291,6 +292,10 @@ export const currentInvocation: Effect.Effect<Option.Option<InvocationContext>> 
   FiberRef.get(current),
   Option.fromNullable
 )
+
+/** The invocation context a running fiber runs under, if any, read synchronously (what `currentInvocation` answers in it). */
+export const invocationOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Option.Option<InvocationContext> =>
+  Option.fromNullable(fiber.getFiberRef(current))
 
 /** Run an effect (and the fibers it forks) under a context; other fibers, running or future, keep theirs. */
 export const withInvocation: {

@@ -26,7 +26,7 @@ import {
   type Recheck
 } from "../../ExecutionOutcome.ts"
 import type { ExecutionRequest } from "../../ExecutionRequest.ts"
-import type { Interceptor, Verdict } from "../../Interceptor.ts"
+import type { Interceptor, Moment, Verdict } from "../../Interceptor.ts"
 import type { RuntimeProfile } from "../../RuntimeProfile.ts"
 import type { Stage } from "../../Stage.ts"
 
@@ -76,6 +76,8 @@ export class Call {
     readonly cancel: EffectDeferred.Deferred<void> | undefined,
     readonly boundary: TaskBoundary | undefined,
     readonly newRun: EffectDeferred.Deferred<Run> | undefined,
+    /** The executing fiber's Clock and invocation context: what its synchronous decisions read. */
+    readonly moment: Moment,
     private readonly trace: ((attempt_id: string, stage: Stage) => void) | undefined
   ) {
     this.action = request.action

@@ -2,18 +2,21 @@
  * The only module that orders the stages. Each profile's table, read top to bottom, is the seed's D4 list; an
  * action's table is built and compiled once, and its plan is derived from the same entries, so it cannot drift.
  */
-import { Effect, Either, Option, Schema } from "effect"
+import type { Fiber } from "effect"
+import { Clock, Context, Effect, Either, Option, Schema } from "effect"
 import type { ActionDefinition } from "../../../action/Action.ts"
 import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
+import type { Uuid } from "../../../base/IdGenerator.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import type { ActionRef } from "../../../base/Refs.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
+import { invocationOf } from "../../../policy/InvocationContext.ts"
 import type { AttemptStore } from "../../../state/AttemptStore.ts"
 import type { RunStore } from "../../../state/RunStore.ts"
 import { ActionExecutionPlan, PlannedStage } from "../../ActionExecutionPlan.ts"
 import { Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { ExecutionRequest } from "../../ExecutionRequest.ts"
-import type { Concluded, Observer } from "../../Interceptor.ts"
+import type { Concluded, Moment, Observer } from "../../Interceptor.ts"
 import type { RuntimeProfile } from "../../RuntimeProfile.ts"
 import { type SecurityStage, type Stage, stages } from "../../Stage.ts"
 import { isMinted } from "../mint.ts"
@@ -294,6 +297,12 @@ const compileAction = (
   return Object.freeze({ action, plan: planOf(env, profile, action, table.entries), run: compile(table.entries) })
 }
 
+/** What a call's synchronous decisions read of the fiber executing it: its Clock, and the host's invocation context. */
+const momentOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Moment => {
+  const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+  return { now: () => Number(clock.unsafeCurrentTimeNanos() / 1000n), invocation: invocationOf(fiber) }
+}
+
 /** An executor's `execute` and `plan` over its environment and profile. */
 export const makeRunner = (env: Env, profile: Profile) => {
   const compiled = new WeakMap<ActionDefinition, Compiled>()
@@ -345,19 +354,24 @@ export const makeRunner = (env: Env, profile: Profile) => {
   const inRuns = profile._tag === "durable" || (profile._tag === "governed" && profile.runs !== undefined)
   const execute = (request: ExecutionRequest, options: ExecuteOptions) =>
     Effect.withSpan(
-      Effect.flatMap(env.ids.uuid, (attempt_id) => {
-        const call = new Call(
-          request,
-          options.context,
-          attempt_id,
-          env.profile,
-          options.cancel,
-          options.boundary,
-          options.newRun,
-          env.trace
-        )
-        const outcome = env.observers.length === 0 ? run(call) : observed(call, run(call))
-        return inRuns ? Effect.ensuring(outcome, Effect.sync(() => env.running.delete(attempt_id))) : outcome
+      Effect.withFiberRuntime<ExecutionOutcome, ExecutionError>((fiber) => {
+        const moment = momentOf(fiber)
+        const start = (attempt_id: Uuid) => {
+          const call = new Call(
+            request,
+            options.context,
+            attempt_id,
+            env.profile,
+            options.cancel,
+            options.boundary,
+            options.newRun,
+            moment,
+            env.trace
+          )
+          const outcome = env.observers.length === 0 ? run(call) : observed(call, run(call))
+          return inRuns ? Effect.ensuring(outcome, Effect.sync(() => env.running.delete(attempt_id))) : outcome
+        }
+        return env.ids.uuidSync === undefined ? Effect.flatMap(env.ids.uuid, start) : start(env.ids.uuidSync())
       }),
       "ActionExecutor.execute"
     )

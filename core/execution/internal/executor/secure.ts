@@ -23,7 +23,7 @@ import type { SecurityStage, Stage } from "../../Stage.ts"
 import { decodeWith, type Digested } from "./admit.ts"
 import { type Call, common, denied, outcomeOf, reason } from "./call.ts"
 import type { Env } from "./env.ts"
-import { type EffectStep, isOutcome, type SyncStep, type WithinStep } from "./table.ts"
+import { type DecideStep, type EffectStep, isOutcome, type SyncStep, type WithinStep } from "./table.ts"
 
 // What an evaluator sees of the call now, with the snapshot a governed call was pinned to at stage 3.
 const evaluationOf = (state: Digested & { readonly snapshot?: PolicySnapshot }): Evaluation => ({
@@ -126,8 +126,26 @@ const inputsNow = (state: Digested, interceptor: Interceptor): Effect.Effect<Pol
     (exit) => Exit.isSuccess(exit) ? Option.getOrUndefined(decodeInputs(exit.value)) : undefined
   )
 
+// A stage's decision so far: settled (an outcome, or undefined to go on), or the Effect that settles it.
+type Decided = ExecutionOutcome | undefined | Effect.Effect<ExecutionOutcome | undefined>
+
+const asEffect = (decided: Decided): Effect.Effect<ExecutionOutcome | undefined> =>
+  Effect.isEffect(decided) ? decided : Effect.succeed(decided)
+
+// What an interceptor decides synchronously, as a verdict to bind; undefined when it has no such decision now.
+const decidedNow = (state: Digested, interceptor: Interceptor): Verdict | undefined => {
+  try {
+    const answer = interceptor.decide?.(evaluationOf(state), state.call.moment)
+    return answer === undefined ? undefined : verdictOf(answer, interceptor.id)
+  } catch {
+    return evaluatorError(interceptor.id)
+  }
+}
+
 /**
- * Run interceptors in order at `stage`, each decision bound to the current digest; an outcome when one refuses. With
+ * Run interceptors in order at `stage`, each decision bound to the current digest; an outcome when one refuses. An
+ * interceptor that decides synchronously costs no Effect operation: the answer is an Effect only from the first one
+ * that needs it (an evaluator doing I/O, gate ids minted asynchronously, inputs kept for a comparison). With
  * `compare` (a recheck follows), what each reporting evaluator read is kept for stage 10; `governed`: the ids the
  * gate records are minted from.
  */
@@ -137,30 +155,44 @@ const decide = (
   stage: Stage,
   governed: IdGenerator.Service | undefined,
   compare = false
-): Effect.Effect<ExecutionOutcome | undefined> => {
-  const kept = (interceptor: Interceptor, next: Effect.Effect<ExecutionOutcome | undefined>) =>
-    !compare || interceptor.inputs === undefined ? next : Effect.flatMap(inputsNow(state, interceptor), (inputs) => {
-      ;(state.call.inputs ??= new Map()).set(interceptor, inputs)
-      return next
-    })
-  const from = (i: number): Effect.Effect<ExecutionOutcome | undefined> => {
+): Decided => {
+  const from = (i: number): Decided => {
     const interceptor = interceptors[i]
-    if (interceptor === undefined) return Effect.succeed(undefined)
-    return Effect.flatMap(Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state)))), (exit) => {
+    if (interceptor === undefined) return undefined
+    const now = decidedNow(state, interceptor)
+    if (now !== undefined) return settle(i, interceptor, now)
+    return Effect.flatMap(Effect.exit(Effect.suspend(() => interceptor.evaluate(evaluationOf(state)))), (exit) =>
       // An evaluator is user code: what it answers is bound only if it is a verdict.
-      const verdict = Exit.isSuccess(exit) ? verdictOf(exit.value, interceptor.id) : evaluatorError(interceptor.id)
-      const next = (refused: ExecutionOutcome | undefined) =>
-        refused === undefined ? kept(interceptor, from(i + 1)) : Effect.succeed(refused)
-      // Governed, an allow resting on a denying gate references its record, so that record's id is minted now.
-      if (governed === undefined || !denyingGates(verdict)) {
-        return next(bound(state, interceptor, stage, governed !== undefined, verdict))
-      }
-      const gates = (verdict as { readonly gates: ReadonlyArray<GateOutcome> }).gates
-      return Effect.flatMap(
-        uuidsWith(governed, gates.length),
-        (result_ids) => next(bound(state, interceptor, stage, true, verdict, result_ids))
-      )
-    })
+      asEffect(
+        settle(
+          i,
+          interceptor,
+          Exit.isSuccess(exit) ? verdictOf(exit.value, interceptor.id) : evaluatorError(interceptor.id)
+        )
+      ))
+  }
+  const kept = (i: number, interceptor: Interceptor): Decided =>
+    !compare || interceptor.inputs === undefined ?
+      from(i + 1) :
+      Effect.flatMap(inputsNow(state, interceptor), (inputs) => {
+        ;(state.call.inputs ??= new Map()).set(interceptor, inputs)
+        return asEffect(from(i + 1))
+      })
+  const settle = (i: number, interceptor: Interceptor, verdict: Verdict): Decided => {
+    const next = (refused: ExecutionOutcome | undefined) => refused === undefined ? kept(i, interceptor) : refused
+    // Governed, an allow resting on a denying gate references its record, so that record's id is minted now.
+    if (governed === undefined || !denyingGates(verdict)) {
+      return next(bound(state, interceptor, stage, governed !== undefined, verdict))
+    }
+    const count = (verdict as { readonly gates: ReadonlyArray<GateOutcome> }).gates.length
+    const sync = governed.uuidSync
+    if (sync !== undefined) {
+      return next(bound(state, interceptor, stage, true, verdict, Array.from({ length: count }, sync)))
+    }
+    return Effect.flatMap(
+      uuidsWith(governed, count),
+      (result_ids) => asEffect(next(bound(state, interceptor, stage, true, verdict, result_ids)))
+    )
   }
   return from(0)
 }
@@ -177,8 +209,8 @@ export const securityWith = (
   interceptors: ReadonlyArray<Interceptor>,
   governed: IdGenerator.Service | undefined,
   compare: boolean
-): EffectStep<Digested, void> => ({
-  _tag: "Effect",
+): DecideStep<Digested, void> => ({
+  _tag: "Decide",
   stage,
   detail: `${securityDetail[stage]}: ${interceptors.map((interceptor) => interceptor.id).join(", ")}`,
   run: (state) => decide(state, interceptors, stage, governed, compare)
@@ -284,7 +316,7 @@ export const recheckWith = (
         digest_after: state.digest,
         ...(compared.length === 0 ? {} : { compared })
       })
-      return ran ? decide(state, interceptors, "recheck", governed) : Effect.succeed(undefined)
+      return ran ? asEffect(decide(state, interceptors, "recheck", governed)) : Effect.succeed(undefined)
     })
 })
 

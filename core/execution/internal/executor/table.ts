@@ -25,6 +25,17 @@ export interface SyncStep<In, Adds> {
   readonly run: (state: In) => Answer<Adds>
 }
 
+/**
+ * A step that decides synchronously when it can (no Effect operation) and otherwise answers the Effect that decides:
+ * the security stages, whose evaluators are plain decisions unless one needs I/O.
+ */
+export interface DecideStep<In, Adds> {
+  readonly _tag: "Decide"
+  readonly stage: Stage
+  readonly detail: string
+  readonly run: (state: In) => Answer<Adds> | Effect.Effect<Answer<Adds>, ExecutionError>
+}
+
 /** A step that does I/O or runs user code; `skip` is asked synchronously first, per call. */
 export interface EffectStep<In, Adds> {
   readonly _tag: "Effect"
@@ -71,6 +82,7 @@ export interface AfterStep {
 /** One entry of a table as the runner and the plan see it. */
 export type Entry =
   | SyncStep<any, any>
+  | DecideStep<any, any>
   | EffectStep<any, any>
   | { readonly step: AroundStep<any, any>; readonly inner: ReadonlyArray<Entry> }
   | { readonly step: WithinStep; readonly inner: ReadonlyArray<Entry> }
@@ -93,13 +105,13 @@ export class Steps<Cur> {
     return new Steps([...this.entries, step])
   }
 
-  /** Append a step of either kind. */
-  step<Adds>(step: SyncStep<Cur, Adds> | EffectStep<Cur, Adds>): Steps<Cur & Added<Adds>> {
+  /** Append a step of any kind. */
+  step<Adds>(step: SyncStep<Cur, Adds> | DecideStep<Cur, Adds> | EffectStep<Cur, Adds>): Steps<Cur & Added<Adds>> {
     return new Steps([...this.entries, step])
   }
 
   /** Append a step whose fields the rest does not need, only when `present` (decided when the action is compiled). */
-  when(present: boolean, step: () => SyncStep<Cur, void> | EffectStep<Cur, void>): Steps<Cur> {
+  when(present: boolean, step: () => SyncStep<Cur, void> | DecideStep<Cur, void> | EffectStep<Cur, void>): Steps<Cur> {
     return present ? new Steps([...this.entries, step()]) : this
   }
 
@@ -167,9 +179,10 @@ type Continue = (state: any) => Effect.Effect<any, ExecutionError>
 const done: Continue = (state) => Effect.succeed(state)
 
 /**
- * Compile entries into one function. Consecutive synchronous steps are fused into one plain loop; an effectful step is
- * one `flatMap`; a bracket calls the compiled rest of its table, then the steps after it. `next` receives the state
- * when the entries are exhausted without concluding (the steps inside a `within`).
+ * Compile entries into one function. Consecutive synchronous and deciding steps are fused into one plain loop, left
+ * for an Effect only where a deciding step answers one; an effectful step is one `flatMap`; a bracket calls the
+ * compiled rest of its table, then the steps after it. `next` receives the state when the entries are exhausted
+ * without concluding (the steps inside a `within`).
  */
 export const compile = (entries: ReadonlyArray<Entry>, next: Continue = done): Continue => {
   let end = entries.length
@@ -177,10 +190,10 @@ export const compile = (entries: ReadonlyArray<Entry>, next: Continue = done): C
   let run = next
   for (let i = end - 1; i >= 0;) {
     const entry = entries[i]!
-    if (isSync(entry)) {
+    if (isInline(entry)) {
       let first = i
-      while (first > 0 && isSync(entries[first - 1]!)) first--
-      run = fused(entries.slice(first, i + 1) as ReadonlyArray<SyncStep<any, any>>, run)
+      while (first > 0 && isInline(entries[first - 1]!)) first--
+      run = fused(entries.slice(first, i + 1) as ReadonlyArray<Inline>, run)
       i = first - 1
       continue
     }
@@ -201,20 +214,44 @@ export const compile = (entries: ReadonlyArray<Entry>, next: Continue = done): C
     )
 }
 
-const isSync = (entry: Entry): boolean => "_tag" in entry && entry._tag === "Sync"
+type Inline = SyncStep<any, any> | DecideStep<any, any>
+
+const isInline = (entry: Entry): entry is Inline =>
+  "_tag" in entry && (entry._tag === "Sync" || entry._tag === "Decide")
 
 const isAfter = (entry: Entry): boolean => "_tag" in entry && entry._tag === "After"
 
-const fused = (group: ReadonlyArray<SyncStep<any, any>>, next: Continue): Continue => (state: State) => {
-  for (const step of group) {
+// Run `group` from step `i` in one loop; a deciding step that answers an Effect resumes the loop after it.
+const fusedFrom = (
+  group: ReadonlyArray<Inline>,
+  i: number,
+  state: State,
+  next: Continue
+): Effect.Effect<any, ExecutionError> => {
+  for (; i < group.length; i++) {
+    const step = group[i]!
     state.call.enter(step.stage)
     const answer = step.run(state)
     if (answer === undefined) continue
+    if (Effect.isEffect(answer)) {
+      const rest = i + 1
+      return Effect.flatMap(
+        answer as Effect.Effect<unknown, ExecutionError>,
+        (decided): Effect.Effect<any, ExecutionError> => {
+          if (decided === undefined) return fusedFrom(group, rest, state, next)
+          if (isOutcome(decided)) return Effect.succeed(decided)
+          return fusedFrom(group, rest, Object.assign(state, decided), next)
+        }
+      )
+    }
     if (isOutcome(answer)) return Effect.succeed(answer)
     Object.assign(state, answer)
   }
   return next(state)
 }
+
+const fused = (group: ReadonlyArray<Inline>, next: Continue): Continue => (state: State) =>
+  fusedFrom(group, 0, state, next)
 
 const compileOne = (entry: Entry, next: Continue): Continue => {
   if (!("step" in entry)) {
