@@ -26,7 +26,7 @@ import { makeOnError } from "./internal/failure.ts"
 import { makeInputs } from "./internal/inputs.ts"
 import type { Pin } from "./internal/pin.ts"
 import { makePinWith } from "./internal/pin.ts"
-import type { AgentSubject } from "./InvocationContext.ts"
+import type { AgentSubject, InvocationContext } from "./InvocationContext.ts"
 import { currentInvocation } from "./InvocationContext.ts"
 import type { Part, PolicyInput } from "./PolicyEvaluator.ts"
 import { normalise, PathResolver } from "./PolicyPath.ts"
@@ -58,30 +58,52 @@ const declaredNeeds = ({ environment, mcp, secrets }: ActionDescriptor) => ({
 })
 
 /** What the evaluator sees of a call: its action, arguments, principal and origin, the time, and the resolved path. */
+const inputFrom = (
+  options: Options,
+  evaluation: Evaluation,
+  now: number,
+  invocation: Option.Option<InvocationContext>,
+  resolved_path: string | undefined
+): PolicyInput => ({
+  action: evaluation.descriptor.name,
+  aliases: evaluation.descriptor.aliases,
+  effects: evaluation.descriptor.effects,
+  arguments: evaluation.arguments,
+  principal: evaluation.context.authenticated_principal.id,
+  now,
+  ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
+  ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
+  ...(resolved_path === undefined ? {} : { resolved_path }),
+  ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent }),
+  ...declaredNeeds(evaluation.descriptor)
+})
+
+const pathOf = (evaluation: Evaluation) =>
+  typeof evaluation.arguments.path === "string" ? normalise(evaluation.arguments.path) : undefined
+
+/** The evaluator's input, its `path` argument resolved by the PathResolver in context when there is one. */
 const inputWith = (options: Options, paths: Option.Option<PathResolver.Service>) => {
   const inputOf = (evaluation: Evaluation, resolved_path: string | undefined) =>
-    Effect.clockWith((clock) =>
-      Effect.map(currentInvocation, (invocation): PolicyInput => ({
-        action: evaluation.descriptor.name,
-        aliases: evaluation.descriptor.aliases,
-        effects: evaluation.descriptor.effects,
-        arguments: evaluation.arguments,
-        principal: evaluation.context.authenticated_principal.id,
-        now: Number(clock.unsafeCurrentTimeNanos() / 1000n),
-        ...(evaluation.context.tenant === undefined ? {} : { tenant: evaluation.context.tenant.id }),
-        ...(invocation._tag === "None" ? {} : { invocation: invocation.value }),
-        ...(resolved_path === undefined ? {} : { resolved_path }),
-        ...(options.boundAgent === undefined ? {} : { bound_agent: options.boundAgent }),
-        ...declaredNeeds(evaluation.descriptor)
-      }))
+    Effect.zipWith(
+      Time.nowMicros,
+      currentInvocation,
+      (now, invocation) => inputFrom(options, evaluation, now, invocation, resolved_path)
     )
   return (evaluation: Evaluation): Effect.Effect<PolicyInput> => {
-    const path = typeof evaluation.arguments.path === "string" ? normalise(evaluation.arguments.path) : undefined
+    const path = pathOf(evaluation)
     return path === undefined || Option.isNone(paths)
       ? inputOf(evaluation, undefined)
       : Effect.flatMap(paths.value.resolve(path), (resolved) => inputOf(evaluation, resolved))
   }
 }
+
+/** The evaluator's input synchronously; undefined when a path must be resolved first (the resolver does I/O). */
+const inputNowWith =
+  (options: Options, paths: Option.Option<PathResolver.Service>) =>
+  (evaluation: Evaluation, moment: Interceptor.Moment): PolicyInput | undefined =>
+    Option.isSome(paths) && pathOf(evaluation) !== undefined
+      ? undefined
+      : inputFrom(options, evaluation, moment.now(), moment.invocation, undefined)
 
 /** Read the exact snapshot a context names from the store in context, check it is active and recomputes to its digest, and compile it once. */
 export const makePin: Effect.Effect<Pin, never, PolicySnapshotStore | Digest> = Effect.gen(function*() {
@@ -95,6 +117,45 @@ export interface Gate {
 }
 
 const unleased: Lease = { release: Effect.void }
+
+const pinnedVerdict = (snapshot: PolicySnapshot): Verdict => ({
+  ...Interceptor.allow("policy.pinned", `${snapshot.policy_id}@${snapshot.version}`),
+  gates: []
+})
+
+/**
+ * Stage 3: the quota of the snapshot pinned there (governed), else of the one the context names; one that does not
+ * pin is left to stage 5 to deny. A call under a snapshot without a windowed budget has no quota to check.
+ */
+const quotaOf = (pins: Pin, budgets: ReturnType<typeof makeBudgets>): Capacity => {
+  const windowedByDigest = new Map<string, boolean>()
+  const windowed = (snapshot: PolicySnapshot) => {
+    let answer = windowedByDigest.get(snapshot.digest)
+    if (answer === undefined) {
+      answer = hasWindowedBudget(snapshot)
+      windowedByDigest.set(snapshot.digest, answer)
+    }
+    return answer
+  }
+  return {
+    id: "policy.quota",
+    applies: (admission) => admission.snapshot === undefined || windowed(admission.snapshot),
+    admit: (admission) =>
+      Effect.gen(function*() {
+        const pinned = yield* (admission.snapshot === undefined
+          ? pins.read(admission.context)
+          : pins.compiled(admission.snapshot))
+        if (Either.isLeft(pinned)) return Either.right(unleased)
+        const deferral = yield* budgets.quota({
+          snapshot: pinned.right.snapshot,
+          names: [admission.descriptor.name, ...admission.descriptor.aliases],
+          principal: admission.context.authenticated_principal.id,
+          now: yield* Time.nowMicros
+        }, admission.attempt_id)
+        return deferral === undefined ? Either.right(unleased) : Either.left(deferral)
+      })
+  }
+}
 
 /** The policy gate, reading snapshots from the PolicySnapshotStore and charging budgets to the BudgetLedger in context (a fresh in-memory one when none is). */
 export const make = (options: Options = {}, pin?: Pin) =>
@@ -112,18 +173,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const escalate = makeEscalation(queue, digest, ids)
 
     const inputOf = inputWith(options, paths)
-    // Whether a snapshot has a windowed budget, once per digest: a call under one without has no quota to check.
-    const windowedByDigest = new Map<string, boolean>()
-    const windowed = (snapshot: PolicySnapshot) => {
-      let answer = windowedByDigest.get(snapshot.digest)
-      if (answer === undefined) {
-        answer = hasWindowedBudget(snapshot)
-        windowedByDigest.set(snapshot.digest, answer)
-      }
-      return answer
-    }
-
-    const { chargeUsage, guard, policy } = makeDecisions(budgets, escalate, pinOf)
+    const { chargeUsage, guard, guardNow, policy, policyNow } = makeDecisions(budgets, escalate, pinOf)
     const { inputsOf, snapshotOf } = makeInputs(pinOf, inputOf, queue)
     // After a failure the call's input is taken without the resolved path: what an escalation binds to needs none.
     const onError = makeOnError(budgets, escalate, inputWith(options, Option.none()))
@@ -142,6 +192,21 @@ export const make = (options: Options = {}, pin?: Pin) =>
             )
           ))
 
+    // A call pinned at stage 3 whose snapshot is compiled is decided synchronously, unless a path must be resolved,
+    // an approval queue asked or a budget charged; anything thrown leaves the decision to `evaluate`, whose failures
+    // the gates' `on_error` map.
+    const inputNow = inputNowWith(options, paths)
+    const decideNow = (part: Part) => (evaluation: Evaluation, moment: Interceptor.Moment): Verdict | undefined => {
+      try {
+        const pinned = evaluation.snapshot === undefined ? undefined : pins.cached(evaluation.snapshot)
+        const input = pinned === undefined ? undefined : inputNow(evaluation, moment)
+        if (pinned === undefined || input === undefined) return undefined
+        return part === "guard" ? guardNow(pinned, input) : policyNow(pinned, evaluation, input)
+      } catch {
+        return undefined
+      }
+    }
+
     const interceptors: ReadonlyArray<Interceptor.Interceptor> = [
       {
         id: "policy.pin",
@@ -151,37 +216,25 @@ export const make = (options: Options = {}, pin?: Pin) =>
             pinOf(evaluation),
             Either.match({
               onLeft: (refused) => refused,
-              onRight: ({ snapshot }) => ({
-                ...Interceptor.allow("policy.pinned", `${snapshot.policy_id}@${snapshot.version}`),
-                gates: []
-              })
+              onRight: ({ snapshot }) => pinnedVerdict(snapshot)
             })
           ),
+        decide: (evaluation) => {
+          const pinned = evaluation.snapshot === undefined ? undefined : pins.cached(evaluation.snapshot)
+          return pinned === undefined ? undefined : pinnedVerdict(pinned.snapshot)
+        },
         inputs: snapshotOf
       },
-      { id: "policy.guards", stage: "guard", evaluate: run("guard"), inputs: inputsOf },
-      { id: "policy.rules", stage: "policy", evaluate: run("policy"), charge: chargeUsage, inputs: inputsOf }
+      { id: "policy.guards", stage: "guard", evaluate: run("guard"), decide: decideNow("guard"), inputs: inputsOf },
+      {
+        id: "policy.rules",
+        stage: "policy",
+        evaluate: run("policy"),
+        decide: decideNow("policy"),
+        charge: chargeUsage,
+        inputs: inputsOf
+      }
     ]
 
-    // Stage 3: the snapshot pinned there (governed), else the one the context names; one that does not pin is left
-    // to stage 5 to deny.
-    const capacity: Capacity = {
-      id: "policy.quota",
-      applies: (admission) => admission.snapshot === undefined || windowed(admission.snapshot),
-      admit: (admission) =>
-        Effect.gen(function*() {
-          const pinned = yield* (admission.snapshot === undefined
-            ? pins.read(admission.context)
-            : pins.compiled(admission.snapshot))
-          if (Either.isLeft(pinned)) return Either.right(unleased)
-          const deferral = yield* budgets.quota({
-            snapshot: pinned.right.snapshot,
-            names: [admission.descriptor.name, ...admission.descriptor.aliases],
-            principal: admission.context.authenticated_principal.id,
-            now: yield* Time.nowMicros
-          }, admission.attempt_id)
-          return deferral === undefined ? Either.right(unleased) : Either.left(deferral)
-        })
-    }
-    return { capacity, interceptors } satisfies Gate
+    return { capacity: quotaOf(pins, budgets), interceptors } satisfies Gate
   })

@@ -113,7 +113,10 @@ export const makeBudgets = (ledger: BudgetLedger.Service) => {
       { discard: true }
     )
 
-  return { admit, consume, quota }
+  /** Whether any budget binds the action under one of its names (and stage 7 must ask the ledger). */
+  const binds = (snapshot: PolicySnapshot, names: ReadonlyArray<string>) => budgetsOf(snapshot, names).length > 0
+
+  return { admit, binds, consume, quota }
 }
 
 /** The evaluation's action under each of its names. */

@@ -38,30 +38,45 @@ export const makeDecisions = (
   const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Interceptor.Allowed) =>
     budgets.admit(chargeOf(pinned, evaluation, input.now), evaluation.attempt_id, allowed)
 
+  const passed = (guarded: Verdict): Verdict =>
+    guarded.disposition === "allow"
+      ? { ...guarded, gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny") }
+      : guarded
+
   // A gate's result is recorded once: at the policy stage, unless its guard part already refused. A soft guard deny
   // escalates here, and an approval presented for it lets the call go on.
   const guard = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput): Effect.Effect<Verdict> => {
     const result = reduce(pinned, "guard", input)
-    const passed = (guarded: Verdict): Verdict =>
-      guarded.disposition === "allow"
-        ? { ...guarded, gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny") }
-        : guarded
     return result.disposition === "escalate"
       ? Effect.map(escalate(pinned, evaluation, input, result), passed)
       : Effect.succeed(passed(result))
   }
 
+  /** The guard part's verdict synchronously; undefined when it escalates (the approval queue decides). */
+  const guardNow = (pinned: Pinned, input: PolicyInput): Verdict | undefined => {
+    const result = reduce(pinned, "guard", input)
+    return result.disposition === "escalate" ? undefined : passed(result)
+  }
+
   // A gate whose guard part denied was recorded at the guard stage: its policy part adds no second result (only an
   // advisory gate's guard deny, or a soft one an approval resolved, lets the call get here).
-  const policy = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput): Effect.Effect<Verdict> => {
+  const policyResult = (pinned: Pinned, input: PolicyInput): Reduced => {
     const result = reduce(pinned, "policy", input)
     const guarded = pinned.guardsPass ? reduce(pinned, "guard", input).gates ?? [] : []
-    if (!guarded.some((gate) => gate.decision === "deny")) return settled(pinned, input, evaluation, result)
+    if (!guarded.some((gate) => gate.decision === "deny")) return result
     const recorded = new Set(guarded.flatMap((gate) => gate.decision === "deny" ? [gate.gate_id] : []))
-    return settled(pinned, input, evaluation, {
-      ...result,
-      gates: (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id))
-    })
+    return { ...result, gates: (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id)) }
+  }
+
+  const policy = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput): Effect.Effect<Verdict> =>
+    settled(pinned, input, evaluation, policyResult(pinned, input))
+
+  /** The policy part's verdict synchronously; undefined when it escalates or a budget binds the action (a ledger decides). */
+  const policyNow = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput): Verdict | undefined => {
+    const result = policyResult(pinned, input)
+    if (result.disposition === "deny") return result
+    if (result.disposition === "escalate") return undefined
+    return budgets.binds(pinned.snapshot, namesOf(evaluation)) ? undefined : result
   }
 
   const settled = (
@@ -79,5 +94,5 @@ export const makeDecisions = (
     )
   }
 
-  return { chargeUsage, guard, policy }
+  return { chargeUsage, guard, guardNow, policy, policyNow }
 }

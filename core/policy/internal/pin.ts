@@ -15,6 +15,8 @@ export interface Pin {
   readonly read: (context: ExecutionContext) => Effect.Effect<Either.Either<Pinned, Verdict>>
   /** The compiled form of a snapshot this executor pinned (verified against its digest once per digest). */
   readonly compiled: (snapshot: PolicySnapshot) => Effect.Effect<Either.Either<Pinned, Verdict>>
+  /** The compiled form of a pinned snapshot already verified, synchronously; undefined until it is. */
+  readonly cached: (snapshot: PolicySnapshot) => Pinned | undefined
 }
 
 const deny = (code: string, detail: string) => Either.left(Interceptor.deny(code, detail))
@@ -63,5 +65,5 @@ export const makePinWith = (store: PolicySnapshotStore.Service, digest: Digest.S
     })
   }
 
-  return { read, compiled }
+  return { read, compiled, cached: (snapshot) => cache.get(snapshot.digest) }
 }

@@ -2,10 +2,11 @@
  * What an action's definition compiles to beside its table: the strict decoder of its input, the field names its input
  * declares, and the stage-5 interceptor of the origins it declares.
  */
-import { Effect, Either, Schema, SchemaAST } from "effect"
+import { Effect, Either, Option, Schema, SchemaAST } from "effect"
 import type { ActionDefinition } from "../../../action/Action.ts"
+import * as Time from "../../../base/Time.ts"
 import * as Origin from "../../../policy/Origin.ts"
-import type { Interceptor, Verdict } from "../../Interceptor.ts"
+import type { Evaluation, Interceptor, Verdict } from "../../Interceptor.ts"
 import type { Env } from "./env.ts"
 
 /** A decoder that refuses unknown fields, including for `Schema.Struct({})`, which Effect reads as "any object". */
@@ -31,21 +32,29 @@ export const declaredFields = (input: Schema.Schema.Any): ReadonlySet<string> =>
   }
 }
 
+const verdictOf = (check: Origin.OriginCheck): Verdict =>
+  check._tag === "origin_denied"
+    ? { disposition: "deny", code: check.code, detail: check.detail }
+    : { disposition: "allow", code: check.code }
+
 /** Stage 5 for an action that declares its origins: the invocation must come from one of them. */
-export const originsOf = (env: Env, definition: ActionDefinition): Interceptor => ({
-  id: "action.origins",
-  stage: "authorise",
-  evaluate: (evaluation) =>
-    Effect.map(
-      Origin.authorize({
-        restriction: definition.origins,
-        boundAgent: env.boundAgent,
-        principal: evaluation.context.authenticated_principal,
-        action_type: definition.name
-      }),
-      (check): Verdict =>
-        check._tag === "origin_denied"
-          ? { disposition: "deny", code: check.code, detail: check.detail }
-          : { disposition: "allow", code: check.code }
-    )
-})
+export const originsOf = (env: Env, definition: ActionDefinition): Interceptor => {
+  const optionsOf = (evaluation: Evaluation) => ({
+    restriction: definition.origins,
+    boundAgent: env.boundAgent,
+    principal: evaluation.context.authenticated_principal,
+    action_type: definition.name
+  })
+  return {
+    id: "action.origins",
+    stage: "authorise",
+    evaluate: (evaluation) => Effect.map(Origin.authorize(optionsOf(evaluation)), verdictOf),
+    decide: (evaluation, moment) =>
+      verdictOf(
+        Origin.checkOrigin(Option.getOrUndefined(moment.invocation), {
+          ...optionsOf(evaluation),
+          now: Time.fromMicros(moment.now())
+        })
+      )
+  }
+}
