@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Schema } from "effect"
+import { Duration, Effect, Either, Fiber, Schema, TestClock } from "effect"
 import * as Action from "../../core/action/Action.ts"
+import * as Time from "../../core/base/Time.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import { executor, run } from "../fixtures/layers.ts"
 
@@ -93,5 +94,98 @@ describe("a capacity's applies in the executor", () => {
           return false
         })
       ]
+    }))))
+})
+
+const tenantAdmission = (name: string, tenant?: string) =>
+  ({
+    request: { action: { name } },
+    context: { authenticated_principal: { id: "alice" }, ...(tenant === undefined ? {} : { tenant: { id: tenant } }) },
+    descriptor: { name }
+  }) as unknown as Capacity.Admission
+
+const leaseOf = (answer: Either.Either<Capacity.Lease, Capacity.Deferral>) => Either.getOrThrow(answer)
+const retryOf = (answer: Either.Either<Capacity.Lease, Capacity.Deferral>) =>
+  Either.isLeft(answer) && answer.left.retry_at !== undefined ? Time.toMicros(answer.left.retry_at) : undefined
+
+describe("leases and retry times", () => {
+  it.effect("each lease has its own id and an expiry a lease term away; a deferral is told the earliest expiry", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1_000)
+      const capacity = Capacity.bounded({ id: "two", permits: 2, lease_microseconds: 5_000_000 })
+      const first = leaseOf(yield* capacity.admit(admission("a")))
+      yield* TestClock.adjust(Duration.millis(1))
+      const second = leaseOf(yield* capacity.admit(admission("a")))
+      assert.notStrictEqual(first.lease_id, second.lease_id)
+      assert.strictEqual(Time.toMicros(first.expires_at!), 1_000_000 + 5_000_000)
+      assert.strictEqual(Time.toMicros(second.expires_at!), 1_001_000 + 5_000_000)
+      const deferred = yield* capacity.admit(admission("a"))
+      assert.strictEqual(Either.isLeft(deferred) && deferred.left.code, "capacity.unavailable")
+      // The earliest expiry, then the next one, then a lease term after each: a crowd retries in waves of permits.
+      const told = [
+        retryOf(deferred),
+        ...(yield* Effect.replicateEffect(capacity.admit(admission("a")), 3)).map(retryOf)
+      ]
+      assert.deepStrictEqual(told.map((at) => at! - 1_000_000 - 1_000), [5_000_000, 5_001_000, 10_000_000, 10_001_000])
+      yield* first.release
+      assert.isTrue(Either.isRight(yield* capacity.admit(admission("a"))), "a released permit is free at once")
+    }))
+
+  it.effect("a rate admits its burst, then defers each call to the next token no other deferral was told", () =>
+    Effect.gen(function*() {
+      const capacity = Capacity.rate({ id: "rate", burst: 2, refill_microseconds: 1_000, per: ["action"] })
+      assert.isTrue(Either.isRight(yield* capacity.admit(admission("a"))))
+      assert.isTrue(Either.isRight(yield* capacity.admit(admission("a"))))
+      const third = yield* capacity.admit(admission("a"))
+      assert.strictEqual(Either.isLeft(third) && third.left.code, "capacity.rate_limited")
+      assert.deepStrictEqual([retryOf(third), retryOf(yield* capacity.admit(admission("a")))], [1_000, 2_000])
+      assert.isTrue(Either.isRight(yield* capacity.admit(admission("b"))), "another action has its own bucket")
+      yield* TestClock.adjust(Duration.millis(1))
+      assert.isTrue(Either.isRight(yield* capacity.admit(admission("a"))), "a token came back")
+      assert.isTrue(Either.isLeft(yield* capacity.admit(admission("a"))))
+    }))
+
+  it.effect("`per` partitions by tenant, principal and action; a tenant named like a joined key is its own", () =>
+    Effect.gen(function*() {
+      const capacity = Capacity.bounded({ id: "per", permits: 1, per: ["tenant", "action"] })
+      assert.isTrue(Either.isRight(yield* capacity.admit(tenantAdmission("a", "t1"))))
+      assert.isTrue(Either.isLeft(yield* capacity.admit(tenantAdmission("a", "t1"))))
+      assert.isTrue(Either.isRight(yield* capacity.admit(tenantAdmission("a", "t2"))))
+      assert.isTrue(Either.isRight(yield* capacity.admit(tenantAdmission("b", "t1"))))
+      assert.isTrue(Either.isRight(yield* capacity.admit(tenantAdmission("a"))), "no tenant")
+      assert.isTrue(Either.isRight(yield* capacity.admit(tenantAdmission("a\",\"a", "t1"))), "no separator to forge")
+    }))
+
+  it("refuses limits that are not positive integers", () => {
+    assert.throws(() => Capacity.bounded({ id: "zero", permits: 0 }), /permits must be a positive integer/)
+    assert.throws(() => Capacity.rate({ id: "r", burst: 1, refill_microseconds: 0.5 }), /refill_microseconds/)
+  })
+})
+
+describe("a lease's expiry in the executor", () => {
+  let stopped = 0
+  const slow = Action.make({
+    name: "slow",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () =>
+      Effect.onInterrupt(Effect.as(Effect.sleep(Duration.seconds(30)), "done"), () =>
+        Effect.sync(() => {
+          stopped++
+        }))
+  })
+  it.live("stops a call still running when its lease expires, and frees its permit only once it has stopped", () =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const outcome = yield* run("slow", {})
+      assert.strictEqual(outcome._tag, "timed_out")
+      assert.isTrue(outcome._tag === "timed_out" && outcome.call_executed)
+      assert.strictEqual(stopped, 1, "the callable was interrupted, and had stopped when the outcome came")
+      assert.isBelow(Date.now() - started, 10_000, "stopped at the lease's expiry, not the handler's 30 s")
+      const next = yield* Effect.fork(run("slow", {}))
+      yield* Effect.sleep(Duration.millis(20))
+      assert.strictEqual((yield* Fiber.join(next))._tag, "timed_out", "the permit was free again")
+    }).pipe(Effect.provide(executor([slow], {
+      capacity: [Capacity.bounded({ id: "one", permits: 1, lease_microseconds: 100_000 })]
     }))))
 })

@@ -224,6 +224,12 @@ const isDeferral = Schema.is(Schema.Struct({
   retry_at: Schema.optional(Time.Timestamp)
 }))
 
+const isLease = Schema.is(Schema.Struct({
+  lease_id: Schema.optional(Schema.String),
+  expires_at: Schema.optional(Time.Timestamp),
+  release: Schema.declare((value): value is Effect.Effect<void> => Effect.isEffect(value))
+}))
+
 // A lease's release is user code too: its failure cannot undo the call's outcome.
 const release = (lease: Lease) => Effect.catchAllCause(Effect.suspend(() => lease.release), () => Effect.void)
 
@@ -244,6 +250,14 @@ const boundingOf = (capacities: ReadonlyArray<Capacity>, admission: Admission): 
  * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
  * full; the leases taken are released however the call ends, an admission that dies included.
  */
+// A lease that expires before the call's deadline brings the deadline forward to its expiry.
+const lapses = (call: Call, lease: Lease) => {
+  const expires = lease.expires_at
+  if (expires !== undefined && (call.deadline === undefined || Time.toMicros(expires) < Time.toMicros(call.deadline))) {
+    call.deadline = expires
+  }
+}
+
 export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapshot?: PolicySnapshot }, unknown> => ({
   _tag: "Around",
   stage: "bind_context",
@@ -270,7 +284,7 @@ export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapsho
           // A capacity is user code: whatever it throws, fails with or answers that is not an Either refuses the call.
           const exit = yield* Effect.exit(Effect.suspend(() => capacity.admit(admission)))
           const admitted = Exit.isSuccess(exit) && Either.isEither(exit.value) &&
-              (Either.isRight(exit.value) || isDeferral(exit.value.left))
+              (Either.isRight(exit.value) ? isLease(exit.value.right) : isDeferral(exit.value.left))
             ? exit.value
             : undefined
           if (admitted === undefined) {
@@ -285,6 +299,7 @@ export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapsho
             })
           }
           leases.push(admitted.right)
+          lapses(state.call, admitted.right)
         }
         return yield* restore(inner(state))
       }).pipe(Effect.ensuring(Effect.forEach(leases, release, { discard: true })))

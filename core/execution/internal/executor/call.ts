@@ -11,6 +11,7 @@ import { type Digest, type Sha256Hex, sha256TextWith } from "../../../base/Diges
 import type { Uuid } from "../../../base/IdGenerator.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import type { ActionRef } from "../../../base/Refs.ts"
+import type { Timestamp } from "../../../base/Time.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
 import type { TaskBoundary } from "../../../evidence/Governance.ts"
 import type { Run } from "../../../state/StateStore.ts"
@@ -53,6 +54,8 @@ export class Call {
   charges: Map<Interceptor, (usage: Usage) => Effect.Effect<void>> | undefined = undefined
   /** What each evaluator that reports them read as it decided at stages 5-7, when stage 10 compares them. */
   inputs: Map<Interceptor, PolicyInputs | undefined> | undefined = undefined
+  /** When the call is stopped: the request's deadline, lowered by stage 3 to the earliest expiry of its leases. */
+  deadline: Timestamp | undefined
   /** Set by stage 10. */
   recheck: Recheck | undefined = undefined
   /** Set by stage 12 as the token is released (and reset if the backend refused it). */
@@ -81,6 +84,7 @@ export class Call {
     private readonly trace: ((attempt_id: string, stage: Stage) => void) | undefined
   ) {
     this.action = request.action
+    this.deadline = request.deadline
   }
 
   /** The runner moves the call into `stage`. */

@@ -179,12 +179,11 @@ export const invokeWith = (
     Effect.map(supervised(state, usage, Fiber.await), ([, exit]) => ended(state, exit))
 
   const guarded = Effect.fnUntraced(function*(state: Normalised, usage: ActionUsage.ActionUsage.Service) {
-    const { cancel, request } = state.call
+    const { cancel, deadline } = state.call
     if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
       return trustedMake(Cancelled, { ...common(state.call), call_executed: false })
     }
     // A deadline that passed during the pre-call stages stops the call before the token is released.
-    const deadline = request.deadline
     const remaining = deadline === undefined ? undefined : Time.toMicros(deadline) - (yield* Time.nowMicros)
     if (remaining !== undefined && remaining <= 0) {
       return trustedMake(TimedOut, { ...common(state.call), call_executed: false })
@@ -233,7 +232,7 @@ export const invokeWith = (
     stage: "invoke",
     detail: "release the one-use invocation token and invoke exactly once",
     run: (state) => {
-      const invoke = state.call.request.deadline !== undefined || state.call.cancel !== undefined ? guarded : once
+      const invoke = state.call.deadline !== undefined || state.call.cancel !== undefined ? guarded : once
       const charges = state.call.charges
       return charges === undefined ? invoke(state, unmetered) : charged(state, charges, (usage) => invoke(state, usage))
     }

@@ -332,13 +332,13 @@ export const noRecheck: SyncStep<Digested, void> = {
   }
 }
 
-/** `effect` raced against the request's deadline and its cancellation: whichever comes first interrupts it. */
+/** `effect` raced against the call's deadline (the request's, or an earlier lease expiry) and its cancellation: whichever comes first interrupts it. */
 export const untilStopped = <A, E>(
   call: Call,
   effect: Effect.Effect<A, E>,
   stopped: (by: "deadline" | "cancel") => A
 ): Effect.Effect<A, E> => {
-  const deadline = call.request.deadline
+  const deadline = call.deadline
   const cancel = call.cancel
   const cancelled = cancel === undefined
     ? effect
@@ -361,7 +361,7 @@ export const bounded: WithinStep = {
   _tag: "Within",
   detail: "stages 5-11 stop at the request's deadline or cancellation",
   run: <A, E2>(call: Call, steps: Effect.Effect<A | ExecutionOutcome, E2>) =>
-    call.request.deadline === undefined && call.cancel === undefined
+    call.deadline === undefined && call.cancel === undefined
       ? steps
       : untilStopped<A | ExecutionOutcome, E2>(call, steps, (by) =>
         by === "cancel"
