@@ -1,17 +1,17 @@
 /**
  * The operation context: the frozen governed projection of one operation, derived by the executor alone from exactly
- * six trusted inputs.
+ * six trusted inputs, the sixth the preflight report stage 3 verified.
  */
 import { Effect, Either, Schema } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
-import { ActionBackendCapabilityReport } from "../action/ActionExecutionBackend.ts"
-import * as Canonical from "../base/Canonical.ts"
-import { canonicalWith, Digest, Sha256Hex, sha256TextWith } from "../base/Digest.ts"
+import { Sha256Hex } from "../base/Digest.ts"
 import { IdGenerator, Uuid } from "../base/IdGenerator.ts"
 import { trustedMake } from "../base/internal/trusted.ts"
 import { ActionBackendRef, Identifier, PolicySnapshotRef } from "../base/Refs.ts"
+import { Timestamp } from "../base/Time.ts"
 import type { ExecutionContext } from "../execution/ExecutionContext.ts"
-import { ExecutionRequest } from "../execution/ExecutionRequest.ts"
+import type { ExecutionRequest } from "../execution/ExecutionRequest.ts"
+import { type ActionPreflightReport, AdmissionLease } from "../execution/Preflight.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import type { TaskBoundary } from "./TaskBoundary.ts"
 
@@ -34,6 +34,14 @@ export class OperationContext extends Schema.Class<OperationContext>("OperationC
   action: Schema.Struct({ name: Schema.String, version: Schema.String, digest: Sha256Hex }),
   policy: PolicySnapshotRef,
   backend: Schema.Struct({ ...ActionBackendRef.fields, capability_digest: Sha256Hex }),
+  /** The preflight report the operation was admitted on: with the fields above, everything its digest covers. */
+  preflight: Schema.Struct({
+    report_id: Uuid,
+    digest: Sha256Hex,
+    admission_leases: Schema.Array(AdmissionLease),
+    verified_at: Timestamp,
+    expires_at: Schema.NullOr(Timestamp)
+  }),
   arguments_digest: Sha256Hex
 }) {}
 
@@ -43,79 +51,71 @@ export interface OperationInputs {
   readonly request: ExecutionRequest
   readonly descriptor: ActionDescriptor
   readonly snapshot: PolicySnapshot
-  readonly capability: ActionBackendCapabilityReport
+  /** What stage 3 verified: the backend with its capability report, and the leases (made by the executor alone). */
+  readonly preflight: ActionPreflightReport
   readonly boundary: TaskBoundary
 }
 
-const encodeRequest = Schema.encodeEither(ExecutionRequest)
-
-// A backend's capability report is an immutable value; its digest is computed once per report.
-const capabilityDigests = new WeakMap<ActionBackendCapabilityReport, Sha256Hex>()
-
 /** Why the six inputs of an operation context give none. */
-export type DeriveRefusal = "governance.policy_mismatch" | "governance.backend_mismatch" | "request.not_canonical"
+export type DeriveRefusal =
+  | "governance.policy_mismatch"
+  | "governance.backend_mismatch"
+  | "governance.preflight_mismatch"
 
 /** Derive the operation context from exactly six trusted inputs; any disagreement among them is a refusal code. */
 export const deriveContext = (inputs: OperationInputs, attempt_id: Uuid, arguments_digest: Sha256Hex) =>
-  Effect.flatMap(
-    Digest,
-    (digest) =>
-      Effect.flatMap(IdGenerator, (ids) => deriveContextWith(digest, ids, inputs, attempt_id, arguments_digest))
-  )
+  Effect.flatMap(IdGenerator, (ids) => deriveContextWith(ids, inputs, attempt_id, arguments_digest))
 
-/** `deriveContext` with the Digest and IdGenerator services given. */
+/** `deriveContext` with the IdGenerator service given. */
 export const deriveContextWith = (
-  digest: Digest.Service,
   ids: IdGenerator.Service,
   inputs: OperationInputs,
   attempt_id: Uuid,
   arguments_digest: Sha256Hex
 ) =>
   Effect.suspend((): Effect.Effect<Either.Either<OperationContext, DeriveRefusal>> => {
-    const { boundary, capability, context, descriptor, request, snapshot } = inputs
+    const { boundary, context, descriptor, preflight, request, snapshot } = inputs
     const pinned = context.policy_snapshot
     if (
       pinned === undefined || pinned.digest !== snapshot.digest || boundary.policy.digest !== snapshot.digest ||
       boundary.policy.policy_id !== snapshot.policy_id || boundary.policy.version !== snapshot.version
     ) return Effect.succeed(Either.left("governance.policy_mismatch"))
+    const backend = preflight.effect_backend
     if (
-      capability.backend.id !== context.effect_backend.id ||
-      capability.backend.version !== context.effect_backend.version
+      backend.id !== context.effect_backend.id || backend.version !== context.effect_backend.version ||
+      preflight.capability_report.backend.id !== backend.id ||
+      preflight.capability_report.backend.version !== backend.version
     ) return Effect.succeed(Either.left("governance.backend_mismatch"))
-    const requestText = Either.flatMap(encodeRequest(request), Canonical.stringify)
-    if (Either.isLeft(requestText)) return Effect.succeed(Either.left("request.not_canonical"))
-    const known = capabilityDigests.get(capability)
-    const capabilityDigest = known !== undefined ? Effect.succeed(known) : Effect.orDie(
-      Effect.tap(
-        Effect.flatMap(
-          Schema.encode(ActionBackendCapabilityReport)(capability),
-          (value) => canonicalWith(digest, value)
-        ),
-        (computed) => Effect.sync(() => capabilityDigests.set(capability, computed))
-      )
-    )
+    if (preflight.request_id !== request.request_id || preflight.action_descriptor_digest !== descriptor.digest) {
+      return Effect.succeed(Either.left("governance.preflight_mismatch"))
+    }
     const scope = request.execution_scope
-    return Effect.zipWith(
-      Effect.zip(sha256TextWith(digest, requestText.right), capabilityDigest),
-      ids.uuid,
-      ([request_digest, capability_digest], operation_id) =>
-        Either.right(trustedMake(OperationContext, {
-          operation_id,
-          task_boundary_id: boundary.task_boundary_id,
-          chain_id: boundary.chain_id,
-          attempt_id,
-          request_id: request.request_id,
-          request_digest,
-          actor: context.authenticated_principal.id,
-          tenant: context.tenant?.id ?? null,
-          session_id: request.session_id ?? null,
-          scope: scope._tag === "durable_run"
-            ? { kind: scope._tag, run_id: scope.run_id, owner_attempt_id: scope.owner_attempt_id ?? null }
-            : { kind: scope._tag, run_id: null, owner_attempt_id: null },
-          action: { name: descriptor.name, version: descriptor.version, digest: descriptor.digest },
-          policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest },
-          backend: { id: capability.backend.id, version: capability.backend.version, capability_digest },
-          arguments_digest
-        }))
-    )
+    const make = (operation_id: Uuid) =>
+      Either.right(trustedMake(OperationContext, {
+        operation_id,
+        task_boundary_id: boundary.task_boundary_id,
+        chain_id: boundary.chain_id,
+        attempt_id,
+        request_id: request.request_id,
+        request_digest: preflight.request_digest,
+        actor: context.authenticated_principal.id,
+        tenant: context.tenant?.id ?? null,
+        session_id: request.session_id ?? null,
+        scope: scope._tag === "durable_run"
+          ? { kind: scope._tag, run_id: scope.run_id, owner_attempt_id: scope.owner_attempt_id ?? null }
+          : { kind: scope._tag, run_id: null, owner_attempt_id: null },
+        action: { name: descriptor.name, version: descriptor.version, digest: descriptor.digest },
+        policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest },
+        backend: { id: backend.id, version: backend.version, capability_digest: preflight.capability_digest },
+        preflight: {
+          report_id: preflight.report_id,
+          digest: preflight.digest,
+          admission_leases: preflight.admission_leases,
+          verified_at: preflight.verified_at,
+          expires_at: preflight.expires_at
+        },
+        arguments_digest
+      }))
+    const sync = ids.uuidSync
+    return sync !== undefined ? Effect.succeed(make(sync())) : Effect.map(ids.uuid, make)
   })

@@ -239,12 +239,30 @@ const forgedOperation = Effect.gen(function*() {
   })
   const registry = yield* Writ.ActionRegistry.ActionRegistry
   const descriptor = Either.getOrThrow(registry.resolve({ name: forgedAction.name })).descriptor
-  const derived = yield* Writ.Governance.deriveContext(
-    { context, request, descriptor, snapshot, capability: yield* Adapters.InProcessBackend.make.probe, boundary },
-    yield* Writ.IdGenerator.uuid,
-    snapshot.digest
-  )
-  const operation = Either.getOrThrow(derived)
+  // A forger has no preflight report (only the executor makes one), so it builds the whole context itself.
+  const operation = Writ.Governance.OperationContext.make({
+    operation_id: yield* Writ.IdGenerator.uuid,
+    task_boundary_id: boundary.task_boundary_id,
+    chain_id: boundary.chain_id,
+    attempt_id: yield* Writ.IdGenerator.uuid,
+    request_id: request.request_id,
+    request_digest: snapshot.digest,
+    actor: context.authenticated_principal.id,
+    tenant: null,
+    session_id: null,
+    scope: { kind: "ephemeral_operation", run_id: null, owner_attempt_id: null },
+    action: { name: descriptor.name, version: descriptor.version, digest: descriptor.digest },
+    policy,
+    backend: { ...context.effect_backend, capability_digest: snapshot.digest },
+    preflight: {
+      report_id: yield* Writ.IdGenerator.uuid,
+      digest: snapshot.digest,
+      admission_leases: [],
+      verified_at: Writ.Time.fromMicros(0),
+      expires_at: null
+    },
+    arguments_digest: snapshot.digest
+  })
   const record = { operation_id: operation.operation_id, policy_id: policy.policy_id, policy_version: policy.version }
   const bound = { task_boundary_id: boundary.task_boundary_id, policy_digest: policy.digest }
   const drafts: ReadonlyArray<Writ.Evidence.Draft> = [

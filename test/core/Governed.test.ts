@@ -442,6 +442,9 @@ describe("governed execution", () => {
 
   it.effect("the operation records the one report stage 3 admitted the call on, and a report that stops containing denies before any operation", () => {
     let probes = 0
+    let network: "enforced" | "unsupported" = "enforced"
+    // The probe at which the backend reports otherwise for once: between a call's stage 3 and its stage 4.
+    let changesAt = 0
     const reports: Array<ActionBackendCapabilityReport> = []
     const flipping = Layer.succeed(ActionExecutionBackend, {
       ...InProcessBackend.make,
@@ -450,12 +453,12 @@ describe("governed execution", () => {
           backend: InProcessBackend.make.ref,
           containment: {
             filesystem: "unsupported",
-            network: ++probes === 1 ? "enforced" : "unsupported",
+            network,
             subprocess: "unsupported",
             environment: "unsupported",
             secrets: "unsupported"
           },
-          verified_by: `probe ${probes}`
+          verified_by: ++probes === changesAt ? "another verification" : "probe"
         })
         reports.push(report)
         return report
@@ -466,18 +469,29 @@ describe("governed execution", () => {
       const contained = calls.contained
       const admitted = yield* exec(ref, boundary, "notes.contained", {})
       assert.strictEqual(admitted._tag, "succeeded")
-      assert.strictEqual(probes, 1)
+      assert.strictEqual(probes, 2, "probed at stage 3, and again at stage 4 to check the report stands")
       const started = (yield* records(boundary.chain_id)).find((record) => record.record_type === "operation_started")!
-      const recorded = (JSON.parse(started.payload_json) as { backend: { capability_digest: string } }).backend
+      const payload = JSON.parse(started.payload_json) as {
+        backend: { capability_digest: string }
+        preflight: { report_id: string; digest: string }
+      }
       const first = yield* Digest.canonical(yield* Schema.encode(ActionBackendCapabilityReport)(reports[0]!))
-      assert.strictEqual(recorded.capability_digest, first)
+      assert.strictEqual(payload.backend.capability_digest, first)
+      assert.match(payload.preflight.digest, /^[0-9a-f]{64}$/)
       const before = (yield* records(boundary.chain_id)).length
+      changesAt = probes + 2
+      const changed = yield* exec(ref, boundary, "notes.contained", {})
+      assert.deepStrictEqual(changed._tag === "denied" && [changed.reason.code, changed.stage], [
+        "preflight.report_changed",
+        "governed_start"
+      ])
+      assert.strictEqual((yield* records(boundary.chain_id)).length, before, "no operation_started")
+      network = "unsupported"
       const refused = yield* exec(ref, boundary, "notes.contained", {})
       assert.deepStrictEqual(refused._tag === "denied" && [refused.reason.code, refused.stage], [
         "containment.unsupported",
         "bind_context"
       ])
-      assert.strictEqual(probes, 2)
       assert.strictEqual((yield* records(boundary.chain_id)).length, before)
       assert.strictEqual(calls.contained, contained + 1)
     }).pipe(Effect.provide(

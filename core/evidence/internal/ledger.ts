@@ -52,6 +52,10 @@ export const operationStarted = (
     action: { ...operation.action },
     policy_digest: operation.policy.digest,
     backend: { ...operation.backend },
+    preflight: {
+      ...operation.preflight,
+      admission_leases: operation.preflight.admission_leases.map((lease) => ({ ...lease }))
+    },
     arguments_digest: operation.arguments_digest,
     argument_fields: Object.keys(args).filter((key) => declared.has(key)).sort(),
     argument_count: Object.keys(args).length

@@ -20,6 +20,7 @@ import { Deferred as Deferral, TimedOut } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
 import * as ExecutionScope from "../../ExecutionScope.ts"
 import type { Interceptor } from "../../Interceptor.ts"
+import { AdmissionLease } from "../../Preflight.ts"
 import { type Call, common, denied, describeParseError, reason } from "./call.ts"
 import type { Env } from "./env.ts"
 import { type AroundStep, type EffectStep, isOutcome, type State, type SyncStep } from "./table.ts"
@@ -250,6 +251,8 @@ const boundingOf = (capacities: ReadonlyArray<Capacity>, admission: Admission): 
  * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
  * full; the leases taken are released however the call ends, an admission that dies included.
  */
+const noLeases: ReadonlyArray<AdmissionLease> = Object.freeze([])
+
 // A lease that expires before the call's deadline brings the deadline forward to its expiry.
 const lapses = (call: Call, lease: Lease) => {
   const expires = lease.expires_at
@@ -258,7 +261,9 @@ const lapses = (call: Call, lease: Lease) => {
   }
 }
 
-export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapshot?: PolicySnapshot }, unknown> => ({
+export const capacityWith = (
+  env: Env
+): AroundStep<Resolved & { readonly snapshot?: PolicySnapshot }, { leases: ReadonlyArray<AdmissionLease> }> => ({
   _tag: "Around",
   stage: "bind_context",
   detail: `a lease on each capacity (${env.capacities.map((capacity) => capacity.id).join(", ")}), or defer`,
@@ -276,9 +281,10 @@ export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapsho
         denied(state.call, "control.capacity_error", `capacity ${bounding} failed to decide whether it applies`)
       )
     }
-    if (bounding.length === 0) return inner(state)
+    if (bounding.length === 0) return inner(Object.assign(state, { leases: noLeases }))
     return Effect.uninterruptibleMask((restore) => {
       const leases: Array<Lease> = []
+      const held: Array<AdmissionLease> = []
       return Effect.gen(function*() {
         for (const capacity of bounding) {
           // A capacity is user code: whatever it throws, fails with or answers that is not an Either refuses the call.
@@ -300,8 +306,13 @@ export const capacityWith = (env: Env): AroundStep<Resolved & { readonly snapsho
           }
           leases.push(admitted.right)
           lapses(state.call, admitted.right)
+          held.push(trustedMake(AdmissionLease, {
+            capacity: capacity.id,
+            lease_id: admitted.right.lease_id ?? null,
+            expires_at: admitted.right.expires_at ?? null
+          }))
         }
-        return yield* restore(inner(state))
+        return yield* restore(inner(Object.assign(state, { leases: held })))
       }).pipe(Effect.ensuring(Effect.forEach(leases, release, { discard: true })))
     })
   }

@@ -24,23 +24,17 @@ import {
   type ExecutionOutcome,
   withProjectionPending
 } from "../../ExecutionOutcome.ts"
-import type { Digested, Resolved } from "./admit.ts"
+import type { Resolved } from "./admit.ts"
 import type { Bindings } from "./bindings.ts"
 import { type Call, common, denied, reason, resultDigest } from "./call.ts"
 import type { Env, ExecutionError, Governor } from "./env.ts"
 import { producedDrafts } from "./gateRecords.ts"
+import { type Preflighted, verifyPreflight } from "./preflight.ts"
 import { untilStopped } from "./secure.ts"
 import { type AfterStep, type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
 
-/** After stage 3, governed: the pinned snapshot and the backend report the call was admitted on. */
-export interface Pinned extends Digested {
-  readonly boundary: TaskBoundary
-  readonly snapshot: PolicySnapshot
-  readonly capability: ActionBackendCapabilityReport
-}
-
 /** After stage 4: the operation whose start is committed. */
-export interface Operated extends Pinned {
+export interface Operated extends Preflighted {
   readonly operation: OperationContext
 }
 
@@ -153,34 +147,40 @@ class Operation {
   /** Its terminal record was appended, or is being: nothing may append another. */
   private concluded = false
 
-  constructor(readonly env: Env, readonly writer: EvidenceWriter.Service, readonly state: Pinned) {}
+  constructor(readonly env: Env, readonly writer: EvidenceWriter.Service, readonly state: Preflighted) {}
 
   get call(): Call {
     return this.state.call
   }
 
-  /** Stage 4: derive the context from its six trusted inputs and commit `policy_bound` and `operation_started`. */
+  /**
+   * Stage 4: the preflight report must still admit the call; derive the context from its six trusted inputs and
+   * commit `policy_bound` and `operation_started`.
+   */
   readonly start = Effect.suspend(() => {
     const { call, env, state } = this
     return Effect.flatMap(
-      deriveContextWith(
-        env.digest,
-        env.ids,
-        {
-          context: call.context,
-          request: call.request,
-          descriptor: state.action.descriptor,
-          snapshot: state.snapshot,
-          capability: state.capability,
-          boundary: state.boundary
-        },
-        call.attempt_id,
-        state.digest
-      ),
-      (derived): Effect.Effect<OperationContext | ExecutionOutcome, ExecutionError> =>
-        Either.isLeft(derived)
-          ? Effect.succeed(denied(call, derived.left, "the operation's trusted inputs disagree"))
-          : this.commitStart(derived.right)
+      verifyPreflight(env, call, state.preflight),
+      (refused) =>
+        refused !== undefined ? Effect.succeed(refused) : Effect.flatMap(
+          deriveContextWith(
+            env.ids,
+            {
+              context: call.context,
+              request: call.request,
+              descriptor: state.action.descriptor,
+              snapshot: state.snapshot,
+              preflight: state.preflight,
+              boundary: state.boundary
+            },
+            call.attempt_id,
+            state.digest
+          ),
+          (derived): Effect.Effect<OperationContext | ExecutionOutcome, ExecutionError> =>
+            Either.isLeft(derived)
+              ? Effect.succeed(denied(call, derived.left, "the operation's trusted inputs disagree"))
+              : this.commitStart(derived.right)
+        )
     )
   })
 
@@ -285,7 +285,7 @@ class Operation {
 export const operateWith = (
   env: Env,
   writer: EvidenceWriter.Service
-): AroundStep<Pinned, { operation: OperationContext }> => ({
+): AroundStep<Preflighted, { operation: OperationContext }> => ({
   _tag: "Around",
   stage: "governed_start",
   closes: "outcome",

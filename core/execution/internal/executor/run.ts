@@ -49,6 +49,7 @@ import {
   trackWith
 } from "./governed.ts"
 import { idempotentWith, invokeWith, settle } from "./invoke.ts"
+import { preflightWith } from "./preflight.ts"
 import { bounded, noRecheck, recheckWith, revalidateWith, securityWith, transformWith } from "./secure.ts"
 import { compile, type EffectStep, type Entry, flatten, type Steps, steps, type Table } from "./table.ts"
 
@@ -191,12 +192,15 @@ const governedTable = (
         .effect(deadline)
         .aroundIf(env.capacities.length > 0, () =>
           capacityWith(env), (leased) =>
-          leased.sync(stillOpenWith(governor.writer)).around(operateWith(env, governor.writer), (operation) =>
-            invocation(
-              secured(operation, env, action, true, checkpointWith(env, governor.writer)),
-              env,
-              false
-            ))))
+          leased.sync(stillOpenWith(governor.writer)).step(preflightWith(env)).around(
+            operateWith(env, governor.writer),
+            (operation) =>
+              invocation(
+                secured(operation, env, action, true, checkpointWith(env, governor.writer)),
+                env,
+                false
+              )
+          )))
     .afterSome(project, projectWith)
 }
 

@@ -1,0 +1,160 @@
+/**
+ * Stage 3's preflight report (governed): the backend's capability report and the call's leases, bound to its request
+ * and action and digested, made here alone; and its verification at stage 4, before `operation_started`.
+ */
+import { Effect, Either, Schema } from "effect"
+import { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
+import * as Canonical from "../../../base/Canonical.ts"
+import { type Digest, type Sha256Hex, sha256TextWith } from "../../../base/Digest.ts"
+import type { Uuid } from "../../../base/IdGenerator.ts"
+import { trustedMake } from "../../../base/internal/trusted.ts"
+import * as Time from "../../../base/Time.ts"
+import type { TaskBoundary } from "../../../evidence/TaskBoundary.ts"
+import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
+import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
+import { ExecutionRequest } from "../../ExecutionRequest.ts"
+import { ActionPreflightReport, type AdmissionLease, digestInput, type PreflightRefusal } from "../../Preflight.ts"
+import type { Digested } from "./admit.ts"
+import { type Call, denied } from "./call.ts"
+import type { Env } from "./env.ts"
+import type { DecideStep } from "./table.ts"
+
+const encodeRequest = Schema.encodeEither(ExecutionRequest)
+const encodeReport = Schema.encodeEither(ActionBackendCapabilityReport)
+
+// A backend's capability report is an immutable value: its canonical text is taken once per report.
+const reportTexts = new WeakMap<ActionBackendCapabilityReport, string>()
+
+const reportText = (report: ActionBackendCapabilityReport): string | undefined => {
+  let text = reportTexts.get(report)
+  if (text === undefined) {
+    const canonical = Either.flatMap(encodeReport(report), Canonical.stringify)
+    if (Either.isLeft(canonical)) return undefined
+    text = canonical.right
+    reportTexts.set(report, text)
+  }
+  return text
+}
+
+/** SHA-256 of each text with the executor's Digest: synchronously where it hashes synchronously. */
+const hashes = (
+  digest: Digest.Service,
+  texts: ReadonlyArray<string>
+): ReadonlyArray<Sha256Hex> | Effect.Effect<ReadonlyArray<Sha256Hex>> => {
+  const sync = digest.sha256TextSync
+  return sync !== undefined ? texts.map(sync) : Effect.forEach(texts, (text) => sha256TextWith(digest, text))
+}
+
+const mapped = <A, B>(value: A | Effect.Effect<A>, f: (a: A) => B): B | Effect.Effect<B> =>
+  Effect.isEffect(value) ? Effect.map(value as Effect.Effect<A>, f) : f(value as A)
+
+const earliest = (leases: ReadonlyArray<AdmissionLease>) =>
+  leases.reduce<Time.Timestamp | null>(
+    (first, { expires_at }) =>
+      expires_at !== null && (first === null || Time.toMicros(expires_at) < Time.toMicros(first)) ? expires_at : first,
+    null
+  )
+
+/** The canonical text of a preflight report's digest input. */
+const digestText = (report: Omit<ActionPreflightReport, "digest">) =>
+  Either.getOrThrow(Canonical.stringify(digestInput(report)))
+
+/** After stage 3, governed: the pinned snapshot and the backend report the call was admitted on. */
+export interface Pinned extends Digested {
+  readonly boundary: TaskBoundary
+  readonly snapshot: PolicySnapshot
+  readonly capability: ActionBackendCapabilityReport
+}
+
+/** After stage 3, governed: the capacity leases the call holds, when it was admitted on any. */
+export interface Leased extends Pinned {
+  readonly leases?: ReadonlyArray<AdmissionLease>
+}
+
+/** After the preflight: the report the operation context is derived from. */
+export interface Preflighted extends Leased {
+  readonly preflight: ActionPreflightReport
+}
+
+const preflightDetail = "make the preflight report: the backend's capability report and the call's leases, bound " +
+  "to the request and the action, digested"
+
+/**
+ * Stage 3, governed, once admitted: the preflight report, whose digest covers the request's and the capability report's
+ * digests (that one taken once per report), the action, the backend, the leases, and when it was verified and lapses.
+ */
+export const preflightWith = (env: Env): DecideStep<Leased, { preflight: ActionPreflightReport }> => ({
+  _tag: "Decide",
+  stage: "bind_context",
+  detail: preflightDetail,
+  run: (state) => {
+    const { call } = state
+    const request = Either.flatMap(encodeRequest(call.request), Canonical.stringify)
+    if (Either.isLeft(request)) return denied(call, "request.not_canonical", "the request has no canonical JSON")
+    const report = reportText(state.capability)
+    if (report === undefined) {
+      return denied(call, "preflight.report_invalid", "the capability report has no canonical JSON")
+    }
+    const report_id = env.ids.uuidSync?.()
+    const made = (ids: Uuid, [request_digest, capability_digest]: ReadonlyArray<Sha256Hex>) => {
+      const leases = state.leases ?? []
+      const fields = {
+        report_id: ids,
+        request_id: call.request.request_id,
+        request_digest: request_digest!,
+        action_descriptor_digest: state.action.descriptor.digest,
+        effect_backend: call.context.effect_backend,
+        capability_report: state.capability,
+        capability_digest: capability_digest!,
+        admission_leases: leases,
+        verified_at: Time.fromMicros(call.moment.now()),
+        expires_at: earliest(leases)
+      }
+      return mapped(
+        hashes(env.digest, [digestText(fields)]),
+        ([digest]) => ({ preflight: trustedMake(ActionPreflightReport, { ...fields, digest: digest! }) })
+      )
+    }
+    const digests = hashes(env.digest, [request.right, report])
+    if (report_id !== undefined && !Effect.isEffect(digests)) return made(report_id, digests)
+    return Effect.flatMap(
+      Effect.zip(
+        report_id === undefined ? env.ids.uuid : Effect.succeed(report_id),
+        Effect.isEffect(digests) ? digests : Effect.succeed(digests)
+      ),
+      ([ids, pair]) => {
+        const answer = made(ids, pair)
+        return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
+      }
+    )
+  }
+})
+
+/**
+ * Stage 4, before `operation_started`: the report still admits the call (no lease has lapsed, the backend reports
+ * what it reported, the report recomputes to its digest); the refusal that concludes it otherwise.
+ */
+export const verifyPreflight = (
+  env: Env,
+  call: Call,
+  report: ActionPreflightReport
+): Effect.Effect<ExecutionOutcome | undefined> =>
+  Effect.flatMap(env.backend.probe, (current) => {
+    const refuse = (code: PreflightRefusal, detail: string) => Effect.succeed(denied(call, code, detail))
+    if (report.expires_at !== null && call.moment.now() >= Time.toMicros(report.expires_at)) {
+      return refuse("preflight.lease_expired", `a lease the call was admitted on lapsed at ${report.expires_at}`)
+    }
+    if (current !== report.capability_report && reportText(current) !== reportText(report.capability_report)) {
+      return refuse(
+        "preflight.report_changed",
+        `backend ${current.backend.id} reports other capabilities than at stage 3`
+      )
+    }
+    return Effect.map(
+      sha256TextWith(env.digest, digestText(report)),
+      (digest) =>
+        digest === report.digest
+          ? undefined
+          : denied(call, "preflight.digest_mismatch", "the preflight report does not recompute to its digest")
+    )
+  })
