@@ -15,6 +15,7 @@ import { root } from "../fixtures/sources.ts"
 
 const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string) => {
   readonly exec: (source: string) => unknown
+  readonly prepare: (source: string) => { readonly all: () => Array<Record<string, unknown>> }
   readonly close: () => unknown
 }
 
@@ -129,6 +130,61 @@ describe("writ policy put|activate|retire on hostile input", () => {
     const state = await writJson("policy", "put", policy, "--db", db)
     assert.strictEqual(state.out.release_state, "staged", "no refused step changed the stored version")
   }, 120_000)
+
+  it(
+    "activate --bind and retire racing on one file from two processes: a retired version is never bound, nor activated again",
+    async () => {
+      const dir = freshDir()
+      const db = join(dir, "race.db")
+      const rounds = ["1", "2", "3", "4", "5"]
+      for (const version of rounds) {
+        const file = join(dir, `v${version}.json`)
+        writeFileSync(file, JSON.stringify({ policy_id: "race", version, mode: "allow_all" }))
+        assert.strictEqual((await writ("policy", "put", file, "--db", db)).status, 0)
+      }
+      const outcomes: Array<{ version: string; activated: boolean; retired: boolean }> = []
+      for (const version of rounds) {
+        const [activate, retire] = await Promise.all([
+          writ("policy", "activate", "race", version, "--db", db, "--bind", "global"),
+          writ("policy", "retire", "race", version, "--db", db)
+        ])
+        for (const result of [activate, retire]) {
+          assert.include([0, 2], result.status, result.stderr)
+          assert.notInclude(result.stderr, "internal error")
+        }
+        if (retire.status === 2) assert.include(retire.stderr, `policy race@${version} is staged, not active`)
+        // The retirement may land between activation and binding: then the binding is refused, naming it.
+        if (activate.status === 2) assert.include(activate.stderr, `policy race@${version} is retired`)
+        outcomes.push({ version, activated: activate.status === 0, retired: retire.status === 0 })
+      }
+      const [again, twice] = await Promise.all(
+        [0, 1].map(() => writ("policy", "activate", "race", "1", "--db", db, "--bind", "role:dev"))
+      )
+      const read = new Database(db)
+      const retired = new Set(read.prepare("SELECT version FROM policy_retirements").all().map((row) => row.version))
+      const bound = read.prepare("SELECT tenant, scope_kind, scope_value, version FROM policy_bindings").all()
+      const active = new Set(
+        read.prepare("SELECT version FROM policy_snapshots WHERE release_state = 'active'").all().map((row) =>
+          row.version
+        )
+      )
+      read.close()
+      for (const { retired: retiredNow, version } of outcomes) {
+        assert.strictEqual(retired.has(version), retiredNow, version)
+        assert.isTrue(active.has(version), `${version} was activated`)
+      }
+      // At most one binding per scope, never to a retired version.
+      assert.isAtMost(bound.filter((row) => row.scope_kind === "global").length, 1)
+      for (const row of bound) assert.isFalse(retired.has(row.version), JSON.stringify(row))
+      const last = outcomes.at(-1)!
+      const global = bound.find((row) => row.scope_kind === "global")
+      if (last.activated && !last.retired) assert.strictEqual(global?.version, last.version)
+      for (const result of [again, twice]) {
+        assert.strictEqual(result.status, retired.has("1") ? 2 : 0, result.stderr)
+      }
+    },
+    240_000
+  )
 
   it(
     "a database an older writ wrote is migrated by a step, and named, not an internal error, by an audit",
