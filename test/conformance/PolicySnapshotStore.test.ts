@@ -660,6 +660,22 @@ describe("PolicySnapshotStore: sql, a snapshot served before", () => {
       const active = yield* read
       assert.deepStrictEqual([active.release_state, active.activated_by, active.activated_at], ["active", "ops", at])
       assert.strictEqual(yield* read, active)
+      // A retirement another connection appends is seen by the next read of a snapshot already served, and unbinds it.
+      yield* onWriter(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        yield* store.put(yield* snapshot("p", "2", "notes.*"))
+        yield* store.activate("p", "2", "ops", at)
+        yield* store.bind({ _tag: "global", tenant: "t1" }, "p", "2")
+      }))
+      const resolved = Effect.provide(
+        Effect.flatMap(PolicySnapshotStore, (store) => store.resolve({ tenant: "t1", roles: [] })),
+        reader
+      )
+      assert.strictEqual((yield* resolved).release_state, "active")
+      yield* onWriter(Effect.flatMap(PolicySnapshotStore, (store) => store.retire("p", "2", "auditor", at)))
+      assert.strictEqual((yield* Effect.flip(resolved))._tag, "PolicyNotFoundError")
+      const retired = yield* Effect.provide(Effect.flatMap(PolicySnapshotStore, (store) => store.get("p", "2")), reader)
+      assert.deepStrictEqual([retired.release_state, retired.retired_by], ["retired", "auditor"])
       yield* onWriter(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql`DROP TRIGGER policy_snapshots_immutable`
