@@ -22,6 +22,14 @@ const parseText = (text: string, format: Format): Either.Either<unknown, Permiss
         path: error.path,
         detail: error.reason === "syntax" ? `is not valid JSON: ${error.detail}` : error.detail
       }))
+    : text.length > StrictJson.defaultLimits.maxSize
+    // As a JSON text is: the parser's work grows with the text, so a huge one is refused before it is read.
+    ? Either.left(
+      new PermissionPolicy.PolicyValidationError({
+        path: "$",
+        detail: `${text.length} characters, more than the size limit of ${StrictJson.defaultLimits.maxSize}`
+      })
+    )
     : Either.flatMap(
       Either.try({
         try: () => YAML.parse(text, { uniqueKeys: true, prettyErrors: true }),

@@ -365,7 +365,7 @@ describe("PolicyFormat: bad input fails loudly", () => {
     assert.strictEqual(failure("{\"policy_id\":\"p\",", "json").path, "$")
   })
 
-  it("YAML nested past the JSON bound, or past what the parser can recurse into, is refused as too deep", () => {
+  it("YAML past the JSON bounds (too large, nested too deep, even past what the parser can recurse into) is refused", () => {
     for (const levels of [200, 3000]) {
       const flow = failure(
         `policy_id: p\nversion: "1"\nprovenance: ${"[".repeat(levels)}${"]".repeat(levels)}\n`,
@@ -375,8 +375,13 @@ describe("PolicyFormat: bad input fails loudly", () => {
       assert.isBelow(flow.message.length, 300)
     }
     let block = "policy_id: p\nversion: \"1\"\nprovenance:\n"
-    for (let i = 1; i <= 3000; i++) block += `${"  ".repeat(i)}a:\n`
+    for (let i = 1; i <= 1000; i++) block += `${"  ".repeat(i)}a:\n`
     assert.match(failure(block, "yaml").message, /nested deeper than 128 levels$/)
+    const padded = `policy_id: p\nversion: "1"\n${"# padding\n".repeat(120_000)}`
+    assert.strictEqual(
+      failure(padded, "yaml").message,
+      `$: ${padded.length} characters, more than the size limit of 1048576`
+    )
     const proto = failure("policy_id: p\nversion: \"1\"\nprovenance:\n  __proto__: {author: x}\n", "yaml")
     assert.strictEqual(proto.path, "$.provenance.__proto__")
   })
