@@ -88,18 +88,21 @@ export const make = Effect.map(Effect.context<Digest>(), (context): Store.Policy
         return Effect.succeed(frozen)
       }),
     bind: (scope, policy_id, version) =>
-      Effect.flatMap(get(policy_id, version), (stored) =>
-        stored.release_state === "active"
-          ? Effect.sync(() =>
-            void bindings.set(scopeKey(scope), {
-              kind: scope._tag,
-              name: nameOf(scope),
-              ...(scope.tenant === undefined ? {} : { tenant: scope.tenant }),
-              policy_id,
-              version
-            })
-          )
-          : Effect.fail(Store.notActive(stored))),
+      Effect.flatMap(
+        Effect.zipRight(Store.checkScope(scope), get(policy_id, version)),
+        (stored) =>
+          stored.release_state === "active"
+            ? Effect.sync(() =>
+              void bindings.set(scopeKey(scope), {
+                kind: scope._tag,
+                name: nameOf(scope),
+                ...(scope.tenant === undefined ? {} : { tenant: scope.tenant }),
+                policy_id,
+                version
+              })
+            )
+            : Effect.fail(Store.notActive(stored))
+      ),
     resolve: (target) =>
       Effect.suspend((): Effect.Effect<PolicySnapshot, Store.PolicyNotFoundError | Store.AmbiguousPolicyError> => {
         const applies = [...bindings.values()].filter((bound) =>

@@ -22,14 +22,36 @@ const parseText = (text: string, format: Format): Either.Either<unknown, Permiss
         path: error.path,
         detail: error.reason === "syntax" ? `is not valid JSON: ${error.detail}` : error.detail
       }))
-    : Either.try({
-      try: () => YAML.parse(text, { uniqueKeys: true, prettyErrors: true }),
-      catch: (error) =>
-        new PermissionPolicy.PolicyValidationError({
-          path: "$",
-          detail: `is not valid YAML: ${error instanceof Error ? error.message.split("\n")[0] : "parse error"}`
-        })
-    })
+    : text.length > StrictJson.defaultLimits.maxSize
+    // As a JSON text is: the parser's work grows with the text, so a huge one is refused before it is read.
+    ? Either.left(
+      new PermissionPolicy.PolicyValidationError({
+        path: "$",
+        detail: `${text.length} characters, more than the size limit of ${StrictJson.defaultLimits.maxSize}`
+      })
+    )
+    : Either.flatMap(
+      Either.try({
+        try: () => YAML.parse(text, { uniqueKeys: true, prettyErrors: true }),
+        catch: (error) => {
+          const message = error instanceof Error ? error.message.split("\n")[0]! : "parse error"
+          return new PermissionPolicy.PolicyValidationError({
+            path: "$",
+            // The parser recurses per level and reports running out of stack as a syntax error at some column.
+            detail: /^Maximum call stack size exceeded/.test(message)
+              ? `is nested deeper than ${StrictJson.defaultLimits.maxDepth} levels`
+              : `is not valid YAML: ${message}`
+          })
+        }
+      }),
+      // Within the bounds a JSON declaration is held to: depth and size, before any decoding walks it.
+      (value) => {
+        const refused = StrictJson.violation(value)
+        return refused === undefined
+          ? Either.right(value)
+          : Either.left(new PermissionPolicy.PolicyValidationError({ path: refused.path, detail: refused.detail }))
+      }
+    )
 
 /** Parse and validate a declaration; the error names the offending field. */
 export const parse = (

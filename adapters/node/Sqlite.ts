@@ -150,6 +150,18 @@ export const isWrit = Effect.map(
   (rows) => rows.length === 2
 )
 
+/**
+ * The migrations this writ has that the connection's database lacks, by name (`0010_policy_retirements`): a database
+ * an older writ wrote, which a read-only connection reads as it is, never migrated.
+ */
+export const unapplied = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const migrations = yield* Effect.orDie(loader)
+  const rows = yield* sql<{ readonly migration_id: number }>`SELECT migration_id FROM effect_sql_migrations`
+  const applied = new Set(rows.map((row) => Number(row.migration_id)))
+  return migrations.filter(([id]) => !applied.has(id)).map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`)
+})
+
 /** Whether an existing file holds a writ database, read, not changed: the check before a command writes it. */
 export const isWritDatabase = (filename: string) =>
   Effect.scoped(

@@ -29,6 +29,7 @@ import type { BindingScope, BindingTarget } from "../../core/policy/PolicySnapsh
 import {
   AmbiguousPolicyError,
   candidatesOf,
+  checkScope,
   notActive,
   pairKey,
   PolicyConflictError,
@@ -82,9 +83,13 @@ const StateRow = Schema.Struct({ release_state: ReleaseState })
 const BindingRow = Schema.Struct({
   tenant: Schema.String,
   scope_kind: Schema.Literal("global", "role", "resource"),
+  scope_value: Schema.String,
   policy_id: Schema.String,
   version: Schema.String
 })
+
+// The most roles a binding query names as parameters (SQLite takes 32766 in one statement, older builds 999).
+const ROLES_IN_STATEMENT = 500
 
 const utf8 = new TextEncoder()
 
@@ -165,11 +170,14 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
       }),
       Result: BindingRow,
       execute: ({ resource, roles, tenant }) =>
-        sql`SELECT tenant, scope_kind, policy_id, version FROM policy_bindings
+        sql`SELECT tenant, scope_kind, scope_value, policy_id, version FROM policy_bindings
         WHERE tenant IN ${sql.in(tenant === undefined ? [""] : ["", tenant])} AND ${
           sql.or([
             sql`scope_kind = 'global'`,
-            ...(roles.length === 0 ? [] : [sql`(scope_kind = 'role' AND scope_value IN ${sql.in(roles)})`]),
+            // More roles than a statement takes parameters for: every role binding, the call's picked out by `resolve`.
+            ...(roles.length === 0 ? [] : roles.length > ROLES_IN_STATEMENT ?
+              [sql`scope_kind = 'role'`] :
+              [sql`(scope_kind = 'role' AND scope_value IN ${sql.in(roles)})`]),
             ...(resource === undefined ? [] : [sql`(scope_kind = 'resource' AND scope_value = ${resource})`])
           ])
         }`
@@ -329,6 +337,7 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
 
     const bind = Effect.fn("SqlPolicySnapshotStore.bind")(
       function*(scope: BindingScope, policy_id: string, version: string) {
+        yield* checkScope(scope)
         const { scope_kind, scope_value } = scopeColumns(scope)
         const tenant = scope.tenant ?? ""
         yield* transaction(() =>
@@ -354,13 +363,16 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
 
     const resolve = Effect.fn("SqlPolicySnapshotStore.resolve")(
       function*(target: BindingTarget) {
-        const rows = yield* findBindings(target).pipe(Effect.catchTag("ParseError", (error) => Effect.die(error)))
+        const held = new Set(target.roles)
+        const rows = yield* findBindings({ ...target, roles: [...held] }).pipe(
+          Effect.catchTag("ParseError", Effect.die)
+        )
         const candidates = selectBindings(
-          rows.map(({ policy_id, scope_kind, tenant, version }) => ({
-            kind: scope_kind,
-            policy_id,
-            version,
-            ...(tenant === "" ? {} : { tenant })
+          rows.filter((row) => row.scope_kind !== "role" || held.has(row.scope_value)).map((row) => ({
+            kind: row.scope_kind,
+            policy_id: row.policy_id,
+            version: row.version,
+            ...(row.tenant === "" ? {} : { tenant: row.tenant })
           })),
           target
         )

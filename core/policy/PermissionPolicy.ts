@@ -130,17 +130,20 @@ export class PolicyValidationError extends Schema.TaggedError<PolicyValidationEr
 const strict = { onExcessProperty: "error", errors: "first" } as const
 const decodeEither = Schema.decodeUnknownEither(PermissionPolicy, strict)
 
+// A message names a place and a problem; it never carries a hostile key or value whole (a 1 MB key, a deep value).
+const cut = (text: string, most: number) => (text.length > most ? `${text.slice(0, most)}…` : text)
+
 /** The first issue of a parse error as a PolicyValidationError naming its path. */
 export const validationError = (error: ParseResult.ParseError): PolicyValidationError => {
   const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const path = ["$", ...(issue?.path ?? [])].map(String).join(".")
+  const path = ["$", ...(issue?.path ?? [])].map((segment) => cut(String(segment), 64)).join(".")
   const detail = issue === undefined
     ? "invalid"
     : issue._tag === "Unexpected"
     ? "is not a field of this declaration (nothing is silently ignored)"
     : issue._tag === "Missing"
     ? "is missing"
-    : issue.message
+    : cut(issue.message, 400)
   return new PolicyValidationError({ path, detail })
 }
 

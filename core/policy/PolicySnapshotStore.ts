@@ -2,8 +2,7 @@
  * The PolicySnapshotStore port: immutable snapshots by (policy id, version), the one staged ->
  * active step and the one active -> retired step, scope bindings with precedence, and historical reads.
  */
-import { Context, Schema } from "effect"
-import type { Effect } from "effect"
+import { Context, Effect, Schema } from "effect"
 import { Identifier } from "../base/Refs.ts"
 import type { Timestamp } from "../base/Time.ts"
 import type { PolicyValidationError } from "./PermissionPolicy.ts"
@@ -76,6 +75,14 @@ export const BindingScope = Schema.Union(
 /** Where a binding applies. */
 export type BindingScope = typeof BindingScope.Type
 
+/**
+ * A scope checked as every store checks one before it binds: a scope that is not a BindingScope (an empty, untrimmed or
+ * over-long name or tenant; an unknown kind) is a defect, as an invalid activator is, and binds nothing. Unchecked, an
+ * empty tenant would be one tenant's scope to one store and every tenant's to another.
+ */
+export const checkScope = (scope: BindingScope): Effect.Effect<void> =>
+  Schema.validate(BindingScope)(scope).pipe(Effect.asVoid, Effect.orDie)
+
 /** What a call offers to binding resolution: its tenant, the principal's roles, the resource it is on. */
 export interface BindingTarget {
   readonly tenant?: string
@@ -135,7 +142,10 @@ export declare namespace PolicySnapshotStore {
       by: string,
       at: Timestamp
     ) => Effect.Effect<PolicySnapshot, PolicyNotFoundError>
-    /** Bind an active snapshot to a scope, for one tenant or all (replacing that scope's previous binding). */
+    /**
+     * Bind an active snapshot to a scope, for one tenant or all (replacing that scope's previous binding); a scope that is
+     * not a BindingScope is a defect (`checkScope`).
+     */
     readonly bind: (scope: BindingScope, policy_id: string, version: string) => Effect.Effect<void, PolicyNotFoundError>
     /**
      * The snapshot bound for a call: resource beats role beats global, and in a tier the call's tenant's binding beats

@@ -365,6 +365,39 @@ describe("PolicyFormat: bad input fails loudly", () => {
     assert.strictEqual(failure("{\"policy_id\":\"p\",", "json").path, "$")
   })
 
+  it("YAML past the JSON bounds (too large, nested too deep, even past what the parser can recurse into) is refused", () => {
+    for (const levels of [200, 3000]) {
+      const flow = failure(
+        `policy_id: p\nversion: "1"\nprovenance: ${"[".repeat(levels)}${"]".repeat(levels)}\n`,
+        "yaml"
+      )
+      assert.match(flow.message, /: (is )?nested deeper than 128 levels$/, String(levels))
+      assert.isBelow(flow.message.length, 300)
+    }
+    let block = "policy_id: p\nversion: \"1\"\nprovenance:\n"
+    for (let i = 1; i <= 1000; i++) block += `${"  ".repeat(i)}a:\n`
+    assert.match(failure(block, "yaml").message, /nested deeper than 128 levels$/)
+    const padded = `policy_id: p\nversion: "1"\n${"# padding\n".repeat(120_000)}`
+    assert.strictEqual(
+      failure(padded, "yaml").message,
+      `$: ${padded.length} characters, more than the size limit of 1048576`
+    )
+    const proto = failure("policy_id: p\nversion: \"1\"\nprovenance:\n  __proto__: {author: x}\n", "yaml")
+    assert.strictEqual(proto.path, "$.provenance.__proto__")
+  })
+
+  it("an error names a huge key or value by a bounded excerpt, and still says what is wrong", () => {
+    const key = failure(
+      JSON.stringify({ policy_id: "p", version: "1", allow: { ["a".repeat(1_000_000)]: [7] } }),
+      "json"
+    )
+    assert.isBelow(key.message.length, 1000)
+    assert.match(key.path, /^\$\.allow\.a{64}…$/)
+    const value = failure(JSON.stringify({ policy_id: "x".repeat(900_000), version: "1" }), "json")
+    assert.isBelow(value.message.length, 1000)
+    assert.match(value.message, /^\$\.policy_id: Expected a string at most 200 character/)
+  })
+
   // JSON.parse would keep the last of duplicate keys, so a second `deny` would silently erase the first: the P3
   // direction (toward fewer restrictions). JSON is parsed strictly instead, and YAML-only syntax is not JSON.
   it("a duplicate JSON key is refused, at any depth, naming its path; YAML-only syntax in a .json file is refused", () => {

@@ -12,6 +12,7 @@ import { Sha256Hex } from "../../core/base/Digest.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
+import type { BindingScope } from "../../core/policy/PolicySnapshotStore.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { root } from "../fixtures/sources.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
@@ -272,6 +273,87 @@ for (const [name, layer] of layers) {
         )
         yield* store.retire("t1-global", "1", "ops", at)
         assert.strictEqual(yield* resolved({ tenant: "t1", roles: [] }), "t1-dev")
+      })))
+
+    it.effect("a scope that is not a BindingScope is a defect and binds nothing: an empty tenant is never every tenant", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        yield* store.put(yield* snapshot("p", "1"))
+        yield* store.activate("p", "1", "ops", at)
+        const refused: ReadonlyArray<BindingScope> = [
+          { _tag: "global", tenant: "" },
+          { _tag: "global", tenant: " t1" },
+          { _tag: "role", role: "" },
+          { _tag: "role", role: "x".repeat(1_000_000) },
+          { _tag: "resource", resource: "repo", tenant: "t".repeat(201) },
+          { _tag: "everything" } as unknown as BindingScope
+        ]
+        for (const scope of refused) {
+          const exit = yield* Effect.exit(store.bind(scope, "p", "1"))
+          assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause), JSON.stringify(scope).slice(0, 80))
+        }
+        for (const tenant of [undefined, "t1", "t2"]) {
+          const target = { roles: ["", "x".repeat(1_000_000)], resource: "repo", ...(tenant ? { tenant } : {}) }
+          assert.strictEqual((yield* Effect.flip(store.resolve(target)))._tag, "PolicyNotFoundError")
+        }
+      })))
+
+    it.effect("names and tenants with ':', NUL, '*', '%' or '@' match only themselves", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        for (const id of ["star", "nul", "colon"]) {
+          yield* store.put(yield* snapshot(id, "1"))
+          yield* store.activate(id, "1", "ops", at)
+        }
+        yield* store.bind({ _tag: "global", tenant: "*" }, "star", "1")
+        yield* store.bind({ _tag: "role", role: "a\u0000b", tenant: "t\u0000" }, "nul", "1")
+        yield* store.bind({ _tag: "resource", resource: "repo:1", tenant: "%" }, "colon", "1")
+        const resolved = (target: { tenant?: string; roles: Array<string>; resource?: string }) =>
+          Effect.match(store.resolve(target), {
+            onFailure: (error) => error._tag,
+            onSuccess: (found) => found.policy_id
+          })
+        assert.deepStrictEqual(
+          [
+            yield* resolved({ tenant: "*", roles: [] }),
+            yield* resolved({ tenant: "t1", roles: [] }),
+            yield* resolved({ roles: [] }),
+            yield* resolved({ tenant: "t\u0000", roles: ["a\u0000b"] }),
+            yield* resolved({ tenant: "t", roles: ["a\u0000b"] }),
+            yield* resolved({ tenant: "t\u0000", roles: ["a"] }),
+            yield* resolved({ tenant: "%", roles: [], resource: "repo:1" }),
+            yield* resolved({ tenant: "t1", roles: [], resource: "repo:1" }),
+            yield* resolved({ tenant: "%", roles: [], resource: "repo" })
+          ],
+          [
+            "star",
+            "PolicyNotFoundError",
+            "PolicyNotFoundError",
+            "nul",
+            "PolicyNotFoundError",
+            "PolicyNotFoundError",
+            "colon",
+            "PolicyNotFoundError",
+            "PolicyNotFoundError"
+          ]
+        )
+      })))
+
+    it.effect("a call holding more roles than a statement takes parameters for resolves as one holding few", () =>
+      provided(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        for (const id of ["dev", "ops"]) {
+          yield* store.put(yield* snapshot(id, "1"))
+          yield* store.activate(id, "1", "ops", at)
+        }
+        yield* store.bind({ _tag: "role", role: "dev" }, "dev", "1")
+        yield* store.bind({ _tag: "role", role: "ops", tenant: "t1" }, "ops", "1")
+        const many = Array.from({ length: 40_000 }, (_, i) => `role-${i}`)
+        assert.strictEqual((yield* store.resolve({ roles: [...many, "dev"] })).policy_id, "dev")
+        assert.strictEqual((yield* store.resolve({ tenant: "t1", roles: ["dev", ...many, "ops"] })).policy_id, "ops")
+        assert.strictEqual((yield* store.resolve({ tenant: "t2", roles: [...many, "ops", "dev"] })).policy_id, "dev")
+        assert.strictEqual((yield* Effect.flip(store.resolve({ roles: many })))._tag, "PolicyNotFoundError")
+        assert.strictEqual((yield* Effect.flip(store.resolve({ roles: [...many, "ops"] })))._tag, "PolicyNotFoundError")
       })))
 
     it.effect("historical versions stay readable", () =>
@@ -578,6 +660,22 @@ describe("PolicySnapshotStore: sql, a snapshot served before", () => {
       const active = yield* read
       assert.deepStrictEqual([active.release_state, active.activated_by, active.activated_at], ["active", "ops", at])
       assert.strictEqual(yield* read, active)
+      // A retirement another connection appends is seen by the next read of a snapshot already served, and unbinds it.
+      yield* onWriter(Effect.gen(function*() {
+        const store = yield* PolicySnapshotStore
+        yield* store.put(yield* snapshot("p", "2", "notes.*"))
+        yield* store.activate("p", "2", "ops", at)
+        yield* store.bind({ _tag: "global", tenant: "t1" }, "p", "2")
+      }))
+      const resolved = Effect.provide(
+        Effect.flatMap(PolicySnapshotStore, (store) => store.resolve({ tenant: "t1", roles: [] })),
+        reader
+      )
+      assert.strictEqual((yield* resolved).release_state, "active")
+      yield* onWriter(Effect.flatMap(PolicySnapshotStore, (store) => store.retire("p", "2", "auditor", at)))
+      assert.strictEqual((yield* Effect.flip(resolved))._tag, "PolicyNotFoundError")
+      const retired = yield* Effect.provide(Effect.flatMap(PolicySnapshotStore, (store) => store.get("p", "2")), reader)
+      assert.deepStrictEqual([retired.release_state, retired.retired_by], ["retired", "auditor"])
       yield* onWriter(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         yield* sql`DROP TRIGGER policy_snapshots_immutable`

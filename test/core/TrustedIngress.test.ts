@@ -149,4 +149,19 @@ describe("Ingress.prepare resolves through the store's bindings", () => {
       yield* (yield* PolicySnapshotStore).retire("p", "1", "ops", Time.fromMicros(1))
       assert.deepStrictEqual(yield* pinned({ tenant: "t1" }), strict)
     }).pipe(Effect.provide(layer)))
+
+  it.effect("a malformed authenticated principal or tenant is a ParseError naming it, never a thrown one", () =>
+    Effect.gen(function*() {
+      yield* installBoth
+      yield* (yield* PolicySnapshotStore).bind({ _tag: "global", tenant: "t1" }, "p", "1")
+      const call = { action: "files.delete", arguments: { path: "/etc" } }
+      const trusts = [{ principal: "" }, { tenant: "" }, { tenant: " t1" }, { tenant: "t".repeat(201) }]
+      for (const trust of trusts) {
+        const refused = yield* Effect.flip(
+          Ingress.prepare(call, { principal: "alice", effect_backend: InProcessBackend.make.ref, ...trust })
+        )
+        assert.strictEqual(refused._tag, "ParseError", JSON.stringify(trust).slice(0, 60))
+        assert.include(refused.message, "[\"id\"]")
+      }
+    }).pipe(Effect.provide(layer)))
 })

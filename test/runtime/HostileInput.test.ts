@@ -65,6 +65,29 @@ describe("writ exec --args, hostile", () => {
     assert.include(explained.stderr, "--args is refused: $.a: duplicate key \"a\"")
   }, 60_000)
 
+  it(
+    "an action name or run id 100,000 characters long is refused by a bounded excerpt naming the rule it breaks",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "writ-hostile-"))
+      const long = "a".repeat(100_000)
+      const db = join(dir, "writ.db")
+      assert.strictEqual((await run("node", [bin, "policy", "put", policy, "--db", db])).status, 0)
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+        [["exec", long, "--db", join(dir, "new.db")], `ACTION "${"a".repeat(64)}…" is refused: `],
+        [["policy", "explain", policy, "--action", long], `--action "${"a".repeat(64)}…" is refused: `],
+        [["evidence", "log", "--db", db, "--run", long], `--run "${"a".repeat(64)}…" is not a run id`]
+      ]
+      for (const [args, message] of cases) {
+        const result = await run("node", [bin, ...args])
+        assert.strictEqual(result.status, 2, result.stderr.slice(0, 300))
+        assert.include(result.stderr, message)
+        assert.isBelow(result.stderr.length, 1000, args[0])
+      }
+      assert.isFalse(existsSync(join(dir, "new.db")))
+    },
+    120_000
+  )
+
   // A command line holds at most 128 KiB per argument on Linux, under the 1 MiB limit: the parse site is asked directly.
   it("arguments larger than the size limit are bad input naming the limit", () => {
     const huge = JSON.stringify({ text: "x".repeat(1 << 20) })

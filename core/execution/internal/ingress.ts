@@ -47,6 +47,8 @@ export interface Trust {
 }
 
 const decodeRequest = Schema.decodeUnknown(ExecutionRequest)
+const decodePrincipal = Schema.decodeUnknown(PrincipalRef)
+const decodeTenant = Schema.decodeUnknown(TenantRef)
 
 export const bind = (binding: Binding): Effect.Effect<ExecutionContext, never, IdGenerator.IdGenerator> =>
   Effect.map(IdGenerator.uuid, (context_id) => mintContext({ ...binding, context_id }))
@@ -101,11 +103,15 @@ export const prepare = (call: Call, trust: Trust) =>
     const request = args !== undefined && Object.hasOwn(args, "__proto__")
       ? new ExecutionRequest({ ...decoded, arguments: args }, { disableValidation: true })
       : decoded
+    // What the host authenticated is checked as a call's fields are: a malformed principal or tenant (an empty header,
+    // say) is a ParseError naming it, never a thrown one, and an empty tenant never reaches binding resolution.
+    const principal = yield* decodePrincipal({ id: trust.principal })
+    const tenant = trust.tenant === undefined ? undefined : yield* decodeTenant({ id: trust.tenant })
     const binding: Resolving = {
       execution_scope: scope,
-      authenticated_principal: PrincipalRef.make({ id: trust.principal }),
+      authenticated_principal: principal,
       effect_backend: trust.effect_backend,
-      ...(trust.tenant === undefined ? {} : { tenant: TenantRef.make({ id: trust.tenant }) }),
+      ...(tenant === undefined ? {} : { tenant }),
       ...(trust.roles === undefined ? {} : { roles: trust.roles }),
       ...(trust.resource === undefined ? {} : { resource: trust.resource }),
       ...(trust.policy_snapshot === undefined ? {} : { policy_snapshot: trust.policy_snapshot })

@@ -6,7 +6,7 @@ import { Command, Options } from "@effect/cli"
 import { Chunk, Console, Effect, Option, Stream } from "effect"
 import type { StoredRecord, VerificationResult } from "../../../core/evidence/Evidence.ts"
 import { EvidenceStore } from "../../../core/evidence/EvidenceStore.ts"
-import { CliInputError, exitOneOnFailure, json, parseSha256, setExitCode } from "./internal/input.ts"
+import { CliInputError, exitOneOnFailure, json, parseSha256, quoted, setExitCode } from "./internal/input.ts"
 import { factsLine, recordFacts, short, table } from "./internal/render.ts"
 import { db, isUuid, knownChain, withReadStores } from "./internal/stores.ts"
 
@@ -95,7 +95,7 @@ const log = Command.make(
       }
       // A Run id is a UUID: a malformed one would name no chain and read as "no chain names this Run".
       if (Option.isSome(run) && !isUuid(run.value)) {
-        return yield* new CliInputError({ message: `--run ${JSON.stringify(run.value)} is not a run id (a UUID)` })
+        return yield* new CliInputError({ message: `--run ${quoted(run.value)} is not a run id (a UUID)` })
       }
       const chains = yield* withReadStores(
         db,

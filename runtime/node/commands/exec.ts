@@ -23,6 +23,7 @@ import {
   json,
   onDatabase,
   parseJsonObject,
+  quoted,
   setExitCode
 } from "./internal/input.ts"
 import { outcomeCells, table } from "./internal/render.ts"
@@ -77,7 +78,7 @@ export const command = Command.make(
     Effect.gen(function*() {
       const issue = actionNameIssue(action)
       if (Option.isSome(issue)) {
-        return yield* new CliInputError({ message: `ACTION ${JSON.stringify(action)} is refused: ${issue.value}` })
+        return yield* new CliInputError({ message: `ACTION ${quoted(action)} is refused: ${issue.value}` })
       }
       const parsed = yield* parseJsonObject(args, "--args")
       const step: Demo.Step = { action, arguments: parsed, note: "" }

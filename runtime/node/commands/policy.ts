@@ -20,6 +20,7 @@ import {
   jsonAlways,
   parseIdentifier,
   parseJsonObject,
+  quoted,
   setExitCode
 } from "./internal/input.ts"
 import { file, load } from "./internal/policyFile.ts"
@@ -118,7 +119,7 @@ const checkNames = (options: {
   const issue = actionNameIssue(options.action)
   if (Option.isSome(issue)) {
     return Either.left(
-      new CliInputError({ message: `--action ${JSON.stringify(options.action)} is refused: ${issue.value}` })
+      new CliInputError({ message: `--action ${quoted(options.action)} is refused: ${issue.value}` })
     )
   }
   const ids = [

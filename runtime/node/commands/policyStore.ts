@@ -11,7 +11,15 @@ import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
 import type { BindingScope } from "../../../core/policy/PolicySnapshotStore.ts"
 import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
 import * as Embedded from "../../Embedded.ts"
-import { checkDatabase, CliInputError, exitOneOnFailure, json, onDatabase, parseIdentifier } from "./internal/input.ts"
+import {
+  checkDatabase,
+  CliInputError,
+  exitOneOnFailure,
+  json,
+  onDatabase,
+  parseIdentifier,
+  quoted
+} from "./internal/input.ts"
 import { file, load } from "./internal/policyFile.ts"
 import { db } from "./internal/stores.ts"
 
@@ -47,7 +55,7 @@ const parseScope = (text: string, tenant: string | undefined): Either.Either<Bin
     )
   }
   return Either.left(
-    new CliInputError({ message: `--bind ${JSON.stringify(text)} is not global, role:NAME or resource:NAME` })
+    new CliInputError({ message: `--bind ${quoted(text)} is not global, role:NAME or resource:NAME` })
   )
 }
 

@@ -61,13 +61,14 @@ export const parseJsonObject = (text: string, option: string) =>
 
 const isIdentifier = Schema.is(Identifier)
 
+/** A value from the command line as a message quotes it: a JSON string, cut after 64 characters (`…`). */
+export const quoted = (value: string) => JSON.stringify(value.length > 64 ? `${value.slice(0, 64)}…` : value)
+
 /** Check an id given on the command line as the stores check one (`Identifier`); bad input names where it was given. */
 export const parseIdentifier = (value: string, named: string) =>
   isIdentifier(value) ? Either.right(value) : Either.left(
     new CliInputError({
-      message: `${named} ${
-        JSON.stringify(value)
-      } is not an id: non-empty, at most 200 characters, no leading or trailing space`
+      message: `${named} ${quoted(value)} is not an id: non-empty, at most 200 characters, no leading or trailing space`
     })
   )
 
@@ -165,7 +166,8 @@ export const checkDatabase = (filename: string, use: DatabaseUse) =>
 /**
  * Open the `--db` file for reading through `stores` (built over `Sqlite.layerReadOnly`) in the current scope, once,
  * and check it is a writ database: the bad input `checkDatabase` refuses, a file that cannot be copied to be read
- * (bad input), and one that changed during every copy (a store failure, exit 1).
+ * (bad input), and one that changed during every copy (a store failure, exit 1). With the stores, the migrations of
+ * this writ the database lacks (for `onOlderSchema`).
  */
 export const openForReading = <ROut>(
   filename: string,
@@ -185,8 +187,32 @@ export const openForReading = <ROut>(
     const writ = yield* Effect.exit(Effect.provide(Sqlite.isWrit, opened.value))
     if (Exit.isFailure(writ)) return yield* unopened(writ.cause)
     if (!writ.value) return yield* notWrit
-    return opened.value
+    const missing = yield* Effect.exit(Effect.provide(Sqlite.unapplied, opened.value))
+    if (Exit.isFailure(missing)) return yield* unopened(missing.cause)
+    return { stores: opened.value, missing: missing.value }
   })
+
+/**
+ * Run a reading command's work on a database an older writ wrote (`missing`: the migrations it lacks): what reads only
+ * tables it has runs, and a read of a table or column it lacks is bad input naming the migrations, not an internal error.
+ */
+export const onOlderSchema =
+  (filename: string, missing: ReadonlyArray<string>) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.catchSomeDefect(
+      effect,
+      (defect) =>
+        missing.length > 0 && /no such (?:table|column)/.test(describeDefect(Cause.die(defect)))
+          ? Option.some(Effect.fail(
+            new CliInputError({
+              message:
+                `--db ${JSON.stringify(filename)} was written by an older writ (migrations ${
+                  missing.join(", ")
+                } not applied) and this command reads what they add; a reading command never changes it, a writing one ` +
+                "(writ exec, writ policy put|activate|retire) migrates it"
+            })
+          ))
+          : Option.none()
+    )
 
 /** A failure that is not bad input (a store or evidence failure, or a defect): its message on stderr and exit code 1. */
 export const exitOneOnFailure = <A, E extends { readonly _tag: string; readonly message: string }, R>(

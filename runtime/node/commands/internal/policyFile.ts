@@ -17,7 +17,11 @@ export const file = Args.file({ name: "FILE", exists: "yes" }).pipe(
 export const load = (path: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
-    const text = yield* Effect.orDie(fs.readFileString(path))
+    // A file that exists but cannot be read (no permission, a directory behind a race) is bad input naming it.
+    const text = yield* Effect.mapError(
+      fs.readFileString(path),
+      (error) => new CliInputError({ message: `${path}: cannot be read (${error.message})` })
+    )
     const format = PolicyFormat.formatOf(path)
     const policy = yield* Either.mapLeft(
       PolicyFormat.parse(text, format),

@@ -6,7 +6,7 @@ import { Effect, Option, Schema } from "effect"
 import { Uuid } from "../../../../core/base/IdGenerator.ts"
 import { EvidenceStore } from "../../../../core/evidence/EvidenceStore.ts"
 import * as Embedded from "../../../Embedded.ts"
-import { checkDatabase, CliInputError, onDatabase, openForReading } from "./input.ts"
+import { checkDatabase, CliInputError, onDatabase, onOlderSchema, openForReading } from "./input.ts"
 
 /** `--db FILE`: an existing writ SQLite database. */
 export const db = Options.file("db", { exists: "yes" }).pipe(
@@ -21,13 +21,14 @@ export const withStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, 
 
 /**
  * Run a reading command's body on the read-only stores of an existing database, checked first: never changed, nothing
- * created beside it, readable in a read-only directory, and its committed `-wal` transactions read.
+ * created beside it, readable in a read-only directory, and its committed `-wal` transactions read (one an older writ
+ * wrote too, as far as its tables go).
  */
 export const withReadStores = <A, E, R>(filename: string, body: Effect.Effect<A, E, R>) =>
   Effect.scoped(
     Effect.flatMap(
       openForReading(filename, Embedded.layerReadStores(filename)),
-      (stores) => Effect.provide(body, stores)
+      ({ missing, stores }) => Effect.provide(body, stores).pipe(onOlderSchema(filename, missing))
     )
   ).pipe(onDatabase(filename))
 
