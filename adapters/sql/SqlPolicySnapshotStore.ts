@@ -186,7 +186,10 @@ export const make: Effect.Effect<PolicySnapshotStore.Service, never, SqlClient.S
     const notFound = (policy_id: string, version: string) =>
       new PolicyNotFoundError({ detail: `no policy ${policyLabel(policy_id, version)} is stored` })
     const corrupt = (policy_id: string, version: string, why: string) =>
-      new PolicyNotFoundError({ detail: `stored policy ${policyLabel(policy_id, version)} is refused: ${why}` })
+      new PolicyNotFoundError({
+        detail: `stored policy ${policyLabel(policy_id, version)} is refused: ${why}`,
+        refused: true
+      })
 
     // Snapshot texts already decoded, found canonical and recomputed to their digest: immutable, so checked once.
     const verified = new Map<string, PolicySnapshot>()

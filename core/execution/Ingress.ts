@@ -9,7 +9,7 @@
  */
 import type { Deferred, Effect, Option, ParseResult } from "effect"
 import type { IdGenerator } from "../base/IdGenerator.ts"
-import type { AmbiguousPolicyError, PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
+import type { AmbiguousPolicyError, PolicyNotFoundError, PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
 import type { Run, RunTerminal } from "../state/StateStore.ts"
 import type { Binding, ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionOutcome } from "./ExecutionOutcome.ts"
@@ -33,11 +33,16 @@ export const bind: (binding: Binding) => Effect.Effect<ExecutionContext, never, 
 /**
  * Mint a context pinned to the active snapshot the store binds for the call (resource, then role, then global; the
  * context's tenant's binding before one for every tenant), or to
- * none when nothing is bound; a snapshot the host names explicitly is pinned as named.
+ * none when nothing is bound (a bound snapshot the store refuses as tampered fails, `refused`); a snapshot the host
+ * names explicitly is pinned as named.
  */
 export const resolve: (
   binding: Resolving
-) => Effect.Effect<ExecutionContext, AmbiguousPolicyError, IdGenerator | PolicySnapshotStore> = internal.resolve
+) => Effect.Effect<
+  ExecutionContext,
+  AmbiguousPolicyError | PolicyNotFoundError,
+  IdGenerator | PolicySnapshotStore
+> = internal.resolve
 
 /** Whether a context was minted by this ingress: the executor runs no other. */
 export const isMinted: (context: unknown) => boolean = mint.isMinted
@@ -51,7 +56,7 @@ export const prepare: (
   trust: Trust
 ) => Effect.Effect<
   { readonly request: ExecutionRequest; readonly context: ExecutionContext },
-  ParseResult.ParseError | AmbiguousPolicyError,
+  ParseResult.ParseError | AmbiguousPolicyError | PolicyNotFoundError,
   IdGenerator
 > = internal.prepare
 

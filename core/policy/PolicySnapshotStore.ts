@@ -22,7 +22,9 @@ export class PolicyConflictError extends Schema.TaggedError<PolicyConflictError>
 
 /** No snapshot (or no active one) answers. */
 export class PolicyNotFoundError extends Schema.TaggedError<PolicyNotFoundError>()("PolicyNotFoundError", {
-  detail: Schema.String
+  detail: Schema.String,
+  /** The snapshot is stored but refused (its content does not decode or recompute to its digest): tampering, not absence. */
+  refused: Schema.optional(Schema.Literal(true))
 }) {
   override get message() {
     return this.detail

@@ -4,12 +4,16 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Either, Exit, Layer, Tracer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as Sqlite from "../../adapters/node/Sqlite.ts"
 import * as SqlPolicySnapshotStore from "../../adapters/sql/SqlPolicySnapshotStore.ts"
 import { Sha256Hex } from "../../core/base/Digest.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
+import { EphemeralOperation } from "../../core/execution/ExecutionScope.ts"
+import * as Ingress from "../../core/execution/Ingress.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import type { BindingScope } from "../../core/policy/PolicySnapshotStore.ts"
@@ -577,10 +581,18 @@ describe("PolicySnapshotStore: sql", () => {
       yield* tamper
       const refused = yield* Effect.flip(store.resolve({ roles: [] }))
       assert.isTrue(refused._tag === "PolicyNotFoundError" && refused.detail.includes("digest does not recompute"))
+      assert.isTrue(refused._tag === "PolicyNotFoundError" && refused.refused === true, "tampering, not absence")
+      // The ingress does not read a refused binding as "nothing bound": it fails, naming the tampering.
+      const ingress = yield* Effect.flip(Ingress.resolve({
+        execution_scope: EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid }),
+        authenticated_principal: { id: "alice" },
+        effect_backend: InProcessBackend.make.ref
+      }))
+      assert.isTrue(ingress._tag === "PolicyNotFoundError" && ingress.detail.includes("digest does not recompute"))
       yield* sql`UPDATE policy_snapshots SET snapshot_json = replace(snapshot_json, '{', '{ ')`
       const reformatted = yield* Effect.flip(store.get("p", "1"))
       assert.include(reformatted.detail, "canonical")
-    }).pipe(Effect.provide(sqlOn(sqliteLayer()))))
+    }).pipe(Effect.provide(Layer.merge(sqlOn(sqliteLayer()), IdGenerator.layerCrypto))))
 
   it.effect("a snapshot already served is checked against its row on every read: a changed digest is refused", () =>
     Effect.gen(function*() {

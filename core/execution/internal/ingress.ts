@@ -7,7 +7,7 @@ import { EvidenceStore } from "../../evidence/EvidenceStore.ts"
 import { closeBoundary } from "../../evidence/EvidenceWriter.ts"
 import type { TaskBoundary } from "../../evidence/TaskBoundary.ts"
 import * as TaskCertificate from "../../evidence/TaskCertificate.ts"
-import type { AmbiguousPolicyError, BindingTarget } from "../../policy/PolicySnapshotStore.ts"
+import type { AmbiguousPolicyError, BindingTarget, PolicyNotFoundError } from "../../policy/PolicySnapshotStore.ts"
 import { PolicySnapshotStore } from "../../policy/PolicySnapshotStore.ts"
 import { type Run, RunTerminal, type TerminalStatus } from "../../state/Run.ts"
 import { RunStore } from "../../state/RunStore.ts"
@@ -58,7 +58,11 @@ export type Resolving = Binding & Partial<Omit<BindingTarget, "tenant">>
 
 export const resolve = (
   binding: Resolving
-): Effect.Effect<ExecutionContext, AmbiguousPolicyError, IdGenerator.IdGenerator | PolicySnapshotStore> => {
+): Effect.Effect<
+  ExecutionContext,
+  AmbiguousPolicyError | PolicyNotFoundError,
+  IdGenerator.IdGenerator | PolicySnapshotStore
+> => {
   const { resource, roles, ...fields } = binding
   if (fields.policy_snapshot !== undefined) return bind(fields)
   return Effect.flatMap(
@@ -77,8 +81,12 @@ export const resolve = (
             digest: snapshot.digest
           })
         })),
-        // Nothing bound: the context pins no policy, which a governed executor denies (`policy.unbound`).
-        Effect.catchTag("PolicyNotFoundError", () => Effect.succeed(fields)),
+        // Nothing bound: the context pins no policy, which a governed executor denies (`policy.unbound`). A bound
+        // snapshot the store refuses (tampered) is no absence: it fails, naming it.
+        Effect.catchIf(
+          (error): error is PolicyNotFoundError => error._tag === "PolicyNotFoundError" && error.refused !== true,
+          () => Effect.succeed(fields)
+        ),
         Effect.flatMap(bind)
       )
   )
