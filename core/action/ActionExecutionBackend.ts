@@ -34,6 +34,37 @@ export const uncontained = (
   required: ReadonlyArray<ContainmentKind>
 ): ReadonlyArray<ContainmentKind> => required.filter((kind) => report.containment[kind] !== "enforced")
 
+/**
+ * Why a backend that runs handlers elsewhere could not answer with the handler's own result or failure: its process
+ * could not start, exited or was killed, overran the backend's wall clock, or answered with something that is not a
+ * result of this invocation. `outcome` is what the executor concludes (`failed` when the action's code never started,
+ * `timed_out`, or `ambiguous` when it started and may have had its effect); `started` whether the action's code began.
+ */
+export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()("ActionBackendError", {
+  outcome: Schema.Literal("failed", "timed_out", "ambiguous"),
+  reason: Schema.Literal(
+    "spawn_failed",
+    "child_exited",
+    "child_crashed",
+    "child_killed",
+    "deadline_exceeded",
+    "result_invalid",
+    "result_oversized",
+    "result_unauthenticated",
+    "request_refused",
+    "module_unavailable",
+    "descriptor_mismatch",
+    "input_invalid",
+    "output_invalid"
+  ),
+  started: Schema.Boolean,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `backend ${this.reason} (${this.outcome}): ${this.detail}`
+  }
+}
+
 /** One invocation, handed to a backend with its token, the usage meter its handler reports to and its outbox. */
 export interface Invocation {
   readonly definition: ActionDefinition
@@ -57,7 +88,10 @@ export declare namespace ActionExecutionBackend {
   export interface Service {
     readonly ref: ActionBackendRef
     readonly probe: Effect.Effect<ActionBackendCapabilityReport>
-    /** Run the handler once; fails with InvocationTokenError on a refused token, else with the handler's own failure. */
+    /**
+     * Run the handler once; fails with InvocationTokenError on a refused token, with an ActionBackendError when the
+     * backend itself could not conclude, else with the handler's own failure.
+     */
     readonly invoke: (token: InvocationToken, invocation: Invocation) => Effect.Effect<unknown, unknown>
   }
 }
