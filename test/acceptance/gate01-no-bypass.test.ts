@@ -56,6 +56,7 @@ describe("gate 1: static", () => {
 
   it("only a subprocess backend issues the backend failures the executor concludes by", () => {
     assert.deepStrictEqual(importers("core/action/internal/backendFailure.ts"), [
+      "adapters/node/BubblewrapBackend.ts",
       "adapters/node/internal/childProcess.ts",
       "adapters/node/internal/subprocessBackend.ts",
       "core/execution/internal/executor/invoke.ts"
