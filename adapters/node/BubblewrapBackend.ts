@@ -11,7 +11,12 @@
 import { Duration, Effect, Layer } from "effect"
 import { execFile } from "node:child_process"
 import * as os from "node:os"
-import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import {
+  ActionBackendCapabilityReport,
+  ActionExecutionBackend,
+  BackendMechanism,
+  CapabilityClaim
+} from "../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../core/action/internal/backendFailure.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
 import * as Bwrap from "./internal/bwrap.ts"
@@ -40,7 +45,38 @@ export interface Options {
 /** The backend's identity. */
 export const ref = ActionBackendRef.make({ id: "bubblewrap", version: "1" })
 
-const unsupported = (verified_by: string) =>
+/** The capabilities a passing probe claims: exactly those the containment suite attacks. */
+export const claimed: ReadonlyArray<string> = [
+  "writ.filesystem.read_roots@1",
+  "writ.filesystem.write_roots@1",
+  "writ.network.none@1",
+  "writ.environment.allowlist@1",
+  "writ.wall_clock@1"
+]
+
+/** The capabilities this backend knows of and does not enforce (yet). */
+export const unclaimed: ReadonlyArray<string> = [
+  "writ.network.loopback@1",
+  "writ.network.destinations@1",
+  "writ.subprocess.spawn@1",
+  "writ.secrets.by_reference@1",
+  "writ.unix_sockets@1",
+  "writ.memory@1",
+  "writ.process_count@1"
+]
+
+const capabilities = (enforced: boolean) => [
+  ...claimed.map((name) =>
+    CapabilityClaim.make(
+      enforced
+        ? { name, level: "enforced", by: "os", verified: "probe" }
+        : { name, level: "unsupported", verified: "probe" }
+    )
+  ),
+  ...unclaimed.map((name) => CapabilityClaim.make({ name, level: "unsupported", verified: "static" }))
+]
+
+const unsupported = (verified_by: string, mechanism?: BackendMechanism) =>
   ActionBackendCapabilityReport.make({
     backend: ref,
     containment: {
@@ -50,7 +86,10 @@ const unsupported = (verified_by: string) =>
       environment: "unsupported",
       secrets: "unsupported"
     },
-    verified_by
+    verified_by,
+    report_version: 1,
+    ...(mechanism === undefined ? {} : { mechanism }),
+    capabilities: capabilities(false)
   })
 
 const run = (command: string, args: ReadonlyArray<string>) =>
@@ -89,11 +128,13 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       if (bwrap === undefined) return unsupported("probe failed: no bwrap executable")
       if (runtime._tag === "Left") return unsupported(`probe failed: the runtime ${node} could not be resolved`)
       if (base._tag === "Left") return unsupported("probe failed: the runner's module graph could not be resolved")
-      const version = (yield* run(bwrap, ["--version"])).stdout.trim()
+      const version = /^bubblewrap (\S+)$/.exec((yield* run(bwrap, ["--version"])).stdout.trim())?.[1] ?? "unknown"
       const tried = yield* run(bwrap, Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial]))
-      const mechanism = `${version || "bwrap (unknown version)"} on ${os.type()} ${os.release()}`
+      const platform = `${os.type()} ${os.release()}`
+      const identity = BackendMechanism.make({ name: "bubblewrap", version, platform })
+      const mechanism = `bubblewrap ${version} on ${platform}`
       if (!tried.ok || tried.stdout !== "writ-probe:ok") {
-        return unsupported(`probe failed: the trial sandbox (${mechanism}) did not run contained`)
+        return unsupported(`probe failed: the trial sandbox (${mechanism}) did not run contained`, identity)
       }
       return ActionBackendCapabilityReport.make({
         backend: ref,
@@ -105,7 +146,10 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
           secrets: "unsupported"
         },
         verified_by: `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment ` +
-          "and no host root; the claims are those the containment suite verifies"
+          "and no host root; the claims are those the containment suite verifies",
+        report_version: 1,
+        mechanism: identity,
+        capabilities: capabilities(true)
       })
     }))
 

@@ -11,12 +11,13 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { Writable } from "node:stream"
+import * as SubprocessBackend from "../../adapters/node/internal/subprocessBackend.ts"
 import { runnerEntry } from "../../adapters/node/internal/subprocessBackend.ts"
 import * as Time from "../../core/base/Time.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import * as ChildActions from "../fixtures/childActions.ts"
-import { execArgv, plain, runOn } from "../fixtures/subprocess.ts"
+import { execArgv, options, plain, runOn } from "../fixtures/subprocess.ts"
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-child-"))
 const marker = (name: string) => path.join(dir, `${name}-${Math.random().toString(36).slice(2)}`)
@@ -87,6 +88,19 @@ describe("child runner", () => {
       expectOutcome(outcome, "timed_out", "execution.deadline_exceeded")
       assert.strictEqual(outcome._tag === "timed_out" && outcome.teardown, "completed")
       assertGone(ran)
+    }))
+
+  it.live("a runner that cannot start, or exits before it starts the action, is failed: the action never ran", () =>
+    Effect.gen(function*() {
+      for (
+        const [command, code] of [["/nonexistent/node", "backend.spawn_failed"], ["/bin/false", "backend.child_exited"]]
+      ) {
+        const broken = SubprocessBackend.make({
+          ...options,
+          launch: (node) => Effect.succeed({ command: command!, args: node.slice(1), env: {} })
+        })
+        expectOutcome(yield* runOn(broken, "child.add", { a: 1, b: 2 }), "failed", code!)
+      }
     }))
 
   it.live("garbage on the result channel is ambiguous (result_invalid)", () =>

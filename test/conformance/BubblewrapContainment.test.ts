@@ -39,6 +39,7 @@ const uncontained = plain()
 type Verdict = "blocked" | "escaped"
 const matrix: Array<{ capability: string; attack: string; bubblewrap: string; uncontained: string }> = []
 const verified = new Map<ContainmentKind, Set<string>>()
+const verifiedClaims = new Set<string>()
 
 const succeeded = (outcome: ExecutionOutcome) => {
   assert.strictEqual(outcome._tag, "succeeded", JSON.stringify(outcome))
@@ -50,6 +51,7 @@ const fresh = (dir: string) => path.join(root, dir, randomBytes(6).toString("hex
 /** An attack: what it tries on one backend, and whether its effect happened. */
 interface Attack {
   readonly capability: ContainmentKind
+  readonly claim: string
   readonly name: string
   readonly control: ActionExecutionBackend.Service
   readonly run: (backend: ActionExecutionBackend.Service) => Effect.Effect<Verdict, unknown>
@@ -58,6 +60,7 @@ interface Attack {
 const attacks: ReadonlyArray<Attack> = [
   {
     capability: "filesystem",
+    claim: "writ.filesystem.read_roots@1",
     name: "read a root-owned 0600 canary outside the read roots",
     control: uncontained,
     run: (backend) =>
@@ -68,6 +71,7 @@ const attacks: ReadonlyArray<Attack> = [
   },
   ...[["outside", "write outside the write roots"], ["read", "write inside a read root"]].map(([dir, name]) => ({
     capability: "filesystem" as const,
+    claim: "writ.filesystem.write_roots@1",
     name: name!,
     control: uncontained,
     run: (backend: ActionExecutionBackend.Service) => {
@@ -82,6 +86,7 @@ const attacks: ReadonlyArray<Attack> = [
   })),
   {
     capability: "network",
+    claim: "writ.network.none@1",
     name: "open a TCP connection to a listener on 127.0.0.1",
     control: uncontained,
     run: (backend) =>
@@ -109,6 +114,7 @@ const attacks: ReadonlyArray<Attack> = [
   },
   {
     capability: "environment",
+    claim: "writ.environment.allowlist@1",
     name: "read a canary environment variable, /proc/1/environ and /proc/self/environ",
     control: InProcessBackend.make,
     run: (backend) =>
@@ -150,6 +156,7 @@ describe("bubblewrap containment", () => {
         assert.strictEqual(control, "escaped", "the attack works where nothing contains it")
         assert.strictEqual(contained, "blocked")
         verified.set(attack.capability, (verified.get(attack.capability) ?? new Set()).add(attack.name))
+        verifiedClaims.add(attack.claim)
       }))
   }
 
@@ -167,6 +174,28 @@ describe("bubblewrap containment", () => {
       assert.strictEqual(fs.readFileSync(target, "utf-8"), "escaped")
       const { env } = succeeded(yield* runOn(bubblewrap, "hostile.read_environment", { variable: "WRIT_GRANTED" }))
       assert.deepStrictEqual(env, { ok: true, value: "granted" })
+    }))
+
+  it.live("wall clock: a sandbox past the backend's wall clock is killed, and its action stops", () =>
+    Effect.gen(function*() {
+      const backend = yield* BubblewrapBackend.make({ write: [writeRoot], execArgv, wallClock: "8 seconds" })
+      const ticks = fresh(dirs.write)
+      const outcome = yield* runOn(backend, "child.tick", { marker: ticks })
+      assert.strictEqual(outcome._tag, "timed_out", JSON.stringify(outcome))
+      assert.isTrue(outcome._tag === "timed_out" && outcome.call_executed)
+      // A moment for the sandbox to go down with bwrap; ticking on, it would append a dozen times in what follows.
+      yield* Effect.sleep("200 millis")
+      const before = fs.statSync(ticks).size
+      assert.isAbove(before, 0, "the action was ticking when the clock ran out")
+      yield* Effect.sleep("600 millis")
+      assert.strictEqual(fs.statSync(ticks).size, before, "no tick after the kill")
+      matrix.push({
+        capability: "wall clock",
+        attack: "loop past the wall clock",
+        bubblewrap: "blocked",
+        uncontained: "-"
+      })
+      verifiedClaims.add("writ.wall_clock@1")
     }))
 
   it.live("subprocess is not claimed, and rightly: a child can spawn inside its sandbox", () =>
@@ -205,12 +234,21 @@ describe("bubblewrap containment", () => {
       for (const bwrap of ["/nonexistent/bwrap", "/bin/false"]) {
         const report = yield* (yield* BubblewrapBackend.make({ bwrap, execArgv })).probe
         assert.deepStrictEqual(Object.values(report.containment), Array(5).fill("unsupported"))
+        assert.isTrue((report.capabilities ?? []).every((claim) => claim.level === "unsupported"))
         assert.match(report.verified_by, /^probe failed: /)
       }
     }))
 
   it("the report claims nothing the attacks above did not verify", () => {
     const report = Effect.runSync(bubblewrap.probe)
+    assert.strictEqual(report.report_version, 1)
+    assert.strictEqual(report.mechanism?.name, "bubblewrap")
+    const enforced = (report.capabilities ?? []).filter((claim) => claim.level === "enforced")
+    assert.deepStrictEqual(enforced.map((claim) => claim.name).sort(), [...BubblewrapBackend.claimed].sort())
+    for (const claim of enforced) {
+      assert.isTrue(verifiedClaims.has(claim.name), `${claim.name} is claimed and was not verified`)
+      assert.strictEqual(claim.verified, "probe")
+    }
     for (const [kind, level] of Object.entries(report.containment) as Array<[ContainmentKind, string]>) {
       if (level !== "enforced") continue
       const expected = attacks.filter((attack) => attack.capability === kind).map((attack) => attack.name)

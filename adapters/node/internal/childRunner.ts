@@ -8,13 +8,13 @@
  */
 import { Cause, Effect, Exit, Option, Schema } from "effect"
 import * as fs from "node:fs"
-import * as InProcessBackend from "../../../adapters/memory/InProcessBackend.ts"
 import type { ActionDefinition } from "../../../core/action/Action.ts"
 import { ActionError } from "../../../core/action/Action.ts"
 import * as ActionDescriptor from "../../../core/action/ActionDescriptor.ts"
 import { refusing } from "../../../core/action/internal/outbox.ts"
 import { mint } from "../../../core/action/internal/token.ts"
 import { meter } from "../../../core/action/internal/usage.ts"
+import * as InProcessBackend from "../../memory/InProcessBackend.ts"
 import * as NodeDigest from "../NodeDigest.ts"
 import * as Wire from "./childWire.ts"
 
