@@ -4,7 +4,7 @@
  * wall clock or the request's deadline, or writes garbage, forged or oversized frames on its result channel concludes
  * as a typed outcome with a reason code, never a defect.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -22,6 +22,7 @@ import { execArgv, options, plain, runOn } from "../fixtures/subprocess.ts"
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-child-"))
 const marker = (name: string) => path.join(dir, `${name}-${Math.random().toString(36).slice(2)}`)
 const backend = plain()
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
 
 // The pid a handler wrote to its marker is no longer a live process: the child was killed, not left running.
 const assertGone = (ran: string) => {
