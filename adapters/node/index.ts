@@ -1,4 +1,5 @@
-/** writ's Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, the SQL executor registry. */
+/** writ's Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, the SQL executor registry, bubblewrap. */
+export * as BubblewrapBackend from "./BubblewrapBackend.ts"
 export * as NodeDigest from "./NodeDigest.ts"
 export * as NodePathResolver from "./NodePathResolver.ts"
 export * as SqlExecutorRegistry from "./SqlExecutorRegistry.ts"

@@ -102,6 +102,10 @@ export interface ActionDefinition<I = any, O = any> {
   readonly secrets?: ReadonlyArray<SecretNeed>
   /** Environment variables it needs, checked like `secrets`: a handler in the host can still read its environment itself. */
   readonly environment?: ReadonlyArray<EnvironmentNeed>
+  /** The URL of the module that defines it (its `import.meta.url`), which a subprocess backend imports; with `export`. */
+  readonly module?: string
+  /** The name under which `module` exports this definition; with `module`. */
+  readonly export?: string
 }
 
 /** What `make` takes to declare an action. */
@@ -119,6 +123,10 @@ export interface Spec<I, II, O, OI> {
   readonly mcp?: typeof McpTool.Encoded
   readonly secrets?: ReadonlyArray<SecretNeed>
   readonly environment?: ReadonlyArray<EnvironmentNeed>
+  /** Where the action is defined, for backends that run it in another process: `import.meta.url` of its module. */
+  readonly module?: string
+  /** The export of `module` that is this definition. */
+  readonly export?: string
   readonly handler: Handler<I, O>
 }
 
@@ -175,7 +183,41 @@ const mcpOf = (spec: Spec<any, any, any, any>): McpTool | undefined => {
   return Object.freeze({ ...tool, resources: Object.freeze([...tool.resources]) })
 }
 
-/** Declare an action; throws ActionDefinitionError on an invalid name, alias, version or MCP, secret or environment declaration. */
+/** A module URL as a subprocess imports it: absolute, with no credentials, query or fragment. */
+const ModuleUrl = Schema.String.pipe(
+  Schema.maxLength(4096),
+  Schema.filter((text) => {
+    if (!URL.canParse(text)) return "an absolute URL (the module's import.meta.url)"
+    const url = new URL(text)
+    return url.username === "" && url.password === "" && url.search === "" && url.hash === "" ||
+      "a module URL with no credentials, query or fragment"
+  })
+)
+
+/** An export name: a JavaScript identifier, or `default`. */
+const ExportName = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z_$][A-Za-z0-9_$]*$/, { message: () => "an export name is a JavaScript identifier" }),
+  Schema.maxLength(256)
+)
+
+const locationOf = (
+  spec: Spec<any, any, any, any>
+): { readonly module: string; readonly export: string } | undefined => {
+  if (spec.module === undefined && spec.export === undefined) return undefined
+  if (spec.module === undefined || spec.export === undefined) {
+    throw new ActionDefinitionError({
+      action: spec.name,
+      field: spec.module === undefined ? "module" : "export",
+      detail: "an action that declares where it is defined names both its module and its export"
+    })
+  }
+  return {
+    module: validated(spec.name, "module", ModuleUrl, spec.module),
+    export: validated(spec.name, "export", ExportName, spec.export)
+  }
+}
+
+/** Declare an action; throws ActionDefinitionError on an invalid name, alias, version, location or MCP, secret or environment declaration. */
 export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I, O> => {
   checkName(spec.name, "name", spec.name)
   spec.aliases?.forEach((alias, i) => checkName(spec.name, `aliases[${i}]`, alias))
@@ -186,6 +228,7 @@ export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I
   const mcp = mcpOf(spec)
   const secrets = needs(spec.name, "secrets", SecretNeed, "namespace", spec.secrets)
   const environment = needs(spec.name, "environment", EnvironmentNeed, "variable", spec.environment)
+  const location = locationOf(spec)
   const definition: ActionDefinition<I, O> = Object.freeze({
     name: spec.name,
     version,
@@ -199,7 +242,8 @@ export const make = <I, II, O, OI>(spec: Spec<I, II, O, OI>): ActionDefinition<I
     source: spec.source ?? Provenance.make({ kind: mcp === undefined ? "local" : "mcp" }),
     ...(mcp === undefined ? {} : { mcp }),
     ...(secrets.length === 0 ? {} : { secrets }),
-    ...(environment.length === 0 ? {} : { environment })
+    ...(environment.length === 0 ? {} : { environment }),
+    ...location
   })
   seal<Handler>(definition, spec.handler)
   return definition

@@ -8,7 +8,7 @@ import { ExecutionCaller } from "../policy/InvocationContext.ts"
 import type { ActionDefinition } from "./Action.ts"
 import { ContainmentKind, EnvironmentNeed, McpTool, Provenance, SecretNeed } from "./Action.ts"
 
-/** A registered action's identity, Schemas (as JSON Schema), effects, declared needs and provenance, with its digest. */
+/** A registered action's identity, Schemas (as JSON Schema), effects, declared needs, provenance and module, with its digest. */
 export class ActionDescriptor extends Schema.Class<ActionDescriptor>("ActionDescriptor")({
   name: Schema.String,
   version: Schema.String,
@@ -23,6 +23,8 @@ export class ActionDescriptor extends Schema.Class<ActionDescriptor>("ActionDesc
   mcp: Schema.optional(McpTool),
   secrets: Schema.optional(Schema.Array(SecretNeed)),
   environment: Schema.optional(Schema.Array(EnvironmentNeed)),
+  module: Schema.optional(Schema.String),
+  export: Schema.optional(Schema.String),
   digest: Digest.Sha256Hex
 }) {}
 
@@ -51,7 +53,10 @@ export const describe = (
     source: { ...definition.source },
     ...(definition.mcp === undefined ? {} : { mcp: definition.mcp }),
     ...(definition.secrets === undefined ? {} : { secrets: definition.secrets }),
-    ...(definition.environment === undefined ? {} : { environment: definition.environment })
+    ...(definition.environment === undefined ? {} : { environment: definition.environment }),
+    // Absent for an action that names no module, so the digests of those stay what they were.
+    ...(definition.module === undefined ? {} : { module: definition.module }),
+    ...(definition.export === undefined ? {} : { export: definition.export })
   }
   return Effect.map(
     Digest.canonical(fields),

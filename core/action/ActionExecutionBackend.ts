@@ -13,7 +13,36 @@ import type { InvocationToken } from "./InvocationToken.ts"
 /** Whether a backend enforces one kind of containment. */
 export const ContainmentLevel = Schema.Literal("enforced", "unsupported")
 
-/** What a backend can prove it contains, and how that was established. */
+/** How far a backend enforces one capability of a versioned report. */
+export const CapabilityLevel = Schema.Literal("enforced", "degraded", "unsupported")
+
+/** What enforces a capability: the OS (namespaces, seccomp, cgroups), a runtime's permissions, or a remote platform. */
+export const EnforcedBy = Schema.Literal("os", "runtime", "remote")
+
+/**
+ * One capability of a versioned report: a namespaced, versioned name (`writ.filesystem.read_roots@1`), its level, what
+ * enforces it, and whether that was verified here (`probe`: a trial run with the backend's own settings) or is only
+ * `claimed` (by a remote platform) or known `static`ally (by construction, such as the in-process backend's nothing).
+ */
+export class CapabilityClaim extends Schema.Class<CapabilityClaim>("CapabilityClaim")({
+  name: Schema.String.pipe(Schema.pattern(/^writ(?:\.[a-z][a-z0-9_]*)+@[1-9][0-9]*$/)),
+  level: CapabilityLevel,
+  by: Schema.optional(EnforcedBy),
+  verified: Schema.Literal("probe", "claimed", "static")
+}) {}
+
+/** The mechanism a report rests on and its version (bwrap, the kernel), so a cached report is bound to them. */
+export class BackendMechanism extends Schema.Class<BackendMechanism>("BackendMechanism")({
+  name: Schema.String,
+  version: Schema.String,
+  platform: Schema.optional(Schema.String)
+}) {}
+
+/**
+ * What a backend can prove it contains, and how that was established. `containment` is what admission reads; a
+ * versioned report (`report_version` 1) also names its mechanism and lists each capability it knows of, enforced or
+ * not. The in-process backend's report carries neither, so its encoding and digest are what they were.
+ */
 export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCapabilityReport>(
   "ActionBackendCapabilityReport"
 )({
@@ -25,7 +54,10 @@ export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCap
     environment: ContainmentLevel,
     secrets: ContainmentLevel
   }),
-  verified_by: Schema.String
+  verified_by: Schema.String,
+  report_version: Schema.optional(Schema.Literal(1)),
+  mechanism: Schema.optional(BackendMechanism),
+  capabilities: Schema.optional(Schema.Array(CapabilityClaim))
 }) {}
 
 /** The kinds of containment among `required` that a backend's report does not enforce. */
@@ -33,6 +65,37 @@ export const uncontained = (
   report: ActionBackendCapabilityReport,
   required: ReadonlyArray<ContainmentKind>
 ): ReadonlyArray<ContainmentKind> => required.filter((kind) => report.containment[kind] !== "enforced")
+
+/**
+ * Why a backend that runs handlers elsewhere could not answer with the handler's own result or failure: its process
+ * could not start, exited or was killed, overran the backend's wall clock, or answered with something that is not a
+ * result of this invocation. `outcome` is what the executor concludes (`failed` when the action's code never started,
+ * `timed_out`, or `ambiguous` when it started and may have had its effect); `started` whether the action's code began.
+ */
+export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()("ActionBackendError", {
+  outcome: Schema.Literal("failed", "timed_out", "ambiguous"),
+  reason: Schema.Literal(
+    "spawn_failed",
+    "child_exited",
+    "child_crashed",
+    "child_killed",
+    "deadline_exceeded",
+    "result_invalid",
+    "result_oversized",
+    "result_unauthenticated",
+    "request_refused",
+    "module_unavailable",
+    "descriptor_mismatch",
+    "input_invalid",
+    "output_invalid"
+  ),
+  started: Schema.Boolean,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `backend ${this.reason} (${this.outcome}): ${this.detail}`
+  }
+}
 
 /** One invocation, handed to a backend with its token, the usage meter its handler reports to and its outbox. */
 export interface Invocation {
@@ -57,7 +120,10 @@ export declare namespace ActionExecutionBackend {
   export interface Service {
     readonly ref: ActionBackendRef
     readonly probe: Effect.Effect<ActionBackendCapabilityReport>
-    /** Run the handler once; fails with InvocationTokenError on a refused token, else with the handler's own failure. */
+    /**
+     * Run the handler once; fails with InvocationTokenError on a refused token, with an ActionBackendError when the
+     * backend itself could not conclude, else with the handler's own failure.
+     */
     readonly invoke: (token: InvocationToken, invocation: Invocation) => Effect.Effect<unknown, unknown>
   }
 }

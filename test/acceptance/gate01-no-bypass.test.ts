@@ -35,11 +35,30 @@ const importers = (target: string) => productionFiles().filter((file) => factsOf
 const callers = (callee: string) => productionFiles().filter((file) => factsOf(file).calls.includes(callee)).sort()
 
 describe("gate 1: static", () => {
-  it("only the executor mints invocation tokens and calls a backend's invoke", () => {
-    assert.deepStrictEqual(callers("mint"), ["core/execution/internal/executor/invoke.ts"])
-    assert.deepStrictEqual(callers(".invoke"), ["core/execution/internal/executor/invoke.ts"])
+  // The child runner is the other route to a callable: in a process of its own, it mints a token and invokes once,
+  // only after it holds the one-use token of its spawn, which only a subprocess backend that spent the executor's
+  // token hands it (test/adapters/ChildRunner.test.ts checks the runner's refusals).
+  it("only the executor (and, in its child, the child runner) mints invocation tokens and calls a backend's invoke", () => {
+    assert.deepStrictEqual(callers("mint"), [
+      "adapters/node/internal/childRunner.ts",
+      "core/execution/internal/executor/invoke.ts"
+    ])
+    assert.deepStrictEqual(callers(".invoke"), [
+      "adapters/node/internal/childRunner.ts",
+      "core/execution/internal/executor/invoke.ts"
+    ])
     assert.deepStrictEqual(importers("core/action/internal/token.ts"), [
+      "adapters/node/internal/childRunner.ts",
       "core/action/InvocationToken.ts",
+      "core/execution/internal/executor/invoke.ts"
+    ])
+  })
+
+  it("only a subprocess backend issues the backend failures the executor concludes by", () => {
+    assert.deepStrictEqual(importers("core/action/internal/backendFailure.ts"), [
+      "adapters/node/BubblewrapBackend.ts",
+      "adapters/node/internal/childProcess.ts",
+      "adapters/node/internal/subprocessBackend.ts",
       "core/execution/internal/executor/invoke.ts"
     ])
   })
@@ -50,7 +69,10 @@ describe("gate 1: static", () => {
       "core/action/internal/token.ts"
     ])
     assert.deepStrictEqual(callers("unseal"), ["core/action/internal/token.ts"])
-    assert.deepStrictEqual(callers(".redeem"), ["adapters/memory/InProcessBackend.ts"])
+    assert.deepStrictEqual(callers(".redeem"), [
+      "adapters/memory/InProcessBackend.ts",
+      "adapters/node/internal/subprocessBackend.ts"
+    ])
     assert.deepStrictEqual(callers(".handler"), [])
   })
 

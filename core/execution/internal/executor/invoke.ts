@@ -4,7 +4,9 @@
  */
 import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Option } from "effect"
 import { captureFailure } from "../../../action/Action.ts"
+import type { ActionBackendError } from "../../../action/ActionExecutionBackend.ts"
 import type * as ActionUsage from "../../../action/ActionUsage.ts"
+import { isIssued } from "../../../action/internal/backendFailure.ts"
 import { refusing, stager } from "../../../action/internal/outbox.ts"
 import { isRefusal, mint } from "../../../action/internal/token.ts"
 import { meter, unmetered } from "../../../action/internal/usage.ts"
@@ -15,13 +17,13 @@ import { Digest, sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
-import { Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../ExecutionOutcome.ts"
+import { Ambiguous, Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../ExecutionOutcome.ts"
 import type { IdempotencyStore } from "../../IdempotencyStore.ts"
 import { keyOf } from "../../IdempotencyStore.ts"
 import type { Interceptor } from "../../Interceptor.ts"
 import type { Normalised } from "./admit.ts"
 import { digestWith } from "./admit.ts"
-import { common, denied, describeParseError } from "./call.ts"
+import { common, denied, describeParseError, reason } from "./call.ts"
 import type { Env, ExecutionError } from "./env.ts"
 import { type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
 
@@ -239,6 +241,25 @@ export const invokeWith = (
   }
 }
 
+/** The failure a backend issued about its own run of the callable (never a handler's), if the exit is one. */
+const backendFailureOf = (exit: Exit.Exit<unknown, unknown>): ActionBackendError | undefined =>
+  Exit.isFailure(exit)
+    ? Option.getOrUndefined(Cause.failureOption(exit.cause).pipe(Option.filter(isIssued)))
+    : undefined
+
+/** A backend failure as the outcome it names, its reason code `backend.<reason>`. */
+const concludedBy = (call: Invoked["call"], error: ActionBackendError): ExecutionOutcome => {
+  const code = `backend.${error.reason}`
+  switch (error.outcome) {
+    case "timed_out":
+      return trustedMake(TimedOut, { ...common(call), call_executed: error.started, teardown: "completed" })
+    case "ambiguous":
+      return trustedMake(Ambiguous, { ...common(call), reason: reason(code, error.detail) })
+    case "failed":
+      return trustedMake(Failed, { ...common(call), failure: trustedMake(FailureSummary, { code }) })
+  }
+}
+
 /** Stage 13: normalise the callable's exit into an outcome; failures are captured and redacted. */
 export const settle: SyncStep<Invoked, never> = {
   _tag: "Sync",
@@ -266,6 +287,8 @@ export const settle: SyncStep<Invoked, never> = {
     if (Cause.isInterruptedOnly(exit.cause)) {
       return trustedMake(Cancelled, { ...common(call), call_executed: true })
     }
+    const backend = backendFailureOf(exit)
+    if (backend !== undefined) return concludedBy(call, backend)
     return trustedMake(Failed, { ...common(call), failure: trustedMake(FailureSummary, captureFailure(exit.cause)) })
   }
 }

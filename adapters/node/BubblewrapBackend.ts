@@ -1,0 +1,196 @@
+/**
+ * The bubblewrap effect backend: each invocation runs in a fresh child runner inside a bubblewrap sandbox that sees,
+ * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots; it has no
+ * network, an empty environment (the variables an action declares it reads come on the request's pipe), a private
+ * /tmp and /proc, and no capabilities. Runtime: Node on Linux, with `bwrap` installed.
+ *
+ * Its report claims only what the containment suite (test/conformance/BubblewrapContainment.test.ts) verifies, and
+ * only once a trial sandbox with the same flags has run: filesystem, network and environment. Subprocesses (a child
+ * may spawn inside its sandbox) and secrets are unsupported.
+ */
+import { Duration, Effect, Layer } from "effect"
+import { execFile } from "node:child_process"
+import * as os from "node:os"
+import {
+  ActionBackendCapabilityReport,
+  ActionExecutionBackend,
+  BackendMechanism,
+  CapabilityClaim
+} from "../../core/action/ActionExecutionBackend.ts"
+import { issue } from "../../core/action/internal/backendFailure.ts"
+import { ActionBackendRef } from "../../core/base/Refs.ts"
+import * as Bwrap from "./internal/bwrap.ts"
+import * as SubprocessBackend from "./internal/subprocessBackend.ts"
+
+/** How the sandbox is set up. */
+export interface Options {
+  /** Host paths the action may read (absolute); each must exist. */
+  readonly read?: ReadonlyArray<string>
+  /** Host paths the action may write (absolute); each must exist. */
+  readonly write?: ReadonlyArray<string>
+  /** More module directories to bind read-only, beyond the writ package and the action's own package. */
+  readonly modules?: ReadonlyArray<string>
+  /** The bwrap executable (default: `bwrap` on the PATH). */
+  readonly bwrap?: string
+  /** The node binary the runner runs on (default: this process's). */
+  readonly node?: string
+  /** Node flags for the runner (a loader, when actions are TypeScript sources). */
+  readonly execArgv?: ReadonlyArray<string>
+  /** The wall clock of one invocation, after which its sandbox is killed (default: 30 seconds). */
+  readonly wallClock?: Duration.DurationInput
+  /** The most bytes of a child's stdout and stderr kept (default: 64 KiB). */
+  readonly outputBytes?: number
+}
+
+/** The backend's identity. */
+export const ref = ActionBackendRef.make({ id: "bubblewrap", version: "1" })
+
+/** The capabilities a passing probe claims: exactly those the containment suite attacks. */
+export const claimed: ReadonlyArray<string> = [
+  "writ.filesystem.read_roots@1",
+  "writ.filesystem.write_roots@1",
+  "writ.network.none@1",
+  "writ.environment.allowlist@1",
+  "writ.wall_clock@1"
+]
+
+/** The capabilities this backend knows of and does not enforce (yet). */
+export const unclaimed: ReadonlyArray<string> = [
+  "writ.network.loopback@1",
+  "writ.network.destinations@1",
+  "writ.subprocess.spawn@1",
+  "writ.secrets.by_reference@1",
+  "writ.unix_sockets@1",
+  "writ.memory@1",
+  "writ.process_count@1"
+]
+
+const capabilities = (enforced: boolean) => [
+  ...claimed.map((name) =>
+    CapabilityClaim.make(
+      enforced
+        ? { name, level: "enforced", by: "os", verified: "probe" }
+        : { name, level: "unsupported", verified: "probe" }
+    )
+  ),
+  ...unclaimed.map((name) => CapabilityClaim.make({ name, level: "unsupported", verified: "static" }))
+]
+
+const unsupported = (verified_by: string, mechanism?: BackendMechanism) =>
+  ActionBackendCapabilityReport.make({
+    backend: ref,
+    containment: {
+      filesystem: "unsupported",
+      network: "unsupported",
+      subprocess: "unsupported",
+      environment: "unsupported",
+      secrets: "unsupported"
+    },
+    verified_by,
+    report_version: 1,
+    ...(mechanism === undefined ? {} : { mechanism }),
+    capabilities: capabilities(false)
+  })
+
+const run = (command: string, args: ReadonlyArray<string>) =>
+  Effect.async<{ readonly ok: boolean; readonly stdout: string }>((resume) => {
+    const child = execFile(command, [...args], { env: {}, timeout: 20_000, encoding: "utf-8" }, (error, stdout) => {
+      resume(Effect.succeed({ ok: error === null, stdout }))
+    })
+    return Effect.sync(() => void child.kill("SIGKILL"))
+  })
+
+// The trial: the runtime in the sandbox, as the unprivileged uid, seeing no environment and no host root.
+const trial = `const fs = require("fs");
+const ok = process.getuid() === ${Bwrap.sandboxUid} && fs.readFileSync("/proc/1/environ", "utf-8") === "" &&
+  !fs.existsSync("/etc/passwd") && !fs.existsSync("/root");
+process.stdout.write(ok ? "writ-probe:ok" : "writ-probe:exposed")`
+
+/** A bubblewrap backend; its probe runs a trial sandbox with the backend's own flags once, and is cached. */
+export const make = (options: Options = {}): Effect.Effect<ActionExecutionBackend.Service> =>
+  Effect.gen(function*() {
+    const bwrap = Bwrap.which(options.bwrap ?? "bwrap", process.env.PATH)
+    const node = options.node ?? process.execPath
+    const execArgv = options.execArgv ?? []
+    const read = options.read ?? []
+    const write = options.write ?? []
+    const runtime = yield* Effect.either(Effect.try(() => Bwrap.runtimeBinds(node)))
+    const base = yield* Effect.either(
+      Effect.try(() => Bwrap.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])]))
+    )
+    const sandbox = (modules: ReadonlyArray<string>): Bwrap.Sandbox => ({
+      runtime: runtime._tag === "Right" ? runtime.right : [],
+      read: [...new Set([...(base._tag === "Right" ? base.right : []), ...modules, ...read])],
+      write
+    })
+
+    const probe = yield* Effect.cached(Effect.gen(function*() {
+      if (bwrap === undefined) return unsupported("probe failed: no bwrap executable")
+      if (runtime._tag === "Left") return unsupported(`probe failed: the runtime ${node} could not be resolved`)
+      if (base._tag === "Left") return unsupported("probe failed: the runner's module graph could not be resolved")
+      const version = /^bubblewrap (\S+)$/.exec((yield* run(bwrap, ["--version"])).stdout.trim())?.[1] ?? "unknown"
+      const tried = yield* run(bwrap, Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial]))
+      const platform = `${os.type()} ${os.release()}`
+      const identity = BackendMechanism.make({ name: "bubblewrap", version, platform })
+      const mechanism = `bubblewrap ${version} on ${platform}`
+      if (!tried.ok || tried.stdout !== "writ-probe:ok") {
+        return unsupported(`probe failed: the trial sandbox (${mechanism}) did not run contained`, identity)
+      }
+      return ActionBackendCapabilityReport.make({
+        backend: ref,
+        containment: {
+          filesystem: "enforced",
+          network: "enforced",
+          subprocess: "unsupported",
+          environment: "enforced",
+          secrets: "unsupported"
+        },
+        verified_by: `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment ` +
+          "and no host root; the claims are those the containment suite verifies",
+        report_version: 1,
+        mechanism: identity,
+        capabilities: capabilities(true)
+      })
+    }))
+
+    return SubprocessBackend.make({
+      ref,
+      probe,
+      launch: (command, definition) => {
+        if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left") {
+          return Effect.fail(issue({
+            outcome: "failed",
+            reason: "spawn_failed",
+            started: false,
+            detail: "bubblewrap or the runtime is unavailable"
+          }))
+        }
+        return Effect.try({
+          try: () => ({
+            command: bwrap,
+            args: Bwrap.argv(sandbox(Bwrap.moduleRoots([definition.module!])), command),
+            env: {}
+          }),
+          catch: () =>
+            issue({
+              outcome: "failed",
+              reason: "module_unavailable",
+              started: false,
+              detail: "the action's module graph could not be resolved"
+            })
+        })
+      },
+      node,
+      execArgv,
+      wallClock: Duration.decode(options.wallClock ?? "30 seconds"),
+      outputBytes: options.outputBytes ?? 64 * 1024,
+      hostEnvironment: process.env
+    })
+  })
+
+/** The bubblewrap backend as a Layer. */
+export const layer = (options: Options = {}): Layer.Layer<ActionExecutionBackend> =>
+  Layer.effect(ActionExecutionBackend, make(options))
+
+/** The bubblewrap backend's layer, under the name a backend selection uses. */
+export const layerBubblewrap = layer

@@ -1,0 +1,120 @@
+/**
+ * The bubblewrap sandbox a child runner starts in: what of the host it binds (read-only: the node runtime and the
+ * libraries it loads, the module graph of the runner and the action, the read roots; writable: the write roots) and
+ * the flags around it. Nothing else of the host is visible: a private /tmp, a fresh /proc and /dev, no network (its
+ * own empty network namespace), no capabilities, a new session, no user namespaces inside, killed with its parent,
+ * the action as uid and gid 65534. bwrap itself starts with an empty environment.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+/** The uid and gid the action runs as inside the sandbox. */
+export const sandboxUid = 65534
+
+/** A bind: a host path and where it appears in the sandbox. */
+export interface Bind {
+  readonly source: string
+  readonly target: string
+}
+
+/**
+ * The node binary and every shared library it loads, as `ldd` resolves them: each library's real file bound where
+ * the loader asks for it. Throws when the runtime cannot be resolved.
+ */
+export const runtimeBinds = (node: string): ReadonlyArray<Bind> => {
+  const real = fs.realpathSync(node)
+  const binds: Array<Bind> = [{ source: real, target: real }]
+  if (path.resolve(node) !== real) binds.push({ source: real, target: path.resolve(node) })
+  const listed = execFileSync("ldd", [real], { env: {}, encoding: "utf-8", timeout: 10_000 })
+  for (const line of listed.split("\n")) {
+    const found = /^\s*(?:\S+ => )?(\/\S+) \(0x[0-9a-f]+\)\s*$/.exec(line)
+    if (found !== null) binds.push({ source: fs.realpathSync(found[1]!), target: found[1]! })
+  }
+  return binds
+}
+
+/** The nearest directory at or above `start` holding a package.json (or `start` when none does). */
+export const packageRoot = (start: string): string => {
+  for (let dir = start;; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, "package.json"))) return dir
+    if (path.dirname(dir) === dir) return start
+  }
+}
+
+/**
+ * The module graph a child loads, as directories: the package of each module given (the writ package the runner is
+ * in, and the action's own), and the real directory of each one's node_modules when that is a link elsewhere.
+ */
+export const moduleRoots = (modules: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const roots = new Set<string>()
+  for (const module of modules) {
+    const file = module.startsWith("file:") ? fileURLToPath(module) : module
+    const root = fs.realpathSync(packageRoot(path.dirname(file)))
+    roots.add(root)
+    const modulesDir = path.join(root, "node_modules")
+    if (fs.existsSync(modulesDir)) {
+      const real = fs.realpathSync(modulesDir)
+      if (real !== modulesDir) roots.add(real)
+    }
+  }
+  return [...roots]
+}
+
+/** What one sandbox is made of. */
+export interface Sandbox {
+  readonly runtime: ReadonlyArray<Bind>
+  readonly read: ReadonlyArray<string>
+  readonly write: ReadonlyArray<string>
+}
+
+/** The flags every sandbox starts with, before its binds. */
+export const flags: ReadonlyArray<string> = [
+  "--unshare-all",
+  "--unshare-user",
+  "--disable-userns",
+  "--die-with-parent",
+  "--new-session",
+  "--cap-drop",
+  "ALL",
+  "--uid",
+  String(sandboxUid),
+  "--gid",
+  String(sandboxUid),
+  "--hostname",
+  "writ-sandbox",
+  "--proc",
+  "/proc",
+  "--dev",
+  "/dev",
+  "--tmpfs",
+  "/tmp"
+]
+
+/** bwrap's argv for a sandbox running `command`: the flags, the read-only binds, then the writable ones over them. */
+export const argv = (sandbox: Sandbox, command: ReadonlyArray<string>): ReadonlyArray<string> => [
+  ...flags,
+  ...sandbox.runtime.flatMap((bind) => ["--ro-bind", bind.source, bind.target]),
+  ...sandbox.read.flatMap((root) => ["--ro-bind", root, root]),
+  ...sandbox.write.flatMap((root) => ["--bind", root, root]),
+  "--chdir",
+  "/tmp",
+  "--",
+  ...command
+]
+
+/** The absolute path of an executable on the host's PATH, or undefined. */
+export const which = (name: string, searchPath: string | undefined): string | undefined => {
+  if (name.includes("/")) return fs.existsSync(name) ? name : undefined
+  for (const dir of (searchPath ?? "/usr/bin:/bin").split(":")) {
+    const candidate = path.join(dir, name)
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}

@@ -1,0 +1,114 @@
+/**
+ * The child runner: a Node entry script that serves exactly one request per spawn. It reads its request, with the
+ * spawn's one-use token, from the pipe its parent left on fd 3 (never argv or the environment), and refuses to run
+ * anything when that is not an inherited pipe holding a well-formed request. Then it says it started, imports the
+ * declared module, checks the export is the action the parent described (its descriptor digest), decodes the
+ * arguments, and runs the handler through an invocation token of its own; every frame it writes on fd 4 carries the
+ * parent's token, which the action's code never sees, so a frame the action forges is not taken for a result.
+ */
+import { Cause, Effect, Exit, Option, Schema } from "effect"
+import * as fs from "node:fs"
+import type { ActionDefinition } from "../../../core/action/Action.ts"
+import { ActionError } from "../../../core/action/Action.ts"
+import * as ActionDescriptor from "../../../core/action/ActionDescriptor.ts"
+import { refusing } from "../../../core/action/internal/outbox.ts"
+import { mint } from "../../../core/action/internal/token.ts"
+import { meter } from "../../../core/action/internal/usage.ts"
+import * as InProcessBackend from "../../memory/InProcessBackend.ts"
+import * as NodeDigest from "../NodeDigest.ts"
+import * as Wire from "./childWire.ts"
+
+const refuse = (detail: string): never => {
+  process.stderr.write(`writ child runner: ${detail}\n`)
+  process.exit(2)
+}
+
+// The request, read whole from fd 3 before any of the action's code can run; a file or a terminal there is refused.
+const readRequest = (): Wire.ChildRequest => {
+  let stat: fs.Stats
+  try {
+    stat = fs.fstatSync(Wire.requestFd)
+  } catch {
+    return refuse("no request channel on fd 3")
+  }
+  if (!stat.isFIFO() && !stat.isSocket()) return refuse("fd 3 is not a pipe from the parent")
+  const chunks: Array<Buffer> = []
+  const buffer = Buffer.alloc(65536)
+  let total = 0
+  for (;;) {
+    const read = fs.readSync(Wire.requestFd, buffer)
+    if (read === 0) break
+    total += read
+    if (total > Wire.maxRequestBytes) return refuse("the request is larger than its bound")
+    chunks.push(Buffer.from(buffer.subarray(0, read)))
+  }
+  fs.closeSync(Wire.requestFd)
+  const request = Wire.parseRequest(Buffer.concat(chunks).toString("utf-8"))
+  return request._tag === "Right" ? request.right : refuse(`the request is refused: ${request.left}`)
+}
+
+const write = (frame: Wire.Frame) => {
+  const bytes = Buffer.from(Wire.encodeFrame(frame))
+  for (let offset = 0; offset < bytes.length;) offset += fs.writeSync(Wire.resultFd, bytes, offset)
+}
+
+const isDefinition = (value: unknown): value is ActionDefinition =>
+  typeof value === "object" && value !== null && "name" in value && "input" in value && "output" in value
+
+type Answer = Exclude<Wire.Frame, { readonly _tag: "started" }>
+
+const answer = Effect.fnUntraced(function*(request: Wire.ChildRequest) {
+  const token = request.token
+  const refused = (reason: typeof Wire.Refused.Type["reason"], detail: string): Answer => ({
+    _tag: "refused",
+    token,
+    reason,
+    detail
+  })
+  const namespace = yield* Effect.either(Effect.tryPromise(() => import(request.module)))
+  if (namespace._tag === "Left") return refused("module_unavailable", `${request.module} could not be imported`)
+  const definition: unknown = (namespace.right as Record<string, unknown>)[request.export]
+  if (!isDefinition(definition) || definition.name !== request.action || definition.version !== request.version) {
+    return refused("module_unavailable", `${request.export} of ${request.module} is not ${request.action}`)
+  }
+  const descriptor = yield* Effect.either(ActionDescriptor.describe(definition))
+  if (descriptor._tag === "Left" || descriptor.right.digest !== request.descriptor_digest) {
+    return refused("descriptor_mismatch", `${request.action} is not the action the parent described`)
+  }
+  const input = Schema.decodeUnknownEither(definition.input)(request.input)
+  if (input._tag === "Left") return refused("input_invalid", "the arguments do not decode by the input Schema")
+  const usage = meter()
+  const exit = yield* Effect.exit(InProcessBackend.make.invoke(mint(definition), {
+    definition,
+    input: input.right,
+    context: { request_id: request.request_id, attempt_id: request.attempt_id },
+    usage: usage.service,
+    outbox: refusing
+  }))
+  const { cost_microunits, tokens } = usage.close(0)
+  if (Exit.isSuccess(exit)) {
+    const output = Schema.encodeEither(definition.output)(exit.value)
+    return output._tag === "Right"
+      ? { _tag: "returned", token, output: output.right, usage: { tokens, cost_microunits } } satisfies Answer
+      : refused("output_invalid", "the result does not encode by the output Schema")
+  }
+  const failure = Cause.failureOption(exit.cause)
+  const error = Option.getOrUndefined(failure)
+  return {
+    _tag: "threw",
+    token,
+    ...(error instanceof ActionError
+      ? { code: error.code, message: error.message }
+      : { code: Option.isNone(failure) ? "handler.defect" : "handler.failed" }),
+    public: error instanceof ActionError,
+    defect: Option.isNone(failure),
+    usage: { tokens, cost_microunits }
+  } satisfies Answer
+})
+
+const request = readRequest()
+for (const [name, value] of Object.entries(request.environment)) process.env[name] = value
+write({ _tag: "started", token: request.token })
+const frame = await Effect.runPromise(Effect.provide(answer(request), NodeDigest.layer))
+write(frame)
+process.exit(0)

@@ -1,0 +1,259 @@
+/**
+ * The containment suite for the bubblewrap backend: hostile actions, run through the real executor, attempt what each
+ * capability the backend's report calls `enforced` must stop, and the test checks the effect did not happen on the
+ * host (the canary stays unread, the file unwritten, the listener unconnected). Each attack also runs on a backend
+ * that contains nothing, where it must escape, so no attack here passes for being unable to succeed. The report may
+ * claim nothing the suite did not verify; the matrix is printed at the end.
+ */
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as path from "node:path"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
+import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
+import type { ContainmentKind } from "../../core/action/Action.ts"
+import type { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
+import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
+import { execArgv, plain, runOn } from "../fixtures/subprocess.ts"
+
+// Outside /tmp, which a sandbox replaces with its own: a host directory the sandbox must not see unless bound.
+const root = fs.mkdtempSync("/var/tmp/writ-bwrap-")
+const dirs = { canary: "canary", read: "read", write: "write", outside: "outside" }
+for (const dir of Object.values(dirs)) fs.mkdirSync(path.join(root, dir), { mode: 0o700 })
+const canaryPath = path.join(root, dirs.canary, "secret")
+const canary = randomBytes(16).toString("hex")
+fs.writeFileSync(canaryPath, canary, { mode: 0o600 })
+const readRoot = path.join(root, dirs.read)
+const writeRoot = path.join(root, dirs.write)
+fs.writeFileSync(path.join(readRoot, "visible.txt"), "visible")
+const envCanary = randomBytes(16).toString("hex")
+process.env.WRIT_CANARY = envCanary
+process.env.WRIT_GRANTED = "granted"
+
+const bubblewrap = Effect.runSync(BubblewrapBackend.make({ read: [readRoot], write: [writeRoot], execArgv }))
+const uncontained = plain()
+
+type Verdict = "blocked" | "escaped"
+const matrix: Array<{ capability: string; attack: string; bubblewrap: string; uncontained: string }> = []
+const verified = new Map<ContainmentKind, Set<string>>()
+const verifiedClaims = new Set<string>()
+
+const succeeded = (outcome: ExecutionOutcome) => {
+  assert.strictEqual(outcome._tag, "succeeded", JSON.stringify(outcome))
+  return (outcome as { readonly result: any }).result
+}
+
+const fresh = (dir: string) => path.join(root, dir, randomBytes(6).toString("hex"))
+
+/** An attack: what it tries on one backend, and whether its effect happened. */
+interface Attack {
+  readonly capability: ContainmentKind
+  readonly claim: string
+  readonly name: string
+  readonly control: ActionExecutionBackend.Service
+  readonly run: (backend: ActionExecutionBackend.Service) => Effect.Effect<Verdict, unknown>
+}
+
+const attacks: ReadonlyArray<Attack> = [
+  {
+    capability: "filesystem",
+    claim: "writ.filesystem.read_roots@1",
+    name: "read a root-owned 0600 canary outside the read roots",
+    control: uncontained,
+    run: (backend) =>
+      Effect.map(runOn(backend, "hostile.read_file", { path: canaryPath }), (outcome) => {
+        const seen = succeeded(outcome)
+        return seen.ok && seen.value.includes(canary) ? "escaped" : "blocked"
+      })
+  },
+  ...[["outside", "write outside the write roots"], ["read", "write inside a read root"]].map(([dir, name]) => ({
+    capability: "filesystem" as const,
+    claim: "writ.filesystem.write_roots@1",
+    name: name!,
+    control: uncontained,
+    run: (backend: ActionExecutionBackend.Service) => {
+      const target = fresh(dir!)
+      return Effect.map(runOn(backend, "hostile.write_file", { path: target }), (outcome): Verdict => {
+        succeeded(outcome)
+        const escaped = fs.existsSync(target)
+        fs.rmSync(target, { force: true })
+        return escaped ? "escaped" : "blocked"
+      })
+    }
+  })),
+  {
+    capability: "network",
+    claim: "writ.network.none@1",
+    name: "open a TCP connection to a listener on 127.0.0.1",
+    control: uncontained,
+    run: (backend) =>
+      Effect.acquireUseRelease(
+        Effect.async<{ readonly server: net.Server; readonly port: number; readonly seen: () => number }>((resume) => {
+          let connections = 0
+          const server = net.createServer((socket) => {
+            connections++
+            socket.destroy()
+          })
+          server.listen(0, "127.0.0.1", () =>
+            resume(Effect.succeed({
+              server,
+              port: (server.address() as net.AddressInfo).port,
+              seen: () => connections
+            })))
+        }),
+        ({ port, seen }) =>
+          Effect.map(runOn(backend, "hostile.connect", { host: "127.0.0.1", port }), (outcome): Verdict => {
+            const result = succeeded(outcome)
+            return seen() > 0 || result.ok ? "escaped" : "blocked"
+          }),
+        ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+      )
+  },
+  {
+    capability: "environment",
+    claim: "writ.environment.allowlist@1",
+    name: "read a canary environment variable, /proc/1/environ and /proc/self/environ",
+    control: InProcessBackend.make,
+    run: (backend) =>
+      Effect.map(runOn(backend, "hostile.read_environment", { variable: "WRIT_CANARY" }), (outcome) => {
+        const { env, init, self } = succeeded(outcome)
+        return [env, init, self].some((seen) => seen.value.includes(envCanary)) ? "escaped" : "blocked"
+      })
+  }
+]
+
+afterAll(() => {
+  console.log(
+    ["capability | attack | bubblewrap | uncontained control", ...matrix.map((row) => Object.values(row).join(" | "))]
+      .join("\n")
+  )
+  fs.rmSync(root, { recursive: true, force: true })
+})
+
+describe("bubblewrap containment", () => {
+  it.live("the probe's trial sandbox ran, and the report claims filesystem, network and environment only", () =>
+    Effect.gen(function*() {
+      const report = yield* bubblewrap.probe
+      assert.deepStrictEqual(report.containment, {
+        filesystem: "enforced",
+        network: "enforced",
+        subprocess: "unsupported",
+        environment: "enforced",
+        secrets: "unsupported"
+      })
+      assert.match(report.verified_by, /^probe: a trial sandbox \(bubblewrap \d/)
+    }))
+
+  for (const attack of attacks) {
+    it.live(`${attack.capability}: ${attack.name} is blocked, and escapes with no containment`, () =>
+      Effect.gen(function*() {
+        const contained = yield* attack.run(bubblewrap)
+        const control = yield* attack.run(attack.control)
+        matrix.push({ capability: attack.capability, attack: attack.name, bubblewrap: contained, uncontained: control })
+        assert.strictEqual(control, "escaped", "the attack works where nothing contains it")
+        assert.strictEqual(contained, "blocked")
+        verified.set(attack.capability, (verified.get(attack.capability) ?? new Set()).add(attack.name))
+        verifiedClaims.add(attack.claim)
+      }))
+  }
+
+  it.live("a read root is readable, a write root writable, a declared variable present", () =>
+    Effect.gen(function*() {
+      const visible = succeeded(
+        yield* runOn(bubblewrap, "hostile.read_file", { path: path.join(readRoot, "visible.txt") })
+      )
+      assert.deepStrictEqual(visible, { ok: true, value: "visible" })
+      const target = fresh(dirs.write)
+      assert.deepStrictEqual(succeeded(yield* runOn(bubblewrap, "hostile.write_file", { path: target })), {
+        ok: true,
+        value: "written"
+      })
+      assert.strictEqual(fs.readFileSync(target, "utf-8"), "escaped")
+      const { env } = succeeded(yield* runOn(bubblewrap, "hostile.read_environment", { variable: "WRIT_GRANTED" }))
+      assert.deepStrictEqual(env, { ok: true, value: "granted" })
+    }))
+
+  it.live("wall clock: a sandbox past the backend's wall clock is killed, and its action stops", () =>
+    Effect.gen(function*() {
+      const backend = yield* BubblewrapBackend.make({ write: [writeRoot], execArgv, wallClock: "8 seconds" })
+      const ticks = fresh(dirs.write)
+      const outcome = yield* runOn(backend, "child.tick", { marker: ticks })
+      assert.strictEqual(outcome._tag, "timed_out", JSON.stringify(outcome))
+      assert.isTrue(outcome._tag === "timed_out" && outcome.call_executed)
+      // A moment for the sandbox to go down with bwrap; ticking on, it would append a dozen times in what follows.
+      yield* Effect.sleep("200 millis")
+      const before = fs.statSync(ticks).size
+      assert.isAbove(before, 0, "the action was ticking when the clock ran out")
+      yield* Effect.sleep("600 millis")
+      assert.strictEqual(fs.statSync(ticks).size, before, "no tick after the kill")
+      matrix.push({
+        capability: "wall clock",
+        attack: "loop past the wall clock",
+        bubblewrap: "blocked",
+        uncontained: "-"
+      })
+      verifiedClaims.add("writ.wall_clock@1")
+    }))
+
+  it.live("subprocess is not claimed, and rightly: a child can spawn inside its sandbox", () =>
+    Effect.gen(function*() {
+      const spawned = succeeded(yield* runOn(bubblewrap, "hostile.spawn", {}))
+      matrix.push({
+        capability: "subprocess",
+        attack: "spawn a subprocess",
+        bubblewrap: spawned.ok ? "escaped (not claimed)" : "blocked (not claimed)",
+        uncontained: "-"
+      })
+      assert.deepStrictEqual(spawned, { ok: true, value: "spawned" })
+      assert.strictEqual((yield* bubblewrap.probe).containment.subprocess, "unsupported")
+    }))
+
+  it.live("the report drives admission: required containment it enforces is admitted, the rest denied", () =>
+    Effect.gen(function*() {
+      const args = { path: path.join(readRoot, "visible.txt") }
+      assert.deepStrictEqual(succeeded(yield* runOn(bubblewrap, "hostile.contained_read", args)), {
+        ok: true,
+        value: "visible"
+      })
+      for (
+        const outcome of [
+          yield* runOn(uncontained, "hostile.contained_read", args),
+          yield* runOn(bubblewrap, "hostile.contained_spawn", {})
+        ]
+      ) {
+        assert.strictEqual(outcome._tag, "denied")
+        assert.strictEqual(reasonCode(outcome), "containment.unsupported")
+      }
+    }))
+
+  it.live("a probe whose trial sandbox cannot run reports every capability unsupported", () =>
+    Effect.gen(function*() {
+      for (const bwrap of ["/nonexistent/bwrap", "/bin/false"]) {
+        const report = yield* (yield* BubblewrapBackend.make({ bwrap, execArgv })).probe
+        assert.deepStrictEqual(Object.values(report.containment), Array(5).fill("unsupported"))
+        assert.isTrue((report.capabilities ?? []).every((claim) => claim.level === "unsupported"))
+        assert.match(report.verified_by, /^probe failed: /)
+      }
+    }))
+
+  it("the report claims nothing the attacks above did not verify", () => {
+    const report = Effect.runSync(bubblewrap.probe)
+    assert.strictEqual(report.report_version, 1)
+    assert.strictEqual(report.mechanism?.name, "bubblewrap")
+    const enforced = (report.capabilities ?? []).filter((claim) => claim.level === "enforced")
+    assert.deepStrictEqual(enforced.map((claim) => claim.name).sort(), [...BubblewrapBackend.claimed].sort())
+    for (const claim of enforced) {
+      assert.isTrue(verifiedClaims.has(claim.name), `${claim.name} is claimed and was not verified`)
+      assert.strictEqual(claim.verified, "probe")
+    }
+    for (const [kind, level] of Object.entries(report.containment) as Array<[ContainmentKind, string]>) {
+      if (level !== "enforced") continue
+      const expected = attacks.filter((attack) => attack.capability === kind).map((attack) => attack.name)
+      assert.isAbove(expected.length, 0, `${kind} is claimed, and the suite has no attack on it`)
+      assert.deepStrictEqual([...(verified.get(kind) ?? [])].sort(), expected.sort(), `${kind}: attacks not verified`)
+    }
+  })
+})
