@@ -120,6 +120,8 @@ export declare namespace ActionExecutionBackend {
   export interface Service {
     readonly ref: ActionBackendRef
     readonly probe: Effect.Effect<ActionBackendCapabilityReport>
+    /** Why this backend cannot run an action at all (a subprocess needs its module and export); undefined: it can. */
+    readonly admits?: (definition: ActionDefinition) => string | undefined
     /**
      * Run the handler once; fails with InvocationTokenError on a refused token, with an ActionBackendError when the
      * backend itself could not conclude, else with the handler's own failure.

@@ -46,6 +46,16 @@ describe("child runner", () => {
       assert.strictEqual(day._tag === "succeeded" && day.result, "2026-02-01T00:00:00.000Z")
     }))
 
+  it.live("an action that declares no module is refused at admission (containment.unsupported), and nothing runs", () =>
+    Effect.gen(function*() {
+      const ran = marker("nowhere")
+      const outcome = yield* runOn(backend, "child.nowhere", { marker: ran })
+      expectOutcome(outcome, "denied", "containment.unsupported")
+      assert.strictEqual(outcome.stage, "bind_context")
+      assert.include(outcome._tag === "denied" ? outcome.reason.detail : "", "declares no module")
+      assert.isFalse(fs.existsSync(ran))
+    }))
+
   it.live("a handler's public failure keeps its code and message", () =>
     Effect.gen(function*() {
       const outcome = yield* runOn(backend, "child.refuse", {})

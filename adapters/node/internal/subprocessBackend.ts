@@ -147,5 +147,9 @@ export const make = (options: Options): ActionExecutionBackend.Service => {
       })
     })
 
-  return { ref: options.ref, probe: options.probe, invoke }
+  const admits = (definition: ActionDefinition) =>
+    definition.module === undefined || definition.export === undefined
+      ? `${definition.name} declares no module and export, so no subprocess can import it`
+      : undefined
+  return { ref: options.ref, probe: options.probe, admits, invoke }
 }

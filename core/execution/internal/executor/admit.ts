@@ -6,7 +6,7 @@ import type { ParseResult } from "effect"
 import { Effect, Either, Exit, Schema } from "effect"
 import type { ActionDefinition } from "../../../action/Action.ts"
 import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
-import { uncontained } from "../../../action/ActionExecutionBackend.ts"
+import { type ActionBackendCapabilityReport, uncontained } from "../../../action/ActionExecutionBackend.ts"
 import * as Canonical from "../../../base/Canonical.ts"
 import type { Sha256Hex } from "../../../base/Digest.ts"
 import { sha256TextWith } from "../../../base/Digest.ts"
@@ -16,7 +16,7 @@ import * as Time from "../../../base/Time.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import { DecisionReason } from "../../AdmissionDecision.ts"
 import type { Admission, Capacity, Lease } from "../../Capacity.ts"
-import { Deferred as Deferral, TimedOut } from "../../ExecutionOutcome.ts"
+import { Deferred as Deferral, type ExecutionOutcome, TimedOut } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
 import * as ExecutionScope from "../../ExecutionScope.ts"
 import type { Interceptor } from "../../Interceptor.ts"
@@ -188,18 +188,31 @@ export const bindContextWith = (env: Env, runs: boolean, creates: boolean): Sync
   }
 })
 
-/** Stage 3: the backend must prove every kind of containment the action requires. */
+/** Why the backend cannot run the action as it requires: it cannot run it at all, or cannot contain it. */
+export const containmentRefusal = (
+  env: Env,
+  call: Call,
+  action: Action,
+  report: ActionBackendCapabilityReport
+): ExecutionOutcome | undefined => {
+  const unrunnable = env.backend.admits?.(action.definition)
+  if (unrunnable !== undefined) return denied(call, "containment.unsupported", `${report.backend.id}: ${unrunnable}`)
+  const missing = uncontained(report, action.definition.containment)
+  return missing.length === 0
+    ? undefined
+    : denied(call, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
+}
+
+/** Whether stage 3 must probe the backend for an action: it requires containment, or the backend runs only some. */
+export const probed = (env: Env, action: Action) =>
+  action.definition.containment.length > 0 || env.backend.admits !== undefined
+
+/** Stage 3: the backend must run the action and prove every kind of containment it requires. */
 export const containmentWith = (env: Env): EffectStep<Resolved, void> => ({
   _tag: "Effect",
   stage: "bind_context",
   detail: "probe the backend for the containment the action requires",
-  run: ({ action, call }) =>
-    Effect.map(env.backend.probe, (report) => {
-      const missing = uncontained(report, action.definition.containment)
-      return missing.length === 0
-        ? undefined
-        : denied(call, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
-    })
+  run: ({ action, call }) => Effect.map(env.backend.probe, (report) => containmentRefusal(env, call, action, report))
 })
 
 /** Stage 3: deadline admission; a deadline already past concludes before the callable. */

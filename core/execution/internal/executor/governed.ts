@@ -4,7 +4,6 @@
  */
 import { Effect, Either } from "effect"
 import type { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
-import { uncontained } from "../../../action/ActionExecutionBackend.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
 import type { EvidenceWriter, OperationContext, TaskBoundary } from "../../../evidence/Governance.ts"
@@ -24,7 +23,7 @@ import {
   type ExecutionOutcome,
   withProjectionPending
 } from "../../ExecutionOutcome.ts"
-import type { Resolved } from "./admit.ts"
+import { containmentRefusal, type Resolved } from "./admit.ts"
 import type { Bindings } from "./bindings.ts"
 import { type Call, common, denied, reason, resultDigest } from "./call.ts"
 import type { Env, ExecutionError, Governor } from "./env.ts"
@@ -131,12 +130,8 @@ export const pinWith = (
           `interceptor ${unbound.id} (version ${unbound.version}, configuration ${unbound.config_digest}) is not ` +
             `bound by policy ${pinned.right.policy_id}@${pinned.right.version}`
         ))
-        : Effect.map(env.backend.probe, (capability) => {
-          const missing = uncontained(capability, action.definition.containment)
-          return missing.length > 0
-            ? denied(call, "containment.unsupported", `${capability.backend.id} cannot contain ${missing.join(", ")}`)
-            : { snapshot: pinned.right, capability }
-        })
+        : Effect.map(env.backend.probe, (capability) =>
+          containmentRefusal(env, call, action, capability) ?? { snapshot: pinned.right, capability })
     })
 })
 

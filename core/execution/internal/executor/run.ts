@@ -32,6 +32,7 @@ import {
   normaliseWith,
   type Noted,
   noteDigestWith,
+  probed,
   type Resolved
 } from "./admit.ts"
 import { type Bindings, bindingsWith } from "./bindings.ts"
@@ -129,14 +130,12 @@ const invocation = <C extends Normalised>(table: Steps<C>, env: Env, stages: boo
 const evaluated = (env: Env, action: Action, governed: boolean) =>
   governed || action.interceptors.length > 0 || env.transformers.length > 0
 
-const contained = (action: Action) => action.definition.containment.length > 0
-
 /** The minimal profile: nothing kept, no evidence. */
 const minimalTable = (env: Env, action: Action): Table => {
   const admit = <C extends Normalised>(table: Steps<C>) =>
     table
       .sync(bindContextWith(env, false, false))
-      .when(contained(action), () => containmentWith(env))
+      .when(probed(env, action), () => containmentWith(env))
       .effect(deadline)
   const capacity = env.capacities.length > 0
   return evaluated(env, action, false)
@@ -158,7 +157,7 @@ const durableTable = (env: Env, action: Action, { attempts, runs }: Extract<Prof
       .effect(bindRunWith(runs, attempts, env.running))
       .around(commitWith(env, attempts), (committed) =>
         committed
-          .when(contained(action), () => containmentWith(env))
+          .when(probed(env, action), () => containmentWith(env))
           .effect(deadline)
           .aroundIf(env.capacities.length > 0, () => capacityWith(env), invoke))
   return evaluated(env, action, false)
