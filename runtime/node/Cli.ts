@@ -1,7 +1,8 @@
 /**
  * The `writ` command line: `demo` runs the scripted session through the governed executor on a
  * SQLite file, `exec` runs one demo action under a chosen profile, `evidence`, `certificate` and
- * `recover` read and repair what they wrote, `outbox` and `policy` work on intents and declarations.
+ * `recover` read and repair what they wrote, `outbox` and `policy` work on intents and declarations, `backend`
+ * reports what an effect backend can contain.
  * Every command takes `--json`; each is a module of ./commands. Exit codes: 0 ok, 1 a negative
  * verdict, 2 bad input (and then nothing runs).
  */
@@ -10,6 +11,7 @@ import { Effect, Layer } from "effect"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Demo from "../Demo.ts"
+import * as Backend from "./commands/backend.ts"
 import * as Certificate from "./commands/certificate.ts"
 import * as DemoCommand from "./commands/demo.ts"
 import * as Evidence from "./commands/evidence.ts"
@@ -30,7 +32,8 @@ export const command = Command.make("writ").pipe(
     Certificate.command,
     Recover.command,
     Outbox.command,
-    Policy.command
+    Policy.command,
+    Backend.command
   ])
 )
 
