@@ -66,6 +66,24 @@ const keyWith = ({ key, per }: Keyed): (admission: Admission) => string =>
     ? () => ""
     : (admission) => JSON.stringify(per.map((part) => partOf[part](admission))))
 
+type Admitted = Either.Either<Lease, Deferral>
+
+// A built-in capacity: `decide` answers a call, by its key, at the Clock's time in microseconds, synchronously.
+const keyedCapacity = (
+  options: Keyed & { readonly id: string; readonly applies?: (admission: Admission) => boolean },
+  decide: (key: string, now: number) => Admitted
+): Capacity => {
+  const keyOf = keyWith(options)
+  return {
+    id: options.id,
+    ...(options.applies === undefined ? {} : { applies: options.applies }),
+    admit: (admission) =>
+      Effect.clockWith((clock) =>
+        Effect.sync(() => decide(keyOf(admission), Number(clock.unsafeCurrentTimeNanos() / 1000n)))
+      )
+  }
+}
+
 /** Options of a bounded capacity. */
 export interface BoundedOptions extends Keyed {
   readonly id: string
@@ -117,40 +135,30 @@ const retryAt = (permits: Permits, lease: number, now: number): number => {
 export const bounded = (options: BoundedOptions): Capacity => {
   const limit = positive(`capacity ${options.id}: permits`, options.permits)
   const lease = positive(`capacity ${options.id}: lease_microseconds`, options.lease_microseconds ?? defaultLease)
-  const keyOf = keyWith(options)
   const keys = new Map<string, Permits>()
-  return {
-    id: options.id,
-    ...(options.applies === undefined ? {} : { applies: options.applies }),
-    admit: (admission) =>
-      Effect.clockWith((clock) =>
-        Effect.sync(() => {
-          const now = Number(clock.unsafeCurrentTimeNanos() / 1000n)
-          const key = keyOf(admission)
-          let permits = keys.get(key)
-          if (permits === undefined) keys.set(key, permits = { held: new Map(), promised: [] })
-          if (permits.held.size >= limit) {
-            return Either.left({
-              code: "capacity.unavailable",
-              detail: `${options.id}: ${permits.held.size} of ${limit} in use`,
-              retry_at: Time.fromMicros(retryAt(permits, lease, now))
-            })
-          }
-          const lease_id = leaseId()
-          const expires_at = now + lease
-          const own = permits
-          own.held.set(lease_id, expires_at)
-          return Either.right({
-            lease_id,
-            expires_at: Time.fromMicros(expires_at),
-            release: Effect.sync(() => {
-              own.held.delete(lease_id)
-              if (own.held.size === 0 && own.promised.length === 0 && keys.get(key) === own) keys.delete(key)
-            })
-          })
-        })
-      )
-  }
+  return keyedCapacity(options, (key, now): Admitted => {
+    let permits = keys.get(key)
+    if (permits === undefined) keys.set(key, permits = { held: new Map(), promised: [] })
+    if (permits.held.size >= limit) {
+      return Either.left({
+        code: "capacity.unavailable",
+        detail: `${options.id}: ${permits.held.size} of ${limit} in use`,
+        retry_at: Time.fromMicros(retryAt(permits, lease, now))
+      })
+    }
+    const lease_id = leaseId()
+    const expires_at = now + lease
+    const own = permits
+    own.held.set(lease_id, expires_at)
+    return Either.right({
+      lease_id,
+      expires_at: Time.fromMicros(expires_at),
+      release: Effect.sync(() => {
+        own.held.delete(lease_id)
+        if (own.held.size === 0 && own.promised.length === 0 && keys.get(key) === own) keys.delete(key)
+      })
+    })
+  })
 }
 
 /** Options of a token-bucket rate. */
@@ -171,7 +179,6 @@ export interface RateOptions extends Keyed {
 export const rate = (options: RateOptions): Capacity => {
   const burst = positive(`capacity ${options.id}: burst`, options.burst)
   const refill = positive(`capacity ${options.id}: refill_microseconds`, options.refill_microseconds)
-  const keyOf = keyWith(options)
   const buckets = new Map<string, { tokens: number; at: number; promised: Array<number> }>()
   // A bucket full again and owing no token is as good as absent: swept whenever the keys have doubled since the last.
   let sweepAt = 1024
@@ -183,33 +190,24 @@ export const rate = (options: RateOptions): Capacity => {
     }
     sweepAt = Math.max(1024, buckets.size * 2)
   }
-  return {
-    id: options.id,
-    ...(options.applies === undefined ? {} : { applies: options.applies }),
-    admit: (admission) =>
-      Effect.clockWith((clock) =>
-        Effect.sync(() => {
-          const now = Number(clock.unsafeCurrentTimeNanos() / 1000n)
-          const key = keyOf(admission)
-          sweep(now)
-          const bucket = buckets.get(key) ?? { tokens: burst, at: now, promised: [] }
-          const tokens = Math.min(burst, bucket.tokens + Math.max(0, now - bucket.at) / refill)
-          const promised = bucket.promised
-          while (promised.length > 0 && promised[0]! <= now) promised.shift()
-          if (tokens < 1) {
-            // Each deferred call is told the next token not already told to another.
-            const at = now + Math.ceil((1 - tokens + promised.length) * refill)
-            promised.push(at)
-            buckets.set(key, { tokens, at: now, promised })
-            return Either.left({
-              code: "capacity.rate_limited",
-              detail: `${options.id}: ${burst} per ${burst * refill} µs`,
-              retry_at: Time.fromMicros(at)
-            })
-          }
-          buckets.set(key, { tokens: tokens - 1, at: now, promised })
-          return Either.right({ lease_id: leaseId(), release: Effect.void })
-        })
-      )
-  }
+  return keyedCapacity(options, (key, now): Admitted => {
+    sweep(now)
+    const bucket = buckets.get(key) ?? { tokens: burst, at: now, promised: [] }
+    const tokens = Math.min(burst, bucket.tokens + Math.max(0, now - bucket.at) / refill)
+    const promised = bucket.promised
+    while (promised.length > 0 && promised[0]! <= now) promised.shift()
+    if (tokens < 1) {
+      // Each deferred call is told the next token not already told to another.
+      const at = now + Math.ceil((1 - tokens + promised.length) * refill)
+      promised.push(at)
+      buckets.set(key, { tokens, at: now, promised })
+      return Either.left({
+        code: "capacity.rate_limited",
+        detail: `${options.id}: ${burst} per ${burst * refill} µs`,
+        retry_at: Time.fromMicros(at)
+      })
+    }
+    buckets.set(key, { tokens: tokens - 1, at: now, promised })
+    return Either.right({ lease_id: leaseId(), release: Effect.void })
+  })
 }
