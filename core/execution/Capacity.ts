@@ -4,8 +4,9 @@
  * `operation_started`, never a wait). A lease is held until the attempt concludes, however it concludes, and a call
  * still running when a lease expires is stopped then, its share freed once it has stopped.
  */
-import { Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
+import { IdGenerator } from "../base/IdGenerator.ts"
 import * as Time from "../base/Time.ts"
 import type { Timestamp } from "../base/Time.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
@@ -61,26 +62,35 @@ interface Keyed {
   readonly per?: ReadonlyArray<Partition>
 }
 
+// Each part prefixed by its length, so no part can forge a separator.
 const keyWith = ({ key, per }: Keyed): (admission: Admission) => string =>
   key ?? (per === undefined || per.length === 0
     ? () => ""
-    : (admission) => JSON.stringify(per.map((part) => partOf[part](admission))))
+    : (admission) => per.map((part) => partOf[part](admission)).map((value) => `${value.length}:${value}`).join(""))
 
 type Admitted = Either.Either<Lease, Deferral>
 
-// A built-in capacity: `decide` answers a call, by its key, at the Clock's time in microseconds, synchronously.
+// A built-in capacity: `decide` answers a call, by its key, at the Clock's time in microseconds, with a lease id from
+// the IdGenerator in context (a count of this capacity's leases where there is none).
 const keyedCapacity = (
   options: Keyed & { readonly id: string; readonly applies?: (admission: Admission) => boolean },
-  decide: (key: string, now: number) => Admitted
+  decide: (key: string, now: number, leaseId: () => string) => Admitted
 ): Capacity => {
   const keyOf = keyWith(options)
+  let leases = 0
+  const counted = () => `${options.id}/${++leases}`
   return {
     id: options.id,
     ...(options.applies === undefined ? {} : { applies: options.applies }),
     admit: (admission) =>
-      Effect.clockWith((clock) =>
-        Effect.sync(() => decide(keyOf(admission), Number(clock.unsafeCurrentTimeNanos() / 1000n)))
-      )
+      Effect.flatMap(Effect.serviceOption(IdGenerator), (ids) =>
+        Effect.clockWith((clock) => {
+          const now = Number(clock.unsafeCurrentTimeNanos() / 1000n)
+          const decideWith = (leaseId: () => string) => Effect.sync(() => decide(keyOf(admission), now, leaseId))
+          if (Option.isNone(ids)) return decideWith(counted)
+          const sync = ids.value.uuidSync
+          return sync !== undefined ? decideWith(sync) : Effect.flatMap(ids.value.uuid, (id) => decideWith(() => id))
+        }))
   }
 }
 
@@ -98,8 +108,6 @@ export interface BoundedOptions extends Keyed {
 const defaultLease = 60_000_000
 // A permit whose lease has lapsed is free once its call has stopped: expected within this margin.
 const stopMargin = 1_000
-
-const leaseId = () => globalThis.crypto.randomUUID()
 
 const positive = (what: string, value: number) => {
   if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${what} must be a positive integer (${value})`)
@@ -136,7 +144,7 @@ export const bounded = (options: BoundedOptions): Capacity => {
   const limit = positive(`capacity ${options.id}: permits`, options.permits)
   const lease = positive(`capacity ${options.id}: lease_microseconds`, options.lease_microseconds ?? defaultLease)
   const keys = new Map<string, Permits>()
-  return keyedCapacity(options, (key, now): Admitted => {
+  return keyedCapacity(options, (key, now, leaseId): Admitted => {
     let permits = keys.get(key)
     if (permits === undefined) keys.set(key, permits = { held: new Map(), promised: [] })
     if (permits.held.size >= limit) {
@@ -190,7 +198,7 @@ export const rate = (options: RateOptions): Capacity => {
     }
     sweepAt = Math.max(1024, buckets.size * 2)
   }
-  return keyedCapacity(options, (key, now): Admitted => {
+  return keyedCapacity(options, (key, now, leaseId): Admitted => {
     sweep(now)
     const bucket = buckets.get(key) ?? { tokens: burst, at: now, promised: [] }
     const tokens = Math.min(burst, bucket.tokens + Math.max(0, now - bucket.at) / refill)

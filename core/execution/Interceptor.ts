@@ -139,7 +139,7 @@ export interface Identity {
 /** What a synchronous decision may read besides its evaluation: the Clock's time and the host's invocation context. */
 export interface Moment {
   /** The Clock's time now, in microseconds since the epoch. */
-  readonly now: () => number
+  readonly micros: () => number
   readonly invocation: Option.Option<InvocationContext>
 }
 

@@ -103,7 +103,7 @@ const inputNowWith =
   (evaluation: Evaluation, moment: Interceptor.Moment): PolicyInput | undefined =>
     Option.isSome(paths) && pathOf(evaluation) !== undefined
       ? undefined
-      : inputFrom(options, evaluation, moment.now(), moment.invocation, undefined)
+      : inputFrom(options, evaluation, moment.micros(), moment.invocation, undefined)
 
 /** Read the exact snapshot a context names from the store in context, check it is active and recomputes to its digest, and compile it once. */
 export const makePin: Effect.Effect<Pin, never, PolicySnapshotStore | Digest> = Effect.gen(function*() {

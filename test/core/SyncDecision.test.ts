@@ -82,7 +82,7 @@ describe("synchronous decisions", () => {
         ({ arguments: args }) => args.x === 1 ? Interceptor.allow() : Interceptor.deny("made.no")
       )
       const evaluation = { arguments: { x: 2 } } as unknown as Interceptor.Evaluation
-      const moment: Interceptor.Moment = { now: () => 0, invocation: Option.none() }
+      const moment: Interceptor.Moment = { micros: () => 0, invocation: Option.none() }
       assert.deepStrictEqual(made.decide?.(evaluation, moment), yield* made.evaluate(evaluation))
     }))
 })
@@ -139,7 +139,7 @@ describe("the policy gate's synchronous decisions", () => {
       const store = yield* PolicySnapshotStore
       const registry = yield* ActionRegistry
       const gate = yield* PolicyGate.make()
-      const moment: Interceptor.Moment = { now: () => 0, invocation: Option.none() }
+      const moment: Interceptor.Moment = { micros: () => 0, invocation: Option.none() }
       let decided = 0
       let deferred = 0
       for (const [i, declaration] of policies.entries()) {

@@ -53,7 +53,7 @@ export const originsOf = (env: Env, definition: ActionDefinition): Interceptor =
       verdictOf(
         Origin.checkOrigin(Option.getOrUndefined(moment.invocation), {
           ...optionsOf(evaluation),
-          now: Time.fromMicros(moment.now())
+          now: Time.fromMicros(moment.micros())
         })
       )
   }

@@ -107,7 +107,7 @@ export const preflightWith = (env: Env): DecideStep<Leased, { preflight: ActionP
         capability_report: state.capability,
         capability_digest: capability_digest!,
         admission_leases: leases,
-        verified_at: Time.fromMicros(call.moment.now()),
+        verified_at: Time.fromMicros(call.moment.micros()),
         expires_at: earliest(leases)
       }
       return mapped(
@@ -141,7 +141,7 @@ export const verifyPreflight = (
 ): Effect.Effect<ExecutionOutcome | undefined> =>
   Effect.flatMap(env.backend.probe, (current) => {
     const refuse = (code: PreflightRefusal, detail: string) => Effect.succeed(denied(call, code, detail))
-    if (report.expires_at !== null && call.moment.now() >= Time.toMicros(report.expires_at)) {
+    if (report.expires_at !== null && call.moment.micros() >= Time.toMicros(report.expires_at)) {
       return refuse("preflight.lease_expired", `a lease the call was admitted on lapsed at ${report.expires_at}`)
     }
     if (current !== report.capability_report && reportText(current) !== reportText(report.capability_report)) {

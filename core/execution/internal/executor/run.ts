@@ -303,7 +303,7 @@ const compileAction = (
 /** What a call's synchronous decisions read of the fiber executing it: its Clock, and the host's invocation context. */
 const momentOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Moment => {
   const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-  return { now: () => Number(clock.unsafeCurrentTimeNanos() / 1000n), invocation: invocationOf(fiber) }
+  return { micros: () => Number(clock.unsafeCurrentTimeNanos() / 1000n), invocation: invocationOf(fiber) }
 }
 
 /** An executor's `execute` and `plan` over its environment and profile. */
