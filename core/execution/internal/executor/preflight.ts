@@ -83,52 +83,62 @@ const preflightDetail = "make the preflight report: the backend's capability rep
  * Stage 3, governed, once admitted: the preflight report, whose digest covers the request's and the capability report's
  * digests (that one taken once per report), the action, the backend, the leases, and when it was verified and lapses.
  */
-export const preflightWith = (env: Env): DecideStep<Leased, { preflight: ActionPreflightReport }> => ({
-  _tag: "Decide",
-  stage: "bind_context",
-  detail: preflightDetail,
-  run: (state) => {
-    const { call } = state
-    const request = Either.flatMap(encodeRequest(call.request), Canonical.stringify)
-    if (Either.isLeft(request)) return denied(call, "request.not_canonical", "the request has no canonical JSON")
-    const report = reportText(state.capability)
-    if (report === undefined) {
-      return denied(call, "preflight.report_invalid", "the capability report has no canonical JSON")
-    }
-    const report_id = env.ids.uuidSync?.()
-    const made = (ids: Uuid, [request_digest, capability_digest]: ReadonlyArray<Sha256Hex>) => {
-      const leases = state.leases ?? []
-      const fields = {
-        report_id: ids,
-        request_id: call.request.request_id,
-        request_digest: request_digest!,
-        action_descriptor_digest: state.action.descriptor.digest,
-        effect_backend: call.context.effect_backend,
-        capability_report: state.capability,
-        capability_digest: capability_digest!,
-        admission_leases: leases,
-        verified_at: Time.fromMicros(call.moment.micros()),
-        expires_at: earliest(leases)
+export const preflightWith = (env: Env): DecideStep<Leased, { preflight: ActionPreflightReport }> => {
+  const reportDigests = new WeakMap<ActionBackendCapabilityReport, Sha256Hex>()
+  return {
+    _tag: "Decide",
+    stage: "bind_context",
+    detail: preflightDetail,
+    run: (state) => {
+      const { call } = state
+      const request = Either.flatMap(encodeRequest(call.request), Canonical.stringify)
+      if (Either.isLeft(request)) return denied(call, "request.not_canonical", "the request has no canonical JSON")
+      const report = reportText(state.capability)
+      if (report === undefined) {
+        return denied(call, "preflight.report_invalid", "the capability report has no canonical JSON")
       }
-      return mapped(
-        hashes(env.digest, [digestText(fields)]),
-        ([digest]) => ({ preflight: trustedMake(ActionPreflightReport, { ...fields, digest: digest! }) })
+      const report_id = env.ids.uuidSync?.()
+      const made = (ids: Uuid, [request_digest, capability_digest]: ReadonlyArray<Sha256Hex>) => {
+        const leases = state.leases ?? []
+        const fields = {
+          report_id: ids,
+          request_id: call.request.request_id,
+          request_digest: request_digest!,
+          action_descriptor_digest: state.action.descriptor.digest,
+          effect_backend: call.context.effect_backend,
+          capability_report: state.capability,
+          capability_digest: capability_digest!,
+          admission_leases: leases,
+          verified_at: Time.fromMicros(call.moment.micros()),
+          expires_at: earliest(leases)
+        }
+        return mapped(
+          hashes(env.digest, [digestText(fields)]),
+          ([digest]) => ({ preflight: trustedMake(ActionPreflightReport, { ...fields, digest: digest! }) })
+        )
+      }
+      // The capability report's digest is taken once per report (by this executor's Digest), the request's per call.
+      const known = reportDigests.get(state.capability)
+      const fresh = hashes(env.digest, known === undefined ? [request.right, report] : [request.right])
+      const digests = mapped(fresh, (hashed) => {
+        if (known !== undefined) return [hashed[0]!, known]
+        reportDigests.set(state.capability, hashed[1]!)
+        return hashed
+      })
+      if (report_id !== undefined && !Effect.isEffect(digests)) return made(report_id, digests)
+      return Effect.flatMap(
+        Effect.zip(
+          report_id === undefined ? env.ids.uuid : Effect.succeed(report_id),
+          Effect.isEffect(digests) ? digests : Effect.succeed(digests)
+        ),
+        ([ids, pair]) => {
+          const answer = made(ids, pair)
+          return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
+        }
       )
     }
-    const digests = hashes(env.digest, [request.right, report])
-    if (report_id !== undefined && !Effect.isEffect(digests)) return made(report_id, digests)
-    return Effect.flatMap(
-      Effect.zip(
-        report_id === undefined ? env.ids.uuid : Effect.succeed(report_id),
-        Effect.isEffect(digests) ? digests : Effect.succeed(digests)
-      ),
-      ([ids, pair]) => {
-        const answer = made(ids, pair)
-        return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
-      }
-    )
   }
-})
+}
 
 /**
  * Stage 4, before `operation_started`: the report still admits the call (no lease has lapsed, the backend reports
