@@ -5,7 +5,7 @@
 import { Effect, Either, Schema } from "effect"
 import { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
 import * as Canonical from "../../../base/Canonical.ts"
-import { type Digest, type Sha256Hex, sha256TextWith } from "../../../base/Digest.ts"
+import { type Sha256Hex, sha256TextWith } from "../../../base/Digest.ts"
 import type { Uuid } from "../../../base/IdGenerator.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
@@ -17,7 +17,7 @@ import { ActionPreflightReport, type AdmissionLease, digestInput, type Preflight
 import type { Digested } from "./admit.ts"
 import { type Call, denied } from "./call.ts"
 import type { Env } from "./env.ts"
-import type { DecideStep } from "./table.ts"
+import type { EffectStep, SyncStep } from "./table.ts"
 
 const encodeRequest = Schema.encodeEither(ExecutionRequest)
 const encodeReport = Schema.encodeEither(ActionBackendCapabilityReport)
@@ -35,18 +35,6 @@ const reportText = (report: ActionBackendCapabilityReport): string | undefined =
   }
   return text
 }
-
-/** SHA-256 of each text with the executor's Digest: synchronously where it hashes synchronously. */
-const hashes = (
-  digest: Digest.Service,
-  texts: ReadonlyArray<string>
-): ReadonlyArray<Sha256Hex> | Effect.Effect<ReadonlyArray<Sha256Hex>> => {
-  const sync = digest.sha256TextSync
-  return sync !== undefined ? texts.map(sync) : Effect.forEach(texts, (text) => sha256TextWith(digest, text))
-}
-
-const mapped = <A, B>(value: A | Effect.Effect<A>, f: (a: A) => B): B | Effect.Effect<B> =>
-  Effect.isEffect(value) ? Effect.map(value as Effect.Effect<A>, f) : f(value as A)
 
 const earliest = (leases: ReadonlyArray<AdmissionLease>) =>
   leases.reduce<Time.Timestamp | null>(
@@ -79,64 +67,86 @@ export interface Preflighted extends Leased {
 const preflightDetail = "make the preflight report: the backend's capability report and the call's leases, bound " +
   "to the request and the action, digested"
 
+// The canonical texts a preflight digests, or the refusal of a request or report that has none.
+const textsOf = (state: Leased) => {
+  const request = Either.flatMap(encodeRequest(state.call.request), Canonical.stringify)
+  if (Either.isLeft(request)) return denied(state.call, "request.not_canonical", "the request has no canonical JSON")
+  const report = reportText(state.capability)
+  if (report === undefined) {
+    return denied(state.call, "preflight.report_invalid", "the capability report has no canonical JSON")
+  }
+  return { request: request.right, report }
+}
+
+// Every field of the report but its digest.
+const fieldsOf = (state: Leased, report_id: Uuid, request_digest: Sha256Hex, capability_digest: Sha256Hex) => {
+  const leases = state.leases ?? []
+  return {
+    report_id,
+    request_id: state.call.request.request_id,
+    request_digest,
+    action_descriptor_digest: state.action.descriptor.digest,
+    effect_backend: state.call.context.effect_backend,
+    capability_report: state.capability,
+    capability_digest,
+    admission_leases: leases,
+    verified_at: Time.fromMicros(state.call.moment.micros()),
+    expires_at: earliest(leases)
+  }
+}
+
+const sealed = (fields: Omit<ActionPreflightReport, "digest">, digest: Sha256Hex) => ({
+  preflight: trustedMake(ActionPreflightReport, { ...fields, digest })
+})
+
 /**
  * Stage 3, governed, once admitted: the preflight report, whose digest covers the request's and the capability report's
- * digests (that one taken once per report), the action, the backend, the leases, and when it was verified and lapses.
+ * digests (that one taken once per report), the action, the backend, the leases, and when it was verified and lapses;
+ * synchronous where the Digest and IdGenerator layers are.
  */
-export const preflightWith = (env: Env): DecideStep<Leased, { preflight: ActionPreflightReport }> => {
+export const preflightWith = (
+  env: Env
+):
+  | SyncStep<Leased, { preflight: ActionPreflightReport }>
+  | EffectStep<Leased, { preflight: ActionPreflightReport }> =>
+{
   const reportDigests = new WeakMap<ActionBackendCapabilityReport, Sha256Hex>()
+  const hash = env.digest.sha256TextSync
+  const uuid = env.ids.uuidSync
+  if (hash !== undefined && uuid !== undefined) {
+    return {
+      _tag: "Sync",
+      stage: "bind_context",
+      detail: preflightDetail,
+      run: (state) => {
+        const texts = textsOf(state)
+        if (!("report" in texts)) return texts
+        let capability_digest = reportDigests.get(state.capability)
+        if (capability_digest === undefined) reportDigests.set(state.capability, capability_digest = hash(texts.report))
+        const fields = fieldsOf(state, uuid(), hash(texts.request), capability_digest)
+        return sealed(fields, hash(digestText(fields)))
+      }
+    }
+  }
   return {
-    _tag: "Decide",
+    _tag: "Effect",
     stage: "bind_context",
     detail: preflightDetail,
-    run: (state) => {
-      const { call } = state
-      const request = Either.flatMap(encodeRequest(call.request), Canonical.stringify)
-      if (Either.isLeft(request)) return denied(call, "request.not_canonical", "the request has no canonical JSON")
-      const report = reportText(state.capability)
-      if (report === undefined) {
-        return denied(call, "preflight.report_invalid", "the capability report has no canonical JSON")
+    run: Effect.fnUntraced(function*(state) {
+      const texts = textsOf(state)
+      if (!("report" in texts)) return texts
+      let capability_digest = reportDigests.get(state.capability)
+      if (capability_digest === undefined) {
+        reportDigests.set(state.capability, capability_digest = yield* sha256TextWith(env.digest, texts.report))
       }
-      const report_id = env.ids.uuidSync?.()
-      const made = (ids: Uuid, [request_digest, capability_digest]: ReadonlyArray<Sha256Hex>) => {
-        const leases = state.leases ?? []
-        const fields = {
-          report_id: ids,
-          request_id: call.request.request_id,
-          request_digest: request_digest!,
-          action_descriptor_digest: state.action.descriptor.digest,
-          effect_backend: call.context.effect_backend,
-          capability_report: state.capability,
-          capability_digest: capability_digest!,
-          admission_leases: leases,
-          verified_at: Time.fromMicros(call.moment.micros()),
-          expires_at: earliest(leases)
-        }
-        return mapped(
-          hashes(env.digest, [digestText(fields)]),
-          ([digest]) => ({ preflight: trustedMake(ActionPreflightReport, { ...fields, digest: digest! }) })
-        )
-      }
-      // The capability report's digest is taken once per report (by this executor's Digest), the request's per call.
-      const known = reportDigests.get(state.capability)
-      const fresh = hashes(env.digest, known === undefined ? [request.right, report] : [request.right])
-      const digests = mapped(fresh, (hashed) => {
-        if (known !== undefined) return [hashed[0]!, known]
-        reportDigests.set(state.capability, hashed[1]!)
-        return hashed
-      })
-      if (report_id !== undefined && !Effect.isEffect(digests)) return made(report_id, digests)
-      return Effect.flatMap(
-        Effect.zip(
-          report_id === undefined ? env.ids.uuid : Effect.succeed(report_id),
-          Effect.isEffect(digests) ? digests : Effect.succeed(digests)
-        ),
-        ([ids, pair]) => {
-          const answer = made(ids, pair)
-          return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
-        }
+      const fields = fieldsOf(
+        state,
+        yield* env.ids.uuid,
+        yield* sha256TextWith(env.digest, texts.request),
+        capability_digest
       )
-    }
+      return sealed(fields, yield* sha256TextWith(env.digest, digestText(fields)))
+    })
   }
 }
 
