@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Deferred, Effect, Either, Exit, Fiber, Layer, Schema, Stream, TestClock } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, Fiber, Layer, Schema, TestClock } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
 import * as MemoryEvidenceStore from "../../adapters/memory/MemoryEvidenceStore.ts"
@@ -27,7 +27,7 @@ import * as Governed from "../../core/execution/Governed.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
-import { base, run } from "../fixtures/layers.ts"
+import { base, chainRecords, run } from "../fixtures/layers.ts"
 import { bound, installPolicy, unconfigured } from "../fixtures/policy.ts"
 
 const CANARY = "canary-7f3a9c-secret"
@@ -191,13 +191,7 @@ const exec = (
 const slowCall = (ref: PolicySnapshotRef, boundary: Governance.TaskBoundary, cancel: Deferred.Deferred<void>) =>
   Effect.fork(run("notes.slow", {}, { request_id: "slow" }, { policy_snapshot: ref }, { boundary, cancel }))
 
-const records = (chain_id: string) =>
-  Effect.flatMap(
-    EvidenceStore,
-    (store) =>
-      Effect.map(Stream.runCollect(store.read(chain_id)), (chunk) =>
-        Chunk.toReadonlyArray(chunk) as ReadonlyArray<StoredRecord>)
-  )
+const records = chainRecords
 
 const types = (chain: ReadonlyArray<StoredRecord>) => chain.map((record) => record.record_type)
 

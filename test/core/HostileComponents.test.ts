@@ -3,11 +3,10 @@
  * malformed values: each call concludes as a typed outcome, and a governed operation closes with one terminal record.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Effect, Either, Exit, Layer, Schema, Stream } from "effect"
+import { Cause, Effect, Either, Exit, Layer, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as Action from "../../core/action/Action.ts"
 import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
-import type { StoredRecord } from "../../core/evidence/Evidence.ts"
 import { terminalTypes } from "../../core/evidence/Evidence.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
@@ -15,7 +14,7 @@ import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import type * as Capacity from "../../core/execution/Capacity.ts"
 import * as IdempotencyStore from "../../core/execution/IdempotencyStore.ts"
 import * as Interceptor from "../../core/execution/Interceptor.ts"
-import { base, executor, governedInMemory, run } from "../fixtures/layers.ts"
+import { base, chainRecords, executor, governedInMemory, run } from "../fixtures/layers.ts"
 import { bound, installPolicy, unconfigured } from "../fixtures/policy.ts"
 
 const ran = { count: 0 }
@@ -95,13 +94,7 @@ const governedLayer = (
   backend?: Layer.Layer<ActionExecutionBackend>
 ) => governedInMemory(actions, config, backend)
 
-const records = (chain_id: string) =>
-  Effect.flatMap(
-    EvidenceStore,
-    (store) =>
-      Effect.map(Stream.runCollect(store.read(chain_id)), (chunk) =>
-        Chunk.toReadonlyArray(chunk) as ReadonlyArray<StoredRecord>)
-  )
+const records = chainRecords
 
 /** Run one governed call in a fresh boundary: its outcome, the types of its operation's records, and whether they verify. */
 const governedCall = Effect.gen(function*() {

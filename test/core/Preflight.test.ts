@@ -1,15 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Schema, Stream } from "effect"
+import { Effect, Either, Schema } from "effect"
 import * as Action from "../../core/action/Action.ts"
 import * as Canonical from "../../core/base/Canonical.ts"
 import * as Digest from "../../core/base/Digest.ts"
 import * as Time from "../../core/base/Time.ts"
-import type { StoredRecord } from "../../core/evidence/Evidence.ts"
-import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import { digestInput } from "../../core/execution/Preflight.ts"
-import { governedInMemory, run } from "../fixtures/layers.ts"
+import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 let ran = 0
@@ -23,13 +21,7 @@ const note = Action.make({
   }
 })
 
-const records = (chain_id: string) =>
-  Effect.flatMap(
-    EvidenceStore,
-    (store) =>
-      Effect.map(Stream.runCollect(store.read(chain_id)), (chunk) =>
-        Chunk.toReadonlyArray(chunk) as ReadonlyArray<StoredRecord>)
-  )
+const records = chainRecords
 
 const governedCall = Effect.gen(function*() {
   const ref = yield* installPolicy({ policy_id: "p", version: "1", mode: "allow_all" })
