@@ -2,7 +2,7 @@
  * The in-process effect backend: runs handlers in the host's own process, so it contains nothing
  * and says so. Runtimes: every one (Node, Deno, edge).
  */
-import { Effect, Layer, Predicate } from "effect"
+import { Effect, Exit, Layer, Predicate } from "effect"
 import type * as Scope from "effect/Scope"
 import type { Handler, HandlerContext } from "../../core/action/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
@@ -57,37 +57,38 @@ class InProcessContext implements HandlerContext {
   }
 }
 
-const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Effect.Effect<unknown, unknown> =>
-  Effect.suspend(() => {
-    const redeemed = InvocationToken.redeem(token, invocation.definition)
-    if (redeemed._tag === "Left") return redeemed
-    const handler = redeemed.right
-    const context = new InProcessContext(
-      invocation.context.request_id,
-      invocation.context.attempt_id,
-      invocation.usage,
-      invocation.outbox
+// Run at once: a plain handler's result or throw is answered as its Exit, a Promise or an Effect as the Effect awaiting it.
+const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Effect.Effect<unknown, unknown> => {
+  const redeemed = InvocationToken.redeem(token, invocation.definition)
+  if (redeemed._tag === "Left") return Exit.fail(redeemed.left)
+  const handler = redeemed.right
+  const context = new InProcessContext(
+    invocation.context.request_id,
+    invocation.context.attempt_id,
+    invocation.usage,
+    invocation.outbox
+  )
+  let result: ReturnType<Handler>
+  try {
+    result = handler(invocation.input, context)
+  } catch (error) {
+    return Exit.fail(error)
+  }
+  if (Exit.isExit(result)) return result
+  if (Effect.isEffect(result)) {
+    const effect = result as Effect.Effect<unknown, unknown, Scope.Scope | ActionUsage | ActionOutbox>
+    return Effect.scoped(effect).pipe(
+      Effect.provideService(ActionUsage, invocation.usage),
+      Effect.provideService(ActionOutbox, invocation.outbox)
     )
-    let result: ReturnType<Handler>
-    try {
-      result = handler(invocation.input, context)
-    } catch (error) {
-      return Effect.fail(error)
-    }
-    if (Effect.isEffect(result)) {
-      const effect = result as Effect.Effect<unknown, unknown, Scope.Scope | ActionUsage | ActionOutbox>
-      return Effect.scoped(effect).pipe(
-        Effect.provideService(ActionUsage, invocation.usage),
-        Effect.provideService(ActionOutbox, invocation.outbox)
-      )
-    }
-    if (Predicate.isPromiseLike(result)) {
-      return Effect.tryPromise({ try: () => result, catch: (error) => error }).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => context.abort()))
-      )
-    }
-    return Effect.succeed(result)
-  })
+  }
+  if (Predicate.isPromiseLike(result)) {
+    return Effect.tryPromise({ try: () => result, catch: (error) => error }).pipe(
+      Effect.onInterrupt(() => Effect.sync(() => context.abort()))
+    )
+  }
+  return Exit.succeed(result)
+}
 
 /** The in-process backend service. */
 export const make: ActionExecutionBackend.Service = {

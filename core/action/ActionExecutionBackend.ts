@@ -124,7 +124,8 @@ export declare namespace ActionExecutionBackend {
     readonly admits?: (definition: ActionDefinition) => string | undefined
     /**
      * Run the handler once; fails with InvocationTokenError on a refused token, with an ActionBackendError when the
-     * backend itself could not conclude, else with the handler's own failure.
+     * backend itself could not conclude, else with the handler's own failure. A backend may run a synchronous handler
+     * when called and answer its Exit: the executor then spends no fiber on it.
      */
     readonly invoke: (token: InvocationToken, invocation: Invocation) => Effect.Effect<unknown, unknown>
   }

@@ -210,9 +210,9 @@ describe("gate 1: the invocation token", () => {
 
   it.effect("a token works once, and only for the action it was minted for", () =>
     Effect.gen(function*() {
-      const call = InProcessBackend.make.invoke(mint(definition), invocation)
-      assert.strictEqual(yield* call, 3)
-      const again = yield* Effect.either(call)
+      const token = mint(definition)
+      assert.strictEqual(yield* InProcessBackend.make.invoke(token, invocation), 3)
+      const again = yield* Effect.either(InProcessBackend.make.invoke(token, invocation))
       assert.isTrue(Either.isLeft(again) && (again.left as { reason: string }).reason === "spent")
       const other = yield* Effect.either(InProcessBackend.make.invoke(mint(Demo.actions[0]!), invocation))
       assert.isTrue(Either.isLeft(other) && (other.left as { reason: string }).reason === "mismatched")

@@ -2,7 +2,7 @@
  * Stages 12 and 13: replay a stored success or release a one-use token and invoke exactly once, under the deadline
  * and cancellation; then normalise the callable's exit into an outcome.
  */
-import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Option } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, identity, Option } from "effect"
 import { captureFailure } from "../../../action/Action.ts"
 import type { ActionBackendError } from "../../../action/ActionExecutionBackend.ts"
 import type * as ActionUsage from "../../../action/ActionUsage.ts"
@@ -141,44 +141,66 @@ const stopWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, bound: Duration
     Fiber.join
   )
 
+// The backend's answer: the Exit of a callable it ran at once, else the Effect that runs it.
+const backendAnswer = (
+  env: Env,
+  stages: boolean,
+  state: Normalised,
+  usage: ActionUsage.ActionUsage.Service
+): Effect.Effect<unknown, unknown> => {
+  const outbox = stages ? (state.call.outbox = stager()) : undefined
+  let invoked: Effect.Effect<unknown, unknown>
+  try {
+    invoked = env.backend.invoke(mint(state.action.definition), {
+      definition: state.action.definition,
+      input: state.input,
+      context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
+      usage,
+      outbox: outbox?.service ?? refusing
+    })
+  } catch (defect) {
+    // A backend that throws instead of answering fails the call as a defect inside an Effect would.
+    invoked = Exit.die(defect)
+  }
+  if (outbox === undefined) return invoked
+  if (Exit.isExit(invoked)) {
+    outbox.close()
+    return invoked
+  }
+  // Staging ends with the invocation: a fiber its handler left running stages nothing after it.
+  return Effect.ensuring(invoked, Effect.sync(outbox.close))
+}
+
+// The callable runs on its own fiber, watched by `watch`: an interruption of the caller stops it within the bound.
+// One the backend ran at once needs no fiber: its Exit is `settled` as the watch would have seen it.
+const supervised = <A>(
+  env: Env,
+  stages: boolean,
+  state: Normalised,
+  usage: ActionUsage.ActionUsage.Service,
+  watch: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => Effect.Effect<A>,
+  settled: (exit: Exit.Exit<unknown, unknown>) => A
+) =>
+  Effect.uninterruptibleMask(
+    (restore): Effect.Effect<readonly [Fiber.RuntimeFiber<unknown, unknown> | undefined, A]> => {
+      state.call.invoked = true
+      const invoked = backendAnswer(env, stages, state, usage)
+      if (Exit.isExit(invoked)) return Effect.succeed([undefined, settled(invoked)] as const)
+      return Effect.flatMap(Effect.forkDaemon(restore(invoked)), (fiber) =>
+        restore(watch(fiber)).pipe(
+          Effect.onInterrupt(() => stopWithin(fiber, env.teardown)),
+          Effect.map((watched) => [fiber, watched] as const)
+        ))
+    }
+  )
+
 /** Stage 12: release a one-use token and invoke exactly once, under the deadline and cancellation if any. */
 export const invokeWith = (
   env: Env,
   stages: boolean
 ): EffectStep<Normalised, { exit: Exit.Exit<unknown, unknown> }> => {
-  const call = (state: Normalised, usage: ActionUsage.ActionUsage.Service) => {
-    const outbox = stages ? (state.call.outbox = stager()) : undefined
-    // A backend that throws instead of answering with an Effect fails the call as a defect inside one would.
-    const invoked = Effect.suspend(() =>
-      env.backend.invoke(mint(state.action.definition), {
-        definition: state.action.definition,
-        input: state.input,
-        context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
-        usage,
-        outbox: outbox?.service ?? refusing
-      })
-    )
-    // Staging ends with the invocation: a fiber its handler left running stages nothing after it.
-    return outbox === undefined ? invoked : Effect.ensuring(invoked, Effect.sync(outbox.close))
-  }
-
-  // The callable runs on its own fiber, watched by `watch`: an interruption of the caller stops it within the bound.
-  const supervised = <A>(
-    state: Normalised,
-    usage: ActionUsage.ActionUsage.Service,
-    watch: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => Effect.Effect<A>
-  ) =>
-    Effect.uninterruptibleMask((restore) => {
-      state.call.invoked = true
-      return Effect.flatMap(Effect.forkDaemon(restore(call(state, usage))), (fiber) =>
-        restore(watch(fiber)).pipe(
-          Effect.onInterrupt(() => stopWithin(fiber, env.teardown)),
-          Effect.map((watched) => [fiber, watched] as const)
-        ))
-    })
-
   const once = (state: Normalised, usage: ActionUsage.ActionUsage.Service) =>
-    Effect.map(supervised(state, usage, Fiber.await), ([, exit]) => ended(state, exit))
+    Effect.map(supervised(env, stages, state, usage, Fiber.await, identity), ([, exit]) => ended(state, exit))
 
   const guarded = Effect.fnUntraced(function*(state: Normalised, usage: ActionUsage.ActionUsage.Service) {
     const { cancel, deadline } = state.call
@@ -190,16 +212,18 @@ export const invokeWith = (
     if (remaining !== undefined && remaining <= 0) {
       return trustedMake(TimedOut, { ...common(state.call), call_executed: false })
     }
-    const [fiber, first] = yield* supervised(state, usage, (fiber) => {
+    const [fiber, first] = yield* supervised(env, stages, state, usage, (fiber) => {
       const racers: Array<Effect.Effect<Stopped>> = [
         Effect.map(Fiber.await(fiber), (exit): Stopped => ({ _tag: "exit", exit }))
       ]
       if (remaining !== undefined) racers.push(Effect.as(Effect.sleep(Duration.micros(BigInt(remaining))), byDeadline))
       if (cancel !== undefined) racers.push(Effect.as(Deferred.await(cancel), byCancel))
       return Effect.raceAll(racers)
-    })
+    }, (exit): Stopped => ({ _tag: "exit", exit }))
     state.call.outbox?.close()
-    if (first._tag === "exit") return ended(state, first.exit)
+    if (first._tag === "exit" || fiber === undefined) {
+      return ended(state, (first as Extract<Stopped, { _tag: "exit" }>).exit)
+    }
     const fields = {
       ...common(state.call),
       call_executed: true,
