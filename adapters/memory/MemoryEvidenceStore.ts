@@ -4,12 +4,13 @@
  *
  * Runtimes: every one (effect only).
  */
-import { Context, Effect, Layer, Option, Stream } from "effect"
+import { Context, Effect, Either, Layer, Option, Stream } from "effect"
 import { Digest } from "../../core/base/Digest.ts"
 import * as Evidence from "../../core/evidence/Evidence.ts"
 import type { AppendReceipt, ChainHead } from "../../core/evidence/EvidenceStore.ts"
 import {
   admitAll,
+  admitAllNow,
   conflictOf,
   Cursor,
   EvidenceConflictError,
@@ -50,17 +51,26 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
       return receiptOf(record)
     }
 
+    // Admitted whole, then committed in turn: the first refusal fails the call, and the records before it stay.
+    const commitAll = (
+      admitted: ReadonlyArray<Evidence.EvidenceRecord>
+    ): Either.Either<ReadonlyArray<AppendReceipt>, EvidenceConflictError> => {
+      const receipts: Array<AppendReceipt> = []
+      for (const record of admitted) {
+        const placed = commit(record)
+        if (placed instanceof EvidenceConflictError) return Either.left(placed)
+        receipts.push(placed)
+      }
+      return Either.right(receipts)
+    }
+
     const appendAll = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
-      Effect.flatMap(admitAll(digest, records), (admitted) =>
-        Effect.suspend(() => {
-          const receipts: Array<AppendReceipt> = []
-          for (const record of admitted) {
-            const placed = commit(record)
-            if (placed instanceof EvidenceConflictError) return Effect.fail(placed)
-            receipts.push(placed)
-          }
-          return Effect.succeed(receipts)
-        }))
+      Effect.flatMap(admitAll(digest, records), (admitted) => Effect.suspend(() => commitAll(admitted)))
+
+    const sha256 = digest.sha256TextSync
+    const appendAllNow = sha256 === undefined
+      ? undefined
+      : (records: ReadonlyArray<Evidence.EvidenceRecord>) => Either.flatMap(admitAllNow(sha256, records), commitAll)
 
     const read = (chain_id: string, after_sequence = -1): Stream.Stream<Evidence.StoredRecord> =>
       Stream.suspend(() =>
@@ -71,6 +81,7 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
       durable: false,
       append: (record) => Effect.map(appendAll([record]), (receipts) => receipts[0]!),
       appendAll,
+      ...(appendAllNow === undefined ? {} : { appendAllNow }),
       read,
       head: (chain_id) =>
         Effect.sync(() => {

@@ -109,6 +109,10 @@ export declare namespace EvidenceStore {
     readonly appendAll: (
       records: ReadonlyArray<EvidenceRecord>
     ) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
+    /** `appendAll` committed in the calling step, by a store that commits synchronously (in memory). */
+    readonly appendAllNow?: (
+      records: ReadonlyArray<EvidenceRecord>
+    ) => Either.Either<ReadonlyArray<AppendReceipt>, AppendError>
     /** A chain's records after `after_sequence` (default -1), ascending, exactly as stored. */
     readonly read: (
       chain_id: string,
@@ -218,36 +222,62 @@ export const admitAll = (
   records: ReadonlyArray<Evidence.EvidenceRecord>
 ): Effect.Effect<ReadonlyArray<Evidence.EvidenceRecord>, EvidenceIntegrityError | EvidenceForbiddenError> =>
   Effect.suspend(() => {
-    const texts: Array<string> = []
-    const inputs: Array<string> = []
-    let refused: EvidenceIntegrityError | EvidenceForbiddenError | undefined
-    for (const record of records) {
-      const form = formOf(record)
-      if (form.refused !== undefined) {
-        refused = integrityError(record, form.refused)
-        break
-      }
-      texts.push(record.payload_json)
-      inputs.push(form.input)
-    }
-    const formed = texts.length
-    const checked = (hashes: ReadonlyArray<string>) => {
-      for (let i = 0; i < formed; i++) {
-        const record = records[i]!
-        if (hashes[i] !== record.payload_digest) return Either.left(integrityError(record, "payload_digest"))
-        if (hashes[formed + i] !== record.chain_hash) return Either.left(integrityError(record, "chain_hash"))
-        // After its content: a record whose hashes do not recompute is an integrity failure whoever offers it.
-        if (!isAdmissible(record)) return Either.left(forbiddenError(record))
-      }
-      return refused === undefined ? Either.right(records) : Either.left(refused)
-    }
-    if (formed === 0) return refused === undefined ? Effect.succeed(records) : Effect.fail(refused)
     // Hashed in this step where the Digest hashes synchronously; otherwise in one batch.
     const sync = digest.sha256TextSync
-    return sync !== undefined
-      ? checked(texts.concat(inputs).map(sync))
-      : Effect.flatMap(digest.sha256Texts(texts.concat(inputs)), checked)
+    if (sync !== undefined) return admitAllNow(sync, records)
+    const formed = formsOf(records)
+    return formed.inputs.length === 0
+      ? checkedAgainst(records, formed, [])
+      : Effect.flatMap(
+        digest.sha256Texts(formed.texts.concat(formed.inputs)),
+        (hashes) => checkedAgainst(records, formed, hashes)
+      )
   })
+
+/** `admitAll` in the calling step, with a synchronous SHA-256: the records admitted, or the first refusal. */
+export const admitAllNow = (
+  sha256: (text: string) => string,
+  records: ReadonlyArray<Evidence.EvidenceRecord>
+): Either.Either<ReadonlyArray<Evidence.EvidenceRecord>, EvidenceIntegrityError | EvidenceForbiddenError> => {
+  const formed = formsOf(records)
+  return checkedAgainst(records, formed, formed.texts.concat(formed.inputs).map(sha256))
+}
+
+interface Formed {
+  readonly texts: Array<string>
+  readonly inputs: Array<string>
+  readonly refused: EvidenceIntegrityError | undefined
+}
+
+// The payload texts and chain inputs of the records up to the first whose form is refused.
+const formsOf = (records: ReadonlyArray<Evidence.EvidenceRecord>): Formed => {
+  const texts: Array<string> = []
+  const inputs: Array<string> = []
+  for (const record of records) {
+    const form = formOf(record)
+    if (form.refused !== undefined) return { texts, inputs, refused: integrityError(record, form.refused) }
+    texts.push(record.payload_json)
+    inputs.push(form.input)
+  }
+  return { texts, inputs, refused: undefined }
+}
+
+// Each formed record's hashes against those recomputed (payload digests, then chain hashes), then its capability.
+const checkedAgainst = (
+  records: ReadonlyArray<Evidence.EvidenceRecord>,
+  { inputs, refused }: Formed,
+  hashes: ReadonlyArray<string>
+): Either.Either<ReadonlyArray<Evidence.EvidenceRecord>, EvidenceIntegrityError | EvidenceForbiddenError> => {
+  const formed = inputs.length
+  for (let i = 0; i < formed; i++) {
+    const record = records[i]!
+    if (hashes[i] !== record.payload_digest) return Either.left(integrityError(record, "payload_digest"))
+    if (hashes[formed + i] !== record.chain_hash) return Either.left(integrityError(record, "chain_hash"))
+    // After its content: a record whose hashes do not recompute is an integrity failure whoever offers it.
+    if (!isAdmissible(record)) return Either.left(forbiddenError(record))
+  }
+  return refused === undefined ? Either.right(records) : Either.left(refused)
+}
 
 /** The receipt of a committed record: its chain, id, sequence and the head it made. */
 export const receiptOf = (record: Evidence.EvidenceRecord): AppendReceipt =>

@@ -72,50 +72,59 @@ export const deriveContextWith = (
   inputs: OperationInputs,
   attempt_id: Uuid,
   arguments_digest: Sha256Hex
-) =>
-  Effect.suspend((): Effect.Effect<Either.Either<OperationContext, DeriveRefusal>> => {
-    const { boundary, context, descriptor, preflight, request, snapshot } = inputs
-    const pinned = context.policy_snapshot
-    if (
-      pinned === undefined || pinned.digest !== snapshot.digest || boundary.policy.digest !== snapshot.digest ||
-      boundary.policy.policy_id !== snapshot.policy_id || boundary.policy.version !== snapshot.version
-    ) return Effect.succeed(Either.left("governance.policy_mismatch"))
-    const backend = preflight.effect_backend
-    if (
-      backend.id !== context.effect_backend.id || backend.version !== context.effect_backend.version ||
-      preflight.capability_report.backend.id !== backend.id ||
-      preflight.capability_report.backend.version !== backend.version
-    ) return Effect.succeed(Either.left("governance.backend_mismatch"))
-    if (preflight.request_id !== request.request_id || preflight.action_descriptor_digest !== descriptor.digest) {
-      return Effect.succeed(Either.left("governance.preflight_mismatch"))
-    }
-    const scope = request.execution_scope
-    const make = (operation_id: Uuid) =>
-      Either.right(trustedMake(OperationContext, {
-        operation_id,
-        task_boundary_id: boundary.task_boundary_id,
-        chain_id: boundary.chain_id,
-        attempt_id,
-        request_id: request.request_id,
-        request_digest: preflight.request_digest,
-        actor: context.authenticated_principal.id,
-        tenant: context.tenant?.id ?? null,
-        session_id: request.session_id ?? null,
-        scope: scope._tag === "durable_run"
-          ? { kind: scope._tag, run_id: scope.run_id, owner_attempt_id: scope.owner_attempt_id ?? null }
-          : { kind: scope._tag, run_id: null, owner_attempt_id: null },
-        action: { name: descriptor.name, version: descriptor.version, digest: descriptor.digest },
-        policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest },
-        backend: { id: backend.id, version: backend.version, capability_digest: preflight.capability_digest },
-        preflight: {
-          report_id: preflight.report_id,
-          digest: preflight.digest,
-          admission_leases: preflight.admission_leases,
-          verified_at: preflight.verified_at,
-          expires_at: preflight.expires_at
-        },
-        arguments_digest
-      }))
-    const sync = ids.uuidSync
-    return sync !== undefined ? Effect.succeed(make(sync())) : Effect.map(ids.uuid, make)
-  })
+): Effect.Effect<Either.Either<OperationContext, DeriveRefusal>> => {
+  const sync = ids.uuidSync
+  return sync !== undefined
+    ? Effect.sync(() => deriveContextNow(inputs, attempt_id, arguments_digest, sync()))
+    : Effect.map(ids.uuid, (operation_id) => deriveContextNow(inputs, attempt_id, arguments_digest, operation_id))
+}
+
+/** `deriveContext` in the calling step, under the operation id given. */
+export const deriveContextNow = (
+  inputs: OperationInputs,
+  attempt_id: Uuid,
+  arguments_digest: Sha256Hex,
+  operation_id: Uuid
+): Either.Either<OperationContext, DeriveRefusal> => {
+  const { boundary, context, descriptor, preflight, request, snapshot } = inputs
+  const pinned = context.policy_snapshot
+  if (
+    pinned === undefined || pinned.digest !== snapshot.digest || boundary.policy.digest !== snapshot.digest ||
+    boundary.policy.policy_id !== snapshot.policy_id || boundary.policy.version !== snapshot.version
+  ) return Either.left("governance.policy_mismatch")
+  const backend = preflight.effect_backend
+  if (
+    backend.id !== context.effect_backend.id || backend.version !== context.effect_backend.version ||
+    preflight.capability_report.backend.id !== backend.id ||
+    preflight.capability_report.backend.version !== backend.version
+  ) return Either.left("governance.backend_mismatch")
+  if (preflight.request_id !== request.request_id || preflight.action_descriptor_digest !== descriptor.digest) {
+    return Either.left("governance.preflight_mismatch")
+  }
+  const scope = request.execution_scope
+  return Either.right(trustedMake(OperationContext, {
+    operation_id,
+    task_boundary_id: boundary.task_boundary_id,
+    chain_id: boundary.chain_id,
+    attempt_id,
+    request_id: request.request_id,
+    request_digest: preflight.request_digest,
+    actor: context.authenticated_principal.id,
+    tenant: context.tenant?.id ?? null,
+    session_id: request.session_id ?? null,
+    scope: scope._tag === "durable_run"
+      ? { kind: scope._tag, run_id: scope.run_id, owner_attempt_id: scope.owner_attempt_id ?? null }
+      : { kind: scope._tag, run_id: null, owner_attempt_id: null },
+    action: { name: descriptor.name, version: descriptor.version, digest: descriptor.digest },
+    policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest },
+    backend: { id: backend.id, version: backend.version, capability_digest: preflight.capability_digest },
+    preflight: {
+      report_id: preflight.report_id,
+      digest: preflight.digest,
+      admission_leases: preflight.admission_leases,
+      verified_at: preflight.verified_at,
+      expires_at: preflight.expires_at
+    },
+    arguments_digest
+  }))
+}

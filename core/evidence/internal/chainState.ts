@@ -5,7 +5,9 @@
 import type { Effect } from "effect"
 import type { Sha256Hex } from "../../base/Digest.ts"
 import type { Uuid } from "../../base/IdGenerator.ts"
+import type * as Time from "../../base/Time.ts"
 import * as Evidence from "../Evidence.ts"
+import type { AppendReceipt } from "../EvidenceStore.ts"
 import { BoundaryError, OperationOwnershipError, type TaskBoundary } from "../TaskBoundary.ts"
 import * as ChainLock from "./chainLock.ts"
 
@@ -135,4 +137,43 @@ export const admit = (
     return new BoundaryError({ reason: "closing", chain_id })
   }
   return { drafts, owed: owed.length, head, closing: closing !== -1 }
+}
+
+// Where admitted drafts are sealed: after the head, under these ids, at this time.
+export const positionsOf = (
+  chain_id: Uuid,
+  { head }: Admitted,
+  record_ids: ReadonlyArray<Uuid>,
+  created_at: Time.Timestamp
+) => ({
+  chain_id,
+  sequence: head === undefined ? 0 : head.sequence + 1,
+  previous_chain_hash: head?.hash ?? null,
+  record_ids,
+  created_at
+})
+
+// The chain's state once drafts committed: its head, the owed terminals appended, the operations concluded or started.
+export const committed = (
+  state: ChainState,
+  asked: ReadonlyArray<Evidence.Draft>,
+  admitted: Admitted,
+  receipts: ReadonlyArray<AppendReceipt>,
+  starts: boolean
+) => {
+  const last = receipts[receipts.length - 1]
+  if (last !== undefined) {
+    state.head = { sequence: last.sequence, hash: last.head_hash, closed: admitted.closing }
+    state.fresh = true
+  }
+  if (admitted.owed > 0) state.owed = []
+  concluded(state, asked)
+  if (starts) started(state, asked)
+  return admitted.owed === 0 ? receipts : receipts.slice(admitted.owed)
+}
+
+// After a failed append the head is unknown, and the terminals of starts whose answer was lost are owed if they landed.
+export const failed = (state: ChainState, ifCommitted: (() => ReadonlyArray<Evidence.Draft>) | undefined) => {
+  state.fresh = false
+  for (const terminal of ifCommitted?.() ?? []) state.unconfirmed.set(terminal.operation_id!, terminal)
 }

@@ -3,19 +3,23 @@
  * operations running here, the terminal records owed for starts whose answer was lost, and the boundary's close.
  */
 import { Chunk, Effect, Either, Option, Stream } from "effect"
+import type * as Canonical from "../../base/Canonical.ts"
 import type { Sha256Hex } from "../../base/Digest.ts"
 import { Digest } from "../../base/Digest.ts"
 import { type IdGenerator, type Uuid, uuidsWith } from "../../base/IdGenerator.ts"
 import * as Time from "../../base/Time.ts"
 import * as Evidence from "../Evidence.ts"
-import type { AppendReceipt, EvidenceForbiddenError, EvidenceStore } from "../EvidenceStore.ts"
+import type { AppendError, AppendReceipt, EvidenceForbiddenError, EvidenceStore } from "../EvidenceStore.ts"
 import { forbiddenError } from "../EvidenceStore.ts"
 import type { OperationOwnershipError } from "../TaskBoundary.ts"
 import { BoundaryError, type TaskBoundary } from "../TaskBoundary.ts"
 import { grantRecords, operationTypes } from "./capability.ts"
 import * as ChainLock from "./chainLock.ts"
 import * as ChainState from "./chainState.ts"
-import { admit, type Admitted, closedDraft, concluded, mismatchOf, started } from "./chainState.ts"
+import { admit, type Admitted, closedDraft, committed, failed, mismatchOf, positionsOf } from "./chainState.ts"
+
+/** Why an append in the calling step failed. */
+type AppendNowError = AppendError | Canonical.CanonicalJsonError | BoundaryError | OperationOwnershipError
 
 /** What every function of one writer shares: its store, digest, ids, and the state of each chain it holds. */
 interface Writer {
@@ -76,14 +80,8 @@ const catchUp = Effect.fnUntraced(function*(w: Writer, chain_id: string, state: 
 // The admitted drafts sealed at the head (without an Effect where ids and hashes are synchronous) and appended; an
 // operation call's records, and the owed terminals of earlier ones, are sealed under the executor's capability.
 const commit = (w: Writer, chain_id: Uuid, admitted: Admitted, created_at: Time.Timestamp, granted: boolean) => {
-  const { drafts, head } = admitted
-  const at = (record_ids: ReadonlyArray<Uuid>) => ({
-    chain_id,
-    sequence: head === undefined ? 0 : head.sequence + 1,
-    previous_chain_hash: head?.hash ?? null,
-    record_ids,
-    created_at
-  })
+  const { drafts } = admitted
+  const at = (record_ids: ReadonlyArray<Uuid>) => positionsOf(chain_id, admitted, record_ids, created_at)
   const sha256 = w.digest.sha256TextSync
   const uuid = w.ids.uuidSync
   const sealed = sha256 !== undefined && uuid !== undefined
@@ -124,17 +122,10 @@ const appendFrom = (
     const admitted = admit(chain_id, state, asked, expected)
     if (!("drafts" in admitted)) return Effect.fail(admitted)
     const created_at = Time.ofClock(clock)
-    return Effect.map(commit(w, chain_id, admitted, created_at, granted), (receipts) => {
-      const last = receipts[receipts.length - 1]
-      if (last !== undefined) {
-        state.head = { sequence: last.sequence, hash: last.head_hash, closed: admitted.closing }
-        state.fresh = true
-      }
-      if (admitted.owed > 0) state.owed = []
-      concluded(state, asked)
-      if (ifCommitted !== undefined) started(state, asked)
-      return admitted.owed === 0 ? receipts : receipts.slice(admitted.owed)
-    })
+    return Effect.map(
+      commit(w, chain_id, admitted, created_at, granted),
+      (receipts) => committed(state, asked, admitted, receipts, ifCommitted !== undefined)
+    )
   })
   const body = Effect.suspend(() => {
     const tracking = state.operations.size > 0 || state.unconfirmed.size > 0 || state.owed.length > 0
@@ -146,10 +137,44 @@ const appendFrom = (
     })
   })
   // Waiting for the lock can be interrupted; an append, once begun, runs to its commit or its failure.
-  return ChainLock.withLock(state.lock, body, () => {
-    state.fresh = false
-    for (const terminal of ifCommitted?.() ?? []) state.unconfirmed.set(terminal.operation_id!, terminal)
-  })
+  return ChainLock.withLock(state.lock, body, () => failed(state, ifCommitted))
+}
+
+/**
+ * An operation's append in the calling step, where the store commits synchronously, ids and hashes are synchronous,
+ * the chain's lock is free and its head known: the receipts or the refusal; undefined when the append needs an Effect.
+ */
+const appendNow = (
+  w: Writer,
+  chain_id: Uuid,
+  asked: ReadonlyArray<Evidence.Draft>,
+  micros: number,
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+): ReadonlyArray<AppendReceipt> | AppendNowError | undefined => {
+  const { appendAllNow } = w.store
+  const sha256 = w.digest.sha256TextSync
+  const uuid = w.ids.uuidSync
+  const state = w.chains.get(chain_id)
+  if (
+    appendAllNow === undefined || sha256 === undefined || uuid === undefined || state === undefined ||
+    state.lock.held || !state.fresh
+  ) return undefined
+  const admitted = admit(chain_id, state, asked, undefined)
+  if (!("drafts" in admitted)) return admitted
+  const record_ids = Array.from({ length: admitted.drafts.length }, uuid)
+  const sealed = Evidence.sealAllSync(
+    sha256,
+    admitted.drafts,
+    positionsOf(chain_id, admitted, record_ids, Time.fromMicros(micros))
+  )
+  if (Either.isLeft(sealed)) return sealed.left
+  grantRecords(sealed.right, sealed.right.length)
+  const appended = appendAllNow(sealed.right)
+  if (Either.isLeft(appended)) {
+    failed(state, ifCommitted)
+    return appended.left
+  }
+  return committed(state, asked, admitted, appended.right, ifCommitted !== undefined)
 }
 const appendAll = (
   w: Writer,
@@ -249,6 +274,21 @@ export const appendOperation = (
     writerOf(service, chain_id, drafts[0]!),
     { onLeft: Effect.fail, onRight: (w) => appendAll(w, chain_id, drafts, true, ifCommitted) }
   )
+
+/**
+ * `appendOperation` in the calling step at `micros` (the call's clock), where it needs no Effect (see `appendNow`):
+ * the receipts or the refusal; undefined when only `appendOperation` can append.
+ */
+export const appendOperationNow = (
+  service: object,
+  chain_id: Uuid,
+  drafts: ReadonlyArray<Evidence.Draft>,
+  micros: number,
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+): ReadonlyArray<AppendReceipt> | AppendNowError | undefined => {
+  const w = writers.get(service)
+  return w === undefined || drafts.length === 0 ? undefined : appendNow(w, chain_id, drafts, micros, ifCommitted)
+}
 
 // Whether the chain read from its start record up to `after` shows that operation started and not concluded.
 const isOpenOn = (

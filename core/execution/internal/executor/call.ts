@@ -161,3 +161,10 @@ export const resultDigest = (digest: Digest.Service, result: unknown): Effect.Ef
   const text = Canonical.stringify(result)
   return Either.isLeft(text) ? Effect.succeed(null) : sha256TextWith(digest, text.right)
 }
+
+/** `resultDigest` in the calling step with a synchronous SHA-256. */
+export const resultDigestNow = (sha256: (text: string) => Sha256Hex, result: unknown): Sha256Hex | null => {
+  if (result === undefined) return null
+  const text = Canonical.stringify(result)
+  return Either.isLeft(text) ? null : sha256(text.right)
+}

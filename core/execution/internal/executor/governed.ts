@@ -2,10 +2,11 @@
  * The governed stages: the snapshot pinned at stage 3, the operation opened at stage 4 and closed with its one
  * terminal record at stage 13, the gate evidence committed at stage 11, and stage 14's projection into a Run.
  */
-import { Effect, Either } from "effect"
+import { Cause, Effect, Either, Exit } from "effect"
 import type { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
+import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
 import type { EvidenceWriter, OperationContext, TaskBoundary } from "../../../evidence/Governance.ts"
 import {
   deriveContextWith,
@@ -14,7 +15,8 @@ import {
   OutcomeEvidenceError
 } from "../../../evidence/Governance.ts"
 import * as ledger from "../../../evidence/internal/ledger.ts"
-import { appendOperation } from "../../../evidence/internal/writer.ts"
+import { appendOperation, appendOperationNow } from "../../../evidence/internal/writer.ts"
+import { deriveContextNow, type DeriveRefusal } from "../../../evidence/OperationContext.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import {
   Ambiguous,
@@ -25,12 +27,12 @@ import {
 } from "../../ExecutionOutcome.ts"
 import { containmentRefusal, type Resolved } from "./admit.ts"
 import type { Bindings } from "./bindings.ts"
-import { type Call, common, denied, reason, resultDigest } from "./call.ts"
+import { type Call, common, denied, reason, resultDigest, resultDigestNow } from "./call.ts"
 import type { Env, ExecutionError, Governor } from "./env.ts"
-import { producedDrafts } from "./gateRecords.ts"
+import { producedDrafts, producedDraftsNow } from "./gateRecords.ts"
 import { type Preflighted, verifyPreflight } from "./preflight.ts"
 import { untilStopped } from "./secure.ts"
-import { type AfterStep, type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
+import { type AfterStep, type AroundStep, type DecideStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
 
 /** After stage 4: the operation whose start is committed. */
 export interface Operated extends Preflighted {
@@ -47,14 +49,30 @@ const appendEvidence = (
 ) =>
   Effect.mapError(
     appendOperation(writer, operation.chain_id, drafts, ifCommitted),
-    (error) =>
-      new GovernanceEvidenceError({
-        call_executed,
-        record_type: drafts[0]!.record_type,
-        operation_id: operation.operation_id,
-        detail: failureDetail(error)
-      })
+    (error) => evidenceError(operation, drafts, call_executed, error)
   )
+
+/** Why an operation's records did not append. */
+type AppendFailure = Effect.Effect.Error<ReturnType<typeof appendOperation>>
+
+const evidenceError = (
+  operation: OperationContext,
+  drafts: ReadonlyArray<Evidence.Draft>,
+  call_executed: boolean,
+  error: AppendFailure
+) =>
+  new GovernanceEvidenceError({
+    call_executed,
+    record_type: drafts[0]!.record_type,
+    operation_id: operation.operation_id,
+    detail: failureDetail(error)
+  })
+
+/** A step's answer, or the Effect of it. */
+type Started = OperationContext | ExecutionOutcome
+
+const lift = <A, E>(answer: A | Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.isEffect(answer) ? answer as Effect.Effect<A, E> : Effect.succeed(answer)
 
 /** Stage 3, governed: a governed call runs inside an open task boundary of this executor's writer. */
 export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved, { boundary: TaskBoundary }> => ({
@@ -150,36 +168,35 @@ class Operation {
 
   /**
    * Stage 4: the preflight report must still admit the call; derive the context from its six trusted inputs and
-   * commit `policy_bound` and `operation_started`.
+   * commit `policy_bound` and `operation_started`. Synchronous where every one of those steps is.
    */
-  readonly start = Effect.suspend(() => {
-    const { call, env, state } = this
-    return Effect.flatMap(
-      verifyPreflight(env, call, state.preflight),
-      (refused) =>
-        refused !== undefined ? Effect.succeed(refused) : Effect.flatMap(
-          deriveContextWith(
-            env.ids,
-            {
-              context: call.context,
-              request: call.request,
-              descriptor: state.action.descriptor,
-              snapshot: state.snapshot,
-              preflight: state.preflight,
-              boundary: state.boundary
-            },
-            call.attempt_id,
-            state.digest
-          ),
-          (derived): Effect.Effect<OperationContext | ExecutionOutcome, ExecutionError> =>
-            Either.isLeft(derived)
-              ? Effect.succeed(denied(call, derived.left, "the operation's trusted inputs disagree"))
-              : this.commitStart(derived.right)
-        )
-    )
-  })
+  start(): Started | Effect.Effect<Started, ExecutionError> {
+    const verified = verifyPreflight(this.env, this.call, this.state.preflight)
+    if (!Effect.isEffect(verified)) return verified ?? this.open()
+    return Effect.flatMap(verified, (refused) => refused !== undefined ? Effect.succeed(refused) : lift(this.open()))
+  }
 
-  private commitStart(operation: OperationContext) {
+  private open(): Started | Effect.Effect<Started, ExecutionError> {
+    const { call, env, state } = this
+    const inputs = {
+      context: call.context,
+      request: call.request,
+      descriptor: state.action.descriptor,
+      snapshot: state.snapshot,
+      preflight: state.preflight,
+      boundary: state.boundary
+    }
+    const opened = (derived: Either.Either<OperationContext, DeriveRefusal>) =>
+      Either.isLeft(derived)
+        ? denied(call, derived.left, "the operation's trusted inputs disagree")
+        : this.commitStart(derived.right)
+    const uuid = env.ids.uuidSync
+    return uuid !== undefined
+      ? opened(deriveContextNow(inputs, call.attempt_id, state.digest, uuid()))
+      : Effect.flatMap(deriveContextWith(env.ids, inputs, call.attempt_id, state.digest), (d) => lift(opened(d)))
+  }
+
+  private commitStart(operation: OperationContext): OperationContext | Effect.Effect<OperationContext, ExecutionError> {
     const { call, state } = this
     // A start whose answer is lost may still have committed: the writer then closes it as this denial.
     const unconfirmed = () => [
@@ -189,59 +206,85 @@ class Operation {
       ledger.policyBound(operation, state.snapshot),
       ledger.operationStarted(operation, state.action.fields, state.args)
     ]
+    const unstarted = () => {
+      this.started = undefined
+      call.operated = false
+    }
+    const now = appendOperationNow(this.writer, operation.chain_id, drafts, call.moment.micros(), unconfirmed)
+    if (now !== undefined) {
+      if (!Array.isArray(now)) return Effect.fail(evidenceError(operation, drafts, false, now as AppendFailure))
+      this.started = operation
+      call.operated = true
+      return operation
+    }
+    // Started from inside the uninterruptible region: an interruption before it leaves no operation to close.
     return Effect.uninterruptible(Effect.suspend(() => {
       this.started = operation
       call.operated = true
       return appendEvidence(this.writer, operation, drafts, false, unconfirmed).pipe(
-        Effect.tapError(() =>
-          Effect.sync(() => {
-            this.started = undefined
-            call.operated = false
-          })
-        ),
+        Effect.tapError(() => Effect.sync(unstarted)),
         Effect.as(operation)
       )
     }))
   }
 
   /** Stage 13: the one terminal record, with any gate records not yet committed; if it fails the outcome is an error. */
-  close(started: OperationContext, outcome: ExecutionOutcome) {
-    return Effect.uninterruptible(Effect.suspend(() => {
-      this.concluded = true
-      return this.append(started, outcome)
-    }))
+  close(started: OperationContext, outcome: ExecutionOutcome): Effect.Effect<ExecutionOutcome, ExecutionError> {
+    const { call, env } = this
+    const sha256 = env.digest.sha256TextSync
+    const produced = sha256 === undefined ? undefined : producedDraftsNow(env, call, started)
+    if (sha256 !== undefined && produced !== undefined) {
+      const result = outcome._tag === "succeeded" ? resultDigestNow(sha256, outcome.result) : null
+      const drafts = [...produced, ledger.terminal(started, outcome, result, this.state.digest)]
+      const now = appendOperationNow(this.writer, started.chain_id, drafts, call.moment.micros())
+      if (now !== undefined) {
+        this.concluded = true
+        return Array.isArray(now)
+          ? Effect.succeed(this.closed(now, outcome))
+          : Effect.fail(this.closeError(started, outcome, now as AppendFailure))
+      }
+      return this.closeWith(started, outcome, Effect.succeed(drafts))
+    }
+    const result_digest = outcome._tag === "succeeded" ? resultDigest(env.digest, outcome.result) : Effect.succeed(null)
+    const drafts = Effect.zipWith(result_digest, producedDrafts(env, call, started), (digest, drafts) => [
+      ...drafts,
+      ledger.terminal(started, outcome, digest, this.state.digest)
+    ])
+    return this.closeWith(started, outcome, drafts)
   }
 
-  private append(operation: OperationContext, outcome: ExecutionOutcome) {
-    const { call, env } = this
-    const result_digest = outcome._tag === "succeeded" ? resultDigest(env.digest, outcome.result) : Effect.succeed(null)
-    const drafts = Effect.zipWith(result_digest, producedDrafts(env, call, operation), (digest, drafts) => [
-      ...drafts,
-      ledger.terminal(operation, outcome, digest, this.state.digest)
-    ])
-    return Effect.flatMap(drafts, (terminal) =>
-      appendOperation(this.writer, operation.chain_id, terminal).pipe(
-        Effect.map((receipts) => {
-          call.receipt = receipts[receipts.length - 1]
-          call.committed = outcome
-          return outcome
-        }),
-        Effect.mapError((error) => {
-          const detail = failureDetail(error)
-          return outcome._tag === "failed"
-            ? new OutcomeEvidenceError({
-              operation_id: operation.operation_id,
-              failure_code: outcome.failure.code,
-              detail
-            })
-            : new GovernanceEvidenceError({
-              call_executed: callExecuted(outcome),
-              record_type: ledger.terminalType(outcome),
-              operation_id: operation.operation_id,
-              detail
-            })
-        })
-      ))
+  private closed(receipts: ReadonlyArray<AppendReceipt>, outcome: ExecutionOutcome) {
+    this.call.receipt = receipts[receipts.length - 1]
+    this.call.committed = outcome
+    return outcome
+  }
+
+  private closeError(operation: OperationContext, outcome: ExecutionOutcome, error: AppendFailure) {
+    const detail = failureDetail(error)
+    return outcome._tag === "failed"
+      ? new OutcomeEvidenceError({ operation_id: operation.operation_id, failure_code: outcome.failure.code, detail })
+      : new GovernanceEvidenceError({
+        call_executed: callExecuted(outcome),
+        record_type: ledger.terminalType(outcome),
+        operation_id: operation.operation_id,
+        detail
+      })
+  }
+
+  private closeWith(
+    operation: OperationContext,
+    outcome: ExecutionOutcome,
+    drafts: Effect.Effect<ReadonlyArray<Evidence.Draft>>
+  ) {
+    // Concluded from inside the uninterruptible region: an interruption before it still closes the operation.
+    return Effect.uninterruptible(Effect.suspend(() => {
+      this.concluded = true
+      return Effect.flatMap(drafts, (terminal) =>
+        appendOperation(this.writer, operation.chain_id, terminal).pipe(
+          Effect.map((receipts) => this.closed(receipts, outcome)),
+          Effect.mapError((error) => this.closeError(operation, outcome, error))
+        ))
+    }))
   }
 
   /** Close an operation that has no terminal record yet, best effort (an interruption, a defect). */
@@ -289,41 +332,51 @@ export const operateWith = (
   run: (state, inner) => {
     const operation = new Operation(env, writer, state)
     const call = state.call
-    const governed = Effect.flatMap(
-      operation.start,
-      (started) =>
-        isOutcome(started) ? Effect.succeed(started) : inner(Object.assign(state, { operation: started })).pipe(
-          Effect.catchAll((error) => operation.abandon(error)),
-          Effect.flatMap((outcome) => operation.close(started, outcome))
-        )
-    ).pipe(
-      Effect.onInterrupt(() =>
-        operation.closeOpen(() => trustedMake(Cancelled, { ...common(call), call_executed: call.invoked }))
-      ),
-      Effect.tapDefect(() =>
-        operation.closeOpen(() =>
+    const proceed = (started: Started): Effect.Effect<ExecutionOutcome, ExecutionError> =>
+      isOutcome(started) ? Effect.succeed(started) : inner(Object.assign(state, { operation: started })).pipe(
+        Effect.catchAll((error) => operation.abandon(error)),
+        Effect.flatMap((outcome) => operation.close(started, outcome))
+      )
+    const governed = Effect.suspend(() => {
+      const started = operation.start()
+      return Effect.isEffect(started) ? Effect.flatMap(started, proceed) : proceed(started)
+    })
+    // One exit handler: an interruption closes the operation cancelled, a defect denied or ambiguous; then release.
+    return Effect.onExit(governed, (exit) => {
+      const closing = Exit.isSuccess(exit)
+        ? Effect.void
+        : Cause.isInterruptedOnly(exit.cause)
+        ? operation.closeOpen(() => trustedMake(Cancelled, { ...common(call), call_executed: call.invoked }))
+        : Cause.isDie(exit.cause)
+        ? operation.closeOpen(() =>
           call.invoked
             ? trustedMake(Ambiguous, { ...common(call), reason: reason("executor.defect") })
             : denied(call, "executor.defect")
         )
-      ),
-      Effect.ensuring(operation.release)
-    )
-    return governed
+        : Effect.void
+      return Effect.zipRight(closing, operation.release)
+    })
   }
 })
 
 /** Stage 11: every gate result and granted exception produced so far committed before the token is released. */
-export const checkpointWith = (env: Env, writer: EvidenceWriter.Service): EffectStep<Operated, void> => ({
-  _tag: "Effect",
+export const checkpointWith = (env: Env, writer: EvidenceWriter.Service): DecideStep<Operated, void> => ({
+  _tag: "Decide",
   stage: "evidence_checkpoint",
   detail: "every gate_evaluated and exception_granted committed before the token is released",
-  run: (state) =>
-    Effect.flatMap(
-      producedDrafts(env, state.call, state.operation),
-      (drafts) =>
-        drafts.length === 0 ? Effect.void : Effect.asVoid(appendEvidence(writer, state.operation, drafts, false))
+  run: ({ call, operation }) => {
+    const drafts = producedDraftsNow(env, call, operation)
+    if (drafts !== undefined) {
+      if (drafts.length === 0) return undefined
+      const now = appendOperationNow(writer, operation.chain_id, drafts, call.moment.micros())
+      if (now === undefined) return Effect.asVoid(appendEvidence(writer, operation, drafts, false))
+      return Array.isArray(now) ? undefined : Effect.fail(evidenceError(operation, drafts, false, now as AppendFailure))
+    }
+    return Effect.flatMap(
+      producedDrafts(env, call, operation),
+      (drafts) => drafts.length === 0 ? Effect.void : Effect.asVoid(appendEvidence(writer, operation, drafts, false))
     )
+  }
 })
 
 /**

@@ -2,7 +2,7 @@
  * Stage 3's preflight report (governed): the backend's capability report and the call's leases, bound to its request
  * and action and digested, made here alone; and its verification at stage 4, before `operation_started`.
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Exit, Schema } from "effect"
 import { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
 import * as Canonical from "../../../base/Canonical.ts"
 import { type Sha256Hex, sha256TextWith } from "../../../base/Digest.ts"
@@ -13,7 +13,7 @@ import type { TaskBoundary } from "../../../evidence/TaskBoundary.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import { ExecutionRequest } from "../../ExecutionRequest.ts"
-import { ActionPreflightReport, type AdmissionLease, digestInput, type PreflightRefusal } from "../../Preflight.ts"
+import { ActionPreflightReport, type AdmissionLease, digestInput } from "../../Preflight.ts"
 import type { Digested } from "./admit.ts"
 import { type Call, denied } from "./call.ts"
 import type { Env } from "./env.ts"
@@ -150,31 +150,48 @@ export const preflightWith = (
   }
 }
 
+// The refusal of a report that no longer admits the call, given the backend's report now and the digest recomputed.
+const refusalOf = (
+  call: Call,
+  report: ActionPreflightReport,
+  current: ActionBackendCapabilityReport,
+  digest: Sha256Hex
+): ExecutionOutcome | undefined => {
+  if (report.expires_at !== null && call.moment.micros() >= Time.toMicros(report.expires_at)) {
+    return denied(call, "preflight.lease_expired", `a lease the call was admitted on lapsed at ${report.expires_at}`)
+  }
+  if (current !== report.capability_report && reportText(current) !== reportText(report.capability_report)) {
+    return denied(
+      call,
+      "preflight.report_changed",
+      `backend ${current.backend.id} reports other capabilities than at stage 3`
+    )
+  }
+  return digest === report.digest
+    ? undefined
+    : denied(call, "preflight.digest_mismatch", "the preflight report does not recompute to its digest")
+}
+
 /**
  * Stage 4, before `operation_started`: the report still admits the call (no lease has lapsed, the backend reports
- * what it reported, the report recomputes to its digest); the refusal that concludes it otherwise.
+ * what it reported, the report recomputes to its digest); the refusal that concludes it otherwise. Decided in the
+ * calling step where the backend's probe is a value already and the Digest hashes synchronously.
  */
 export const verifyPreflight = (
   env: Env,
   call: Call,
   report: ActionPreflightReport
-): Effect.Effect<ExecutionOutcome | undefined> =>
-  Effect.flatMap(env.backend.probe, (current) => {
-    const refuse = (code: PreflightRefusal, detail: string) => Effect.succeed(denied(call, code, detail))
-    if (report.expires_at !== null && call.moment.micros() >= Time.toMicros(report.expires_at)) {
-      return refuse("preflight.lease_expired", `a lease the call was admitted on lapsed at ${report.expires_at}`)
-    }
-    if (current !== report.capability_report && reportText(current) !== reportText(report.capability_report)) {
-      return refuse(
-        "preflight.report_changed",
-        `backend ${current.backend.id} reports other capabilities than at stage 3`
-      )
-    }
-    return Effect.map(
+): ExecutionOutcome | undefined | Effect.Effect<ExecutionOutcome | undefined> => {
+  const probe = env.backend.probe
+  const sha256 = env.digest.sha256TextSync
+  // A probe that is an Exit already (a constant report) is read, not run.
+  const known = Exit.isExit(probe) ? probe as Exit.Exit<ActionBackendCapabilityReport> : undefined
+  if (known !== undefined && Exit.isSuccess(known) && sha256 !== undefined) {
+    return refusalOf(call, report, known.value, sha256(digestText(report)))
+  }
+  return Effect.flatMap(probe, (current) =>
+    Effect.map(
       sha256TextWith(env.digest, digestText(report)),
-      (digest) =>
-        digest === report.digest
-          ? undefined
-          : denied(call, "preflight.digest_mismatch", "the preflight report does not recompute to its digest")
-    )
-  })
+      (digest) => refusalOf(call, report, current, digest)
+    ))
+}

@@ -52,7 +52,7 @@ import {
 import { idempotentWith, invokeWith, settle } from "./invoke.ts"
 import { preflightWith } from "./preflight.ts"
 import { bounded, noRecheck, recheckWith, revalidateWith, securityWith, transformWith } from "./secure.ts"
-import { compile, type EffectStep, type Entry, flatten, type Steps, steps, type Table } from "./table.ts"
+import { compile, type DecideStep, type Entry, flatten, type Steps, steps, type Table } from "./table.ts"
 
 /** The profile an executor was built for, with the stores its stages use: chosen once, never per call. */
 export type Profile =
@@ -101,7 +101,7 @@ const secured = <C extends Digested>(
   env: Env,
   action: Action,
   governed: boolean,
-  checkpoint?: EffectStep<C, void>
+  checkpoint?: DecideStep<C, void>
 ) =>
   table.within(bounded, (stages) => {
     let secure: Steps<C> = stages
@@ -115,7 +115,7 @@ const secured = <C extends Digested>(
       : secure.effect(transformWith(env)).effect(revalidateWith(digestWith(env))).effect(
         recheckWith(action.interceptors, governed ? env.ids : undefined)
       )
-    return checkpoint === undefined ? checked : checked.effect(checkpoint)
+    return checkpoint === undefined ? checked : checked.step(checkpoint)
   })
 
 /** Stages 12-13: the one invocation, behind the caller's idempotency key where a store keeps them. */
