@@ -34,7 +34,7 @@ export interface Options {
   readonly modules?: ReadonlyArray<string>
   /** The deno executable (default: the npm package `deno` beside writ, else `deno` on the PATH). */
   readonly deno?: string
-  /** deno's cache directory (default: a fresh temporary directory per backend). */
+  /** deno's cache directory (default: a fresh temporary directory per backend, removed at exit). */
   readonly denoDir?: string
   /** The wall clock of one invocation, after which its process group is killed (default: 30 seconds). */
   readonly wallClock?: Duration.DurationInput
@@ -55,7 +55,7 @@ export const claimed: ReadonlyArray<string> = [
   "writ.wall_clock@1"
 ]
 
-/** The capabilities this backend knows of and does not enforce: deno permissions are not an OS boundary. */
+/** The capabilities this backend knows of and does not enforce (besides the network one it does not claim). */
 export const unclaimed: ReadonlyArray<string> = [
   "writ.network.loopback@1",
   "writ.secrets.by_reference@1",
@@ -71,7 +71,7 @@ const claimsFor = (net: ReadonlyArray<string>): Report.Claims => ({
   claimed: net.length === 0
     ? claimed
     : claimed.map((name) => name === "writ.network.none@1" ? "writ.network.destinations@1" : name),
-  unclaimed: net.length === 0 ? unclaimed : ["writ.network.none@1", ...unclaimed]
+  unclaimed: [net.length === 0 ? "writ.network.destinations@1" : "writ.network.none@1", ...unclaimed]
 })
 
 const limits = "deno permissions, not the OS: the action runs as writ's own uid with no memory or process limit; " +
@@ -102,6 +102,13 @@ const trialRun = (deno: string, denoDir: string) =>
     (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
   )
 
+// A cache of this backend's own, removed when the process exits.
+const fresh = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-deno-cache-"))
+  process.once("exit", () => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
 /** A Deno backend; its probe runs a trial with the backend's own flags once, and is cached. */
 export const make = (options: Options = {}): Effect.Effect<ActionExecutionBackend.Service> =>
   Effect.gen(function*() {
@@ -113,7 +120,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       write: (options.write ?? []).map(Deno.root),
       modules: HostPaths.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])])
     })))
-    const denoDir = options.denoDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "writ-deno-cache-"))
+    const denoDir = options.denoDir ?? fresh()
 
     const probe = yield* Effect.cached(Effect.gen(function*() {
       if (deno === undefined) return Report.unsupported(claims, "probe failed: no deno executable")

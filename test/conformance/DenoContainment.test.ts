@@ -266,6 +266,31 @@ describe("deno containment", () => {
         })
       }))
 
+    it.live("named destinations: a granted host:port is reachable, another port on the same host is not", () =>
+      listening((granted, grantedSeen) =>
+        listening((other, otherSeen) =>
+          Effect.gen(function*() {
+            const backend = yield* DenoBackend.make({ net: [`127.0.0.1:${granted}`], denoDir })
+            const claims = (yield* backend.probe).capabilities ?? []
+            const level = (name: string) => claims.find((claim) => claim.name === name)?.level
+            assert.strictEqual(level("writ.network.destinations@1"), "enforced")
+            assert.strictEqual(level("writ.network.none@1"), "unsupported")
+            const reached = succeeded(yield* runOn(backend, "hostile.connect", { host: "127.0.0.1", port: granted }))
+            assert.deepStrictEqual(reached, { ok: true, value: "connected" })
+            assert.isAbove(grantedSeen(), 0)
+            const refused = succeeded(yield* runOn(backend, "hostile.connect", { host: "127.0.0.1", port: other }))
+            assert.isFalse(refused.ok)
+            assert.strictEqual(otherSeen(), 0, "the other port got no connection")
+            matrix.push({
+              capability: "network",
+              attack: "connect to an ungranted port of a granted host",
+              deno: "blocked",
+              uncontained: "-"
+            })
+          })
+        )
+      ))
+
     it.live("a read root is readable, a write root writable, a declared variable present", () =>
       Effect.gen(function*() {
         const visible = succeeded(yield* runOn(deno, "hostile.read_file", { path: path.join(readRoot, "visible.txt") }))
