@@ -157,7 +157,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       ref,
       probe,
       admits: uncontainable,
-      launch: (runner, definition) => {
+      launch: (_node, definition) => {
         if (deno === undefined || roots._tag === "Left") {
           return SubprocessBackend.failed("spawn_failed", "deno or a root is unavailable")
         }
@@ -174,7 +174,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
               env: (definition.environment ?? []).filter((need) => need.exposure === "read").map((need) =>
                 need.variable
               )
-            }, runner.at(-1)!),
+            }, SubprocessBackend.runnerEntry().pathname),
             env: Deno.environment(denoDir),
             channels: "stdio" as const
           }),
