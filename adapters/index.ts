@@ -8,6 +8,7 @@ export * as MemoryPolicySnapshotStore from "./memory/MemoryPolicySnapshotStore.t
 export * as MemoryStateStore from "./memory/MemoryStateStore.ts"
 export * as PolicyFormat from "./memory/PolicyFormat.ts"
 export * as BubblewrapBackend from "./node/BubblewrapBackend.ts"
+export * as DenoBackend from "./node/DenoBackend.ts"
 export * as NodeDigest from "./node/NodeDigest.ts"
 export * as NodePathResolver from "./node/NodePathResolver.ts"
 export * as SqlExecutorRegistry from "./node/SqlExecutorRegistry.ts"

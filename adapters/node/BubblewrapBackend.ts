@@ -9,17 +9,13 @@
  * may spawn inside its sandbox) and secrets are unsupported.
  */
 import { Duration, Effect, Layer } from "effect"
-import { execFile } from "node:child_process"
 import * as os from "node:os"
-import {
-  ActionBackendCapabilityReport,
-  ActionExecutionBackend,
-  BackendMechanism,
-  CapabilityClaim
-} from "../../core/action/ActionExecutionBackend.ts"
+import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../core/action/internal/backendFailure.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
 import * as Bwrap from "./internal/bwrap.ts"
+import * as Report from "./internal/capabilityReport.ts"
+import * as HostPaths from "./internal/hostPaths.ts"
 import * as SubprocessBackend from "./internal/subprocessBackend.ts"
 
 /** How the sandbox is set up. */
@@ -65,40 +61,7 @@ export const unclaimed: ReadonlyArray<string> = [
   "writ.process_count@1"
 ]
 
-const capabilities = (enforced: boolean) => [
-  ...claimed.map((name) =>
-    CapabilityClaim.make(
-      enforced
-        ? { name, level: "enforced", by: "os", verified: "probe" }
-        : { name, level: "unsupported", verified: "probe" }
-    )
-  ),
-  ...unclaimed.map((name) => CapabilityClaim.make({ name, level: "unsupported", verified: "static" }))
-]
-
-const unsupported = (verified_by: string, mechanism?: BackendMechanism) =>
-  ActionBackendCapabilityReport.make({
-    backend: ref,
-    containment: {
-      filesystem: "unsupported",
-      network: "unsupported",
-      subprocess: "unsupported",
-      environment: "unsupported",
-      secrets: "unsupported"
-    },
-    verified_by,
-    report_version: 1,
-    ...(mechanism === undefined ? {} : { mechanism }),
-    capabilities: capabilities(false)
-  })
-
-const run = (command: string, args: ReadonlyArray<string>) =>
-  Effect.async<{ readonly ok: boolean; readonly stdout: string }>((resume) => {
-    const child = execFile(command, [...args], { env: {}, timeout: 20_000, encoding: "utf-8" }, (error, stdout) => {
-      resume(Effect.succeed({ ok: error === null, stdout }))
-    })
-    return Effect.sync(() => void child.kill("SIGKILL"))
-  })
+const claims: Report.Claims = { ref, by: "os", claimed, unclaimed }
 
 // The trial: the runtime in the sandbox, as the unprivileged uid, seeing no environment and no host root.
 const trial = `const fs = require("fs");
@@ -109,14 +72,14 @@ process.stdout.write(ok ? "writ-probe:ok" : "writ-probe:exposed")`
 /** A bubblewrap backend; its probe runs a trial sandbox with the backend's own flags once, and is cached. */
 export const make = (options: Options = {}): Effect.Effect<ActionExecutionBackend.Service> =>
   Effect.gen(function*() {
-    const bwrap = Bwrap.which(options.bwrap ?? "bwrap", process.env.PATH)
+    const bwrap = HostPaths.which(options.bwrap ?? "bwrap", process.env.PATH)
     const node = options.node ?? process.execPath
     const execArgv = options.execArgv ?? []
     const read = options.read ?? []
     const write = options.write ?? []
     const runtime = yield* Effect.either(Effect.try(() => Bwrap.runtimeBinds(node)))
     const base = yield* Effect.either(
-      Effect.try(() => Bwrap.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])]))
+      Effect.try(() => HostPaths.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])]))
     )
     const sandbox = (modules: ReadonlyArray<string>): Bwrap.Sandbox => ({
       runtime: runtime._tag === "Right" ? runtime.right : [],
@@ -125,32 +88,33 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     })
 
     const probe = yield* Effect.cached(Effect.gen(function*() {
-      if (bwrap === undefined) return unsupported("probe failed: no bwrap executable")
-      if (runtime._tag === "Left") return unsupported(`probe failed: the runtime ${node} could not be resolved`)
-      if (base._tag === "Left") return unsupported("probe failed: the runner's module graph could not be resolved")
-      const version = /^bubblewrap (\S+)$/.exec((yield* run(bwrap, ["--version"])).stdout.trim())?.[1] ?? "unknown"
-      const tried = yield* run(bwrap, Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial]))
+      if (bwrap === undefined) return Report.unsupported(claims, "probe failed: no bwrap executable")
+      if (runtime._tag === "Left") {
+        return Report.unsupported(claims, `probe failed: the runtime ${node} could not be resolved`)
+      }
+      if (base._tag === "Left") {
+        return Report.unsupported(claims, "probe failed: the runner's module graph could not be resolved")
+      }
+      const version = /^bubblewrap (\S+)$/.exec((yield* Report.run(bwrap, ["--version"])).stdout.trim())?.[1] ??
+        "unknown"
+      const tried = yield* Report.run(bwrap, Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial]))
       const platform = `${os.type()} ${os.release()}`
       const identity = BackendMechanism.make({ name: "bubblewrap", version, platform })
       const mechanism = `bubblewrap ${version} on ${platform}`
       if (!tried.ok || tried.stdout !== "writ-probe:ok") {
-        return unsupported(`probe failed: the trial sandbox (${mechanism}) did not run contained`, identity)
+        return Report.unsupported(
+          claims,
+          `probe failed: the trial sandbox (${mechanism}) did not run contained`,
+          identity
+        )
       }
-      return ActionBackendCapabilityReport.make({
-        backend: ref,
-        containment: {
-          filesystem: "enforced",
-          network: "enforced",
-          subprocess: "unsupported",
-          environment: "enforced",
-          secrets: "unsupported"
-        },
-        verified_by: `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment ` +
+      return Report.verified(
+        claims,
+        ["filesystem", "network", "environment"],
+        `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment ` +
           "and no host root; the claims are those the containment suite verifies",
-        report_version: 1,
-        mechanism: identity,
-        capabilities: capabilities(true)
-      })
+        identity
+      )
     }))
 
     return SubprocessBackend.make({
@@ -168,7 +132,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
         return Effect.try({
           try: () => ({
             command: bwrap,
-            args: Bwrap.argv(sandbox(Bwrap.moduleRoots([definition.module!])), command),
+            args: Bwrap.argv(sandbox(HostPaths.moduleRoots([definition.module!])), command),
             env: {}
           }),
           catch: () =>

@@ -1,5 +1,6 @@
-/** writ's Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, the SQL executor registry, bubblewrap. */
+/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno. */
 export * as BubblewrapBackend from "./BubblewrapBackend.ts"
+export * as DenoBackend from "./DenoBackend.ts"
 export * as NodeDigest from "./NodeDigest.ts"
 export * as NodePathResolver from "./NodePathResolver.ts"
 export * as SqlExecutorRegistry from "./SqlExecutorRegistry.ts"

@@ -8,7 +8,6 @@
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 
 /** The uid and gid the action runs as inside the sandbox. */
 export const sandboxUid = 65534
@@ -33,33 +32,6 @@ export const runtimeBinds = (node: string): ReadonlyArray<Bind> => {
     if (found !== null) binds.push({ source: fs.realpathSync(found[1]!), target: found[1]! })
   }
   return binds
-}
-
-/** The nearest directory at or above `start` holding a package.json (or `start` when none does). */
-export const packageRoot = (start: string): string => {
-  for (let dir = start;; dir = path.dirname(dir)) {
-    if (fs.existsSync(path.join(dir, "package.json"))) return dir
-    if (path.dirname(dir) === dir) return start
-  }
-}
-
-/**
- * The module graph a child loads, as directories: the package of each module given (the writ package the runner is
- * in, and the action's own), and the real directory of each one's node_modules when that is a link elsewhere.
- */
-export const moduleRoots = (modules: ReadonlyArray<string>): ReadonlyArray<string> => {
-  const roots = new Set<string>()
-  for (const module of modules) {
-    const file = module.startsWith("file:") ? fileURLToPath(module) : module
-    const root = fs.realpathSync(packageRoot(path.dirname(file)))
-    roots.add(root)
-    const modulesDir = path.join(root, "node_modules")
-    if (fs.existsSync(modulesDir)) {
-      const real = fs.realpathSync(modulesDir)
-      if (real !== modulesDir) roots.add(real)
-    }
-  }
-  return [...roots]
 }
 
 /** What one sandbox is made of. */
@@ -103,18 +75,3 @@ export const argv = (sandbox: Sandbox, command: ReadonlyArray<string>): Readonly
   "--",
   ...command
 ]
-
-/** The absolute path of an executable on the host's PATH, or undefined. */
-export const which = (name: string, searchPath: string | undefined): string | undefined => {
-  if (name.includes("/")) return fs.existsSync(name) ? name : undefined
-  for (const dir of (searchPath ?? "/usr/bin:/bin").split(":")) {
-    const candidate = path.join(dir, name)
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK)
-      return candidate
-    } catch {
-      // not here
-    }
-  }
-  return undefined
-}

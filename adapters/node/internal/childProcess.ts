@@ -12,11 +12,16 @@ import type { ActionBackendError } from "../../../core/action/ActionExecutionBac
 import { issue } from "../../../core/action/internal/backendFailure.ts"
 import * as Wire from "./childWire.ts"
 
-/** How to start the runner: a command, its whole argv and its whole environment. */
+/**
+ * How to start the runner: a command, its whole argv and its whole environment, and where its wire runs (`fds`: the
+ * request on fd 3 and frames on fd 4; `stdio`: the request on stdin and frames on stdout, for a runtime that opens no
+ * other inherited descriptor).
+ */
 export interface Launch {
   readonly command: string
   readonly args: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string>>
+  readonly channels?: "fds" | "stdio"
 }
 
 /** The bounds of one spawn. */
@@ -62,20 +67,21 @@ const killGroup = (pid: number | undefined) => {
 
 const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
   Effect.async<Ended & { readonly stderr: string }>((resume) => {
+    const stdio = launch.channels === "stdio"
     const child = spawn(launch.command, [...launch.args], {
-      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"],
+      stdio: stdio ? ["pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe", "pipe", "pipe"],
       env: { ...launch.env },
       // Its own process group, so a kill reaches whatever it started.
       detached: true
     })
     const stderr = drain(child.stderr, bounds.outputBytes)
-    drain(child.stdout, bounds.outputBytes)
+    if (!stdio) drain(child.stdout, bounds.outputBytes)
     const chunks: Array<Buffer> = []
     let size = 0
     let oversized = false
     let overran = false
     let done = false
-    const results = child.stdio[4] as Readable
+    const results = child.stdio[stdio ? 1 : 4] as Readable
     results.on("data", (chunk: Buffer) => {
       size += chunk.length
       if (size > Wire.maxResultBytes) {
@@ -83,7 +89,7 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
         killGroup(child.pid)
       } else chunks.push(chunk)
     })
-    const requests = child.stdio[3] as Writable
+    const requests = child.stdio[stdio ? 0 : 3] as Writable
     // A child that exits without reading its request breaks the pipe: that is its exit, not an error here.
     requests.on("error", () => undefined)
     requests.end(request)

@@ -1,7 +1,9 @@
 /**
- * The child runner: a Node entry script that serves exactly one request per spawn. It reads its request, with the
+ * The child runner: an entry script that serves exactly one request per spawn. It reads its request, with the
  * spawn's one-use token, from the pipe its parent left on fd 3 (never argv or the environment), and refuses to run
- * anything when that is not an inherited pipe holding a well-formed request. Then it says it started, imports the
+ * anything when that is not an inherited pipe holding a well-formed request. Under Deno, which opens no inherited
+ * descriptor beyond the standard three, the request comes on stdin and the frames leave on stdout (console output
+ * goes to stderr). Then it says it started, imports the
  * declared module, checks the export is the action the parent described (its descriptor digest), decodes the
  * arguments, and runs the handler through an invocation token of its own; every frame it writes on fd 4 carries the
  * parent's token, which the action's code never sees, so a frame the action forges is not taken for a result.
@@ -18,38 +20,43 @@ import * as InProcessBackend from "../../memory/InProcessBackend.ts"
 import * as NodeDigest from "../NodeDigest.ts"
 import * as Wire from "./childWire.ts"
 
+// Deno reaches no inherited descriptor past stderr: there the request is stdin and the result channel stdout.
+const deno = "Deno" in globalThis
+const requestFd = deno ? 0 : Wire.requestFd
+const resultFd = deno ? 1 : Wire.resultFd
+
 const refuse = (detail: string): never => {
   process.stderr.write(`writ child runner: ${detail}\n`)
   process.exit(2)
 }
 
-// The request, read whole from fd 3 before any of the action's code can run; a file or a terminal there is refused.
+// The request, read whole before any of the action's code can run; a file or a terminal there is refused.
 const readRequest = (): Wire.ChildRequest => {
   let stat: fs.Stats
   try {
-    stat = fs.fstatSync(Wire.requestFd)
+    stat = fs.fstatSync(requestFd)
   } catch {
-    return refuse("no request channel on fd 3")
+    return refuse(`no request channel on fd ${requestFd}`)
   }
-  if (!stat.isFIFO() && !stat.isSocket()) return refuse("fd 3 is not a pipe from the parent")
+  if (!stat.isFIFO() && !stat.isSocket()) return refuse(`fd ${requestFd} is not a pipe from the parent`)
   const chunks: Array<Buffer> = []
   const buffer = Buffer.alloc(65536)
   let total = 0
   for (;;) {
-    const read = fs.readSync(Wire.requestFd, buffer)
+    const read = fs.readSync(requestFd, buffer)
     if (read === 0) break
     total += read
     if (total > Wire.maxRequestBytes) return refuse("the request is larger than its bound")
     chunks.push(Buffer.from(buffer.subarray(0, read)))
   }
-  fs.closeSync(Wire.requestFd)
+  fs.closeSync(requestFd)
   const request = Wire.parseRequest(Buffer.concat(chunks).toString("utf-8"))
   return request._tag === "Right" ? request.right : refuse(`the request is refused: ${request.left}`)
 }
 
 const write = (frame: Wire.Frame) => {
   const bytes = Buffer.from(Wire.encodeFrame(frame))
-  for (let offset = 0; offset < bytes.length;) offset += fs.writeSync(Wire.resultFd, bytes, offset)
+  for (let offset = 0; offset < bytes.length;) offset += fs.writeSync(resultFd, bytes, offset)
 }
 
 const isDefinition = (value: unknown): value is ActionDefinition =>
@@ -107,6 +114,7 @@ const answer = Effect.fnUntraced(function*(request: Wire.ChildRequest) {
 })
 
 const request = readRequest()
+if (deno) console.log = console.info = console.debug = console.error
 for (const [name, value] of Object.entries(request.environment)) process.env[name] = value
 write({ _tag: "started", token: request.token })
 const frame = await Effect.runPromise(Effect.provide(answer(request), NodeDigest.layer))

@@ -43,6 +43,8 @@ export interface Options {
   readonly outputBytes: number
   /** The host environment the variables an action declares it reads are taken from. */
   readonly hostEnvironment: Readonly<Record<string, string | undefined>>
+  /** Why the backend cannot contain an action it could otherwise run (checked at admission, after its module). */
+  readonly admits?: (definition: ActionDefinition) => string | undefined
 }
 
 /** The opaque failure a handler's non-public failure becomes in the parent (its code is `handler.failed`). */
@@ -50,8 +52,12 @@ class ChildFailure {
   readonly _tag = "ChildFailure"
 }
 
-const failed = (reason: ActionBackendError["reason"], detail: string) =>
-  Effect.fail(issue({ outcome: "failed", reason, started: false, detail }))
+/** A backend failure before the action's code started. */
+export const issued = (reason: ActionBackendError["reason"], detail: string): ActionBackendError =>
+  issue({ outcome: "failed", reason, started: false, detail })
+
+/** A backend failure before the action's code started, as an Effect. */
+export const failed = (reason: ActionBackendError["reason"], detail: string) => Effect.fail(issued(reason, detail))
 
 /** A subprocess backend over `options`. */
 export const make = (options: Options): ActionExecutionBackend.Service => {
@@ -150,6 +156,6 @@ export const make = (options: Options): ActionExecutionBackend.Service => {
   const admits = (definition: ActionDefinition) =>
     definition.module === undefined || definition.export === undefined
       ? `${definition.name} declares no module and export, so no subprocess can import it`
-      : undefined
+      : options.admits?.(definition)
   return { ref: options.ref, probe: options.probe, admits, invoke }
 }

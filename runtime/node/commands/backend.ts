@@ -1,12 +1,13 @@
 /**
  * `writ backend probe NAME`: the capability report an effect backend gives here, from a trial run of its own settings
- * where it has one (bubblewrap), with its digest: what a governed call admitted on it records. Exit codes: 0 ok,
+ * where it has one (bubblewrap, deno), with its digest: what a governed call admitted on it records. Exit codes: 0 ok,
  * 2 bad input.
  */
 import { Args, Command } from "@effect/cli"
 import { Console, Effect, Schema } from "effect"
 import * as InProcessBackend from "../../../adapters/memory/InProcessBackend.ts"
 import * as BubblewrapBackend from "../../../adapters/node/BubblewrapBackend.ts"
+import * as DenoBackend from "../../../adapters/node/DenoBackend.ts"
 import { ActionBackendCapabilityReport } from "../../../core/action/ActionExecutionBackend.ts"
 import { canonical } from "../../../core/base/Digest.ts"
 import { json } from "./internal/input.ts"
@@ -14,13 +15,14 @@ import { table } from "./internal/render.ts"
 
 const backends = {
   "in-process": Effect.succeed(InProcessBackend.make),
-  bubblewrap: BubblewrapBackend.make()
+  bubblewrap: BubblewrapBackend.make(),
+  deno: DenoBackend.make()
 } as const
 
 const name = Args.choice(
   Object.keys(backends).map((key) => [key, key as keyof typeof backends] as const),
   { name: "backend" }
-).pipe(Args.withDescription("in-process | bubblewrap"))
+).pipe(Args.withDescription("in-process | bubblewrap | deno"))
 
 const render = (report: ActionBackendCapabilityReport, digest: string) =>
   [

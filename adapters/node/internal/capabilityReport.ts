@@ -1,0 +1,82 @@
+/**
+ * The versioned capability report of a sandboxing subprocess backend: the capabilities it claims once its probe's
+ * trial run passed (each enforced by its mechanism and verified by that probe), those it knows of and does not
+ * enforce, and the report of a failed probe, in which every capability is unsupported. Also the probe's runner of
+ * the mechanism's own commands.
+ */
+import { Effect } from "effect"
+import { execFile } from "node:child_process"
+import type { ContainmentKind } from "../../../core/action/Action.ts"
+import { ActionBackendCapabilityReport, CapabilityClaim } from "../../../core/action/ActionExecutionBackend.ts"
+import type { BackendMechanism, EnforcedBy } from "../../../core/action/ActionExecutionBackend.ts"
+import type { ActionBackendRef } from "../../../core/base/Refs.ts"
+
+/** What a backend knows of its capabilities, and what enforces those it claims. */
+export interface Claims {
+  readonly ref: ActionBackendRef
+  readonly by: typeof EnforcedBy.Type
+  readonly claimed: ReadonlyArray<string>
+  readonly unclaimed: ReadonlyArray<string>
+}
+
+/** The capability list: the claimed ones enforced (or, when the probe failed, unsupported), the rest unsupported. */
+export const capabilities = (claims: Claims, enforced: boolean): ReadonlyArray<CapabilityClaim> => [
+  ...claims.claimed.map((name) =>
+    CapabilityClaim.make(
+      enforced
+        ? { name, level: "enforced", by: claims.by, verified: "probe" }
+        : { name, level: "unsupported", verified: "probe" }
+    )
+  ),
+  ...claims.unclaimed.map((name) => CapabilityClaim.make({ name, level: "unsupported", verified: "static" }))
+]
+
+/** The report of a passed probe: the kinds of containment it enforces, the rest unsupported. */
+export const verified = (
+  claims: Claims,
+  enforced: ReadonlyArray<ContainmentKind>,
+  verified_by: string,
+  mechanism: BackendMechanism
+): ActionBackendCapabilityReport => {
+  const level = (kind: ContainmentKind) => enforced.includes(kind) ? "enforced" as const : "unsupported" as const
+  return ActionBackendCapabilityReport.make({
+    backend: claims.ref,
+    containment: {
+      filesystem: level("filesystem"),
+      network: level("network"),
+      subprocess: level("subprocess"),
+      environment: level("environment"),
+      secrets: level("secrets")
+    },
+    verified_by,
+    report_version: 1,
+    mechanism,
+    capabilities: capabilities(claims, true)
+  })
+}
+
+/** The report of a failed probe: every kind of containment and every capability unsupported. */
+export const unsupported = (claims: Claims, verified_by: string, mechanism?: BackendMechanism) =>
+  ActionBackendCapabilityReport.make({
+    backend: claims.ref,
+    containment: {
+      filesystem: "unsupported",
+      network: "unsupported",
+      subprocess: "unsupported",
+      environment: "unsupported",
+      secrets: "unsupported"
+    },
+    verified_by,
+    report_version: 1,
+    ...(mechanism === undefined ? {} : { mechanism }),
+    capabilities: capabilities(claims, false)
+  })
+
+/** Run a command of the mechanism with an empty environment (killed after 20 seconds): whether it exited 0, and its stdout. */
+export const run = (command: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+  Effect.async<{ readonly ok: boolean; readonly stdout: string }>((resume) => {
+    const child = execFile(command, [...args], { env, timeout: 20_000, encoding: "utf-8" }, (error, stdout) => {
+      resume(Effect.succeed({ ok: error === null, stdout }))
+    })
+    return Effect.sync(() => void child.kill("SIGKILL"))
+  })

@@ -1,0 +1,49 @@
+/**
+ * Host paths a subprocess backend grants its child: the module graph it loads (as package directories) and the
+ * executables it starts.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+/** The nearest directory at or above `start` holding a package.json (or `start` when none does). */
+export const packageRoot = (start: string): string => {
+  for (let dir = start;; dir = path.dirname(dir)) {
+    if (fs.existsSync(path.join(dir, "package.json"))) return dir
+    if (path.dirname(dir) === dir) return start
+  }
+}
+
+/**
+ * The module graph a child loads, as directories: the package of each module given (the writ package the runner is
+ * in, and the action's own), and the real directory of each one's node_modules when that is a link elsewhere.
+ */
+export const moduleRoots = (modules: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const roots = new Set<string>()
+  for (const module of modules) {
+    const file = module.startsWith("file:") ? fileURLToPath(module) : module
+    const root = fs.realpathSync(packageRoot(path.dirname(file)))
+    roots.add(root)
+    const modulesDir = path.join(root, "node_modules")
+    if (fs.existsSync(modulesDir)) {
+      const real = fs.realpathSync(modulesDir)
+      if (real !== modulesDir) roots.add(real)
+    }
+  }
+  return [...roots]
+}
+
+/** The absolute path of an executable on the host's PATH, or undefined. */
+export const which = (name: string, searchPath: string | undefined): string | undefined => {
+  if (name.includes("/")) return fs.existsSync(name) ? name : undefined
+  for (const dir of (searchPath ?? "/usr/bin:/bin").split(":")) {
+    const candidate = path.join(dir, name)
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK)
+      return candidate
+    } catch {
+      // not here
+    }
+  }
+  return undefined
+}
