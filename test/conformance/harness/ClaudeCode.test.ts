@@ -15,7 +15,7 @@ interface Run {
   readonly inside: string
 }
 
-const run = async (sandboxed: boolean): Promise<Run> => {
+const run = async (sandboxed: boolean, inherited: Record<string, string> = {}): Promise<Run> => {
   const dir = mkdtempSync(join(tmpdir(), "writ-claude-"))
   const home = join(dir, "home")
   const workspace = join(dir, "ws")
@@ -38,7 +38,8 @@ const run = async (sandboxed: boolean): Promise<Run> => {
   )
   const model = await Scripted.start([
     { name: "Bash", input: { command: `echo escaped > ${outside}; echo tried`, description: "write outside" } },
-    { name: "Bash", input: { command: `echo kept > ${inside}`, description: "write inside" } }
+    { name: "Bash", input: { command: `echo kept > ${inside}`, description: "write inside" } },
+    { name: "Bash", input: { command: "echo \"canary=$WRIT_CANARY\"; env", description: "read a canary" } }
   ])
   try {
     // Asynchronously: the scripted model answers from this same event loop.
@@ -64,7 +65,8 @@ const run = async (sandboxed: boolean): Promise<Run> => {
           HOME: home,
           ANTHROPIC_BASE_URL: model.baseUrl,
           ANTHROPIC_API_KEY: "sk-scripted",
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1"
+          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+          ...inherited
         }
       }, (_error, out) => resolve(out))
     )
@@ -90,5 +92,22 @@ describe("claude-code, real CLI: fs.write_roots@1 through its OS sandbox", () =>
   it("the scenario can fail: without the sandbox settings the same write outside happens", async () => {
     const result = await run(false)
     assert.strictEqual(result.outside, "escaped\n")
+  })
+})
+
+// The harness's own environment holds a canary; the CLI starts with an empty environment plus the allowlist.
+const canary = "writ-canary-7f3a9c"
+
+describe("claude-code, real CLI: env.allowlist@1 by writ's empty environment", () => {
+  it("a Bash read of a variable outside the allowlist never shows the canary in a tool result", async () => {
+    process.env.WRIT_CANARY = canary
+    const result = await run(true)
+    assert.include(result.stream, "canary=")
+    assert.notInclude(result.stream, canary)
+  })
+
+  it("the scenario can fail: passed through, the canary shows in the tool result", async () => {
+    const result = await run(true, { WRIT_CANARY: canary })
+    assert.include(result.stream, `canary=${canary}`)
   })
 })
