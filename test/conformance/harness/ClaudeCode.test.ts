@@ -1,13 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { execFile } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as RealClaude from "../../fixtures/realClaude.ts"
 import * as Scripted from "../../fixtures/scriptedAnthropic.ts"
-import { root } from "../../fixtures/sources.ts"
-
-// The real claude CLI from node_modules, driven by a scripted model on loopback; every effect is checked on disk.
-const claude = join(root, "node_modules/.bin/claude")
 
 interface Run {
   readonly stream: string
@@ -42,34 +38,13 @@ const run = async (sandboxed: boolean, inherited: Record<string, string> = {}): 
     { name: "Bash", input: { command: "echo \"canary=$WRIT_CANARY\"; env", description: "read a canary" } }
   ])
   try {
-    // Asynchronously: the scripted model answers from this same event loop.
-    const stdout = await new Promise<string>((resolve) =>
-      execFile(claude, [
-        "-p",
-        "write the files",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--permission-mode",
-        "dontAsk",
-        "--strict-mcp-config",
-        "--mcp-config",
-        "{\"mcpServers\":{}}"
-      ], {
-        cwd: workspace,
-        encoding: "utf-8",
-        timeout: 120_000,
-        maxBuffer: 16 * 1024 * 1024,
-        env: {
-          PATH: "/usr/bin:/bin",
-          HOME: home,
-          ANTHROPIC_BASE_URL: model.baseUrl,
-          ANTHROPIC_API_KEY: "sk-scripted",
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-          ...inherited
-        }
-      }, (_error, out) => resolve(out))
-    )
+    const stdout = await RealClaude.run({
+      workspace,
+      home,
+      baseUrl: model.baseUrl,
+      prompt: "write the files",
+      env: inherited
+    })
     return {
       stream: stdout,
       outside: existsSync(outside) ? readFileSync(outside, "utf-8") : "",

@@ -1,14 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
-import { execFile } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as RealClaude from "../../fixtures/realClaude.ts"
 import * as Scripted from "../../fixtures/scriptedAnthropic.ts"
-import { root } from "../../fixtures/sources.ts"
-
-const claude = join(root, "node_modules/.bin/claude")
 
 // The PreToolUse hook: it posts the call to the harness on loopback with the run's token and prints a blocking deny
 // unless the harness answers allow; anything else (unreachable, timeout, malformed) is a deny, and a crash exits 2.
@@ -73,33 +70,13 @@ const run = async (decide: Decide, reachable = true) => {
     { name: "Bash", input: { command: `touch ${workspace}/allowed.txt`, description: "allowed" } }
   ])
   try {
-    const stream = await new Promise<string>((resolve) =>
-      execFile(claude, [
-        "-p",
-        "touch the files",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--permission-mode",
-        "dontAsk",
-        "--strict-mcp-config",
-        "--mcp-config",
-        "{\"mcpServers\":{}}"
-      ], {
-        cwd: workspace,
-        timeout: 120_000,
-        maxBuffer: 16 * 1024 * 1024,
-        env: {
-          PATH: "/usr/bin:/bin",
-          HOME: home,
-          ANTHROPIC_BASE_URL: model.baseUrl,
-          ANTHROPIC_API_KEY: "sk-scripted",
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-          WRIT_HOOK_URL: harness.url,
-          WRIT_HOOK_TOKEN: token
-        }
-      }, (_error, out) => resolve(String(out)))
-    )
+    const stream = await RealClaude.run({
+      workspace,
+      home,
+      baseUrl: model.baseUrl,
+      prompt: "touch the files",
+      env: { WRIT_HOOK_URL: harness.url, WRIT_HOOK_TOKEN: token }
+    })
     return {
       denied: existsSync(join(workspace, "denied.txt")),
       allowed: existsSync(join(workspace, "allowed.txt")),
