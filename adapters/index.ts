@@ -1,4 +1,5 @@
 /** writ's adapters for every runtime, one namespace per module (also by runtime: writ/adapters/memory, sql, web, node). */
+export * as HarnessSpecFormat from "./memory/HarnessSpecFormat.ts"
 export * as InProcessBackend from "./memory/InProcessBackend.ts"
 export * as MemoryApprovalQueue from "./memory/MemoryApprovalQueue.ts"
 export * as MemoryBudgetLedger from "./memory/MemoryBudgetLedger.ts"

@@ -13,7 +13,11 @@ export type Format = "yaml" | "json"
 /** The format a file name implies: `.json` is JSON (read strictly), anything else YAML. */
 export const formatOf = (fileName: string): Format => (fileName.endsWith(".json") ? "json" : "yaml")
 
-const parseText = (text: string, format: Format): Either.Either<unknown, PermissionPolicy.PolicyValidationError> =>
+/** Parse a YAML or JSON document within writ's JSON bounds (size, depth, no duplicate or `__proto__` key). */
+export const readDocument = (
+  text: string,
+  format: Format
+): Either.Either<unknown, PermissionPolicy.PolicyValidationError> =>
   format === "json"
     // JSON strictly, as every JSON writ reads: YAML-only syntax, a duplicate key (which JSON.parse would let the last
     // of win, silently erasing a rule) and a `__proto__` key are refused, naming the path.
@@ -58,7 +62,7 @@ export const parse = (
   text: string,
   format: Format
 ): Either.Either<PermissionPolicy.PermissionPolicy, PermissionPolicy.PolicyValidationError> =>
-  Either.flatMap(parseText(text, format), PermissionPolicy.decode)
+  Either.flatMap(readDocument(text, format), PermissionPolicy.decode)
 
 // A character YAML 1.1 (PyYAML) does not read verbatim: outside its printable set, one of the line breaks it folds
 // inside quotes (NEL, LS, PS), the byte-order mark, or a tab (which it refuses in a plain scalar).
@@ -116,7 +120,9 @@ const yaml11: YAML.ToStringOptions & YAML.SchemaOptions = {
  * Write a declaration in canonical form: every default explicit, keys in declaration order. The YAML reads back
  * identically in YAML 1.2 and YAML 1.1 parsers (PyYAML): no plain scalar a 1.1 parser would read as anything else.
  */
-export const write = (policy: PermissionPolicy.PermissionPolicy, format: Format): string => {
-  const encoded = PermissionPolicy.encode(policy)
-  return format === "json" ? JSON.stringify(encoded, null, 2) + "\n" : YAML.stringify(encoded, yaml11)
-}
+export const write = (policy: PermissionPolicy.PermissionPolicy, format: Format): string =>
+  writeDocument(PermissionPolicy.encode(policy), format)
+
+/** Write an encoded document as JSON, or as YAML that YAML 1.1 and 1.2 parsers read back identically. */
+export const writeDocument = (encoded: unknown, format: Format): string =>
+  format === "json" ? JSON.stringify(encoded, null, 2) + "\n" : YAML.stringify(encoded, yaml11)

@@ -1,4 +1,5 @@
 /** writ's adapters for every runtime (effect only): the in-memory stores, the in-process backend, the policy format. */
+export * as HarnessSpecFormat from "./HarnessSpecFormat.ts"
 export * as InProcessBackend from "./InProcessBackend.ts"
 export * as MemoryApprovalQueue from "./MemoryApprovalQueue.ts"
 export * as MemoryBudgetLedger from "./MemoryBudgetLedger.ts"

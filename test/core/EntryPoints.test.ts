@@ -17,7 +17,16 @@ describe("entry points", () => {
     const concepts = readdirSync(join(root, "core")).filter((entry) =>
       statSync(join(root, "core", entry)).isDirectory()
     )
-    assert.deepStrictEqual(concepts.sort(), ["action", "approval", "base", "evidence", "execution", "policy", "state"])
+    assert.deepStrictEqual(concepts.sort(), [
+      "action",
+      "approval",
+      "base",
+      "evidence",
+      "execution",
+      "harness",
+      "policy",
+      "state"
+    ])
     const expected = concepts.flatMap((concept) => modulesOf(join("core", concept)).map((f) => `${concept}/${f}`))
     const exported = exportsOf("core/index.ts")
     assert.deepStrictEqual(exported.map((m) => `${m[2]}.ts`).sort(), expected.sort())

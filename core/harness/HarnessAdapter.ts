@@ -1,0 +1,108 @@
+/**
+ * The harness-adapter port: one per provider CLI. `probe` finds the executable and its version, `compile` turns a
+ * spec into a plan and its report, `spawn` runs a plan and returns what was observed. `prepare` is the one route
+ * to a spawnable plan: it refuses a required control that is not enforced before anything runs.
+ */
+import { Context, Effect, Either, Schema } from "effect"
+import type { Redacted } from "effect"
+import type { CapabilityReport } from "./CapabilityReport.ts"
+import { ExecutableIdentity } from "./CapabilityReport.ts"
+import * as Report from "./CapabilityReport.ts"
+import { Provider } from "./HarnessControl.ts"
+import type { HarnessPlan } from "./HarnessPlan.ts"
+import type { HarnessSpec } from "./HarnessSpec.ts"
+import type { ProviderObservation } from "./ProviderObservation.ts"
+
+/** What a probe found: the resolved executable, its identity and version (null: unknown), and notes. */
+export class ProbeResult extends Schema.Class<ProbeResult>("ProbeResult")({
+  provider: Provider,
+  executable: Schema.NullOr(ExecutableIdentity),
+  version: Schema.NullOr(Schema.String),
+  notes: Schema.Array(Schema.String)
+}) {}
+
+/** Why a harness step failed, with the step. */
+export class HarnessError extends Schema.TaggedError<HarnessError>()("HarnessError", {
+  reason: Schema.Literal("probe_failed", "compile_failed", "spawn_failed", "secret_unresolved"),
+  detail: Schema.String
+}) {}
+
+/** A tool call the provider's pre-tool hook delegated to writ. */
+export interface ToolCall {
+  readonly tool: string
+  readonly input: unknown
+  readonly call_id: string
+}
+
+/** writ's answer to a delegated tool call: `allow` leaves the provider's own permissions to decide too. */
+export type CallbackDecision = { readonly decision: "allow" } | { readonly decision: "deny"; readonly reason: string }
+
+/** What compile needs besides the spec. */
+export interface CompileInput {
+  readonly spec: HarnessSpec
+  readonly probe: ProbeResult
+  readonly prompt: string
+  readonly verifications: ReadonlyArray<Report.VerifyRun>
+}
+
+/** A plan with its report. */
+export interface Compiled {
+  readonly plan: HarnessPlan
+  readonly report: CapabilityReport
+}
+
+/** A plan whose required controls are all enforced: only `prepare` makes one. */
+export interface Admitted extends Compiled {
+  readonly admitted: true
+}
+
+/** What spawn needs at run time: the secrets' values by reference, and writ's decision for delegated calls. */
+export interface Launch {
+  readonly secrets: ReadonlyMap<string, Redacted.Redacted<string>>
+  readonly decide: (call: ToolCall) => Effect.Effect<CallbackDecision>
+}
+
+/** What one run came to, as observed. */
+export interface RunResult {
+  readonly observations: ReadonlyArray<ProviderObservation>
+  readonly stderr: string
+}
+
+/** One provider CLI's harness adapter. */
+export class HarnessAdapter extends Context.Tag("writ/HarnessAdapter")<HarnessAdapter, HarnessAdapter.Service>() {}
+
+/** The HarnessAdapter service. */
+export declare namespace HarnessAdapter {
+  /** What a harness adapter provides. */
+  export interface Service {
+    readonly provider: Provider
+    readonly probe: Effect.Effect<ProbeResult, HarnessError>
+    readonly compile: (input: CompileInput) => Effect.Effect<Compiled, HarnessError>
+    readonly spawn: (admitted: Admitted, launch: Launch) => Effect.Effect<RunResult, HarnessError>
+  }
+}
+
+/** Probe, compile and admit: a compile failure reports every control unsupported; an unmet requirement refuses. */
+export const prepare = (
+  adapter: HarnessAdapter.Service,
+  input: Omit<CompileInput, "probe">
+): Effect.Effect<Admitted, HarnessError | Report.RequiredControlUnmet> =>
+  Effect.gen(function*() {
+    const probe = yield* adapter.probe
+    const compiled = yield* adapter.compile({ ...input, probe }).pipe(
+      Effect.catchTag("HarnessError", (error): Effect.Effect<never, HarnessError | Report.RequiredControlUnmet> =>
+        error.reason === "compile_failed"
+          ? Effect.fail(
+            new Report.RequiredControlUnmet({
+              unmet: input.spec.required,
+              report: Report.uncompiled(adapter.provider, input.spec.required, error.detail)
+            })
+          )
+          : Effect.fail(error))
+    )
+    const admitted = Report.admit(compiled.report, input.spec.required)
+    if (Either.isLeft(admitted)) {
+      return yield* Effect.fail(admitted.left)
+    }
+    return { ...compiled, admitted: true as const }
+  })
