@@ -5,6 +5,7 @@
  */
 export * from "./testing/Calls.ts"
 export * from "./testing/Declarations.ts"
+export * from "./testing/Diff.ts"
 export * from "./testing/Harness.ts"
 export * from "./testing/Invocations.ts"
 export * from "./testing/Laws.ts"

@@ -187,3 +187,30 @@ describe("Testing.calls", () => {
       assert.strictEqual(steps[2]!.observed.ran, 0)
     }))
 })
+
+describe("Testing.diff", () => {
+  it.effect("groups the calls whose disposition changed by (action, old, new), each with its smallest example", () =>
+    Effect.gen(function*() {
+      const stricter = { ...policy, version: "2", deny: { "files.read": ["/etc/*"], "notes.write": ["*"] } } as const
+      const report = yield* Testing.diffEffect(policy, stricter, actions, { runs: 200, seed: 1 })
+      assert.isAbove(report.groups.length, 0)
+      for (const group of report.groups) {
+        assert.strictEqual(group.action, "notes.write")
+        assert.strictEqual(group.new, "denied")
+        assert.strictEqual(group.example.action, "notes.write")
+      }
+      const same = yield* Testing.diffEffect(policy, { ...policy, version: "3" }, actions, { runs: 100, seed: 1 })
+      assert.lengthOf(same.groups, 0)
+    }))
+
+  it.effect("without actions, calls go to the names the policies mention, with witness arguments", () =>
+    Effect.gen(function*() {
+      const before = { policy_id: "p", version: "1", allow: { "files.read": ["/work/*"] } } as const
+      const after = { policy_id: "p", version: "2", allow: { "files.read": ["/work/*", "/etc/*"] } } as const
+      const report = yield* Testing.diffEffect(before, after, undefined, { runs: 300, seed: 2 })
+      const widened = report.groups.find((g) => g.old === "denied" && g.new === "succeeded")
+      assert.isDefined(widened)
+      assert.strictEqual(widened!.action, "files.read")
+      assert.match(String(widened!.example.arguments.path), /^\/etc\//)
+    }))
+})
