@@ -9,12 +9,14 @@ import * as Executor from "./executor.ts"
 import * as Governed from "./governed.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import * as Policy from "./policy.ts"
+import * as Testing from "./testing.ts"
 
 const benchmarks: ReadonlyArray<Benchmark> = [
   Executor.benchmark,
   Governed.benchmark,
   Policy.benchmark,
-  Evidence.benchmark
+  Evidence.benchmark,
+  Testing.benchmark
 ]
 
 const main = async (names: ReadonlyArray<string>): Promise<number> => {

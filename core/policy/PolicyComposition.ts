@@ -133,6 +133,11 @@ export {
   widenings
 } from "./internal/widening.ts"
 
+export {
+  /** Witness calls for a set of compiled rules: every action and argument their patterns name, at every expiry edge. */
+  witnesses
+} from "./internal/witnesses.ts"
+
 // ---------------------------------------------------------------------------------------------
 // Composition
 // ---------------------------------------------------------------------------------------------

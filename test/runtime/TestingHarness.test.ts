@@ -1,0 +1,216 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import fc from "fast-check"
+import * as Action from "../../core/action/Action.ts"
+import * as Testing from "../../runtime/Testing.ts"
+
+const actions = [
+  Action.make({
+    name: "shell.exec",
+    input: Schema.Struct({ command: Schema.String }),
+    output: Schema.String,
+    effects: ["shell.exec"],
+    handler: ({ command }) => `ran ${command}`
+  }),
+  Action.make({
+    name: "notes.write",
+    input: Schema.Struct({ text: Schema.String }),
+    output: Schema.String,
+    handler: () => "ok"
+  }),
+  Action.make({
+    name: "files.read",
+    input: Schema.Struct({ path: Schema.String }),
+    output: Schema.String,
+    handler: ({ path }) => path
+  })
+]
+
+const policy = {
+  policy_id: "repo-agent",
+  version: "1",
+  mode: "safe",
+  approver_class: "maintainer",
+  deny: { "files.read": ["/etc/*"] },
+  rules: [{ kind: "origin", effect: "allow", action_patterns: ["notes.*"], callers: ["USER", "OTHER_AGENT"] }]
+} as const
+
+const open = { policy_id: "open", version: "1", mode: "allow_all" } as const
+
+const noSelfNotes = Testing.property(
+  "no SELF call reaches notes.write",
+  (call, outcome) =>
+    !(call.action === "notes.write" && call.origin._tag === "autonomous" && outcome._tag === "succeeded")
+)
+
+/** The violation a check must fail with (any other error fails the test). */
+const flip = <A>(effect: Effect.Effect<A, Testing.PropertyViolation | Testing.SetupError>) =>
+  Effect.flatMap(
+    Effect.flip(effect),
+    (error) => error._tag === "PropertyViolation" ? Effect.succeed(error) : Effect.die(error)
+  )
+
+describe("Testing.check", () => {
+  it.effect("the executor's laws hold for a policy on both profiles, over allowed, denied and escalated calls", () =>
+    Effect.gen(function*() {
+      const report = yield* Testing.checkEffect({ policy, actions, properties: Testing.laws(), runs: 60, seed: 1 })
+      assert.strictEqual(report.runs, 60)
+      const kinds = Object.keys(report.outcomes).map((key) => key.split(" ")[0])
+      for (const kind of ["succeeded", "denied", "escalated"]) assert.include(kinds, kind)
+      assert.isAbove(report.steps, 60)
+    }))
+
+  it.effect("a property the policy breaks fails with the shrunk call, its outcome and its decision trail", () =>
+    Effect.gen(function*() {
+      const error = yield* flip(Testing.checkEffect({ policy: open, actions, properties: [noSelfNotes], seed: 3 }))
+      assert.strictEqual(error._tag, "PropertyViolation")
+      assert.strictEqual(error.property, "no SELF call reaches notes.write")
+      const call = error.call as Testing.Call
+      assert.strictEqual(call.action, "notes.write")
+      assert.strictEqual(call.origin._tag, "autonomous")
+      // Shrunk: the smallest valid arguments, no replay, no tenant.
+      assert.deepStrictEqual(call.arguments, { text: "" })
+      assert.isUndefined(call.replay)
+      assert.strictEqual(error.outcome, "succeeded ok")
+      assert.include(error.message, "policy policy.rules: allow policy.allowed")
+      assert.include(error.message, "const call: Testing.Call = {")
+      assert.include(error.message, `Testing.replay({ policy, actions }, call, "${error.profile}")`)
+    }))
+
+  it.effect("the same property holds under the policy that refuses SELF notes", () =>
+    Effect.map(
+      Testing.checkEffect({ policy, actions, properties: [noSelfNotes], runs: 60, seed: 3 }),
+      (report) => assert.strictEqual(report.runs, 60)
+    ))
+
+  it.effect("a failure replays exactly: the pasted call gives the same steps, ids included", () =>
+    Effect.gen(function*() {
+      const error = yield* flip(Testing.checkEffect({ policy: open, actions, properties: [noSelfNotes], seed: 3 }))
+      const call = error.call as Testing.Call
+      const first = yield* Testing.replayEffect({ policy: open, actions }, call, "governed")
+      const again = yield* Testing.replayEffect({ policy: open, actions }, call, "governed")
+      assert.deepStrictEqual(first.map((s) => s.outcome), again.map((s) => s.outcome))
+      assert.strictEqual(first[0]?.outcome?._tag, "succeeded")
+    }))
+
+  it.effect("law: a child never allows what its parent denies; an uncomposed child that does is found", () =>
+    Effect.gen(function*() {
+      const parent = {
+        ...policy,
+        policy_id: "parent",
+        deny: { "files.read": ["/etc/*"], "notes.write": ["*"] }
+      } as const
+      const child = { ...open, policy_id: "child" }
+      const error = yield* flip(
+        Testing.checkEffect({ policy: child, actions, properties: [Testing.childWithinParent(parent)], seed: 2 })
+      )
+      assert.strictEqual(error.property, "a child never allows what its parent denies")
+      const call = error.call as Testing.Call
+      assert.include(["notes.write", "files.read"], call.action)
+      assert.strictEqual(error.outcome, "succeeded ok")
+      yield* Testing.checkEffect({ policy: parent, actions, properties: [Testing.childWithinParent(parent)], runs: 40 })
+    }))
+
+  it.effect("sequence properties run as a command model over one executor: a calls budget holds across calls", () =>
+    Effect.gen(function*() {
+      const budgeted = {
+        ...open,
+        rules: [{ kind: "budget", effect: "limit", action_patterns: ["*"], budget_kind: "calls", limit: 2 }] as const
+      }
+      // The budget counts per principal.
+      const atMost = (n: number): Testing.SequenceProperty => ({
+        name: `at most ${n} calls of one principal succeed`,
+        holds: (history) => {
+          const counts = new Map<string, number>()
+          for (const s of history) {
+            if (s.outcome?._tag === "succeeded") counts.set(s.call.principal, (counts.get(s.call.principal) ?? 0) + 1)
+          }
+          return [...counts.values()].every((count) => count <= n)
+        }
+      })
+      const twoInAll: Testing.SequenceProperty = {
+        name: "at most two calls succeed",
+        holds: (history) => history.filter((s) => s.outcome?._tag === "succeeded").length <= 2
+      }
+      yield* Testing.checkEffect({ policy: budgeted, actions, sequences: [atMost(2)], runs: 40, seed: 4 })
+      const error = yield* flip(
+        Testing.checkEffect({ policy: open, actions, sequences: [twoInAll], runs: 40, seed: 4 })
+      )
+      assert.strictEqual(error.property, "at most two calls succeed")
+      // Shrunk to a short sequence: three successes need at most three calls.
+      const calls = error.call as ReadonlyArray<Testing.Call>
+      assert.isAtLeast(calls.length, 1)
+      assert.isAtMost(calls.length, 3)
+      assert.include(error.message, "const calls: ReadonlyArray<Testing.Call> = [")
+    }))
+})
+
+describe("Testing.calls", () => {
+  it.effect("generated calls carry attacks, every origin, other principals and tenants, and replays", () =>
+    Effect.gen(function*() {
+      const arbitrary = yield* Testing.callsFor({ policy, actions })
+      const sample = fc.sample(arbitrary, { numRuns: 2000, seed: 9 })
+      const strings = sample.flatMap((c) => Object.values(c.arguments).filter((v) => typeof v === "string"))
+      assert.isTrue(strings.some((s) => Testing.shellAttacks.includes(s)), "shell operators and wrappers")
+      assert.isTrue(strings.some((s) => Testing.pathAttacks.includes(s)), "path traversal")
+      assert.isTrue(strings.some((s) => s.length > 1_000_000), "oversized")
+      assert.isTrue(sample.some((c) => "deep" in c.arguments), "deeply nested")
+      assert.isTrue(sample.some((c) => Object.hasOwn(c.arguments, "__proto__")), "own __proto__")
+      assert.isTrue(sample.some((c) => c.action === "notes.write" && typeof c.arguments.text !== "string"))
+      // Witnesses of the policy's own patterns: `/etc/*` gives `/etc/` and `/etc/x`.
+      assert.isTrue(sample.some((c) => c.action === "files.read" && c.arguments.path === "/etc/x"))
+      for (const tag of ["user", "autonomous", "otherAgent", "unknown", "delegated"]) {
+        assert.isTrue(sample.some((c) => c.origin._tag === tag), tag)
+      }
+      assert.isTrue(sample.some((c) => c.tenant === "other-tenant"))
+      assert.isAbove(new Set(sample.map((c) => c.principal)).size, 3)
+      assert.isTrue(sample.some((c) => c.replay === "approval_id" && c.approve === true))
+      assert.isTrue(sample.some((c) => c.replay === "idempotency_key" && c.idempotency_key !== undefined))
+    }))
+
+  it.effect("a replayed approval id is refused on its second use, and the approved resubmission runs", () =>
+    Effect.gen(function*() {
+      const call: Testing.Call = {
+        action: "shell.exec",
+        arguments: { command: "make" },
+        origin: { _tag: "unknown", executorId: "alice" },
+        principal: "alice",
+        approve: true,
+        replay: "approval_id"
+      }
+      const steps = yield* Testing.replayEffect({ policy, actions }, call, "minimal")
+      assert.deepStrictEqual(steps.map((s) => s.call.step), ["call", "approved", "replayed"])
+      assert.strictEqual(Testing.summary(steps[0]!.outcome), "escalated approval.required")
+      assert.strictEqual(steps[1]!.outcome?._tag, "succeeded")
+      assert.strictEqual(steps[1]!.observed.ran, 1)
+      assert.strictEqual(steps[2]!.outcome?._tag, "denied")
+      assert.strictEqual(steps[2]!.observed.ran, 0)
+    }))
+})
+
+describe("Testing.diff", () => {
+  it.effect("groups the calls whose disposition changed by (action, old, new), each with its smallest example", () =>
+    Effect.gen(function*() {
+      const stricter = { ...policy, version: "2", deny: { "files.read": ["/etc/*"], "notes.write": ["*"] } } as const
+      const report = yield* Testing.diffEffect(policy, stricter, actions, { runs: 200, seed: 1 })
+      assert.isAbove(report.groups.length, 0)
+      for (const group of report.groups) {
+        assert.strictEqual(group.action, "notes.write")
+        assert.strictEqual(group.new, "denied")
+        assert.strictEqual(group.example.action, "notes.write")
+      }
+      const same = yield* Testing.diffEffect(policy, { ...policy, version: "3" }, actions, { runs: 100, seed: 1 })
+      assert.lengthOf(same.groups, 0)
+    }))
+
+  it.effect("without actions, calls go to the names the policies mention, with witness arguments", () =>
+    Effect.gen(function*() {
+      const before = { policy_id: "p", version: "1", allow: { "files.read": ["/work/*"] } } as const
+      const after = { policy_id: "p", version: "2", allow: { "files.read": ["/work/*", "/etc/*"] } } as const
+      const report = yield* Testing.diffEffect(before, after, undefined, { runs: 300, seed: 2 })
+      const widened = report.groups.find((g) => g.old === "denied" && g.new === "succeeded")
+      assert.isDefined(widened)
+      assert.strictEqual(widened!.action, "files.read")
+      assert.match(String(widened!.example.arguments.path), /^\/etc\//)
+    }))
+})
