@@ -64,13 +64,12 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
       return Either.right(receipts)
     }
 
-    const appendAll = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+    const appendAllEffect = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
       Effect.flatMap(admitAll(digest, records), (admitted) => Effect.suspend(() => commitAll(admitted)))
-
     const sha256 = digest.sha256TextSync
-    const appendAllNow = sha256 === undefined
-      ? undefined
-      : (records: ReadonlyArray<Evidence.EvidenceRecord>) => Either.flatMap(admitAllNow(sha256, records), commitAll)
+    const appendAll: EvidenceStore.AppendAll = sha256 === undefined ? appendAllEffect : Object.assign(appendAllEffect, {
+      now: (records: ReadonlyArray<Evidence.EvidenceRecord>) => Either.flatMap(admitAllNow(sha256, records), commitAll)
+    })
 
     const read = (chain_id: string, after_sequence = -1): Stream.Stream<Evidence.StoredRecord> =>
       Stream.suspend(() =>
@@ -81,7 +80,6 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
       durable: false,
       append: (record) => Effect.map(appendAll([record]), (receipts) => receipts[0]!),
       appendAll,
-      ...(appendAllNow === undefined ? {} : { appendAllNow }),
       read,
       head: (chain_id) =>
         Effect.sync(() => {

@@ -93,6 +93,15 @@ export class EvidenceStore extends Context.Tag("writ/EvidenceStore")<EvidenceSto
 
 /** The EvidenceStore service. */
 export declare namespace EvidenceStore {
+  /**
+   * `appendAll`, with `now` where the store commits synchronously (in memory): the same commit in the calling step.
+   * `now` belongs to the function it speeds up, so a decorator that replaces `appendAll` drops it.
+   */
+  export interface AppendAll {
+    (records: ReadonlyArray<EvidenceRecord>): Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
+    readonly now?: (records: ReadonlyArray<EvidenceRecord>) => Either.Either<ReadonlyArray<AppendReceipt>, AppendError>
+  }
+
   /** Append, read, head, verify; no update, no delete. */
   export interface Service {
     /** Whether appends survive a restart. */
@@ -106,13 +115,7 @@ export declare namespace EvidenceStore {
      * Append records in order, committed together: every record is admitted before any is committed, then each is
      * compare-and-appended as if appended alone; the first refusal fails the call, and the records before it stay.
      */
-    readonly appendAll: (
-      records: ReadonlyArray<EvidenceRecord>
-    ) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
-    /** `appendAll` committed in the calling step, by a store that commits synchronously (in memory). */
-    readonly appendAllNow?: (
-      records: ReadonlyArray<EvidenceRecord>
-    ) => Either.Either<ReadonlyArray<AppendReceipt>, AppendError>
+    readonly appendAll: AppendAll
     /** A chain's records after `after_sequence` (default -1), ascending, exactly as stored. */
     readonly read: (
       chain_id: string,

@@ -52,19 +52,22 @@ const counted = { effect: 0, now: 0 }
 
 const countingStore = Layer.effect(
   EvidenceStore,
-  Effect.map(MemoryEvidenceStore.make, (store) => ({
-    ...store,
-    appendAll: (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
+  Effect.map(MemoryEvidenceStore.make, (store) => {
+    const { now } = store.appendAll
+    const appendAll = (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
       counted.effect++
       return store.appendAll(records)
-    },
-    ...(store.appendAllNow === undefined ? {} : {
-      appendAllNow: (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
-        counted.now++
-        return store.appendAllNow!(records)
-      }
-    })
-  }))
+    }
+    return {
+      ...store,
+      appendAll: now === undefined ? appendAll : Object.assign(appendAll, {
+        now: (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
+          counted.now++
+          return now(records)
+        }
+      })
+    }
+  })
 )
 
 // NodeDigest hashes in the calling step; without its synchronous form every append takes the Effect path.

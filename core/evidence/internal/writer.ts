@@ -151,7 +151,7 @@ const appendNow = (
   micros: number,
   ifCommitted?: () => ReadonlyArray<Evidence.Draft>
 ): ReadonlyArray<AppendReceipt> | AppendNowError | undefined => {
-  const { appendAllNow } = w.store
+  const appendAllNow = w.store.appendAll.now
   const sha256 = w.digest.sha256TextSync
   const uuid = w.ids.uuidSync
   const state = w.chains.get(chain_id)

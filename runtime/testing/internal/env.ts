@@ -69,11 +69,10 @@ export interface Prepared {
 export const countingBackend = (counter: { ran: number }): Layer.Layer<ActionExecutionBackend> =>
   Layer.succeed(ActionExecutionBackend, {
     ...InProcessBackend.make,
-    invoke: (token, invocation) =>
-      Effect.suspend(() => {
-        counter.ran++
-        return InProcessBackend.make.invoke(token, invocation)
-      })
+    invoke: (token, invocation) => {
+      counter.ran++
+      return InProcessBackend.make.invoke(token, invocation)
+    }
   })
 
 const baseLayer = (prepared: Prepared) =>
