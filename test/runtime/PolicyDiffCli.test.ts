@@ -122,9 +122,11 @@ describe("writ policy diff", () => {
     writeFileSync(noActions, "export const actions = 1\n")
     const notActions = join(dir, "not-actions.mjs")
     writeFileSync(notActions, "export const actions = [{ name: 'x' }]\n")
+    const notDb = join(dir, "not.db")
+    writeFileSync(notDb, "hello, this is not SQLite\n")
     const db = join(dir, "policy.db")
     assert.strictEqual((await writ("policy", "put", old, "--db", db)).status, 0)
-    const files = [old, next, invalid, noActions, notActions, db]
+    const files = [old, next, invalid, noActions, notActions, notDb, db]
     const contents = files.map((file) => readFileSync(file))
 
     const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
@@ -132,6 +134,7 @@ describe("writ policy diff", () => {
       [[old, invalid], `${invalid}: $: is not valid YAML`],
       [[old, "repo-agent@1"], `NEW "repo-agent@1" names a stored version: give --db FILE`],
       [[old, "repo-agent@9", "--db", db], `NEW "repo-agent@9": no policy repo-agent@9 is stored`],
+      [[old, "repo-agent@1", "--db", notDb], `--db "${notDb}": cannot be opened as a writ database`],
       [[old, "@1", "--db", db], `NEW "@1": the id "" is not an id`],
       [[old, next, "--actions", noActions], `--actions "${noActions}" exports no \`actions\` array`],
       [[old, next, "--actions", notActions], "item 0 is not an Action definition"],
