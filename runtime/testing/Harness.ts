@@ -40,8 +40,11 @@ export interface Compared {
   readonly compared?: Step
 }
 
-/** A policy as a user holds it: decoded, or its declaration in wire form. */
-export type Policy = PermissionPolicy.PermissionPolicy | PermissionPolicy.PermissionPolicyEncoded
+/** A policy as a user holds it: decoded, its declaration in wire form, or a compiled snapshot (as a store returns it). */
+export type Policy =
+  | PermissionPolicy.PermissionPolicy
+  | PermissionPolicy.PermissionPolicyEncoded
+  | PolicySnapshot.PolicySnapshot
 
 /** A property from a name and a predicate over (call, outcome, observed). */
 export const property = (name: string, holds: Property["holds"]): Property => ({ name, holds })
@@ -84,6 +87,7 @@ const DEFAULT_NOW = Time.fromMicros(Date.UTC(2026, 0, 1) * 1000)
 /** A decoded policy and its compiled snapshot. */
 export const compilePolicy = (policy: Policy, digest: Layer.Layer<Digest> = WebCryptoDigest.layer) =>
   Effect.gen(function*() {
+    if (policy instanceof PolicySnapshot.PolicySnapshot) return policy
     const decoded = yield* PermissionPolicy.decode(policy)
     return yield* Effect.provide(PolicySnapshot.compile(decoded), digest)
   })

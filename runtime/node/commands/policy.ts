@@ -1,7 +1,7 @@
 /**
- * `writ policy check|fmt|schema|explain|put|activate|retire`: validate, format, describe and explain declared
- * policies, and take a version through its lifecycle in a database. Exit codes: 0 ok (or allow), 1 deny or escalate
- * (or a store failure), 2 bad input.
+ * `writ policy check|fmt|schema|explain|diff|put|activate|retire`: validate, format, describe, explain and diff
+ * declared policies, and take a version through its lifecycle in a database. Exit codes: 0 ok (or allow), 1 deny or
+ * escalate (or a store failure, or a difference), 2 bad input.
  */
 import { Command, Options } from "@effect/cli"
 import { Console, Effect, Either, JSONSchema, Option, Schema } from "effect"
@@ -24,6 +24,7 @@ import {
   setExitCode
 } from "./internal/input.ts"
 import { file, load } from "./internal/policyFile.ts"
+import { diff } from "./policyDiff.ts"
 import { activate, put, retire } from "./policyStore.ts"
 
 const check = Command.make("check", { file, json }, ({ file, json }) =>
@@ -237,7 +238,7 @@ const explain = Command.make("explain", explainOptions, (options) =>
 /** `writ policy` and its subcommands. */
 export const command = Command.make("policy").pipe(
   Command.withDescription(
-    "Validate, format, describe and explain permission policies; put, activate and retire versions in a database"
+    "Validate, format, describe, explain and diff permission policies; put, activate and retire versions in a database"
   ),
-  Command.withSubcommands([check, fmt, schema, explain, put, activate, retire])
+  Command.withSubcommands([check, fmt, schema, explain, diff, put, activate, retire])
 )
