@@ -48,8 +48,8 @@ export {
   sealAllSync,
   /** Seal drafts in turn with a Digest service, each extending the one before it from `at`. */
   sealAllWith,
-  /** The chain-input text of a record sealed in this process (its payload then canonical by construction), if it was. */
-  sealedInput,
+  /** The chain-input text of a record sealed in this process, taken once: the first admission reads it, later ones recompute it. */
+  takeSealedInput,
   /** Verify a chain read in ascending sequence against a trusted expected head (without one, only its internal links). */
   verify
 } from "./internal/chain.ts"

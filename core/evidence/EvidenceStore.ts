@@ -205,7 +205,7 @@ type Form =
 // A record's chain-hash input, or why its form is refused before any hash is recomputed.
 const formOf = (record: Evidence.EvidenceRecord): Form => {
   if (!Evidence.isEvidenceRecord(record)) return { refused: "malformed" }
-  const sealed = Evidence.sealedInput(record)
+  const sealed = Evidence.takeSealedInput(record)
   // Sealed here: its payload is canonical, so it is an object exactly when its text opens one.
   if (sealed !== undefined && record.payload_json.startsWith("{")) return { input: sealed }
   if (record.hash_algorithm !== Evidence.hashAlgorithm) return { refused: "unsupported_algorithm" }

@@ -10,7 +10,7 @@ import * as Action from "../../core/action/Action.ts"
 import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 import { Digest } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
-import type * as Evidence from "../../core/evidence/Evidence.ts"
+import * as Evidence from "../../core/evidence/Evidence.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as Governed from "../../core/execution/Governed.ts"
@@ -149,5 +149,29 @@ describe("governed evidence appended in the calling step", () => {
       assert.strictEqual(ran, 0, "the callable never ran")
       const chain = yield* chainRecords(boundary.chain_id)
       assert.strictEqual(chain[chain.length - 1]!.payload_json, JSON.stringify({ note: "foreign" }))
+    }).pipe(Effect.provide(layerWith(NodeDigest.make))))
+
+  it.effect("a stored record keeps no chain-input text, and the same record appended again is a duplicate", () =>
+    Effect.gen(function*() {
+      const ref = yield* installPolicy(policy)
+      const boundary = yield* Governance.openBoundary(ref)
+      assert.strictEqual(
+        (yield* run("calc.add", { a: 1, b: 1 }, {}, { policy_snapshot: ref }, { boundary }))._tag,
+        "succeeded"
+      )
+      const chain = yield* chainRecords(boundary.chain_id)
+      assert.deepStrictEqual(chain.map((record) => Evidence.takeSealedInput(record as Evidence.EvidenceRecord)), [
+        undefined,
+        undefined,
+        undefined,
+        undefined
+      ])
+      const store = yield* EvidenceStore
+      const again = yield* Effect.flip(store.appendAll([chain[1] as Evidence.EvidenceRecord]))
+      assert.deepStrictEqual([again._tag, "reason" in again ? again.reason : undefined], [
+        "EvidenceConflictError",
+        "duplicate_record"
+      ])
+      assert.isTrue((yield* store.verify(boundary.chain_id)).valid)
     }).pipe(Effect.provide(layerWith(NodeDigest.make))))
 })

@@ -143,14 +143,15 @@ describe("Evidence", () => {
       assert.deepStrictEqual([refused.reason, refused.path], ["float", "$.f"])
     }).pipe(Effect.provide(testLayer)))
 
-  it.effect("a sealed record is frozen with its chain-input text, and admission still recomputes its hashes", () =>
+  it.effect("a sealed record is frozen with its chain-input text, taken once, and admission still recomputes its hashes", () =>
     Effect.gen(function*() {
       const [record] = yield* sealChain(yield* IdGenerator.uuid, 1)
       assert.isTrue(Object.isFrozen(record))
       assert.throws(() => Object.assign(record!, { payload_json: "{}" }))
-      assert.strictEqual(Evidence.sealedInput(record!), Evidence.chainInput(record!))
+      assert.strictEqual(Evidence.takeSealedInput(record!), Evidence.chainInput(record!))
+      assert.isUndefined(Evidence.takeSealedInput(record!))
       const copy = new Evidence.EvidenceRecord({ ...record! }, { disableValidation: true })
-      assert.isUndefined(Evidence.sealedInput(copy))
+      assert.isUndefined(Evidence.takeSealedInput(copy))
       const zeros: Digest.Service = {
         sha256: () => Effect.succeed(Sha256Hex.make("0".repeat(64))),
         sha256Texts: (texts) => Effect.succeed(texts.map(() => Sha256Hex.make("0".repeat(64))))

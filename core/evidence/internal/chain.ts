@@ -73,11 +73,19 @@ const chainInputOf = (
 const chainHashWith = (digest: Digest.Service, fields: Omit<StoredRecord, "chain_hash">) =>
   Effect.flatMap(chainInputOf(fields), (text) => sha256TextWith(digest, text))
 
-// The chain-input text each record sealed here was hashed from; a sealed record is frozen, so the text stays its own.
+// The chain-input text each record sealed here was hashed from, until a store admits it: a sealed record is frozen, so
+// the text stays its own, and it is held no longer than the append, or every stored record would keep a second copy.
 const sealedInputs = new WeakMap<EvidenceRecord, string>()
 
-/** The chain-input text of a record sealed in this process (its payload then canonical by construction), if it was. */
-export const sealedInput = (record: EvidenceRecord): string | undefined => sealedInputs.get(record)
+/**
+ * The chain-input text of a record sealed in this process (its payload then canonical by construction), taken once:
+ * the first admission reads it, and any later one recomputes it.
+ */
+export const takeSealedInput = (record: EvidenceRecord): string | undefined => {
+  const text = sealedInputs.get(record)
+  if (text !== undefined) sealedInputs.delete(record)
+  return text
+}
 
 // The `sha256-v1` payload digest and chain hash a record's content recomputes to, with a Digest service.
 const rehashWith = (
