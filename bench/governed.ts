@@ -3,7 +3,8 @@
  * same essential work in plain TypeScript: one policy decision, the arguments' and the request's canonical digests
  * (the operation's start names both), the four records
  * of one operation built, hashed and linked so that writ's own verifier accepts the chain, both hashes of each record
- * recomputed on admission as a store must (spec/evidence.md), the handler, and the outcome value, in the same span.
+ * recomputed and its id and chain hash checked unused on admission as a store must (spec/evidence.md), the handler, and
+ * the outcome value, in the same span.
  */
 import { Chunk, Effect, Either, Layer, ManagedRuntime, Schema, Stream } from "effect"
 import { hash, randomUUID } from "node:crypto"
@@ -66,10 +67,12 @@ const encodeRequest = Schema.encodeEither(ExecutionRequest)
 
 type Payload = Record<string, unknown>
 
-/** The floor's chain: what it appended last, as a store holds it. */
+/** The floor's chain as a store holds it, with the record ids and chain hashes a store refuses to take twice. */
 interface FloorChain {
   readonly chain_id: string
   readonly records: Array<Evidence.StoredRecord>
+  readonly ids: Set<string>
+  readonly hashes: Set<string>
 }
 
 /** One record sealed at the chain's head, then admitted as a store admits it: both hashes recomputed and compared. */
@@ -92,13 +95,16 @@ const appendFloor = (chain: FloorChain, record_type: Evidence.RecordType, operat
     hash_algorithm: Evidence.hashAlgorithm
   } as Omit<Evidence.StoredRecord, "chain_hash">
   const record = { ...unsealed, chain_hash: sha256(Evidence.chainInput(unsealed)!) } as Evidence.StoredRecord
-  // Admission: the store recomputes both hashes and checks the link before it keeps the record.
+  // Admission: the store recomputes both hashes, checks the link and refuses a duplicate before it keeps the record.
   const { chain_hash, ...fields } = record
   if (
     sha256(record.payload_json) !== record.payload_digest || sha256(Evidence.chainInput(fields)!) !== chain_hash ||
-    record.previous_chain_hash !== (previous?.chain_hash ?? null)
+    record.previous_chain_hash !== (previous?.chain_hash ?? null) || chain.ids.has(record.record_id) ||
+    chain.hashes.has(chain_hash)
   ) throw new Error("governed bench: the floor's record does not admit")
   chain.records.push(record)
+  chain.ids.add(record.record_id)
+  chain.hashes.add(chain_hash)
 }
 
 /** The hand-written governed execute. */
@@ -179,7 +185,7 @@ const run = async (): Promise<void> => {
       throw new Error(`governed bench: writ's operation is ${types}, not the floor's four records`)
     }
     const templates = records.map((record) => JSON.parse(record.payload_json) as Payload)
-    const chain: FloorChain = { chain_id: randomUUID(), records: [] }
+    const chain: FloorChain = { chain_id: randomUUID(), records: [], ids: new Set(), hashes: new Set() }
 
     const measured = (op: () => Effect.Effect<unknown, unknown>) => (n: number) => runtime.runPromise(loop(op, n))
     const result = await compareCpu(
