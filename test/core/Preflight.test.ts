@@ -1,13 +1,21 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
+import { randomUUID } from "node:crypto"
+import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
+import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as Canonical from "../../core/base/Canonical.ts"
 import * as Digest from "../../core/base/Digest.ts"
+import type { Sha256Hex } from "../../core/base/Digest.ts"
+import type { Uuid } from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
-import { digestInput } from "../../core/execution/Preflight.ts"
-import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
+import { Call } from "../../core/execution/internal/executor/call.ts"
+import type { Env } from "../../core/execution/internal/executor/env.ts"
+import { preflightWith, verifyPreflight } from "../../core/execution/internal/executor/preflight.ts"
+import { ActionPreflightReport, digestInput } from "../../core/execution/Preflight.ts"
+import { call as fixtureCall, chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
 
 let ran = 0
@@ -104,4 +112,58 @@ describe("the preflight report", () => {
             }))
       }]
     }))))
+})
+
+describe("stage 4's verification of the report stage 3 made", () => {
+  const env = {
+    backend: InProcessBackend.make,
+    digest: NodeDigest.make,
+    ids: { uuidSync: () => randomUUID() }
+  } as unknown as Env
+
+  const preflighted = Effect.gen(function*() {
+    const { context, request } = yield* fixtureCall("notes.write", {})
+    const call = new Call(request, context, randomUUID() as Uuid, "governed", undefined, undefined, undefined, {
+      micros: () => Date.now() * 1000,
+      invocation: Option.none()
+    }, undefined)
+    const capability = yield* InProcessBackend.make.probe
+    const step = preflightWith(env)
+    assert.strictEqual(step._tag, "Sync", "node:crypto digests synchronously")
+    const state = {
+      call,
+      action: { descriptor: { digest: "d".repeat(64) } },
+      capability,
+      args: {},
+      digest: "a".repeat(64)
+    } as unknown as Parameters<typeof step.run>[0]
+    const made = step._tag === "Sync" ? step.run(state) : yield* step.run(state)
+    assert.isTrue("preflight" in made)
+    return { call, report: (made as { preflight: ActionPreflightReport }).preflight }
+  })
+
+  it.effect("the sealed report passes and cannot be changed after it was digested", () =>
+    Effect.gen(function*() {
+      const { call, report } = yield* preflighted
+      assert.isTrue(Object.isFrozen(report) && Object.isFrozen(report.admission_leases))
+      assert.throws(() => {
+        ;(report as { expires_at: unknown }).expires_at = null
+      })
+      assert.strictEqual(verifyPreflight(env, call, report), undefined)
+    }).pipe(Effect.provide(governedInMemory([note]))))
+
+  it.effect("a report stage 3 did not make here is recomputed: a faithful copy passes, a changed one is refused", () =>
+    Effect.gen(function*() {
+      const { call, report } = yield* preflighted
+      const copy = ActionPreflightReport.make({ ...report })
+      assert.strictEqual(verifyPreflight(env, call, copy), undefined)
+      const changed = ActionPreflightReport.make({ ...report, request_digest: "b".repeat(64) as Sha256Hex })
+      const refused = verifyPreflight(env, call, changed)
+      assert.deepStrictEqual(
+        refused !== undefined && !Effect.isEffect(refused) && refused._tag === "denied"
+          ? refused.reason.code
+          : refused,
+        "preflight.digest_mismatch"
+      )
+    }).pipe(Effect.provide(governedInMemory([note]))))
 })

@@ -95,9 +95,16 @@ const fieldsOf = (state: Leased, report_id: Uuid, request_digest: Sha256Hex, cap
   }
 }
 
-const sealed = (fields: Omit<ActionPreflightReport, "digest">, digest: Sha256Hex) => ({
-  preflight: trustedMake(ActionPreflightReport, { ...fields, digest })
-})
+// Reports stage 3 sealed in this process, frozen with their leases, until stage 4 takes them: the digest this step
+// took of fields that cannot change since is not taken again. Any other report is recomputed.
+const sealedReports = new WeakSet<ActionPreflightReport>()
+
+const sealed = (fields: Omit<ActionPreflightReport, "digest">, digest: Sha256Hex) => {
+  const admission_leases = Object.freeze(fields.admission_leases.map((lease) => Object.freeze(lease)))
+  const preflight = Object.freeze(trustedMake(ActionPreflightReport, { ...fields, admission_leases, digest }))
+  sealedReports.add(preflight)
+  return { preflight }
+}
 
 /**
  * Stage 3, governed, once admitted: the preflight report, whose digest covers the request's and the capability report's
@@ -174,8 +181,8 @@ const refusalOf = (
 
 /**
  * Stage 4, before `operation_started`: the report still admits the call (no lease has lapsed, the backend reports
- * what it reported, the report recomputes to its digest); the refusal that concludes it otherwise. Decided in the
- * calling step where the backend's probe is a value already and the Digest hashes synchronously.
+ * what it reported, the report is the one stage 3 sealed here or recomputes to its digest); the refusal that concludes
+ * it otherwise. Decided in the calling step where the backend's probe is a value already.
  */
 export const verifyPreflight = (
   env: Env,
@@ -184,14 +191,19 @@ export const verifyPreflight = (
 ): ExecutionOutcome | undefined | Effect.Effect<ExecutionOutcome | undefined> => {
   const probe = env.backend.probe
   const sha256 = env.digest.sha256TextSync
+  const digest = sealedReports.delete(report)
+    ? report.digest
+    : sha256 === undefined
+    ? undefined
+    : sha256(digestText(report))
   // A probe that is an Exit already (a constant report) is read, not run.
   const known = Exit.isExit(probe) ? probe as Exit.Exit<ActionBackendCapabilityReport> : undefined
-  if (known !== undefined && Exit.isSuccess(known) && sha256 !== undefined) {
-    return refusalOf(call, report, known.value, sha256(digestText(report)))
+  if (known !== undefined && Exit.isSuccess(known) && digest !== undefined) {
+    return refusalOf(call, report, known.value, digest)
   }
   return Effect.flatMap(probe, (current) =>
     Effect.map(
-      sha256TextWith(env.digest, digestText(report)),
-      (digest) => refusalOf(call, report, current, digest)
+      digest === undefined ? sha256TextWith(env.digest, digestText(report)) : Effect.succeed(digest),
+      (recomputed) => refusalOf(call, report, current, recomputed)
     ))
 }
