@@ -9,7 +9,7 @@
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { Scope } from "effect"
-import { Chunk, Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Chunk, Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import { Digest, Sha256Hex } from "../../core/base/Digest.ts"
 import * as Evidence from "../../core/evidence/Evidence.ts"
 import type { ChainHead } from "../../core/evidence/EvidenceStore.ts"
@@ -20,7 +20,7 @@ import {
   EvidenceStore,
   EvidenceUnavailableError
 } from "../../core/evidence/EvidenceStore.ts"
-import { admitAll } from "../../core/evidence/EvidenceStore.ts"
+import { admitAll, admitAllNow } from "../../core/evidence/EvidenceStore.ts"
 import * as CommitQueue from "./internal/commitQueue.ts"
 import * as EvidenceCommit from "./internal/evidenceCommit.ts"
 import { unavailable } from "./internal/evidenceCommit.ts"
@@ -140,11 +140,23 @@ export const make = (
           )
         ))
 
-    const appendAll = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+    const appendAllEffect = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
       Effect.flatMap(admitAll(digest, records), (admitted) =>
         admitted.length === 0
           ? Effect.succeed<ReadonlyArray<AppendReceipt>>([])
           : submit(admitted))
+    const sha256 = digest.sha256TextSync
+    const commitNow = submit.now
+    const appendAll: EvidenceStore.AppendAll = sha256 === undefined || commitNow === undefined
+      ? appendAllEffect
+      : Object.assign(appendAllEffect, {
+        now: Object.assign((records: ReadonlyArray<Evidence.EvidenceRecord>) => {
+          const admitted = admitAllNow(sha256, records)
+          if (Either.isLeft(admitted) || admitted.right.length === 0) return admitted
+          const placed = commitNow(admitted.right)
+          return placed === undefined ? undefined : EvidenceCommit.eitherOf(placed)
+        }, { blocking: true })
+      })
 
     const service: EvidenceStore.Service & EvidenceProjectionSource.Service = {
       durable: true,

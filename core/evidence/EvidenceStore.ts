@@ -94,12 +94,22 @@ export class EvidenceStore extends Context.Tag("writ/EvidenceStore")<EvidenceSto
 /** The EvidenceStore service. */
 export declare namespace EvidenceStore {
   /**
-   * `appendAll`, with `now` where the store commits synchronously (in memory): the same commit in the calling step.
-   * `now` belongs to the function it speeds up, so a decorator that replaces `appendAll` drops it.
+   * `appendAll`, with `now` where the store can commit synchronously: the same commit in the calling step. `now`
+   * belongs to the function it speeds up, so a decorator that replaces `appendAll` drops it.
    */
   export interface AppendAll {
     (records: ReadonlyArray<EvidenceRecord>): Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
-    readonly now?: (records: ReadonlyArray<EvidenceRecord>) => Either.Either<ReadonlyArray<AppendReceipt>, AppendError>
+    readonly now?: AppendNow
+  }
+
+  /**
+   * A commit in the calling step: the receipts or the refusal, or `undefined` (nothing appended) when the store cannot
+   * commit at this moment. `blocking`: the commit holds the thread on I/O (a file's sync), so it is for an append that
+   * has no other to share a group commit with.
+   */
+  export interface AppendNow {
+    (records: ReadonlyArray<EvidenceRecord>): Either.Either<ReadonlyArray<AppendReceipt>, AppendError> | undefined
+    readonly blocking?: boolean
   }
 
   /** Append, read, head, verify; no update, no delete. */

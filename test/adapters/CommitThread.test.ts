@@ -2,6 +2,7 @@ import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Exit, Fiber, Layer, Logger, Scope } from "effect"
 import { spawnSync } from "node:child_process"
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import * as CommitDispatch from "../../adapters/node/internal/commitDispatch.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
@@ -17,6 +18,12 @@ import type { AppendError, AppendReceipt } from "../../core/evidence/EvidenceSto
 import { root } from "../fixtures/child.ts"
 import { sealAt } from "../fixtures/evidence.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
+
+// better-sqlite3 has no bundled types; a foreign connection to the file is all this test needs of it.
+const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string) => {
+  readonly exec: (sql: string) => unknown
+  readonly close: () => unknown
+}
 
 const FIBERS = 32
 const PER_FIBER = 8
@@ -86,6 +93,50 @@ describe("SqlEvidenceStore commit thread", () => {
       assert.deepStrictEqual(onMain, Array.from({ length: 12 }, () => 1))
     })))
 
+  it.effect("an append made alone commits in the calling step on the direct connection, none while one is in flight", () =>
+    provided(Effect.gen(function*() {
+      const { context, counted, filename, onMain, storeFile } = yield* setup
+      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename }, storeFile)
+      const now = submit.now!
+      const chain = yield* IdGenerator.uuid
+      const first = yield* sealAt(chain, 0, null)
+      const placed = now([first])!
+      assert.isTrue(Exit.isSuccess(placed))
+      assert.strictEqual(yield* Effect.provide(rowCount, context), 1, "committed before now returned")
+      // While an append waits for its commit on the effect path, `now` declines and writes nothing.
+      const second = yield* sealAt(chain, 1, first.chain_hash)
+      const pending = yield* Effect.fork(submit([second]))
+      yield* Effect.yieldNow()
+      const third = yield* sealAt(yield* IdGenerator.uuid, 0, null)
+      assert.isUndefined(now([third]))
+      yield* Fiber.join(pending)
+      assert.strictEqual(yield* Effect.provide(rowCount, context), 2)
+      assert.deepStrictEqual(onMain, [1], "only the effect-path append went through the store's connection")
+    })))
+
+  it.effect("another connection holding the write lock: `now` declines and writes nothing, then commits once it is free", () =>
+    provided(Effect.gen(function*() {
+      const { context, counted, filename, onMain, storeFile } = yield* setup
+      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename }, storeFile)
+      const foreign = new Database(filename)
+      yield* Effect.addFinalizer(() => Effect.sync(() => foreign.close()))
+      const chain = yield* IdGenerator.uuid
+      const first = yield* sealAt(chain, 0, null)
+      const second = yield* sealAt(chain, 1, first.chain_hash)
+      foreign.exec("BEGIN IMMEDIATE")
+      assert.isUndefined(submit.now!([first]), "a lone insert")
+      assert.isUndefined(submit.now!([first, second]), "a transaction")
+      foreign.exec("ROLLBACK")
+      assert.strictEqual(yield* Effect.provide(rowCount, context), 0)
+      const placed = submit.now!([first, second])!
+      assert.deepStrictEqual(
+        Exit.map(placed, (receipts) => receipts.map((receipt) => receipt.sequence)),
+        Exit.succeed([0, 1])
+      )
+      assert.strictEqual(yield* Effect.provide(rowCount, context), 2)
+      assert.deepStrictEqual(onMain, [])
+    })))
+
   it.effect("a thread that cannot open its file leaves every commit on the main connection, and says so", () =>
     provided(Effect.gen(function*() {
       const { counted, onMain, storeFile } = yield* setup
@@ -103,9 +154,10 @@ describe("SqlEvidenceStore commit thread", () => {
       )
       yield* appendChains(submit, FIBERS, 2)
       assert.strictEqual(sum(onMain), FIBERS * 2)
-      assert.strictEqual(warnings.length, 1)
+      assert.strictEqual(warnings.length, 2)
+      assert.match(warnings[0]!, /^evidence appends made alone wait for the effect runtime: /)
       assert.match(
-        warnings[0]!,
+        warnings[1]!,
         /evidence commits stay on the main thread: the evidence commit thread (failed|stopped)/
       )
     })))
@@ -162,6 +214,7 @@ describe("SqlEvidenceStore commit thread", () => {
       assert.strictEqual(sum(onMain), FIBERS * 2)
       assert.strictEqual(yield* Effect.provide(rowCount, other.context), 0)
       assert.deepStrictEqual(warnings, [
+        `evidence appends made alone wait for the effect runtime: the direct connection opened ${other.storeFile}, not the store's ${storeFile}`,
         `evidence commits stay on the main thread: the evidence commit thread opened ${other.storeFile}, not the store's ${storeFile}`
       ])
     })))

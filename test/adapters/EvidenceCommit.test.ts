@@ -41,7 +41,11 @@ const setup = (driver: "sqlclient" | "sync") =>
     const compiler = Statement.make(Effect.dieMessage("compile only"), Statement.makeCompilerSqlite(), [], undefined)
     const sync = EvidenceCommit.makeSync(connection, yield* EvidenceCommit.compile(compiler))
     const commit: EvidenceCommit.Commit = driver === "sync"
-      ? (batch) => Effect.sync(() => sync(batch))
+      ? (batch) =>
+        Effect.suspend(() => {
+          const placed = sync(batch)
+          return placed === undefined ? Effect.dieMessage("the database stayed locked") : Effect.succeed(placed)
+        })
       : yield* Effect.provide(EvidenceCommit.make, context)
     const stored = (record: EvidenceRecord) =>
       foreign.prepare("SELECT record_id FROM evidence_records WHERE record_id = ?").all(record.record_id).length === 1

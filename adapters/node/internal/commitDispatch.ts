@@ -12,6 +12,7 @@ import * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
 import type { Pending } from "../../sql/internal/evidenceCommit.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as CommitThread from "./commitThreadHandle.ts"
+import * as SyncCommit from "./syncCommit.ts"
 
 /** When the commit thread starts, and the file the store's own connection has open. */
 export interface ThreadOptions extends Sqlite.Options {
@@ -103,11 +104,16 @@ export const threaded = (
       if (!toThread) runFork(Effect.uninterruptible(commitInline(commit, pendings))).addObserver(settled)
     }
 
+    const direct = storeFile === "" ? undefined : openDirect(options, storeFile)
+    if (direct instanceof Error) {
+      yield* Effect.logWarning(`evidence appends made alone wait for the effect runtime: ${direct.message}`)
+    }
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         closed = true
         if (busy) yield* Effect.async<void>((resume) => void idle.push(() => resume(Effect.void)))
         if (thread !== undefined) yield* thread.stop("the evidence store was closed")
+        if (direct !== undefined && !(direct instanceof Error)) direct.close()
       })
     )
     if (options.start === "now") {
@@ -139,7 +145,7 @@ export const threaded = (
         })
       )
 
-    return (records) =>
+    const submit = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
       Effect.uninterruptibleMask((restore) => {
         thread?.drain()
         const join = restore(Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
@@ -159,4 +165,24 @@ export const threaded = (
           else runFork(Effect.zipRight(Effect.yieldNow(), Effect.sync(flush)))
         }))
       })
+    // With nothing committing, waiting or overlapping, an append commits in the calling step on the direct
+    // connection, unless another connection holds the write lock (then it takes the way above).
+    const now = (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
+      if (closed || busy || overlapping || waiting.length > 0 || (thread?.inFlight() ?? 0) > 0) return undefined
+      return (direct as SyncCommit.SyncCommit).commit([records])?.[0]
+    }
+    return direct === undefined || direct instanceof Error ? submit : Object.assign(submit, { now })
   })
+
+// The main thread's own connection to the store's file, which never waits for a lock; an error when it cannot open
+// the store's file.
+const openDirect = (options: ThreadOptions, storeFile: string): SyncCommit.SyncCommit | Error => {
+  try {
+    const direct = SyncCommit.open(options, 0)
+    if (direct.file === storeFile) return direct
+    direct.close()
+    return new Error(`the direct connection opened ${direct.file}, not the store's ${storeFile}`)
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error))
+  }
+}

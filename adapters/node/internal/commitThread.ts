@@ -4,38 +4,25 @@
  * of a commit nor its sync holds the main thread. Everything it says goes over the port it was given: ready (with the
  * file it opened) once it can commit, then one reply per batch.
  */
-import { Statement } from "@effect/sql"
-import { Effect } from "effect"
-import { createRequire } from "node:module"
+import { Exit } from "effect"
 import type { MessagePort } from "node:worker_threads"
 import { workerData } from "node:worker_threads"
-import * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
-import * as Sqlite from "../Sqlite.ts"
+import { EvidenceUnavailableError } from "../../../core/evidence/EvidenceStore.ts"
+import type * as Sqlite from "../Sqlite.ts"
 import * as Wire from "./commitWire.ts"
-
-// better-sqlite3 has no bundled types; this is the little of it the thread uses.
-interface Database extends EvidenceCommit.SyncDatabase {
-  readonly pragma: (source: string) => unknown
-}
-const Database = createRequire(import.meta.url)("better-sqlite3") as new(filename: string) => Database
+import * as SyncCommit from "./syncCommit.ts"
 
 const { options, port } = workerData as { readonly options: Sqlite.Options; readonly port: MessagePort }
 
-const database = new Database(options.filename)
-database.pragma("journal_mode = WAL")
-for (const pragma of Sqlite.pragmas(options.synchronous)) database.pragma(pragma)
+const connection = SyncCommit.open(options)
 
-// The statements compiled by the SQLite compiler alone: this thread runs them itself, with no SqlClient.
-const compiler = Statement.make(
-  Effect.dieMessage("the evidence commit thread only compiles statements"),
-  Statement.makeCompilerSqlite(),
-  [],
-  undefined
+// A database still locked by another connection after the busy timeout: each append answered unavailable, unwritten.
+const locked = Exit.fail(
+  new EvidenceUnavailableError({ detail: "the evidence commit failed: the database is locked by another connection" })
 )
-const commit = EvidenceCommit.makeSync(database, Effect.runSync(EvidenceCommit.compile(compiler)))
-const databases = database.pragma("database_list") as ReadonlyArray<{ readonly name: string; readonly file: string }>
 
 port.on("message", (request: Wire.Request) => {
-  port.postMessage({ id: request.id, placed: commit(request.batch).map(Wire.encode) } satisfies Wire.Reply)
+  const placed = connection.commit(request.batch) ?? request.batch.map(() => locked)
+  port.postMessage({ id: request.id, placed: placed.map(Wire.encode) } satisfies Wire.Reply)
 })
-port.postMessage({ ready: databases.find((entry) => entry.name === "main")?.file ?? "" } satisfies Wire.Message)
+port.postMessage({ ready: connection.file } satisfies Wire.Message)

@@ -10,10 +10,14 @@ import { EvidenceUnavailableError } from "../../../core/evidence/EvidenceStore.t
 import * as EvidenceCommit from "./evidenceCommit.ts"
 import type { Pending } from "./evidenceCommit.ts"
 
-/** Commit one append's admitted records: its receipts once committed. */
-export type Submit = (
-  records: ReadonlyArray<Evidence.EvidenceRecord>
-) => Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
+/**
+ * Commit one append's admitted records: its receipts once committed; with `now` where the dispatch can commit in the
+ * calling step, which answers `undefined` (nothing written) when it cannot at this moment.
+ */
+export interface Submit {
+  (records: ReadonlyArray<Evidence.EvidenceRecord>): Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
+  readonly now?: (records: ReadonlyArray<Evidence.EvidenceRecord>) => EvidenceCommit.Placed | undefined
+}
 
 const stop = { _tag: "Stop" } as const
 

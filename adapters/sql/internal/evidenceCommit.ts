@@ -10,7 +10,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlConnection, Statement as SqlStatement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Cause, Effect, Either, Exit, Option } from "effect"
 import type { ParseError } from "effect/ParseResult"
 import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import type { AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
@@ -30,6 +30,17 @@ export interface Pending {
   readonly records: ReadonlyArray<Evidence.EvidenceRecord>
   readonly resume: (result: Placed) => void
 }
+
+/** One append's result as an Either (a defect, which no commit answers with, as the store unavailable). */
+export const eitherOf = (
+  placed: Placed
+): Either.Either<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError> =>
+  Exit.isSuccess(placed) ? Either.right(placed.value) : Either.left(
+    Option.getOrElse(
+      Cause.failureOption(placed.cause),
+      () => new EvidenceUnavailableError({ detail: `the evidence commit failed: ${Cause.pretty(placed.cause)}` })
+    )
+  )
 
 /** Answer each pending append with its result, in order. */
 export const settle = (pendings: ReadonlyArray<Pending>, placed: ReadonlyArray<Placed>) =>
@@ -284,9 +295,16 @@ export interface SyncDatabase {
   }
 }
 
+// SQLite's answer that another connection holds the write lock: the statement or transaction wrote nothing.
+const isBusy = (error: unknown) => {
+  const code = typeof error === "object" && error !== null ? (error as { readonly code?: unknown }).code : undefined
+  return typeof code === "string" && code.startsWith("SQLITE_BUSY")
+}
+
 /**
  * The same commit run synchronously on a better-sqlite3 connection (SQLite: `BEGIN IMMEDIATE`), each statement
- * prepared once: what the commit thread runs, with no effect runtime between its statements.
+ * prepared once, with no effect runtime between its statements: each append's result, or `undefined` when another
+ * connection held the write lock past the connection's busy timeout (then nothing was written).
  */
 export const makeSync = (database: SyncDatabase, statements: Statements) => {
   const prepared = new Map<string, ReturnType<SyncDatabase["prepare"]>>()
@@ -322,18 +340,20 @@ export const makeSync = (database: SyncDatabase, statements: Statements) => {
       throw error
     }
   }
-  return (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>): ReadonlyArray<Placed> => {
+  return (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>): ReadonlyArray<Placed> | undefined => {
     try {
       // A transaction somehow still open is undone first: nothing this commit places may join it.
       if (database.inTransaction) database.exec("ROLLBACK")
       const placed = isLone(batch) ? runAll(placeBatch(statements, batch)) : transaction(placeBatch(statements, batch))
       if (placed !== undefined) return placed
-    } catch {
-      // placed record by record below
+    } catch (error) {
+      if (isBusy(error)) return undefined
+      // otherwise placed record by record below
     }
     try {
       return transaction(placeEach(statements, batch))
     } catch (error) {
+      if (isBusy(error)) return undefined
       const failed = Exit.fail(
         error instanceof EvidenceUnavailableError
           ? error

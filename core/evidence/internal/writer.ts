@@ -27,6 +27,8 @@ interface Writer {
   readonly digest: Digest.Service
   readonly ids: IdGenerator.Service
   readonly chains: Map<string, ChainState.ChainState>
+  /** Operations running under `track`, on every chain. */
+  running: number
 }
 
 const stateOf = (w: Writer, chain_id: string) => {
@@ -142,7 +144,8 @@ const appendFrom = (
 
 /**
  * An operation's append in the calling step, where the store commits synchronously, ids and hashes are synchronous,
- * the chain's lock is free and its head known: the receipts or the refusal; undefined when the append needs an Effect.
+ * the chain's lock is free, its head known, and no other operation runs when the store's commit blocks: the receipts
+ * or the refusal; undefined when the append needs an Effect (or the store cannot commit at this moment).
  */
 const appendNow = (
   w: Writer,
@@ -157,7 +160,7 @@ const appendNow = (
   const state = w.chains.get(chain_id)
   if (
     appendAllNow === undefined || sha256 === undefined || uuid === undefined || state === undefined ||
-    state.lock.held || !state.fresh
+    state.lock.held || !state.fresh || (appendAllNow.blocking === true && w.running > 1)
   ) return undefined
   const admitted = admit(chain_id, state, asked, undefined)
   if (!("drafts" in admitted)) return admitted
@@ -170,6 +173,7 @@ const appendNow = (
   if (Either.isLeft(sealed)) return sealed.left
   grantRecords(sealed.right, sealed.right.length)
   const appended = appendAllNow(sealed.right)
+  if (appended === undefined) return undefined
   if (Either.isLeft(appended)) {
     failed(state, ifCommitted)
     return appended.left
@@ -200,9 +204,14 @@ const track = <A, E>(w: Writer, chain_id: Uuid, operation: Effect.Effect<A, E>) 
     const state = w.chains.get(chain_id)
     if (state === undefined) return restore(operation)
     state.running++
+    w.running++
+    // Over a store whose commit in the calling step blocks, a turn of the scheduler lets operations started alongside
+    // this one be counted first: an operation then running alone commits in its calling steps, others group-commit.
+    const started = w.store.appendAll.now?.blocking === true ? Effect.zipRight(Effect.yieldNow(), operation) : operation
     return Effect.ensuring(
-      restore(operation),
+      restore(started),
       Effect.sync(() => {
+        w.running--
         if (--state.running === 0) state.closing?.unsafeOpen()
       })
     )
@@ -360,7 +369,7 @@ export const closeOperation = (
 
 /** A writer over these services: the EvidenceWriter service's methods. */
 export const make = (store: EvidenceStore.Service, digest: Digest.Service, ids: IdGenerator.Service) => {
-  const w: Writer = { store, digest, ids, chains: new Map() }
+  const w: Writer = { store, digest, ids, chains: new Map(), running: 0 }
   const service = {
     append: (chain_id: Uuid, draft: Evidence.Draft) => append(w, chain_id, draft),
     appendAfter: (chain_id: Uuid, after: Evidence.StoredRecord, draft: Evidence.Draft) =>
