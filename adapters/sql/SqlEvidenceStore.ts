@@ -36,7 +36,18 @@ export interface Options {
    * Node layer `SqliteEvidenceStore.layerCommitThread` hands overlapping ones to a worker thread.
    */
   readonly dispatch?: Dispatch
+  /**
+   * A synchronous reader of a chain's rows (the Node layer's own connection to the file), which `read` and `verify`
+   * use instead of the SqlClient: verification then runs in one step, with no effect runtime between its pages.
+   */
+  readonly reader?: Effect.Effect<PageReader | undefined, never, Scope.Scope | SqlClient.SqlClient>
 }
+
+/**
+ * A chain's rows after `after` in ascending sequence, at most `limit`, each as its values in `StoredRecord` field order;
+ * it throws when the database cannot be read.
+ */
+export type PageReader = (chain_id: string, after: number, limit: number) => ReadonlyArray<ReadonlyArray<unknown>>
 
 /** How admitted appends reach the store's commit: a function to submit each, for as long as the scope lives. */
 export type Dispatch = (
@@ -55,6 +66,45 @@ const ChainRow = Schema.Struct({ chain_id: Schema.String })
 const Scan = Schema.Struct({ after: Schema.Number, limit: Schema.Number })
 
 const Lookup = Schema.Struct({ chain_id: Schema.String, record_id: Schema.String })
+
+// A page of value rows as stored records, or unavailable at the first row that does not decode.
+const decodeRows = (
+  rows: ReadonlyArray<ReadonlyArray<unknown>>
+): Array<Evidence.StoredRecord> | EvidenceUnavailableError => {
+  const records: Array<Evidence.StoredRecord> = []
+  for (const row of rows) {
+    const record = Evidence.storedRecordOf(row)
+    if (record === undefined) return new EvidenceUnavailableError({ detail: "a stored evidence row does not decode" })
+    records.push(record)
+  }
+  return records
+}
+
+const decodePage = (rows: ReadonlyArray<ReadonlyArray<unknown>>) => {
+  const records = decodeRows(rows)
+  return records instanceof EvidenceUnavailableError ? Effect.fail(records) : Effect.succeed(records)
+}
+
+// What a synchronous read threw, as the store reports it.
+const readFailed = (error: unknown) =>
+  error instanceof EvidenceUnavailableError
+    ? error
+    : new EvidenceUnavailableError({ detail: `the evidence store could not be read: ${error}` })
+
+// A chain's pages read synchronously, until one comes back short; a row that does not decode is thrown.
+function* pagesOf(
+  reader: PageReader,
+  chain_id: string,
+  pageSize: number
+): Generator<ReadonlyArray<Evidence.StoredRecord>> {
+  for (let after = -1;;) {
+    const records = decodeRows(reader(chain_id, after, pageSize))
+    if (records instanceof EvidenceUnavailableError) throw records
+    yield records
+    if (records.length < pageSize) return
+    after = records[records.length - 1]!.sequence
+  }
+}
 
 // A cursor is the position of the last delivered row.
 const positionOf = (cursor: Cursor | null): number | undefined =>
@@ -83,24 +133,20 @@ export const make = (
     })
     // A page is read as value rows and checked by `Evidence.storedRecordOf` rather than decoded by a Schema: verify
     // reads every row of a chain, and a Schema decode cost several times the row's two hashes.
+    const reader = options.reader === undefined ? undefined : yield* options.reader
     const findPage = ({ after, chain_id, limit }: { chain_id: string; after: number; limit: number }) =>
-      Effect.flatMap(
-        sql`SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
-          payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
-          FROM evidence_records WHERE chain_id = ${chain_id} AND sequence > ${after} ORDER BY sequence LIMIT ${limit}`
-          .values,
-        (rows) => {
-          const records: Array<Evidence.StoredRecord> = []
-          for (const row of rows) {
-            const record = Evidence.storedRecordOf(row)
-            if (record === undefined) {
-              return Effect.fail(new EvidenceUnavailableError({ detail: "a stored evidence row does not decode" }))
-            }
-            records.push(record)
-          }
-          return Effect.succeed(records)
-        }
-      )
+      reader === undefined
+        ? Effect.flatMap(
+          Effect.mapError(
+            sql`SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
+              payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
+              FROM evidence_records WHERE chain_id = ${chain_id} AND sequence > ${after} ORDER BY sequence
+              LIMIT ${limit}`.values,
+            unavailable
+          ),
+          decodePage
+        )
+        : Effect.flatMap(Effect.try({ try: () => reader(chain_id, after, limit), catch: readFailed }), decodePage)
     const findRecord = SqlSchema.findOne({
       Request: Lookup,
       Result: StoredRow,
@@ -131,7 +177,6 @@ export const make = (
     ): Stream.Stream<Evidence.StoredRecord, EvidenceUnavailableError> =>
       Stream.paginateChunkEffect(after_sequence, (after) =>
         findPage({ chain_id, after, limit: pageSize }).pipe(
-          Effect.catchTag("SqlError", (error) => Effect.fail(unavailable(error))),
           Effect.map((rows) =>
             [
               Chunk.unsafeFromArray(rows),
@@ -169,6 +214,12 @@ export const make = (
         return Option.map(row, (head): ChainHead => ({ sequence: head.sequence, hash: head.chain_hash }))
       }),
       verify: Effect.fn("SqlEvidenceStore.verify")(function*(chain_id: string, expected_head?: string) {
+        if (reader !== undefined && sha256 !== undefined) {
+          return yield* Effect.try({
+            try: () => Evidence.verifyPages(chain_id, pagesOf(reader, chain_id, pageSize), sha256, expected_head),
+            catch: readFailed
+          })
+        }
         return yield* Effect.provideService(Evidence.verify(chain_id, read(chain_id), expected_head), Digest, digest)
       }),
       chains: Effect.map(Effect.mapError(findChains(undefined), unavailable), (rows) => rows.map((row) => row.chain_id))

@@ -51,5 +51,7 @@ export {
   /** The chain-input text of a record sealed in this process, taken once: the first admission reads it, later ones recompute it. */
   takeSealedInput,
   /** Verify a chain read in ascending sequence against a trusted expected head (without one, only its internal links). */
-  verify
+  verify,
+  /** `verify` in the calling step, over a synchronous SHA-256 and the chain's pages read synchronously. */
+  verifyPages
 } from "./internal/chain.ts"

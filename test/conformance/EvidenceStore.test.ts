@@ -626,36 +626,48 @@ describe("SqlEvidenceStore", () => {
       }
     }).pipe(Effect.provide(base)))
 
-  for (const tampering of tamperings) {
-    it.effect(`verify after tampering: ${tampering.label} -> ${tampering.code}`, () =>
-      provided(Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const records = yield* sealChain(yield* newChain, 5)
-        const chain = records[0]!.chain_id
-        yield* appendAll(records)
-        assert.isTrue((yield* verified(chain, records[4]!.chain_hash)).valid)
-        yield* dropGuards
-        yield* tampering.tamper(sql, records)
-        const forged = (yield* readAll(chain)).find((row) => !records.some((r) => r.record_id === row.record_id))
-        assert.deepStrictEqual(
-          yield* verified(
-            chain,
-            tampering.expected === undefined ? undefined : records[tampering.expected]!.chain_hash
-          ),
-          {
-            chain_id: chain,
-            valid: false,
-            verified_head: tampering.checked === 0 ? null : records[tampering.checked - 1]!.chain_hash,
-            checked_records: tampering.checked,
-            failure_code: tampering.code,
-            failed_record_id: tampering.failed === null
-              ? null
-              : tampering.failed === "forged"
-              ? forged!.record_id
-              : idOf(records, tampering.failed)
-          }
-        )
-      })))
+  // The Node layer reads and verifies through a connection of its own, synchronously: it must find the same.
+  const withDirect = Layer.unwrapScoped(Effect.map(tempDir, (dir) => {
+    const filename = path.join(dir, "writ.db")
+    return SqliteEvidenceStore.layerCommitThread({ filename }).pipe(Layer.provideMerge(Sqlite.layer({ filename })))
+  })).pipe(Layer.provideMerge(base))
+  const readers = [["the SqlClient", withSql], ["the direct connection", withDirect]] as const
+
+  for (const [reader, layer] of readers) {
+    for (const tampering of tamperings) {
+      it.effect(`verify through ${reader} after tampering: ${tampering.label} -> ${tampering.code}`, () =>
+        Effect.provide(
+          Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            const records = yield* sealChain(yield* newChain, 5)
+            const chain = records[0]!.chain_id
+            yield* appendAll(records)
+            assert.isTrue((yield* verified(chain, records[4]!.chain_hash)).valid)
+            yield* dropGuards
+            yield* tampering.tamper(sql, records)
+            const forged = (yield* readAll(chain)).find((row) => !records.some((r) => r.record_id === row.record_id))
+            assert.deepStrictEqual(
+              yield* verified(
+                chain,
+                tampering.expected === undefined ? undefined : records[tampering.expected]!.chain_hash
+              ),
+              {
+                chain_id: chain,
+                valid: false,
+                verified_head: tampering.checked === 0 ? null : records[tampering.checked - 1]!.chain_hash,
+                checked_records: tampering.checked,
+                failure_code: tampering.code,
+                failed_record_id: tampering.failed === null
+                  ? null
+                  : tampering.failed === "forged"
+                  ? forged!.record_id
+                  : idOf(records, tampering.failed)
+              }
+            )
+          }),
+          Layer.fresh(layer)
+        ))
+    }
   }
 
   it.effect("a well-forged row passes verification without a trusted head: the chain is not a signature", () =>

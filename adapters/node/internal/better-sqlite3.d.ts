@@ -4,6 +4,7 @@ declare module "better-sqlite3" {
     readonly reader: boolean
     readonly all: (...params: ReadonlyArray<unknown>) => Array<unknown>
     readonly run: (...params: ReadonlyArray<unknown>) => unknown
+    raw(toggle: boolean): Statement
   }
   class Database {
     constructor(filename: string)

@@ -104,7 +104,7 @@ export const threaded = (
       if (!toThread) runFork(Effect.uninterruptible(commitInline(commit, pendings))).addObserver(settled)
     }
 
-    const direct = storeFile === "" ? undefined : openDirect(options, storeFile)
+    const direct = storeFile === "" ? undefined : SyncCommit.openOn(options, storeFile, 0)
     if (direct instanceof Error) {
       yield* Effect.logWarning(`evidence appends made alone wait for the effect runtime: ${direct.message}`)
     }
@@ -173,16 +173,3 @@ export const threaded = (
     }
     return direct === undefined || direct instanceof Error ? submit : Object.assign(submit, { now })
   })
-
-// The main thread's own connection to the store's file, which never waits for a lock; an error when it cannot open
-// the store's file.
-const openDirect = (options: ThreadOptions, storeFile: string): SyncCommit.SyncCommit | Error => {
-  try {
-    const direct = SyncCommit.open(options, 0)
-    if (direct.file === storeFile) return direct
-    direct.close()
-    return new Error(`the direct connection opened ${direct.file}, not the store's ${storeFile}`)
-  } catch (error) {
-    return error instanceof Error ? error : new Error(String(error))
-  }
-}

@@ -1,6 +1,6 @@
 /**
- * A better-sqlite3 connection to the evidence store's SQLite file, with the store's settings, running the store's
- * commit synchronously: the commit thread's connection, and the main thread's own for appends made alone.
+ * A better-sqlite3 connection to the evidence store's SQLite file, with the store's settings, committing and reading
+ * synchronously: the commit thread's connection, and the main thread's own for appends made alone and for reads.
  */
 import { Statement } from "@effect/sql"
 import Database from "better-sqlite3"
@@ -9,7 +9,7 @@ import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
 import * as Sqlite from "../Sqlite.ts"
 
-/** An open connection committing batches synchronously. */
+/** An open connection committing batches and reading pages synchronously. */
 export interface SyncCommit {
   /** The main database file as SQLite resolved it. */
   readonly file: string
@@ -17,6 +17,8 @@ export interface SyncCommit {
   readonly commit: (
     batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
   ) => ReadonlyArray<EvidenceCommit.Placed> | undefined
+  /** A chain's rows after a sequence, in order, as values in `StoredRecord` field order; throws on a failed read. */
+  readonly readPage: (chain_id: string, after: number, limit: number) => ReadonlyArray<ReadonlyArray<unknown>>
   readonly close: () => void
 }
 
@@ -28,6 +30,10 @@ const compiler = Statement.make(
   undefined
 )
 
+const PAGE = `SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
+  payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
+  FROM evidence_records WHERE chain_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`
+
 /** Open `options.filename` with the store's settings; `busyTimeout` (ms) replaces the settings' wait for a lock. */
 export const open = (options: Sqlite.Options, busyTimeout?: number): SyncCommit => {
   const database = new Database(options.filename)
@@ -38,13 +44,28 @@ export const open = (options: Sqlite.Options, busyTimeout?: number): SyncCommit 
     const databases = database.pragma("database_list") as ReadonlyArray<
       { readonly name: string; readonly file: string }
     >
+    let page: ReturnType<typeof database.prepare> | undefined
     return {
       file: databases.find((entry) => entry.name === "main")?.file ?? "",
       commit: EvidenceCommit.makeSync(database, Effect.runSync(EvidenceCommit.compile(compiler))),
+      readPage: (chain_id, after, limit) =>
+        (page ??= database.prepare(PAGE).raw(true)).all(chain_id, after, limit) as Array<ReadonlyArray<unknown>>,
       close: () => void database.close()
     }
   } catch (error) {
     database.close()
     throw error
+  }
+}
+
+/** `open`, on the condition that it opens the store's own file `storeFile`; else why it could not. */
+export const openOn = (options: Sqlite.Options, storeFile: string, busyTimeout?: number): SyncCommit | Error => {
+  try {
+    const direct = open(options, busyTimeout)
+    if (direct.file === storeFile) return direct
+    direct.close()
+    return new Error(`the direct connection opened ${direct.file}, not the store's ${storeFile}`)
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error))
   }
 }

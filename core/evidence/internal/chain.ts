@@ -229,16 +229,16 @@ interface Walk {
   readonly failure?: { readonly code: FailureCode; readonly record_id: string }
 }
 
-/**
- * Check one chunk of a chain after `walk`: links and algorithms first, in order, up to the first structural failure;
- * then every payload and chain-input text of the linked prefix hashed in one batch, and compared in order.
- */
-const walkChunk = (
-  digest: Digest.Service,
-  walk: Walk,
-  records: ReadonlyArray<StoredRecord>,
-  expected_head: string | undefined
-): Effect.Effect<Walk> => {
+interface Linked {
+  /** Each linked record's payload text and chain input, in turn. */
+  readonly texts: Array<string>
+  readonly linked: number
+  readonly head: Sha256Hex | null
+  readonly structural: Walk["failure"]
+}
+
+// A chunk's links and algorithms, in order, up to the first structural failure: the texts its linked prefix hashes.
+const linkChunk = (walk: Walk, records: ReadonlyArray<StoredRecord>, expected_head: string | undefined): Linked => {
   const texts: Array<string> = []
   let head = walk.head
   let structural: Walk["failure"]
@@ -260,21 +260,47 @@ const walkChunk = (
     head = record.chain_hash as Sha256Hex
     linked++
   }
-  return Effect.map(digest.sha256Texts(texts), (hashes): Walk => {
-    for (let i = 0; i < linked; i++) {
-      const record = records[i]!
-      if (hashes[2 * i] !== record.payload_digest || hashes[2 * i + 1] !== record.chain_hash) {
-        return {
-          checked: walk.checked + i,
-          head: i === 0 ? walk.head : records[i - 1]!.chain_hash as Sha256Hex,
-          failure: { code: "content_mismatch", record_id: record.record_id }
-        }
+  return { texts, linked, head, structural }
+}
+
+// The walk after a chunk whose linked prefix hashed to `hashes`: the first record whose hashes differ fails it.
+const walkedChunk = (
+  walk: Walk,
+  records: ReadonlyArray<StoredRecord>,
+  { head, linked, structural }: Linked,
+  hashes: ReadonlyArray<string>
+): Walk => {
+  for (let i = 0; i < linked; i++) {
+    const record = records[i]!
+    if (hashes[2 * i] !== record.payload_digest || hashes[2 * i + 1] !== record.chain_hash) {
+      return {
+        checked: walk.checked + i,
+        head: i === 0 ? walk.head : records[i - 1]!.chain_hash as Sha256Hex,
+        failure: { code: "content_mismatch", record_id: record.record_id }
       }
     }
-    return structural === undefined
-      ? { checked: walk.checked + linked, head }
-      : { checked: walk.checked + linked, head, failure: structural }
-  })
+  }
+  return structural === undefined
+    ? { checked: walk.checked + linked, head }
+    : { checked: walk.checked + linked, head, failure: structural }
+}
+
+// The verification a finished walk amounts to: an empty chain, or one that stops short of the expected head, is broken.
+const resultOf = (chain_id: string, walked: Walk, expected_head: string | undefined) => {
+  const failure = walked.failure ??
+    (walked.checked === 0
+      ? { code: "broken_link" as const, record_id: null }
+      : expected_head !== undefined && walked.head !== expected_head
+      ? { code: "broken_link" as const, record_id: null }
+      : undefined)
+  return new VerificationResult({
+    chain_id,
+    valid: failure === undefined,
+    verified_head: walked.head,
+    checked_records: walked.checked,
+    failure_code: failure?.code ?? null,
+    failed_record_id: failure?.record_id ?? null
+  }, { disableValidation: true })
 }
 
 /**
@@ -286,26 +312,36 @@ export const verify = <E, R>(
   records: Stream.Stream<StoredRecord, E, R>,
   expected_head?: string
 ): Effect.Effect<VerificationResult, E, R | Digest> =>
-  Effect.gen(function*() {
-    const digest = yield* Digest
-    const walked = yield* Stream.runFoldWhileEffect(
-      Stream.chunks(records),
-      { checked: 0, head: null } as Walk,
-      (walk) => walk.failure === undefined,
-      (walk, chunk) => walkChunk(digest, walk, Chunk.toReadonlyArray(chunk), expected_head)
-    )
-    const failure = walked.failure ??
-      (walked.checked === 0
-        ? { code: "broken_link" as const, record_id: null }
-        : expected_head !== undefined && walked.head !== expected_head
-        ? { code: "broken_link" as const, record_id: null }
-        : undefined)
-    return new VerificationResult({
-      chain_id,
-      valid: failure === undefined,
-      verified_head: walked.head,
-      checked_records: walked.checked,
-      failure_code: failure?.code ?? null,
-      failed_record_id: failure?.record_id ?? null
-    }, { disableValidation: true })
-  })
+  Effect.flatMap(Digest, (digest) =>
+    Effect.map(
+      Stream.runFoldWhileEffect(
+        Stream.chunks(records),
+        { checked: 0, head: null } as Walk,
+        (walk) => walk.failure === undefined,
+        (walk, chunk) => {
+          const page = Chunk.toReadonlyArray(chunk)
+          const linked = linkChunk(walk, page, expected_head)
+          return Effect.map(digest.sha256Texts(linked.texts), (hashes) => walkedChunk(walk, page, linked, hashes))
+        }
+      ),
+      (walked) => resultOf(chain_id, walked, expected_head)
+    ))
+
+/**
+ * `verify` in the calling step over a synchronous SHA-256, the chain's records read page by page in ascending
+ * sequence (an empty page ends it): what a store that reads synchronously verifies with.
+ */
+export const verifyPages = (
+  chain_id: string,
+  pages: Iterable<ReadonlyArray<StoredRecord>>,
+  sha256: (text: string) => string,
+  expected_head?: string
+): VerificationResult => {
+  let walk: Walk = { checked: 0, head: null }
+  for (const page of pages) {
+    if (walk.failure !== undefined) break
+    const linked = linkChunk(walk, page, expected_head)
+    walk = walkedChunk(walk, page, linked, linked.texts.map(sha256))
+  }
+  return resultOf(chain_id, walk, expected_head)
+}
