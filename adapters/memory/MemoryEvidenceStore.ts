@@ -76,6 +76,19 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
         Stream.fromIterable((chains.get(chain_id) ?? []).slice(Math.max(0, Math.floor(after_sequence) + 1)))
       )
 
+    const scanRecords = (after: Cursor | null, limit: number) =>
+      Effect.suspend(() => {
+        const from = positionOf(after)
+        if (from === undefined) {
+          return Effect.fail(new EvidenceUnavailableError({ detail: `malformed projection cursor: ${after}` }))
+        }
+        const records = log.slice(from, from + Math.max(0, Math.floor(limit)))
+        return Effect.succeed({
+          records,
+          next_cursor: records.length === 0 ? after : Cursor.make(String(from + records.length))
+        })
+      })
+
     return {
       durable: false,
       append: (record) => Effect.map(appendAll([record]), (receipts) => receipts[0]!),
@@ -94,17 +107,11 @@ export const make: Effect.Effect<EvidenceStore.Service & EvidenceProjectionSourc
       }),
       chains: Effect.sync(() => [...chains.keys()]),
       scan: (after, limit) =>
-        Effect.suspend(() => {
-          const from = positionOf(after)
-          if (from === undefined) {
-            return Effect.fail(new EvidenceUnavailableError({ detail: `malformed projection cursor: ${after}` }))
-          }
-          const page = log.slice(from, from + Math.max(0, Math.floor(limit)))
-          return Effect.succeed({
-            receipts: page.map(receiptOf),
-            next_cursor: page.length === 0 ? after : Cursor.make(String(from + page.length))
-          })
-        }),
+        Effect.map(scanRecords(after, limit), ({ next_cursor, records }) => ({
+          receipts: records.map(receiptOf),
+          next_cursor
+        })),
+      scanRecords,
       get: (chain_id, record_id) =>
         Effect.sync(() => {
           const record = byId.get(record_id)

@@ -162,6 +162,22 @@ export const make = (
         sql`SELECT position, chain_id, record_id, sequence, chain_hash AS head_hash FROM evidence_records
           WHERE position > ${after} ORDER BY position LIMIT ${limit}`
     })
+    const findRecords = ({ after, limit }: typeof Scan.Type) =>
+      Effect.flatMap(
+        Effect.mapError(
+          sql`SELECT position, record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version,
+            payload_json, payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at,
+            hash_algorithm FROM evidence_records WHERE position > ${after} ORDER BY position LIMIT ${limit}`.values,
+          unavailable
+        ),
+        (rows) => {
+          const last = rows[rows.length - 1]?.[0]
+          return Effect.map(
+            decodePage(rows.map((row) => row.slice(1))),
+            (records) => ({ records, last: typeof last === "number" ? last : undefined })
+          )
+        }
+      )
     const findChains = SqlSchema.findAll({
       Request: Schema.Void,
       Result: ChainRow,
@@ -238,6 +254,14 @@ export const make = (
           receipts: rows.map(({ position: _, ...receipt }) => new AppendReceipt(receipt, { disableValidation: true })),
           next_cursor: last === undefined ? after : Cursor.make(String(last.position))
         }
+      }),
+      scanRecords: Effect.fn("SqlEvidenceStore.scanRecords")(function*(after: Cursor | null, limit: number) {
+        const from = positionOf(after)
+        if (from === undefined) {
+          return yield* new EvidenceUnavailableError({ detail: `malformed projection cursor: ${after}` })
+        }
+        const { last, records } = yield* findRecords({ after: from, limit: Math.max(0, Math.floor(limit)) })
+        return { records, next_cursor: last === undefined ? after : Cursor.make(String(last)) }
       }),
       get: Effect.fn("SqlEvidenceStore.get")(function*(chain_id: string, record_id: string) {
         return yield* Effect.mapError(findRecord({ chain_id, record_id }), unavailable)

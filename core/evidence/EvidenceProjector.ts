@@ -28,8 +28,9 @@ export const projectionVersion = 1
 export const defaultProjector = "evidence"
 
 /**
- * A committed record the projector cannot trust: missing, its content or hash differs from its receipt, or it does not
- * link to the record before it on its chain. Operator attention.
+ * A committed record the projector cannot trust: its content does not recompute to its hashes, its algorithm is
+ * unknown, it does not link to the record before it on its chain, or it is malformed (`missing` and
+ * `receipt_mismatch` are kept for earlier readers: records are now scanned whole). Operator attention.
  */
 export class ProjectionIntegrityError extends Schema.TaggedError<ProjectionIntegrityError>()(
   "ProjectionIntegrityError",
@@ -165,21 +166,15 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
       return Option.isNone(started) ? null : startOf(started.value)
     })
   while (true) {
-    const page = yield* source.scan(cursor, batch)
-    if (page.receipts.length === 0 || page.next_cursor === null) break
+    const page = yield* source.scanRecords(cursor, batch)
+    if (page.records.length === 0 || page.next_cursor === null) break
     const rows: Array<ProjectedRecord> = []
     const attempts: Array<OperationAttempt> = []
-    for (const receipt of page.receipts) {
-      const stored = yield* source.get(receipt.chain_id, receipt.record_id)
+    for (const record of page.records) {
       const fail = (reason: ProjectionIntegrityError["reason"]) =>
-        new ProjectionIntegrityError({ reason, chain_id: receipt.chain_id, record_id: receipt.record_id })
-      if (Option.isNone(stored)) return yield* fail("missing")
-      const record = stored.value
+        new ProjectionIntegrityError({ reason, chain_id: record.chain_id, record_id: record.record_id })
       const content = yield* Effect.provideService(Evidence.checkContent(record), Digest, digest)
       if (Either.isLeft(content)) return yield* fail(content.left)
-      if (content.right !== receipt.head_hash || record.sequence !== receipt.sequence) {
-        return yield* fail("receipt_mismatch")
-      }
       const known = heads.get(record.chain_id)
       const previous = record.sequence === 0
         ? null

@@ -155,6 +155,12 @@ export interface ScanPage {
   readonly next_cursor: Cursor | null
 }
 
+/** One page of committed records after a cursor, as stored: `ScanPage` with each record whole. */
+export interface RecordPage {
+  readonly records: ReadonlyArray<StoredRecord>
+  readonly next_cursor: Cursor | null
+}
+
 /** Every committed append, exactly once in cursor order, delivered at least once. */
 export class EvidenceProjectionSource extends Context.Tag("writ/EvidenceProjectionSource")<
   EvidenceProjectionSource,
@@ -166,6 +172,8 @@ export declare namespace EvidenceProjectionSource {
   /** Scan committed appends after a cursor (null: from the start). */
   export interface Service {
     readonly scan: (after: Cursor | null, limit: number) => Effect.Effect<ScanPage, EvidenceUnavailableError>
+    /** `scan` with each record whole, a page in one read: what the projector replays. */
+    readonly scanRecords: (after: Cursor | null, limit: number) => Effect.Effect<RecordPage, EvidenceUnavailableError>
     /** One record by chain and id, as stored. */
     readonly get: (
       chain_id: string,

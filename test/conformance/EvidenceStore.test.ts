@@ -12,7 +12,7 @@ import type { Digest } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { Uuid } from "../../core/base/IdGenerator.ts"
 import type { EvidenceRecord, FailureCode, StoredRecord } from "../../core/evidence/Evidence.ts"
-import type { AppendReceipt, ScanPage } from "../../core/evidence/EvidenceStore.ts"
+import type { AppendReceipt, RecordPage, ScanPage } from "../../core/evidence/EvidenceStore.ts"
 import { Cursor, EvidenceProjectionSource, EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
 import { altered, sealAt, sealChain } from "../fixtures/evidence.ts"
 import { sqliteLayer, tempDir } from "../fixtures/sqlite.ts"
@@ -417,6 +417,33 @@ for (const [name, layer, durable] of layers) {
         assert.deepStrictEqual((yield* source.scan(cursor, 3)).receipts.map(plain), [receiptOf(late!)])
         assert.deepStrictEqual((yield* source.scan(null, 0)).receipts, [])
         const malformed = yield* Effect.flip(source.scan(Cursor.make("not a cursor"), 3))
+        assert.strictEqual(malformed._tag, "EvidenceUnavailableError")
+      })))
+
+    it.effect("scanRecords delivers the records scan's receipts name, whole, under the same cursors", () =>
+      provided(Effect.gen(function*() {
+        const source = yield* EvidenceProjectionSource
+        assert.deepStrictEqual(yield* source.scanRecords(null, 10), { records: [], next_cursor: null })
+        const a = yield* sealChain(yield* newChain, 3)
+        const b = yield* sealChain(yield* newChain, 2)
+        const order = [a[0]!, b[0]!, a[1]!, b[1]!, a[2]!]
+        yield* appendAll(order)
+        const seen: Array<StoredRecord> = []
+        let cursor: Cursor | null = null
+        for (let pages = 0; pages < 10; pages++) {
+          const scanned: ScanPage = yield* source.scan(cursor, 2)
+          const page: RecordPage = yield* source.scanRecords(cursor, 2)
+          assert.strictEqual(page.next_cursor, scanned.next_cursor)
+          assert.deepStrictEqual(
+            page.records.map((record) => [record.record_id, record.chain_hash]),
+            scanned.receipts.map((receipt) => [receipt.record_id, receipt.head_hash])
+          )
+          if (page.records.length === 0) break
+          seen.push(...page.records)
+          cursor = page.next_cursor
+        }
+        assert.deepStrictEqual(seen.map(stored), order.map(stored))
+        const malformed = yield* Effect.flip(source.scanRecords(Cursor.make("not a cursor"), 3))
         assert.strictEqual(malformed._tag, "EvidenceUnavailableError")
       })))
 
