@@ -25,6 +25,8 @@ export interface Call {
   readonly approve?: boolean
   /** Then sent once more: the approval id again, or the idempotency key again from another principal. */
   readonly replay?: "approval_id" | "idempotency_key"
+  /** Governed profile: the case's evidence store fails its commit number n (0 the first after the boundary opens), once. */
+  readonly evidence_fault?: number
 }
 
 /** What calls are generated from: the actions, the compiled policies whose patterns give witnesses, extra names. */
@@ -203,7 +205,13 @@ export const calls = (sources: CallSources): fc.Arbitrary<Call> => {
     idempotency_key: fc.option(fc.constantFrom("key-1", "key-2"), { nil: undefined, freq: 3 }),
     consistent: fc.boolean(),
     approve: fc.boolean(),
-    replay: fc.option(fc.constantFrom("approval_id" as const, "idempotency_key" as const), { nil: undefined, freq: 3 })
+    replay: fc.option(fc.constantFrom("approval_id" as const, "idempotency_key" as const), { nil: undefined, freq: 3 }),
+    // One call in four meets a store that fails: at the first commit after the boundary, or a later one.
+    evidence_fault: fc.oneof(
+      { withCrossShrink: true },
+      { arbitrary: fc.constant(undefined), weight: 3 },
+      { arbitrary: fc.nat(5), weight: 1 }
+    )
   }, record).map(({ target: [action, args], ...rest }): Call => ({
     action,
     arguments: args,
@@ -212,6 +220,7 @@ export const calls = (sources: CallSources): fc.Arbitrary<Call> => {
     ...(rest.tenant === undefined ? {} : { tenant: rest.tenant }),
     ...(rest.idempotency_key === undefined ? {} : { idempotency_key: rest.idempotency_key }),
     ...(rest.approve ? { approve: true } : {}),
-    ...(rest.replay === undefined ? {} : { replay: rest.replay })
+    ...(rest.replay === undefined ? {} : { replay: rest.replay }),
+    ...(rest.evidence_fault === undefined ? {} : { evidence_fault: rest.evidence_fault })
   }))
 }

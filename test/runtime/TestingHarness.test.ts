@@ -132,9 +132,9 @@ describe("Testing.check", () => {
         name: "at most two calls succeed",
         holds: (history) => history.filter((s) => s.outcome?._tag === "succeeded").length <= 2
       }
-      yield* Testing.checkEffect({ policy: budgeted, actions, sequences: [atMost(2)], runs: 40, seed: 4 })
+      yield* Testing.checkEffect({ policy: budgeted, actions, sequences: [atMost(2)], runs: 40, seed: 5 })
       const error = yield* flip(
-        Testing.checkEffect({ policy: open, actions, sequences: [twoInAll], runs: 40, seed: 4 })
+        Testing.checkEffect({ policy: open, actions, sequences: [twoInAll], runs: 40, seed: 5 })
       )
       assert.strictEqual(error.property, "at most two calls succeed")
       // Shrunk to a short sequence: three successes need at most three calls.
@@ -142,6 +142,117 @@ describe("Testing.check", () => {
       assert.isAtLeast(calls.length, 1)
       assert.isAtMost(calls.length, 3)
       assert.include(error.message, "const calls: ReadonlyArray<Testing.Call> = [")
+    }))
+})
+
+describe("Testing.check: evidence faults and fresh stores", () => {
+  it.effect("a call's evidence fault fails that commit once: a pre-call one ends in an evidence error, nothing ran", () =>
+    Effect.gen(function*() {
+      const call: Testing.Call = {
+        action: "notes.write",
+        arguments: { text: "hi" },
+        origin: {
+          _tag: "user",
+          human: { kind: "human", id: "alice", roles: [] },
+          agent: { kind: "agent", id: "agent-a", roles: [] },
+          executorId: "alice",
+          authority: {}
+        },
+        principal: "alice"
+      }
+      const [clean] = yield* Testing.replayEffect({ policy, actions }, call, "governed")
+      assert.strictEqual(clean?.outcome?._tag, "succeeded")
+      assert.strictEqual(clean?.observed.ran, 1)
+      assert.isUndefined(clean?.observed.faulted)
+      const [faulted] = yield* Testing.replayEffect({ policy, actions }, { ...call, evidence_fault: 0 }, "governed")
+      assert.isUndefined(faulted?.outcome)
+      assert.strictEqual(faulted?.observed.faulted, true)
+      assert.strictEqual(faulted?.observed.ran, 0)
+      assert.strictEqual(faulted?.observed.error?._tag, "GovernanceEvidenceError")
+      // The minimal profile keeps no evidence: the fault is the governed profile's alone.
+      const [minimal] = yield* Testing.replayEffect({ policy, actions }, { ...call, evidence_fault: 0 }, "minimal")
+      assert.strictEqual(minimal?.outcome?._tag, "succeeded")
+    }))
+
+  it.effect("law: nothing runs after a pre-call evidence failure is exercised: injected faults fire before and after the call", () =>
+    Effect.gen(function*() {
+      const seen = { preCall: 0, afterCall: 0 }
+      const census: Testing.Property = {
+        name: "census of injected faults",
+        holds: () => true,
+        holdsOnError: (_call, observed) => {
+          const error = observed.error
+          if (observed.faulted !== true || error?._tag !== "GovernanceEvidenceError") return true
+          if (!error.call_executed && observed.ran === 0) seen.preCall++
+          if (error.call_executed && observed.ran === 1) seen.afterCall++
+          return true
+        }
+      }
+      const report = yield* Testing.checkEffect({
+        policy: open,
+        actions,
+        properties: [...Testing.laws(), census],
+        profiles: ["governed"],
+        runs: 120,
+        seed: 7
+      })
+      assert.isAbove(report.outcomes["evidence error"] ?? 0, 0)
+      // Counted: attempts whose injected fault failed a record before the callable, and it never ran; and faults after
+      // it ran, which the law leaves alone.
+      assert.isAtLeast(seen.preCall, 5)
+      assert.isAbove(seen.afterCall, 0)
+    }))
+
+  it.effect("each case has fresh budgets, approvals and idempotency: what one case spends, the next never sees", () =>
+    Effect.gen(function*() {
+      const budgeted = {
+        ...policy,
+        rules: [
+          ...policy.rules,
+          { kind: "budget", effect: "limit", action_patterns: ["notes.*"], budget_kind: "calls", limit: 1 }
+        ]
+      } as const
+      const spent = new Set<string>()
+      const keys = new Set<string>()
+      const approvals = new Set<string>()
+      const seen = { spentBefore: 0, keyedBefore: 0, approvalIdBefore: 0, escalatedToApprove: 0, approved: 0 }
+      const fresh: Testing.Property = {
+        name: "a case's first attempt meets fresh stores",
+        holds: (call, outcome, { profile }) => {
+          if (call.step === "approved") seen.approved++
+          if (call.step !== "call") return true
+          if (outcome._tag === "escalated" && outcome.approval !== undefined) {
+            const id = `${profile}/${outcome.approval.approval_id}`
+            if (approvals.has(id)) seen.approvalIdBefore++
+            approvals.add(id)
+            if (call.approve === true) seen.escalatedToApprove++
+          }
+          const code = outcome._tag === "denied" ? outcome.reason.code : ""
+          const fresh = code !== "budget.exhausted" && code !== "idempotency.key_reused" &&
+            !(outcome._tag === "succeeded" && outcome.replay_of !== undefined)
+          if (outcome._tag === "succeeded") {
+            const who = `${profile}/${call.principal}`
+            const key = `${who}/${call.idempotency_key}`
+            if (call.action === "notes.write" && spent.has(who)) seen.spentBefore++
+            if (call.idempotency_key !== undefined && keys.has(key)) seen.keyedBefore++
+            if (call.action === "notes.write") spent.add(who)
+            if (call.idempotency_key !== undefined) keys.add(key)
+          }
+          return fresh
+        },
+        holdsOnError: (call) => {
+          if (call.step === "approved") seen.approved++
+          return true
+        }
+      }
+      yield* Testing.checkEffect({ policy: budgeted, actions, properties: [fresh], runs: 150, seed: 8 })
+      // Not vacuous: principals whose one call was spent in an earlier case, keys an earlier case used, and approvals
+      // whose ids repeat from case to case (the ids are seeded) each met a fresh store again.
+      assert.isAbove(seen.spentBefore, 0)
+      assert.isAbove(seen.keyedBefore, 0)
+      assert.isAbove(seen.approvalIdBefore, 0)
+      assert.isAbove(seen.escalatedToApprove, 0)
+      assert.strictEqual(seen.approved, seen.escalatedToApprove)
     }))
 })
 
