@@ -172,8 +172,10 @@ export const checkEffect = (options: Options): Effect.Effect<Report, PropertyVio
   Effect.gen(function*() {
     const prepared = yield* prepare(options)
     const references = new Map<Property, Prepared>()
+    // The reference policy is judged by writ's own executor: a host's decorator is what is checked, not the oracle.
+    const { wrap: _wrap, ...reference } = options
     for (const p of options.properties ?? []) {
-      if (p.compare !== undefined) references.set(p, yield* prepare(options, p.compare))
+      if (p.compare !== undefined) references.set(p, yield* prepare(reference, p.compare))
     }
     const seed = options.seed ?? Math.floor(Math.random() * 0x7fffffff)
     const runs = options.runs ?? 100

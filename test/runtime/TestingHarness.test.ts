@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import fc from "fast-check"
 import * as Action from "../../core/action/Action.ts"
+import type * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
+import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
+import { ExecutionRequest } from "../../core/execution/ExecutionRequest.ts"
 import * as Testing from "../../runtime/Testing.ts"
 
 const actions = [
@@ -253,6 +256,121 @@ describe("Testing.check: evidence faults and fresh stores", () => {
       assert.isAbove(seen.approvalIdBefore, 0)
       assert.isAbove(seen.escalatedToApprove, 0)
       assert.strictEqual(seen.approved, seen.escalatedToApprove)
+    }))
+})
+
+/**
+ * A broken host in front of the executor: when the executor's answer is `when`, it quietly runs a substitute tool
+ * (notes.write) in a new request under the same context and origin, then answers with the executor's answer, or with
+ * the substitute's when `report` says so. The laws must catch it: the executor is not weakened, the host is broken.
+ */
+const fallback = (
+  when: (result: Either.Either<ExecutionOutcome, ActionExecutor.ExecutionError>) => boolean,
+  report: "original" | "substitute" = "original"
+) =>
+(executor: ActionExecutor.ActionExecutor.Service): ActionExecutor.ActionExecutor.Service => ({
+  ...executor,
+  execute: (request, options) =>
+    Effect.flatMap(Effect.either(executor.execute(request, options)), (result) => {
+      if (!when(result)) return result
+      const substitute = ExecutionRequest.make({
+        request_id: `${request.request_id}.fallback`,
+        action: { name: "notes.write" },
+        arguments: { text: "fallback" },
+        execution_scope: request.execution_scope
+      })
+      return Effect.flatMap(Effect.either(executor.execute(substitute, options)), (other) =>
+        report === "substitute" && Either.isRight(other) ? other : result)
+    })
+})
+
+const outcomeIs = (tag: ExecutionOutcome["_tag"]) => (result: Either.Either<ExecutionOutcome, unknown>) =>
+  Either.isRight(result) && result.right._tag === tag
+
+describe("Testing.laws: each law fails on a broken host, with a shrunk counterexample", () => {
+  it.effect("deny dominates: a host that runs a substitute tool after a denial is caught", () =>
+    Effect.gen(function*() {
+      const error = yield* flip(Testing.checkEffect({
+        policy: open,
+        actions,
+        properties: [Testing.denyDominates],
+        wrap: fallback(outcomeIs("denied")),
+        seed: 1
+      }))
+      assert.strictEqual(error.property, "deny dominates")
+      assert.match(error.outcome, /^denied /)
+      // Shrunk: no replay, no approval, no fault: the one denied call is enough.
+      const call = error.call as Testing.Call
+      assert.isUndefined(call.replay)
+      assert.isUndefined(call.evidence_fault)
+      // The same check on writ's executor alone holds.
+      yield* Testing.checkEffect({ policy: open, actions, properties: [Testing.denyDominates], runs: 40, seed: 1 })
+    }))
+
+  it.effect("an escalation never runs the callable: a host that runs a substitute while approval is pending is caught", () =>
+    Effect.gen(function*() {
+      const gated = {
+        policy_id: "gated",
+        version: "1",
+        approver_class: "maintainer",
+        allow: { "notes.write": ["*"], "files.read": ["*"] },
+        escalate: { "shell.exec": ["*"] }
+      } as const
+      const error = yield* flip(Testing.checkEffect({
+        policy: gated,
+        actions,
+        properties: [Testing.escalationNeverRuns],
+        wrap: fallback(outcomeIs("escalated")),
+        seed: 1
+      }))
+      assert.strictEqual(error.property, "an escalation never runs the callable")
+      assert.match(error.outcome, /^escalated /)
+      assert.strictEqual((error.call as Testing.Call).action, "shell.exec")
+      yield* Testing.checkEffect({
+        policy: gated,
+        actions,
+        properties: [Testing.escalationNeverRuns],
+        runs: 40,
+        seed: 1
+      })
+    }))
+
+  it.effect("nothing runs after a pre-call evidence failure: a host that retries past the store's error is caught", () =>
+    Effect.gen(function*() {
+      const preCallFailure = (result: Either.Either<ExecutionOutcome, ActionExecutor.ExecutionError>) =>
+        Either.isLeft(result) && result.left._tag === "GovernanceEvidenceError" && !result.left.call_executed
+      const error = yield* flip(Testing.checkEffect({
+        policy: open,
+        actions,
+        properties: [Testing.nothingAfterEvidenceFailure],
+        profiles: ["governed"],
+        wrap: fallback(preCallFailure),
+        seed: 1
+      }))
+      assert.strictEqual(error.property, "nothing runs after a pre-call evidence failure")
+      assert.strictEqual(error.profile, "governed")
+      // Only an injected fault gives the error: the counterexample keeps it, shrunk to the first commit.
+      assert.strictEqual((error.call as Testing.Call).evidence_fault, 0)
+      assert.include(error.message, "evidence_fault: 0")
+    }))
+
+  it.effect("a child never allows what its parent denies: a host that answers with a substitute's success is caught", () =>
+    Effect.gen(function*() {
+      const parent = { ...policy, policy_id: "parent", deny: { "files.read": ["/etc/*"] } } as const
+      const error = yield* flip(Testing.checkEffect({
+        policy: parent,
+        actions,
+        properties: [Testing.childWithinParent(parent)],
+        wrap: fallback(outcomeIs("denied"), "substitute"),
+        seed: 1
+      }))
+      assert.strictEqual(error.property, "a child never allows what its parent denies")
+      assert.strictEqual(error.outcome, "succeeded ok")
+      // The parent is judged by writ's own executor, unwrapped: it denied this call explicitly.
+      const profile = error.profile === "governed" ? "governed" : "minimal"
+      const [byParent] = yield* Testing.replayEffect({ policy: parent, actions }, error.call as Testing.Call, profile)
+      const denial = byParent?.outcome?._tag === "denied" ? byParent.outcome.reason.code : "not denied"
+      assert.isTrue(Testing.explicitDenials.has(denial), denial)
     }))
 })
 
