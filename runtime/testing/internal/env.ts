@@ -13,6 +13,9 @@ import { ApprovalQueue } from "../../../core/approval/Approval.ts"
 import { Digest } from "../../../core/base/Digest.ts"
 import * as IdGenerator from "../../../core/base/IdGenerator.ts"
 import type * as Time from "../../../core/base/Time.ts"
+import { EvidenceProjectionSource, EvidenceStore } from "../../../core/evidence/EvidenceStore.ts"
+import { EvidenceWriter } from "../../../core/evidence/EvidenceWriter.ts"
+import { ExecutorRegistry } from "../../../core/evidence/ExecutorRegistry.ts"
 import * as Governance from "../../../core/evidence/Governance.ts"
 import * as ActionExecutor from "../../../core/execution/ActionExecutor.ts"
 import type { ExecutionOutcome } from "../../../core/execution/ExecutionOutcome.ts"
@@ -24,9 +27,13 @@ import * as InvocationContext from "../../../core/policy/InvocationContext.ts"
 import * as PolicyGate from "../../../core/policy/PolicyGate.ts"
 import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
+import * as AttemptStore from "../../../core/state/AttemptStore.ts"
+import * as ProjectionStore from "../../../core/state/ProjectionStore.ts"
+import * as RunStore from "../../../core/state/RunStore.ts"
+import { StateStorage } from "../../../core/state/StateStorage.ts"
 import type { Call } from "../Calls.ts"
 import { buildInvocation } from "../Invocations.ts"
-import { type Fault, fault, faultyEvidence, fixedClock } from "./faults.ts"
+import { type Fault, fault, faulty, fixedClock } from "./faults.ts"
 import { principals } from "./pools.ts"
 
 /** The profiles a case runs in. */
@@ -97,44 +104,58 @@ export const share = (actions: ReadonlyArray<ActionDefinition>, snapshot: Policy
   })
 
 /** The in-process backend, counting each invocation that reaches it in `counter`: how a law sees the callable run. */
-export const countingBackend = (counter: { ran: number }): Layer.Layer<ActionExecutionBackend> =>
-  Layer.succeed(ActionExecutionBackend, {
-    ...InProcessBackend.make,
-    invoke: (token, invocation) => {
-      counter.ran++
-      return InProcessBackend.make.invoke(token, invocation)
-    }
-  })
+export const countingBackend = (counter: { ran: number }): ActionExecutionBackend.Service => ({
+  ...InProcessBackend.make,
+  invoke: (token, invocation) => {
+    counter.ran++
+    return InProcessBackend.make.invoke(token, invocation)
+  }
+})
 
-// Fresh per case: the backend's counter is the check's, the ids are seeded anew and idempotency starts empty.
-const baseLayer = (prepared: Prepared) =>
-  Layer.merge(countingBackend(prepared.counter), IdempotencyStore.layerMemory).pipe(
-    Layer.provideMerge(Layer.merge(IdGenerator.layerSeeded("writ.testing"), Layer.succeedContext(prepared.shared)))
-  )
+// Fresh per case: the ids are seeded anew, idempotency and approvals start empty; the backend counts into the check's
+// counter. Services are built directly, not as layers: a layer costs a case more than most of its stores do.
+const freshBase = (prepared: Prepared) =>
+  Effect.map(MemoryApprovalQueue.make, (queue) =>
+    prepared.shared.pipe(
+      Context.add(IdGenerator.IdGenerator, IdGenerator.makeSeeded("writ.testing")),
+      Context.add(ActionExecutionBackend, countingBackend(prepared.counter)),
+      Context.add(IdempotencyStore.IdempotencyStore, IdempotencyStore.makeMemory()),
+      Context.add(ApprovalQueue, queue)
+    ))
 
 const gateOptions = (prepared: Prepared) => ({ boundAgent: prepared.boundAgent, pin: prepared.pin })
 
 /** A fresh minimal-profile, policy-gated executor over a fresh approval queue, budget ledger and idempotency store. */
-export const minimalLayer = (prepared: Prepared) =>
-  ActionExecutor.layerPolicyGated(prepared.config, gateOptions(prepared)).pipe(
-    Layer.provideMerge(MemoryApprovalQueue.layer),
-    Layer.provideMerge(baseLayer(prepared))
+export const minimalContext = (prepared: Prepared) =>
+  Effect.gen(function*() {
+    const base = yield* freshBase(prepared)
+    const executor = yield* Effect.provide(ActionExecutor.makePolicyGated(prepared.config, gateOptions(prepared)), base)
+    return Context.add(base, ActionExecutor.ActionExecutor, executor)
+  })
+
+// The Run, attempt and projection stores over one fresh memory storage, as MemoryStateStore.layer builds them.
+const stateStores = Effect.gen(function*() {
+  const storage = Context.make(StateStorage, yield* MemoryStateStore.makeStorage)
+  return Context.make(RunStore.RunStore, yield* Effect.provide(RunStore.make, storage)).pipe(
+    Context.add(AttemptStore.AttemptStore, yield* Effect.provide(AttemptStore.make, storage)),
+    Context.add(ProjectionStore.ProjectionStore, yield* Effect.provide(ProjectionStore.make, storage))
   )
+})
 
 /** A fresh governed executor over fresh memory stores (evidence, state, approvals, executors), the evidence faulty if asked. */
-export const governedLayer = (prepared: Prepared, evidence?: Fault) =>
-  Governed.layer(prepared.config, gateOptions(prepared)).pipe(
-    Layer.provideMerge(Governance.layerWriter),
-    Layer.provideMerge(
-      Layer.mergeAll(
-        MemoryApprovalQueue.layer,
-        MemoryExecutorRegistry.layer,
-        MemoryStateStore.layer,
-        evidence === undefined ? MemoryEvidenceStore.layer : faultyEvidence(evidence)
-      )
-    ),
-    Layer.provideMerge(baseLayer(prepared))
-  )
+export const governedContext = (prepared: Prepared, evidence?: Fault) =>
+  Effect.gen(function*() {
+    const base = yield* freshBase(prepared)
+    const store = yield* Effect.provide(MemoryEvidenceStore.make, base)
+    const stores = Context.merge(base, yield* Effect.provide(stateStores, base)).pipe(
+      Context.add(ExecutorRegistry, yield* MemoryExecutorRegistry.make),
+      Context.add(EvidenceStore, evidence === undefined ? store : faulty(store, evidence)),
+      Context.add(EvidenceProjectionSource, store)
+    )
+    const withWriter = Context.add(stores, EvidenceWriter, yield* Effect.provide(Governance.makeWriter, stores))
+    const executor = yield* Effect.provide(Governed.make(prepared.config, gateOptions(prepared)), withWriter)
+    return Context.add(withWriter, ActionExecutor.ActionExecutor, executor)
+  })
 
 /** Open the task boundary a governed case's calls run in, under the check's snapshot. */
 export const installGoverned = (prepared: Prepared) =>
@@ -235,24 +256,26 @@ const openGoverned = (prepared: Prepared, fault: Fault | undefined) =>
 export const runCase = (prepared: Prepared, profile: Profile, call: Call) => {
   const evidence = profile === "governed" && call.evidence_fault !== undefined ? fault(call.evidence_fault) : undefined
   const program = profile === "minimal"
-    ? steps(prepared, profile, call).pipe(Effect.provide(minimalLayer(prepared)))
-    : Effect.flatMap(openGoverned(prepared, evidence), (session) => steps(prepared, profile, call, session)).pipe(
-      Effect.provide(governedLayer(prepared, evidence))
-    )
-  return program.pipe(Effect.withClock(fixedClock(prepared.now)), Effect.orDie)
+    ? Effect.flatMap(minimalContext(prepared), (context) => Effect.provide(steps(prepared, profile, call), context))
+    : Effect.flatMap(governedContext(prepared, evidence), (context) =>
+      Effect.provide(
+        Effect.flatMap(openGoverned(prepared, evidence), (session) => steps(prepared, profile, call, session)),
+        context
+      ))
+  return program.pipe(Effect.scoped, Effect.withClock(fixedClock(prepared.now)), Effect.orDie)
 }
 
 /** One executor and its stores kept across calls (a sequence): send calls to it, then dispose of it. */
 export const openSession = async (prepared: Prepared, profile: Profile) => {
   const clock = fixedClock(prepared.now)
   if (profile === "minimal") {
-    const runtime = ManagedRuntime.make(minimalLayer(prepared))
+    const runtime = ManagedRuntime.make(Layer.effectContext(minimalContext(prepared)))
     return {
       send: (call: Call) => runtime.runPromise(Effect.withClock(steps(prepared, profile, call), clock)),
       dispose: runtime.dispose
     }
   }
-  const runtime = ManagedRuntime.make(governedLayer(prepared))
+  const runtime = ManagedRuntime.make(Layer.scopedContext(governedContext(prepared)))
   const boundary = await runtime.runPromise(Effect.withClock(installGoverned(prepared), clock))
   return {
     send: (call: Call) => runtime.runPromise(Effect.withClock(steps(prepared, profile, call, { boundary }), clock)),

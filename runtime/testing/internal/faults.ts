@@ -1,13 +1,8 @@
 /** What a case runs under besides its stores: a fixed clock, and an evidence store that fails one commit on purpose. */
-import { Clock, Context, Duration, Effect, Either, Layer } from "effect"
-import * as MemoryEvidenceStore from "../../../adapters/memory/MemoryEvidenceStore.ts"
-import type { Digest } from "../../../core/base/Digest.ts"
+import { Clock, Duration, Effect, Either } from "effect"
 import * as Time from "../../../core/base/Time.ts"
-import {
-  EvidenceProjectionSource,
-  EvidenceStore,
-  EvidenceUnavailableError
-} from "../../../core/evidence/EvidenceStore.ts"
+import type { EvidenceStore } from "../../../core/evidence/EvidenceStore.ts"
+import { EvidenceUnavailableError } from "../../../core/evidence/EvidenceStore.ts"
 
 /**
  * A clock stopped at `now`: what a test clock never adjusted gives, without building one per case. A sleep of no time
@@ -53,22 +48,19 @@ const strikes = (state: Fault) => {
   return hit
 }
 
-/** The memory evidence store, failing the commit the fault names; its projection source is the store's own. */
-export const faultyEvidence = (state: Fault): Layer.Layer<EvidenceStore | EvidenceProjectionSource, never, Digest> =>
-  Layer.effectContext(Effect.map(MemoryEvidenceStore.make, (store) => {
-    const now = store.appendAll.now
-    const appendAll: EvidenceStore.AppendAll = Object.assign(
-      (records: Parameters<EvidenceStore.AppendAll>[0]) =>
-        Effect.suspend(() => (strikes(state) ? Effect.fail(injected()) : store.appendAll(records))),
-      now === undefined ? {} : {
-        now: (records: Parameters<EvidenceStore.AppendAll>[0]) =>
-          strikes(state) ? Either.left(injected()) : now(records)
-      }
-    )
-    const faulty: EvidenceStore.Service = {
-      ...store,
-      append: (record) => Effect.suspend(() => (strikes(state) ? Effect.fail(injected()) : store.append(record))),
-      appendAll
+/** An evidence store that fails the commit the fault names, and otherwise is `store`. */
+export const faulty = (store: EvidenceStore.Service, state: Fault): EvidenceStore.Service => {
+  const now = store.appendAll.now
+  const appendAll: EvidenceStore.AppendAll = Object.assign(
+    (records: Parameters<EvidenceStore.AppendAll>[0]) =>
+      Effect.suspend(() => (strikes(state) ? Effect.fail(injected()) : store.appendAll(records))),
+    now === undefined ? {} : {
+      now: (records: Parameters<EvidenceStore.AppendAll>[0]) => strikes(state) ? Either.left(injected()) : now(records)
     }
-    return Context.make(EvidenceStore, faulty).pipe(Context.add(EvidenceProjectionSource, store))
-  }))
+  )
+  return {
+    ...store,
+    append: (record) => Effect.suspend(() => (strikes(state) ? Effect.fail(injected()) : store.append(record))),
+    appendAll
+  }
+}
