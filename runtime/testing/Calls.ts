@@ -9,6 +9,7 @@ import type { ActionDefinition } from "../../core/action/Action.ts"
 import type { AgentSubject } from "../../core/policy/InvocationContext.ts"
 import * as PolicyComposition from "../../core/policy/PolicyComposition.ts"
 import type { PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
+import { fromFastCheck3 } from "./internal/fastCheck3.ts"
 import { principals, record, tenants } from "./internal/pools.ts"
 import type { InvocationRecipe } from "./Invocations.ts"
 import { invocationRecipe } from "./Invocations.ts"
@@ -86,8 +87,8 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 const valid = (action: ActionDefinition): fc.Arbitrary<Record<string, unknown>> => {
   const encode = Schema.encodeUnknownEither(action.input)
   try {
-    // effect bundles fast-check 3; its arbitraries run under fast-check 4, whose types differ only in name.
-    const schemaValues = Arbitrary.make(action.input) as unknown as fc.Arbitrary<unknown>
+    // effect bundles fast-check 3: its arbitraries run under fast-check 4 through a bridge of the random source.
+    const schemaValues = fromFastCheck3<unknown>(Arbitrary.make(action.input))
     return schemaValues.map((value) => {
       const encoded = encode(value)
       return Either.isRight(encoded) && isRecord(encoded.right) ? encoded.right : {}

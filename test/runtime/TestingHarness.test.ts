@@ -397,6 +397,37 @@ describe("Testing.calls", () => {
       assert.isTrue(sample.some((c) => c.replay === "idempotency_key" && c.idempotency_key !== undefined))
     }))
 
+  it.effect("Schema.Unknown, Any and Object fields get values: effect's fast-check 3 arbitraries run under fast-check 4", () =>
+    Effect.gen(function*() {
+      const blobs = [
+        Action.make({
+          name: "blob.put",
+          input: Schema.Struct({ data: Schema.Unknown, meta: Schema.Object, extra: Schema.Any }),
+          output: Schema.String,
+          handler: () => "stored"
+        })
+      ]
+      const arbitrary = yield* Testing.callsFor({ policy: open, actions: blobs })
+      const sample = fc.sample(arbitrary, { numRuns: 300, seed: 5 })
+      // Schema-valid arguments with a nested object in the Unknown field: drawn from the Schema, not a `{}` fallback.
+      assert.isTrue(sample.some((c) => typeof c.arguments.data === "object" && c.arguments.data !== null))
+      assert.isTrue(sample.some((c) => typeof c.arguments.meta === "object" && "extra" in c.arguments))
+      // Seeded: the same seed draws the same calls.
+      assert.deepStrictEqual(fc.sample(arbitrary, { numRuns: 50, seed: 5 }), sample.slice(0, 50))
+      // A check over them runs and shrinks: the failing call comes back small.
+      const error = yield* flip(Testing.checkEffect({
+        policy: open,
+        actions: blobs,
+        properties: [Testing.property("blob.put never succeeds", (_call, outcome) => outcome._tag !== "succeeded")],
+        seed: 5
+      }))
+      assert.strictEqual(error.outcome, "succeeded ok")
+      const call = error.call as Testing.Call
+      assert.strictEqual(call.action, "blob.put")
+      assert.hasAllKeys(call.arguments, ["data", "meta", "extra"])
+      assert.isBelow(JSON.stringify(call.arguments).length, 60)
+    }))
+
   it.effect("a replayed approval id is refused on its second use, and the approved resubmission runs", () =>
     Effect.gen(function*() {
       const call: Testing.Call = {
