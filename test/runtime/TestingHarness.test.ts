@@ -86,6 +86,15 @@ describe("Testing.check", () => {
       (report) => assert.strictEqual(report.runs, 60)
     ))
 
+  it.effect("two actions under one name are a typed setup error, raised once before any call", () =>
+    Effect.gen(function*() {
+      const twice = [...actions, actions[1]!]
+      const error = yield* Effect.flip(
+        Testing.checkEffect({ policy, actions: twice, properties: Testing.laws(), seed: 1 })
+      )
+      assert.strictEqual(error._tag, "ActionCollisionError")
+    }))
+
   it.effect("a failure replays exactly: the pasted call gives the same steps, ids included", () =>
     Effect.gen(function*() {
       const error = yield* flip(Testing.checkEffect({ policy: open, actions, properties: [noSelfNotes], seed: 3 }))
