@@ -119,7 +119,6 @@ export const prepare = (
       boundAgent: options.boundAgent ?? InvocationContext.agent("agent-a"),
       approver: options.approver ?? "writ.test-approver",
       now,
-      digest,
       counter: { ran: 0 },
       shared,
       pin,

@@ -64,7 +64,7 @@ export interface Step {
   readonly observed: Observed
 }
 
-/** What every case of one check shares: the instrumented actions, the snapshot, the executor's configuration. */
+/** What every case of one check shares: the actions, the snapshot, the executor's configuration, the shared services. */
 export interface Prepared {
   readonly actions: ReadonlyArray<ActionDefinition>
   readonly snapshot: PolicySnapshot
@@ -72,7 +72,6 @@ export interface Prepared {
   readonly boundAgent: AgentSubject
   readonly approver: string
   readonly now: Time.Timestamp
-  readonly digest: Layer.Layer<Digest>
   readonly counter: { ran: number }
   /** What holds no per-case state, built once per check: the registry, the policy store the snapshot is active in, the digest. */
   readonly shared: Context.Context<ActionRegistry.ActionRegistry | PolicySnapshotStore | Digest>
