@@ -26,7 +26,7 @@ export interface Call {
   readonly approve?: boolean
   /** Then sent once more: the approval id again, or the idempotency key again from another principal. */
   readonly replay?: "approval_id" | "idempotency_key"
-  /** Governed profile: the case's evidence store fails its commit number n (0 the first after the boundary opens), once. */
+  /** Governed profile: the case's evidence store fails its commit n (0 the first after the boundary), once; not in sequences. */
   readonly evidence_fault?: number
 }
 
