@@ -1,7 +1,8 @@
 /**
  * The `testing` benchmark: calls checked per second by writ/testing's harness (generation, a fresh executor and stores
- * per call, the laws) against the same calls sent straight to the same fresh executor, in alternating rounds; the bare
- * policy decider's rate on the policy's witnesses is printed for information.
+ * per call, the laws) against the same calls sent straight to the same fresh executor, in alternating rounds, by wall
+ * time (the ratio) and by the process's CPU time (for information: the machine is shared); the bare policy decider's
+ * rate on the policy's witnesses is printed for information too.
  */
 import { Effect, Schema } from "effect"
 import fc from "fast-check"
@@ -11,7 +12,7 @@ import * as PolicyComposition from "../core/policy/PolicyComposition.ts"
 import * as Testing from "../runtime/Testing.ts"
 import { runCase } from "../runtime/testing/internal/env.ts"
 import type { Benchmark } from "./internal/measure.ts"
-import { compare } from "./internal/measure.ts"
+import { compare, compareCpu } from "./internal/measure.ts"
 
 const CALLS = 200
 const SEED = 11
@@ -50,17 +51,29 @@ const options = { policy, actions, profiles: ["minimal"] as const, digest: NodeD
 
 const run = async (): Promise<void> => {
   const prepared = await Effect.runPromise(Testing.prepare(options))
-  const calls = fc.sample(Testing.calls({ actions, snapshots: [prepared.snapshot], agent: prepared.boundAgent }), {
-    numRuns: CALLS,
-    seed: SEED
+  // The direct side sends exactly the calls the harness generates for this seed, in order: drawn as Testing.check draws
+  // them (fast-check's runner, this seed, this many runs), and checked against those that reached its properties.
+  const calls: Array<Testing.Call> = []
+  const arbitrary = Testing.calls({ actions, snapshots: [prepared.snapshot], agent: prepared.boundAgent })
+  fc.assert(fc.property(arbitrary, (call) => void calls.push(call)), { numRuns: CALLS, seed: SEED })
+  const reached: Array<Testing.Call> = []
+  const record = Testing.property("record the generated calls", ({ approval_id: _a, step, ...call }) => {
+    if (step === "call") reached.push(call)
+    return true
   })
+  await Testing.check({ ...options, properties: [record], runs: CALLS, seed: SEED })
+  const sent = calls.filter((call) => reached.some((r) => JSON.stringify(r) === JSON.stringify(call)))
+  if (calls.length !== CALLS || JSON.stringify(sent) !== JSON.stringify(reached)) {
+    throw new Error("the direct side's calls are not the harness's")
+  }
   const direct = async (iterations: number) => {
     for (let i = 0; i < iterations; i++) await Effect.runPromise(runCase(prepared, "minimal", calls[i % calls.length]!))
   }
   const harness = async (iterations: number) => {
     await Testing.check({ ...options, properties: Testing.laws(), runs: iterations, seed: SEED })
   }
-  const result = await compare(direct, harness, { iterations: CALLS, rounds: 5, warmup: 1 })
+  const result = await compare(direct, harness, { iterations: CALLS, rounds: 9, warmup: 1 })
+  const byCpu = await compareCpu(direct, harness, { iterations: CALLS, rounds: 9, warmup: 0 })
   const decide = PolicyComposition.decider(prepared.snapshot)
   const inputs = [...PolicyComposition.witnesses(prepared.snapshot.compiled_rules)]
   const start = performance.now()
@@ -72,6 +85,11 @@ const run = async (): Promise<void> => {
   console.log(`testing: ${CALLS} generated calls per round, minimal profile, a fresh executor and stores per call`)
   console.log(`  direct to the executor: ${(1e6 / result.baseline).toFixed(0)} calls/s`)
   console.log(`  through Testing.check (generation, laws): ${(1e6 / result.subject).toFixed(0)} calls/s`)
+  console.log(
+    `  by CPU time: direct ${(1e6 / byCpu.baseline).toFixed(0)} calls/s, through Testing.check ${
+      (1e6 / byCpu.subject).toFixed(0)
+    } calls/s, ${(byCpu.baseline / byCpu.subject).toFixed(2)}x`
+  )
   console.log(`  bare policy decider (for information): ${evaluatorRate.toFixed(0)} decisions/s`)
   console.log(`testing: ${(result.baseline / result.subject).toFixed(2)}x (target >= 0.8x)`)
 }

@@ -45,21 +45,24 @@ export const uuidsWith = (ids: IdGenerator.Service, count: number): Effect.Effec
 const hex4 = (n: number) => n.toString(16).padStart(4, "0")
 
 /** Deterministic v4-shaped UUIDs from a seed: the same seed yields the same sequence. */
+export const makeSeeded = (seed: number | string): IdGenerator.Service => {
+  const random = Random.make(seed)
+  const word = random.nextIntBetween(0, 0x10000)
+  return {
+    uuid: Effect.gen(function*() {
+      const w: Array<number> = []
+      for (let i = 0; i < 8; i++) w.push(yield* word)
+      const version = (w[3]! & 0x0fff) | 0x4000
+      const variant = (w[4]! & 0x3fff) | 0x8000
+      return Uuid.make(
+        `${hex4(w[0]!)}${hex4(w[1]!)}-${hex4(w[2]!)}-${hex4(version)}-${hex4(variant)}-${hex4(w[5]!)}${hex4(w[6]!)}${
+          hex4(w[7]!)
+        }`
+      )
+    })
+  }
+}
+
+/** A fresh seeded generator (`makeSeeded`) as a layer. */
 export const layerSeeded = (seed: number | string): Layer.Layer<IdGenerator> =>
-  Layer.sync(IdGenerator, () => {
-    const random = Random.make(seed)
-    const word = random.nextIntBetween(0, 0x10000)
-    return {
-      uuid: Effect.gen(function*() {
-        const w: Array<number> = []
-        for (let i = 0; i < 8; i++) w.push(yield* word)
-        const version = (w[3]! & 0x0fff) | 0x4000
-        const variant = (w[4]! & 0x3fff) | 0x8000
-        return Uuid.make(
-          `${hex4(w[0]!)}${hex4(w[1]!)}-${hex4(w[2]!)}-${hex4(version)}-${hex4(variant)}-${hex4(w[5]!)}${hex4(w[6]!)}${
-            hex4(w[7]!)
-          }`
-        )
-      })
-    }
-  })
+  Layer.sync(IdGenerator, () => makeSeeded(seed))

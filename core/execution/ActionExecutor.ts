@@ -111,14 +111,15 @@ export const layerDurable = (config: Omit<Config, "runs" | "attempts" | "governa
   )
 
 /** A minimal-profile executor whose stages 5-7 enforce the policy pinned by each call's context, and stage 3 its quota (PolicyGate). */
+export const makePolicyGated = (config: Config = {}, options: PolicyGate.Options = {}) =>
+  Effect.flatMap(PolicyGate.make(options), (gate) =>
+    make({
+      ...config,
+      ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
+      capacity: [...(config.capacity ?? []), gate.capacity],
+      interceptors: [...gate.interceptors, ...(config.interceptors ?? [])]
+    }))
+
+/** The policy-gated executor (`makePolicyGated`) as a layer. */
 export const layerPolicyGated = (config: Config = {}, options: PolicyGate.Options = {}) =>
-  Layer.effect(
-    ActionExecutor,
-    Effect.flatMap(PolicyGate.make(options), (gate) =>
-      make({
-        ...config,
-        ...(options.boundAgent === undefined ? {} : { boundAgent: options.boundAgent }),
-        capacity: [...(config.capacity ?? []), gate.capacity],
-        interceptors: [...gate.interceptors, ...(config.interceptors ?? [])]
-      }))
-  )
+  Layer.effect(ActionExecutor, makePolicyGated(config, options))

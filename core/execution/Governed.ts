@@ -55,7 +55,7 @@ export const make = (
         detail: "the policy snapshot store is not durable"
       })
     }
-    const pin = yield* PolicyGate.makePin
+    const pin = options.pin ?? (yield* PolicyGate.makePin)
     const gate = yield* PolicyGate.make(options, pin)
     const identities = yield* identify(gate.interceptors, config.interceptors ?? [])
     const writer = yield* EvidenceWriter

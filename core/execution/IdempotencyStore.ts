@@ -45,11 +45,14 @@ export const keyOf = (context: ExecutionContext, action: ActionRef, idempotency_
       idempotency_key
     }))
 
-/** An in-memory store. Runtimes: every one. */
-export const layerMemory: Layer.Layer<IdempotencyStore> = Layer.sync(IdempotencyStore, () => {
+/** A fresh in-memory store. Runtimes: every one. */
+export const makeMemory = (): IdempotencyStore.Service => {
   const entries = new Map<string, Entry>()
   return {
     get: (key) => Effect.sync(() => Option.fromNullable(entries.get(key))),
     put: (key, entry) => Effect.sync(() => void entries.set(key, entry))
   }
-})
+}
+
+/** An in-memory store (`makeMemory`) as a layer. */
+export const layerMemory: Layer.Layer<IdempotencyStore> = Layer.sync(IdempotencyStore, makeMemory)

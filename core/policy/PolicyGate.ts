@@ -48,6 +48,11 @@ export {
 export interface Options {
   /** The real executing agent this executor acts as; origin rules require the invocation's agent to be it. */
   readonly boundAgent?: AgentSubject
+  /**
+   * A pin shared by executors over one PolicySnapshotStore (`makePin` over it), so a snapshot is verified and compiled once
+   * per digest for all of them; by default each gate makes its own over the store in context.
+   */
+  readonly pin?: Pin
 }
 
 /** The MCP tool, secrets and environment variables an action declares: what its guards check. */
@@ -162,7 +167,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
   Effect.gen(function*() {
     const digest = yield* Digest
     const ids = yield* IdGenerator
-    const pins = pin ?? (yield* makePin)
+    const pins = pin ?? options.pin ?? (yield* makePin)
     // A call the executor pinned at stage 3 is decided on that snapshot; any other reads the one its context names.
     const pinOf = (evaluation: Evaluation) =>
       evaluation.snapshot === undefined ? pins.read(evaluation.context) : pins.compiled(evaluation.snapshot)

@@ -9,6 +9,7 @@ import type { ActionDefinition } from "../../core/action/Action.ts"
 import type { AgentSubject } from "../../core/policy/InvocationContext.ts"
 import * as PolicyComposition from "../../core/policy/PolicyComposition.ts"
 import type { PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
+import { fromFastCheck3 } from "./internal/fastCheck3.ts"
 import { principals, record, tenants } from "./internal/pools.ts"
 import type { InvocationRecipe } from "./Invocations.ts"
 import { invocationRecipe } from "./Invocations.ts"
@@ -25,6 +26,8 @@ export interface Call {
   readonly approve?: boolean
   /** Then sent once more: the approval id again, or the idempotency key again from another principal. */
   readonly replay?: "approval_id" | "idempotency_key"
+  /** Governed profile: the case's evidence store fails its commit n (0 the first after the boundary), once; not in sequences. */
+  readonly evidence_fault?: number
 }
 
 /** What calls are generated from: the actions, the compiled policies whose patterns give witnesses, extra names. */
@@ -84,8 +87,8 @@ const isRecord = (value: unknown): value is Record<string, unknown> =>
 const valid = (action: ActionDefinition): fc.Arbitrary<Record<string, unknown>> => {
   const encode = Schema.encodeUnknownEither(action.input)
   try {
-    // effect bundles fast-check 3; its arbitraries run under fast-check 4, whose types differ only in name.
-    const schemaValues = Arbitrary.make(action.input) as unknown as fc.Arbitrary<unknown>
+    // effect bundles fast-check 3: its arbitraries run under fast-check 4 through a bridge of the random source.
+    const schemaValues = fromFastCheck3<unknown>(Arbitrary.make(action.input))
     return schemaValues.map((value) => {
       const encoded = encode(value)
       return Either.isRight(encoded) && isRecord(encoded.right) ? encoded.right : {}
@@ -203,7 +206,13 @@ export const calls = (sources: CallSources): fc.Arbitrary<Call> => {
     idempotency_key: fc.option(fc.constantFrom("key-1", "key-2"), { nil: undefined, freq: 3 }),
     consistent: fc.boolean(),
     approve: fc.boolean(),
-    replay: fc.option(fc.constantFrom("approval_id" as const, "idempotency_key" as const), { nil: undefined, freq: 3 })
+    replay: fc.option(fc.constantFrom("approval_id" as const, "idempotency_key" as const), { nil: undefined, freq: 3 }),
+    // One call in four meets a store that fails: at the first commit after the boundary, or a later one.
+    evidence_fault: fc.oneof(
+      { withCrossShrink: true },
+      { arbitrary: fc.constant(undefined), weight: 3 },
+      { arbitrary: fc.nat(5), weight: 1 }
+    )
   }, record).map(({ target: [action, args], ...rest }): Call => ({
     action,
     arguments: args,
@@ -212,6 +221,7 @@ export const calls = (sources: CallSources): fc.Arbitrary<Call> => {
     ...(rest.tenant === undefined ? {} : { tenant: rest.tenant }),
     ...(rest.idempotency_key === undefined ? {} : { idempotency_key: rest.idempotency_key }),
     ...(rest.approve ? { approve: true } : {}),
-    ...(rest.replay === undefined ? {} : { replay: rest.replay })
+    ...(rest.replay === undefined ? {} : { replay: rest.replay }),
+    ...(rest.evidence_fault === undefined ? {} : { evidence_fault: rest.evidence_fault })
   }))
 }

@@ -7,6 +7,7 @@ import { Effect, type Layer } from "effect"
 import fc from "fast-check"
 import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import type { ActionDefinition } from "../../core/action/Action.ts"
+import type { ActionCollisionError } from "../../core/action/ActionRegistry.ts"
 import type { CanonicalJsonError } from "../../core/base/Canonical.ts"
 import type { Digest } from "../../core/base/Digest.ts"
 import * as Time from "../../core/base/Time.ts"
@@ -19,7 +20,7 @@ import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import type { Call } from "./Calls.ts"
 import { calls } from "./Calls.ts"
 import type { Attempt, Observed, Prepared, Profile, Step } from "./internal/env.ts"
-import { runCase } from "./internal/env.ts"
+import { runCase, share } from "./internal/env.ts"
 import { checkSequences, type SequenceProperty } from "./internal/sequences.ts"
 import { type PropertyViolation, summary, violation } from "./Report.ts"
 
@@ -69,6 +70,11 @@ export interface Options {
   readonly now?: Time.Timestamp
   /** The digest layer (WebCrypto, every runtime, by default). */
   readonly digest?: Layer.Layer<Digest>
+  /**
+   * A host's decorator of the executor (a retry, a cache, a facade), checked in the executor's place: the laws then
+   * hold of what the host does, not only of writ's executor. The harness still counts every run of the callable.
+   */
+  readonly wrap?: (executor: ActionExecutor.ActionExecutor.Service) => ActionExecutor.ActionExecutor.Service
 }
 
 /** What a check ran: calls, the steps checked, and how many outcomes of each kind and reason code. */
@@ -79,8 +85,8 @@ export interface Report {
   readonly outcomes: Readonly<Record<string, number>>
 }
 
-/** Why a check could not start: the policy does not decode or compile. */
-export type SetupError = PermissionPolicy.PolicyValidationError | CanonicalJsonError
+/** Why a check could not start: the policy does not decode, compile or activate, or two actions collide. */
+export type SetupError = PermissionPolicy.PolicyValidationError | CanonicalJsonError | ActionCollisionError
 
 const DEFAULT_NOW = Time.fromMicros(Date.UTC(2026, 0, 1) * 1000)
 
@@ -92,18 +98,33 @@ export const compilePolicy = (policy: Policy, digest: Layer.Layer<Digest> = WebC
     return yield* Effect.provide(PolicySnapshot.compile(decoded), digest)
   })
 
-/** Everything the cases of one check share (the snapshot compiled once). */
-export const prepare = (options: Omit<Options, "properties">, policy: Policy = options.policy) =>
-  Effect.map(compilePolicy(policy, options.digest), (snapshot): Prepared => ({
-    actions: options.actions,
-    snapshot,
-    config: options.config ?? {},
-    boundAgent: options.boundAgent ?? InvocationContext.agent("agent-a"),
-    approver: options.approver ?? "writ.test-approver",
-    now: options.now ?? DEFAULT_NOW,
-    digest: options.digest ?? WebCryptoDigest.layer,
-    counter: { ran: 0 }
-  }))
+/**
+ * Everything the cases of one check share, built once: the snapshot compiled, verified and active in a policy store,
+ * and the registry of the actions. Each case still gets a fresh executor and fresh approval, budget, idempotency,
+ * evidence and state stores.
+ */
+export const prepare = (
+  options: Omit<Options, "properties">,
+  policy: Policy = options.policy
+): Effect.Effect<Prepared, SetupError> =>
+  Effect.gen(function*() {
+    const digest = options.digest ?? WebCryptoDigest.layer
+    const snapshot = yield* compilePolicy(policy, digest)
+    const now = options.now ?? DEFAULT_NOW
+    const { pin, shared } = yield* Effect.provide(share(options.actions, snapshot, now), digest)
+    return {
+      actions: options.actions,
+      snapshot,
+      config: options.config ?? {},
+      boundAgent: options.boundAgent ?? InvocationContext.agent("agent-a"),
+      approver: options.approver ?? "writ.test-approver",
+      now,
+      counter: { ran: 0 },
+      shared,
+      pin,
+      ...(options.wrap === undefined ? {} : { wrap: options.wrap })
+    }
+  })
 
 const comparedStep = (steps: ReadonlyArray<Step> | undefined, step: Step) =>
   steps?.find((s) => s.call.step === step.call.step)
@@ -150,8 +171,10 @@ export const checkEffect = (options: Options): Effect.Effect<Report, PropertyVio
   Effect.gen(function*() {
     const prepared = yield* prepare(options)
     const references = new Map<Property, Prepared>()
+    // The reference policy is judged by writ's own executor: a host's decorator is what is checked, not the oracle.
+    const { wrap: _wrap, ...reference } = options
     for (const p of options.properties ?? []) {
-      if (p.compare !== undefined) references.set(p, yield* prepare(options, p.compare))
+      if (p.compare !== undefined) references.set(p, yield* prepare(reference, p.compare))
     }
     const seed = options.seed ?? Math.floor(Math.random() * 0x7fffffff)
     const runs = options.runs ?? 100
