@@ -73,7 +73,10 @@ const decodeError = Schema.decodeUnknownEither(Wire.ErrorBody)
 const refusedBeforeSending = (error: unknown): boolean => {
   for (let cause = error, depth = 0; cause !== undefined && cause !== null && depth < 4; depth++) {
     const { code, message } = cause as { readonly code?: unknown; readonly message?: unknown }
-    if (code === "ECONNREFUSED" || (typeof message === "string" && /connection refused/i.test(message))) return true
+    // Node's fetch refuses some ports before connecting ("bad port"); deno says "Connection refused".
+    if (code === "ECONNREFUSED" || (typeof message === "string" && /connection refused|^bad port$/i.test(message))) {
+      return true
+    }
     cause = (cause as { readonly cause?: unknown }).cause
   }
   return false
@@ -123,10 +126,10 @@ export const make = (options: Options): Effect.Effect<EdgeBackend> =>
             return { _tag: "lost", detail: `no complete answer within ${Duration.format(timeout)}` } as const
           }
           return refusedBeforeSending(sent.left)
-            ? { _tag: "unreachable", detail: `connection refused by ${base.host}` } as const
+            ? { _tag: "unreachable", detail: `${base.host} refused the connection: nothing was sent` } as const
             : {
               _tag: "lost",
-              detail: `the connection failed after the request was sent (${String(sent.left)})`
+              detail: `the exchange failed, possibly after the request was sent (${String(sent.left)})`
             } as const
         }
         const parsed = StrictJson.parse(sent.right.text)
