@@ -93,12 +93,23 @@ const failed = (reason: ActionBackendError["reason"], detail: string, started = 
 const ambiguous = (reason: ActionBackendError["reason"], detail: string) =>
   Effect.fail(issue({ outcome: "ambiguous", reason, started: true, detail }))
 
-/** An edge backend over `options`; its probe asks the handler for its platform's claims once, and is cached. */
-export const make = (options: Options): Effect.Effect<EdgeBackend> =>
+/**
+ * An edge backend over `options` (refused, EdgeConfigError, for a malformed key id, a secret under 32 bytes or a URL
+ * that is not http(s)); its probe asks the handler for its platform's claims once, and is cached.
+ */
+export const make = (options: Options): Effect.Effect<EdgeBackend, EdgeSignature.EdgeConfigError> =>
   Effect.gen(function*() {
     const key: EdgeSignature.Key = {
       keyId: options.keyId,
       secret: typeof options.key === "string" ? Redacted.make(options.key) : options.key
+    }
+    const unusable = EdgeSignature.keyIssue(key)
+    if (unusable !== undefined) return yield* unusable
+    if (!URL.canParse(options.url) || !/^https?:$/.test(new URL(options.url).protocol)) {
+      return yield* new EdgeSignature.EdgeConfigError({
+        reason: "bad_url",
+        detail: `${options.url} is not an http(s) URL`
+      })
     }
     const base = new URL(options.url)
     const prefix = base.pathname.replace(/\/+$/, "")
@@ -304,7 +315,7 @@ const reportOf = (verified_by: string, capabilities?: Wire.Capabilities) =>
   })
 
 /** The edge backend as a Layer. */
-export const layer = (options: Options): Layer.Layer<ActionExecutionBackend> =>
+export const layer = (options: Options): Layer.Layer<ActionExecutionBackend, EdgeSignature.EdgeConfigError> =>
   Layer.effect(ActionExecutionBackend, make(options))
 
 /** The edge backend's layer, under the name a backend selection uses. */

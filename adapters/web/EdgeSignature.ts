@@ -47,6 +47,12 @@ export class EdgeRequestRefused extends Schema.TaggedError<EdgeRequestRefused>()
   detail: Schema.String
 }) {}
 
+/** A signer or verifier configured with a key or address it cannot use safely, refused when it is made. */
+export class EdgeConfigError extends Schema.TaggedError<EdgeConfigError>()("EdgeConfigError", {
+  reason: Schema.Literal("bad_key_id", "weak_key", "duplicate_key_id", "bad_url"),
+  detail: Schema.String
+}) {}
+
 /** A key: its id and its secret (at least 32 bytes of UTF-8). */
 export interface Key {
   readonly keyId: string
@@ -85,6 +91,20 @@ const importKey = (secret: Redacted.Redacted<string>, usage: "sign" | "verify") 
 /** Whether a secret is long enough to key HMAC-SHA256 (32 bytes of UTF-8). */
 export const strongEnough = (secret: Redacted.Redacted<string>): boolean =>
   encoder.encode(Redacted.value(secret)).length >= 32
+
+/** Why a key cannot be used (a malformed id, a secret under 32 bytes), if it cannot. */
+export const keyIssue = (key: Key): EdgeConfigError | undefined => {
+  if (!keyIdPattern.test(key.keyId)) {
+    return new EdgeConfigError({
+      reason: "bad_key_id",
+      detail: `key id ${JSON.stringify(key.keyId)} is not 1 to 64 of A-Z a-z 0-9 . _ -`
+    })
+  }
+  if (!strongEnough(key.secret)) {
+    return new EdgeConfigError({ reason: "weak_key", detail: `the secret of key ${key.keyId} is under 32 bytes` })
+  }
+  return undefined
+}
 
 /** The lowercase hex SHA-256 of bytes, with WebCrypto. */
 export const sha256Hex = (bytes: Uint8Array): Promise<string> =>

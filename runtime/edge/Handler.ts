@@ -89,7 +89,10 @@ const readBody = async (request: Request, limit: number): Promise<Uint8Array | u
   return bytes.length > limit ? undefined : bytes
 }
 
-/** A handler over `options`; its executor, policy and stores are built at the first request. */
+/**
+ * A handler over `options`; its executor, policy and stores are built at the first request. Throws EdgeConfigError for
+ * a caller key it cannot use safely (a malformed or duplicate id, a secret under 32 bytes), so it never serves one.
+ */
 export const make = (options: Options): EdgeHandler => {
   const layer = ActionExecutor.layerPolicyGated(options.config ?? {}).pipe(
     Layer.provideMerge(
@@ -103,7 +106,18 @@ export const make = (options: Options): EdgeHandler => {
     Layer.provideMerge(Layer.merge(WebCryptoDigest.layer, IdGenerator.layerCrypto))
   )
   const runtime = ManagedRuntime.make(layer)
-  const keys = new Map(options.keys.map((key) => [key.keyId, key] as const))
+  const keys = new Map<string, CallerKey>()
+  for (const key of options.keys) {
+    const issue = EdgeSignature.keyIssue(key)
+    if (issue !== undefined) throw issue
+    if (keys.has(key.keyId)) {
+      throw new EdgeSignature.EdgeConfigError({
+        reason: "duplicate_key_id",
+        detail: `two keys have the id ${key.keyId}`
+      })
+    }
+    keys.set(key.keyId, key)
+  }
   const verifier: EdgeSignature.Verifier = {
     keys,
     nonces: options.nonces ?? MemoryNonceStore.make(),

@@ -6,7 +6,7 @@
  * typed `denied` outcome here.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { afterAll, beforeAll } from "vitest"
 import * as MemoryNonceStore from "../../adapters/memory/MemoryNonceStore.ts"
 import * as EdgeBackend from "../../adapters/web/EdgeBackend.ts"
@@ -324,6 +324,32 @@ suite("node:http", async () => {
 suite("deno serve", serveDeno, "deno")
 
 describe("edge handler workers and transport", () => {
+  it.effect("a weak secret, a malformed key id or a URL that is not http(s) is refused when the backend is made", () =>
+    Effect.gen(function*() {
+      const made = (options: Partial<EdgeBackend.Options>) =>
+        Effect.flip(EdgeBackend.make({ url: "http://127.0.0.1:9", keyId: "k", key: "x".repeat(32), ...options }))
+      assert.strictEqual((yield* made({ key: "x".repeat(31) })).reason, "weak_key")
+      assert.strictEqual((yield* made({ keyId: "a b" })).reason, "bad_key_id")
+      assert.strictEqual((yield* made({ url: "file:///etc/passwd" })).reason, "bad_url")
+      assert.strictEqual((yield* made({ url: "not a url" })).reason, "bad_url")
+    }))
+
+  it("a handler refuses to be made with a weak caller key or two keys of one id", () => {
+    const weak = () =>
+      Handler.make(
+        Edge.options({ keys: [{ keyId: "weak", secret: Redacted.make("short"), principal: "p" }] })
+      )
+    assert.throws(weak, /under 32 bytes/)
+    const twice = () =>
+      Handler.make(Edge.options({
+        keys: [
+          { keyId: "same", secret: Redacted.make("a".repeat(32)), principal: "p" },
+          { keyId: "same", secret: Redacted.make("b".repeat(32)), principal: "q" }
+        ]
+      }))
+    assert.throws(twice, /two keys have the id same/)
+  })
+
   it.live("a request replayed to another worker sharing the nonce store is refused there", () =>
     Effect.gen(function*() {
       const shared = { nonces: MemoryNonceStore.make(), log: ExecutionLog.memory() }

@@ -41,7 +41,9 @@ const edge = (address: EdgeAddress, flags: { readonly url: string; readonly keyI
         new CliInputError({ message: `the edge backend's secret is not set: set ${edgeKeyVariable}` })
       )
     )
-    return yield* EdgeBackend.make({ url, keyId: address.keyId.value, key })
+    return yield* EdgeBackend.make({ url, keyId: address.keyId.value, key }).pipe(
+      Effect.mapError((error) => new CliInputError({ message: `the edge backend is refused: ${error.detail}` }))
+    )
   })
 
 /** The backend `name` names; the edge one at `address`, refused as bad input when it is incomplete. */
