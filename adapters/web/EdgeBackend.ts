@@ -171,7 +171,7 @@ export const make = (options: Options): Effect.Effect<EdgeBackend, EdgeSignature
         const { _tag, detail, reason } = error.right
         if (_tag === "EdgeRequestRefused") return failed("request_refused", `the handler refused: ${reason}: ${detail}`)
         if (reason === "descriptor_mismatch") return failed("descriptor_mismatch", detail)
-        if (reason === "in_progress" || reason === "executor_failed") {
+        if (reason === "in_progress" || reason === "executor_failed" || reason === "handler_failed") {
           return ambiguous("remote_failed", `the handler answered ${reason}: ${detail}`)
         }
         return failed("request_refused", `the handler did not serve it: ${reason}: ${detail}`)

@@ -85,10 +85,12 @@ export const InvalidReason = Schema.Literal(
   "descriptor_mismatch",
   "idempotency_conflict",
   "in_progress",
-  "executor_failed"
+  "executor_failed",
+  "policy_unavailable",
+  "handler_failed"
 )
 
-/** An authentic request the handler could not serve, and why (status 400, 404, 405, 409, 413 or 503). */
+/** A request the handler could not serve, and why (status 400, 404, 405, 409, 413, 500 or 503). */
 export class EdgeRequestInvalid extends Schema.TaggedError<EdgeRequestInvalid>()("EdgeRequestInvalid", {
   reason: InvalidReason,
   detail: Schema.String
@@ -110,5 +112,7 @@ export const statusOf: Record<typeof InvalidReason.Type, number> = {
   descriptor_mismatch: 400,
   idempotency_conflict: 409,
   in_progress: 409,
-  executor_failed: 503
+  executor_failed: 503,
+  policy_unavailable: 503,
+  handler_failed: 500
 }

@@ -81,12 +81,30 @@ const encodeOutcome = Schema.encodeSync(ExecutionOutcome)
 const decodeRequest = Schema.decodeUnknownEither(Wire.ExecuteRequest)
 const decoder = new TextDecoder("utf-8", { fatal: true })
 
-// The body's bytes, refused unread past the limit its Content-Length announces, and refused past it as read.
+// The body's bytes, read no further than the limit (a Content-Length over it is refused unread).
 const readBody = async (request: Request, limit: number): Promise<Uint8Array | undefined> => {
-  const announced = Number(request.headers.get("content-length") ?? "0")
-  if (announced > limit) return undefined
-  const bytes = new Uint8Array(await request.arrayBuffer())
-  return bytes.length > limit ? undefined : bytes
+  if (Number(request.headers.get("content-length") ?? "0") > limit) return undefined
+  if (request.body === null) return new Uint8Array()
+  const reader = request.body.getReader()
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.length
+    if (size > limit) {
+      await reader.cancel()
+      return undefined
+    }
+    chunks.push(value)
+  }
+  const bytes = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset)
+    offset += chunk.length
+  }
+  return bytes
 }
 
 /**
@@ -128,13 +146,13 @@ export const make = (options: Options): EdgeHandler => {
   const limit = options.maxBodyBytes ?? 1_048_576
 
   // --- The policy: compiled, stored and activated once; every call pins it.
-  const install = Effect.gen(function*() {
+  const install = Effect.either(Effect.gen(function*() {
     const store = yield* PolicySnapshotStore
     const snapshot = yield* PolicySnapshot.compile(yield* PermissionPolicy.decode(options.policy))
     yield* store.put(snapshot)
     yield* store.activate(snapshot.policy_id, snapshot.version, "edge", yield* Time.now)
     return { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
-  }).pipe(Effect.orDie)
+  }))
   let installed: Promise<Effect.Effect.Success<typeof install>> | undefined
   const policy = () => (installed ??= runtime.runPromise(install))
 
@@ -158,13 +176,15 @@ export const make = (options: Options): EdgeHandler => {
       if (resolved.right.descriptor.digest !== call.descriptor_digest) {
         return invalid("descriptor_mismatch", `${call.action}@${call.version} here has another descriptor`)
       }
+      const pinned = yield* Effect.promise(policy)
+      if (Either.isLeft(pinned)) return invalid("policy_unavailable", `the edge's policy: ${pinned.left._tag}`)
       const prepared = yield* Effect.either(Ingress.prepare({
         request_id: call.request_id,
         action: call.action,
         version: call.version,
         arguments: call.arguments as Record<string, unknown>,
         idempotency_key: call.idempotency_key
-      }, { principal, effect_backend: InProcessBackend.make.ref, policy_snapshot: yield* Effect.promise(policy) }))
+      }, { principal, effect_backend: InProcessBackend.make.ref, policy_snapshot: pinned.right }))
       if (Either.isLeft(prepared)) return invalid("body_invalid", "the call's fields do not decode")
       const begun = yield* log.begin(principal, call.idempotency_key, digest)
       if (begun !== true) {
@@ -238,7 +258,11 @@ export const make = (options: Options): EdgeHandler => {
     return invalid("not_found", `no route ${path}`)
   }
 
-  return { fetch: route, dispose: () => runtime.dispose() }
+  // Whatever escapes a route (a defect) is still a typed answer, never an untyped 500.
+  const fetch = (request: Request) =>
+    route(request).catch(() => invalid("handler_failed", "the handler failed while serving this request"))
+
+  return { fetch, dispose: () => runtime.dispose() }
 }
 
 /** The secret of a caller key, redacted so it never prints. */

@@ -242,6 +242,19 @@ const suite = (name: string, start: () => Promise<Served>, runtime: string) =>
         assert.strictEqual((yield* backend.reconcile("tamper-key")).state, "unknown")
       }))
 
+    it.live("another caller's authentic key cannot read or replay this caller's executions", () =>
+      Effect.gen(function*() {
+        const outcome = yield* execute(backend, { action: "calc.add", arguments: { a: 5, b: 5 } })
+        assert.strictEqual(outcome._tag, "succeeded")
+        assert.strictEqual((yield* backend.reconcile(outcome.attempt_id)).state, "concluded")
+        const other = yield* EdgeBackend.make({
+          ...backendOptions(served),
+          keyId: Edge.otherKey.keyId,
+          key: Edge.otherKey.secret
+        })
+        assert.strictEqual((yield* other.reconcile(outcome.attempt_id)).state, "unknown")
+      }))
+
     it.live("a denial by the edge's policy is a typed denied outcome here, and the action did not run", () =>
       Effect.gen(function*() {
         const wiped = async () => (await served.invocations())["danger.wipe"]!
@@ -332,6 +345,51 @@ describe("edge handler workers and transport", () => {
       assert.strictEqual((yield* made({ keyId: "a b" })).reason, "bad_key_id")
       assert.strictEqual((yield* made({ url: "file:///etc/passwd" })).reason, "bad_url")
       assert.strictEqual((yield* made({ url: "not a url" })).reason, "bad_url")
+    }))
+
+  it.live("a body over the limit is refused unread, announced or streamed, and nothing runs", () =>
+    Effect.gen(function*() {
+      const handler = Handler.make(Edge.options({ maxBodyBytes: 1024 }))
+      const before = Edge.invocations["calc.add"]
+      const big = new Uint8Array(4096).fill(32)
+      const headers = yield* Effect.promise(() => signedFor("POST", "/v1/execute", big))
+      const announced = yield* Effect.promise(() =>
+        handler.fetch(new Request("http://127.0.0.1/v1/execute", { method: "POST", headers, body: big as BodyInit }))
+      )
+      assert.strictEqual(announced.status, 413)
+      assert.strictEqual((yield* Effect.promise(() => announced.json())).reason, "body_too_large")
+      const stream = new ReadableStream<Uint8Array>({
+        pull: (controller) => controller.enqueue(new Uint8Array(512))
+      })
+      const streamed = yield* Effect.promise(() =>
+        handler.fetch(
+          new Request(
+            "http://127.0.0.1/v1/execute",
+            { method: "POST", headers, body: stream, duplex: "half" } as RequestInit
+          )
+        )
+      )
+      assert.strictEqual(streamed.status, 413)
+      assert.strictEqual(Edge.invocations["calc.add"], before)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a policy the handler cannot compile is a typed 503 and nothing runs", () =>
+    Effect.gen(function*() {
+      const handler = Handler.make(Edge.options({ policy: { policy_id: "", version: "1" } }))
+      const before = Edge.invocations["calc.add"]
+      const body = yield* Effect.promise(() => sumBody("bad-policy"))
+      const headers = yield* Effect.promise(() => signedFor("POST", "/v1/execute", body))
+      const response = yield* Effect.promise(() =>
+        handler.fetch(new Request("http://127.0.0.1/v1/execute", { method: "POST", headers, body: body as BodyInit }))
+      )
+      assert.strictEqual(response.status, 503)
+      assert.deepInclude(yield* Effect.promise(() => response.json()), {
+        _tag: "EdgeRequestInvalid",
+        reason: "policy_unavailable"
+      })
+      assert.strictEqual(Edge.invocations["calc.add"], before)
+      yield* Effect.promise(() => handler.dispose())
     }))
 
   it("a handler refuses to be made with a weak caller key or two keys of one id", () => {
