@@ -269,6 +269,17 @@ const suite = (name: string, start: () => Promise<Served>, runtime: string) =>
         assert.strictEqual(yield* Effect.promise(wiped), before)
       }))
 
+    it.live("the action's own failure at the edge is failed here, with its public code and message", () =>
+      Effect.gen(function*() {
+        const before = (yield* Effect.promise(served.invocations))["calc.div"]!
+        const outcome = yield* execute(backend, { action: "calc.div", arguments: { a: 1, b: 0 } })
+        assert.strictEqual(outcome._tag, "failed")
+        if (outcome._tag !== "failed") return
+        assert.strictEqual(outcome.failure.code, "calc.division_by_zero")
+        assert.strictEqual(outcome.failure.message, "b is 0")
+        assert.strictEqual((yield* Effect.promise(served.invocations))["calc.div"], before + 1)
+      }))
+
     it.live(
       "a lost answer is ambiguous, is not re-sent, and reconciliation reports what the edge did",
       () =>
