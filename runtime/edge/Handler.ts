@@ -6,7 +6,7 @@
  * platform's containment claims). A request that is unsigned, expired, replayed or mis-signed is refused (401, a typed
  * `EdgeRequestRefused`) before its body is parsed, any policy is read or any action runs.
  */
-import { Effect, Either, Layer, ManagedRuntime, Redacted, Schema } from "effect"
+import { Effect, Either, Layer, ManagedRuntime, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
 import * as MemoryNonceStore from "../../adapters/memory/MemoryNonceStore.ts"
@@ -264,6 +264,3 @@ export const make = (options: Options): EdgeHandler => {
 
   return { fetch, dispose: () => runtime.dispose() }
 }
-
-/** The secret of a caller key, redacted so it never prints. */
-export const secret = (text: string): Redacted.Redacted<string> => Redacted.make(text)
