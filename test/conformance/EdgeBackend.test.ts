@@ -292,6 +292,7 @@ const suite = (name: string, start: () => Promise<Served>, runtime: string) =>
         Effect.gen(function*() {
           const before = yield* Effect.promise(ran)
           const sent = yield* Effect.promise(served.executes)
+          const asked = yield* Effect.promise(served.reconciles)
           yield* Effect.promise(served.loseNext)
           const outcome = yield* execute(backend, { action: "calc.add", arguments: { a: 20, b: 22 } })
           assert.strictEqual(outcome._tag, "ambiguous")
@@ -300,12 +301,15 @@ const suite = (name: string, start: () => Promise<Served>, runtime: string) =>
           assert.include(outcome.reason.detail ?? "", outcome.attempt_id)
           assert.strictEqual(yield* Effect.promise(served.executes), sent + 1)
           assert.strictEqual(yield* Effect.promise(ran), before + 1)
+          // The backend reconciles only when asked: nothing reached /v1/executions on its own.
+          assert.strictEqual(yield* Effect.promise(served.reconciles), asked)
           const record = yield* backend.reconcile(outcome.attempt_id)
           assert.strictEqual(record.state, "concluded")
           assert.strictEqual(record.outcome?._tag, "succeeded")
           assert.strictEqual(record.outcome?.result, 42)
           // Nothing was re-sent while reconciling.
           assert.strictEqual(yield* Effect.promise(served.executes), sent + 1)
+          assert.strictEqual(yield* Effect.promise(served.reconciles), asked + 1)
         }),
       20_000
     )
