@@ -5,6 +5,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted, Schema } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import { ActionBackendCapabilityReport } from "../../core/action/ActionExecutionBackend.ts"
@@ -60,6 +63,34 @@ describe("writ and the edge backend", () => {
     assert.strictEqual(outcome.result, 42)
     assert.strictEqual(await served.executes(), sent + 1)
   }, 60_000)
+
+  it(
+    "governed: a denial by the edge's policy is denied here, and the task boundary's chain still verifies",
+    async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-edge-cli-"))
+      const db = path.join(dir, "writ.db")
+      const ran = await withKey(
+        secret,
+        "exec",
+        "notes.read",
+        "--args",
+        "{\"id\":\"todo\"}",
+        "--profile",
+        "governed",
+        "--db",
+        db,
+        ...edge(),
+        "--json"
+      )
+      fs.rmSync(dir, { recursive: true, force: true })
+      assert.strictEqual(ran.status, 1, ran.stderr)
+      const outcome = JSON.parse(ran.stdout)
+      assert.strictEqual(outcome._tag, "denied")
+      assert.strictEqual(outcome.reason.code, "backend.remote_denied")
+      assert.isTrue(outcome.verification.valid)
+    },
+    60_000
+  )
 
   it("a wrong secret is refused by the handler: the outcome is failed, exit 1", async () => {
     const ran = await withKey("w".repeat(40), "exec", "calc.add", "--args", "{\"a\":1,\"b\":1}", ...edge(), "--json")
