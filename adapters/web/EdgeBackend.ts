@@ -93,6 +93,118 @@ const failed = (reason: ActionBackendError["reason"], detail: string, started = 
 const ambiguous = (reason: ActionBackendError["reason"], detail: string) =>
   Effect.fail(issue({ outcome: "ambiguous", reason, started: true, detail }))
 
+/** What one backend sends to: its key, the handler's base URL and path prefix, its fetch and its timeout. */
+interface Target {
+  readonly key: EdgeSignature.Key
+  readonly base: URL
+  readonly prefix: string
+  readonly send: typeof globalThis.fetch
+  readonly timeout: Duration.Duration
+  readonly lifetimeSeconds: number | undefined
+}
+
+// One signed exchange: lost once the request may have been written and its answer did not fully arrive.
+const exchanger =
+  (config: Target) => (method: "GET" | "POST", route: string, body: Uint8Array): Effect.Effect<Exchange> =>
+    Effect.gen(function*() {
+      const { base, key, prefix, send, timeout } = config
+      const path = prefix + route
+      const headers = yield* EdgeSignature.sign(key, { method, path, body }, config.lifetimeSeconds)
+      const target = new URL(path, base)
+      const sent = yield* Effect.either(
+        Effect.tryPromise({
+          try: async (signal) => {
+            const init: RequestInit = { method, headers: { ...headers, "content-type": "application/json" }, signal }
+            const response = await send(target, method === "POST" ? { ...init, body: body as BodyInit } : init)
+            return { status: response.status, text: await response.text() }
+          },
+          catch: (error) => error
+        }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => "timeout" as const }))
+      )
+      if (Either.isLeft(sent)) {
+        if (sent.left === "timeout") {
+          return { _tag: "lost", detail: `no complete answer within ${Duration.format(timeout)}` } as const
+        }
+        return refusedBeforeSending(sent.left)
+          ? { _tag: "unreachable", detail: `${base.host} refused the connection: nothing was sent` } as const
+          : {
+            _tag: "lost",
+            detail: `the exchange failed, possibly after the request was sent (${String(sent.left)})`
+          } as const
+      }
+      const parsed = StrictJson.parse(sent.right.text)
+      return { _tag: "answered", status: sent.right.status, body: Either.getOrUndefined(parsed) } as const
+    })
+
+const digests = new WeakMap<ActionDefinition, string>()
+const digestOf = (definition: ActionDefinition) => {
+  const known = digests.get(definition)
+  if (known !== undefined) return Effect.succeed(known)
+  return ActionDescriptor.describe(definition).pipe(
+    Effect.provideService(Digest, WebCryptoDigest.make),
+    Effect.map((descriptor) => {
+      digests.set(definition, descriptor.digest)
+      return descriptor.digest as string
+    }),
+    Effect.catchAll(() => failed("input_invalid", "the action's descriptor cannot be digested"))
+  )
+}
+
+// An answered execute request, as what the local executor concludes.
+const concluded = (invocation: Invocation, status: number, body: unknown): Effect.Effect<unknown, unknown> => {
+  if (status !== 200) {
+    const error = decodeError(body)
+    if (Either.isLeft(error)) {
+      return ambiguous("result_invalid", `the handler answered ${status} with no typed body`)
+    }
+    const { _tag, detail, reason } = error.right
+    if (_tag === "EdgeRequestRefused") return failed("request_refused", `the handler refused: ${reason}: ${detail}`)
+    if (reason === "descriptor_mismatch") return failed("descriptor_mismatch", detail)
+    if (reason === "in_progress" || reason === "executor_failed" || reason === "handler_failed") {
+      return ambiguous("remote_failed", `the handler answered ${reason}: ${detail}`)
+    }
+    return failed("request_refused", `the handler did not serve it: ${reason}: ${detail}`)
+  }
+  const answer = decodeExecuted(body)
+  if (Either.isLeft(answer)) return ambiguous("result_invalid", "the handler's answer is not an execute response")
+  const outcome = answer.right.outcome
+  const said = (reason: { readonly code: string; readonly detail?: string | undefined } | undefined) =>
+    reason === undefined ? "" : `${reason.code}${reason.detail === undefined ? "" : `: ${reason.detail}`}`
+  switch (outcome._tag) {
+    case "succeeded": {
+      const output = Schema.decodeUnknownEither(invocation.definition.output)(outcome.result)
+      return Either.isLeft(output)
+        ? failed("output_invalid", "the handler's result does not decode by the output Schema", true)
+        : Effect.succeed(output.right)
+    }
+    case "denied":
+    case "deferred":
+    case "escalated":
+      return Effect.fail(issue({
+        outcome: "denied",
+        reason: "remote_denied",
+        started: false,
+        detail: `the edge's own executor concluded ${outcome._tag} (${said(outcome.reason)})`
+      }))
+    case "failed": {
+      const code = outcome.failure?.code ?? "handler.failed"
+      return /^[a-z_]+(?:\.[a-z_]+)*$/.test(code)
+        ? Effect.fail(new ActionError({ code, message: outcome.failure?.message ?? "" }))
+        : failed("remote_failed", `the edge's action failed (${code})`, true)
+    }
+    case "timed_out":
+      return Effect.fail(issue({
+        outcome: "timed_out",
+        reason: "remote_failed",
+        started: outcome.call_executed ?? true,
+        detail: "the edge's own executor timed the call out"
+      }))
+    case "cancelled":
+    case "ambiguous":
+      return ambiguous("remote_failed", `the edge's own executor concluded ${outcome._tag} ${said(outcome.reason)}`)
+  }
+}
+
 /**
  * An edge backend over `options` (refused, EdgeConfigError, for a malformed key id, a secret under 32 bytes or a URL
  * that is not http(s)); its probe asks the handler for its platform's claims once, and is cached.
@@ -116,105 +228,7 @@ export const make = (options: Options): Effect.Effect<EdgeBackend, EdgeSignature
     const send = options.fetch ?? globalThis.fetch
     const timeout = Duration.decode(options.timeout ?? "30 seconds")
 
-    // --- One signed exchange: lost once the request may have been written and its answer did not fully arrive.
-    const exchange = (method: "GET" | "POST", route: string, body: Uint8Array): Effect.Effect<Exchange> =>
-      Effect.gen(function*() {
-        const path = prefix + route
-        const headers = yield* EdgeSignature.sign(key, { method, path, body }, options.lifetimeSeconds)
-        const target = new URL(path, base)
-        const sent = yield* Effect.either(
-          Effect.tryPromise({
-            try: async (signal) => {
-              const init: RequestInit = { method, headers: { ...headers, "content-type": "application/json" }, signal }
-              const response = await send(target, method === "POST" ? { ...init, body: body as BodyInit } : init)
-              return { status: response.status, text: await response.text() }
-            },
-            catch: (error) => error
-          }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => "timeout" as const }))
-        )
-        if (Either.isLeft(sent)) {
-          if (sent.left === "timeout") {
-            return { _tag: "lost", detail: `no complete answer within ${Duration.format(timeout)}` } as const
-          }
-          return refusedBeforeSending(sent.left)
-            ? { _tag: "unreachable", detail: `${base.host} refused the connection: nothing was sent` } as const
-            : {
-              _tag: "lost",
-              detail: `the exchange failed, possibly after the request was sent (${String(sent.left)})`
-            } as const
-        }
-        const parsed = StrictJson.parse(sent.right.text)
-        return { _tag: "answered", status: sent.right.status, body: Either.getOrUndefined(parsed) } as const
-      })
-
-    const digests = new WeakMap<ActionDefinition, string>()
-    const digestOf = (definition: ActionDefinition) => {
-      const known = digests.get(definition)
-      if (known !== undefined) return Effect.succeed(known)
-      return ActionDescriptor.describe(definition).pipe(
-        Effect.provideService(Digest, WebCryptoDigest.make),
-        Effect.map((descriptor) => {
-          digests.set(definition, descriptor.digest)
-          return descriptor.digest as string
-        }),
-        Effect.catchAll(() => failed("input_invalid", "the action's descriptor cannot be digested"))
-      )
-    }
-
-    // --- An answered execute request, as what the local executor concludes.
-    const concluded = (invocation: Invocation, status: number, body: unknown): Effect.Effect<unknown, unknown> => {
-      if (status !== 200) {
-        const error = decodeError(body)
-        if (Either.isLeft(error)) {
-          return ambiguous("result_invalid", `the handler answered ${status} with no typed body`)
-        }
-        const { _tag, detail, reason } = error.right
-        if (_tag === "EdgeRequestRefused") return failed("request_refused", `the handler refused: ${reason}: ${detail}`)
-        if (reason === "descriptor_mismatch") return failed("descriptor_mismatch", detail)
-        if (reason === "in_progress" || reason === "executor_failed" || reason === "handler_failed") {
-          return ambiguous("remote_failed", `the handler answered ${reason}: ${detail}`)
-        }
-        return failed("request_refused", `the handler did not serve it: ${reason}: ${detail}`)
-      }
-      const answer = decodeExecuted(body)
-      if (Either.isLeft(answer)) return ambiguous("result_invalid", "the handler's answer is not an execute response")
-      const outcome = answer.right.outcome
-      const said = (reason: { readonly code: string; readonly detail?: string | undefined } | undefined) =>
-        reason === undefined ? "" : `${reason.code}${reason.detail === undefined ? "" : `: ${reason.detail}`}`
-      switch (outcome._tag) {
-        case "succeeded": {
-          const output = Schema.decodeUnknownEither(invocation.definition.output)(outcome.result)
-          return Either.isLeft(output)
-            ? failed("output_invalid", "the handler's result does not decode by the output Schema", true)
-            : Effect.succeed(output.right)
-        }
-        case "denied":
-        case "deferred":
-        case "escalated":
-          return Effect.fail(issue({
-            outcome: "denied",
-            reason: "remote_denied",
-            started: false,
-            detail: `the edge's own executor concluded ${outcome._tag} (${said(outcome.reason)})`
-          }))
-        case "failed": {
-          const code = outcome.failure?.code ?? "handler.failed"
-          return /^[a-z_]+(?:\.[a-z_]+)*$/.test(code)
-            ? Effect.fail(new ActionError({ code, message: outcome.failure?.message ?? "" }))
-            : failed("remote_failed", `the edge's action failed (${code})`, true)
-        }
-        case "timed_out":
-          return Effect.fail(issue({
-            outcome: "timed_out",
-            reason: "remote_failed",
-            started: outcome.call_executed ?? true,
-            detail: "the edge's own executor timed the call out"
-          }))
-        case "cancelled":
-        case "ambiguous":
-          return ambiguous("remote_failed", `the edge's own executor concluded ${outcome._tag} ${said(outcome.reason)}`)
-      }
-    }
+    const exchange = exchanger({ key, base, prefix, send, timeout, lifetimeSeconds: options.lifetimeSeconds })
 
     const invoke = (token: InvocationToken.InvocationToken, invocation: Invocation): Effect.Effect<unknown, unknown> =>
       Effect.suspend(() => {

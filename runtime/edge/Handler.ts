@@ -18,6 +18,7 @@ import type { ActionDefinition } from "../../core/action/Action.ts"
 import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import type { NonceStore } from "../../core/base/NonceStore.ts"
+import type { PolicySnapshotRef } from "../../core/base/Refs.ts"
 import * as StrictJson from "../../core/base/StrictJson.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
@@ -107,6 +108,72 @@ const readBody = async (request: Request, limit: number): Promise<Uint8Array | u
   return bytes
 }
 
+// GET /v1/capabilities: the protocol, this handler's version and runtime, and the platform's claims as declared.
+const capabilities = (options: Options) =>
+  json(200, {
+    protocol: "writ-edge-v1",
+    handler_version: version,
+    runtime: runtimeName(),
+    claims: options.claims ?? [],
+    detail: options.platform ?? "the operator declared no platform containment"
+  })
+
+/** The policy a handler pins, once installed, or why it could not be. */
+type Pinned = Either.Either<PolicySnapshotRef, unknown>
+
+// POST /v1/execute: decode, check the action, begin the key, run it through the executor, record the outcome.
+const executeWith =
+  (log: ExecutionLog.ExecutionLog, policy: () => Promise<Pinned>) =>
+  (principal: string, body: Uint8Array, digest: string) =>
+    Effect.gen(function*() {
+      let text: string
+      try {
+        text = decoder.decode(body)
+      } catch {
+        return invalid("body_invalid", "the body is not UTF-8")
+      }
+      const parsed = StrictJson.parse(text)
+      if (Either.isLeft(parsed)) return invalid("body_invalid", `the body is not strict JSON (${parsed.left.reason})`)
+      const decoded = decodeRequest(parsed.right)
+      if (Either.isLeft(decoded)) return invalid("body_invalid", "the body is not an execute request")
+      const call = decoded.right
+      const registry = yield* ActionRegistry.ActionRegistry
+      const resolved = registry.resolve({ name: call.action, version: call.version })
+      if (Either.isLeft(resolved)) return invalid("unknown_action", `no action ${call.action}@${call.version} here`)
+      if (resolved.right.descriptor.digest !== call.descriptor_digest) {
+        return invalid("descriptor_mismatch", `${call.action}@${call.version} here has another descriptor`)
+      }
+      const pinned = yield* Effect.promise(policy)
+      if (Either.isLeft(pinned)) return invalid("policy_unavailable", "the edge's policy does not compile or activate")
+      const prepared = yield* Effect.either(Ingress.prepare({
+        request_id: call.request_id,
+        action: call.action,
+        version: call.version,
+        arguments: call.arguments as Record<string, unknown>,
+        idempotency_key: call.idempotency_key
+      }, { principal, effect_backend: InProcessBackend.make.ref, policy_snapshot: pinned.right }))
+      if (Either.isLeft(prepared)) return invalid("body_invalid", "the call's fields do not decode")
+      const begun = yield* log.begin(principal, call.idempotency_key, digest)
+      if (begun !== true) {
+        if (begun.digest !== digest) {
+          return invalid("idempotency_conflict", "this idempotency key was used with another request")
+        }
+        if (begun.state !== "concluded") return invalid("in_progress", `this key's execution is ${begun.state}`)
+        return json(200, { idempotency_key: call.idempotency_key, replayed: true, outcome: begun.outcome })
+      }
+      const executor = yield* ActionExecutor.ActionExecutor
+      const outcome = yield* Effect.either(
+        executor.execute(prepared.right.request, { context: prepared.right.context })
+      )
+      if (Either.isLeft(outcome)) {
+        yield* log.abandon(principal, call.idempotency_key)
+        return invalid("executor_failed", `the executor could not conclude: ${outcome.left._tag}`)
+      }
+      const encoded = encodeOutcome(outcome.right) as Wire.RemoteOutcome
+      yield* log.conclude(principal, call.idempotency_key, encoded)
+      return json(200, { idempotency_key: call.idempotency_key, replayed: false, outcome: encoded })
+    })
+
 /**
  * A handler over `options`; its executor, policy and stores are built at the first request. Throws EdgeConfigError for
  * a caller key it cannot use safely (a malformed or duplicate id, a secret under 32 bytes), so it never serves one.
@@ -156,56 +223,7 @@ export const make = (options: Options): EdgeHandler => {
   let installed: Promise<Effect.Effect.Success<typeof install>> | undefined
   const policy = () => (installed ??= runtime.runPromise(install))
 
-  // --- POST /v1/execute: decode, check the action, begin the key, run it through the executor, record the outcome.
-  const execute = (principal: string, body: Uint8Array, digest: string) =>
-    Effect.gen(function*() {
-      let text: string
-      try {
-        text = decoder.decode(body)
-      } catch {
-        return invalid("body_invalid", "the body is not UTF-8")
-      }
-      const parsed = StrictJson.parse(text)
-      if (Either.isLeft(parsed)) return invalid("body_invalid", `the body is not strict JSON (${parsed.left.reason})`)
-      const decoded = decodeRequest(parsed.right)
-      if (Either.isLeft(decoded)) return invalid("body_invalid", "the body is not an execute request")
-      const call = decoded.right
-      const registry = yield* ActionRegistry.ActionRegistry
-      const resolved = registry.resolve({ name: call.action, version: call.version })
-      if (Either.isLeft(resolved)) return invalid("unknown_action", `no action ${call.action}@${call.version} here`)
-      if (resolved.right.descriptor.digest !== call.descriptor_digest) {
-        return invalid("descriptor_mismatch", `${call.action}@${call.version} here has another descriptor`)
-      }
-      const pinned = yield* Effect.promise(policy)
-      if (Either.isLeft(pinned)) return invalid("policy_unavailable", `the edge's policy: ${pinned.left._tag}`)
-      const prepared = yield* Effect.either(Ingress.prepare({
-        request_id: call.request_id,
-        action: call.action,
-        version: call.version,
-        arguments: call.arguments as Record<string, unknown>,
-        idempotency_key: call.idempotency_key
-      }, { principal, effect_backend: InProcessBackend.make.ref, policy_snapshot: pinned.right }))
-      if (Either.isLeft(prepared)) return invalid("body_invalid", "the call's fields do not decode")
-      const begun = yield* log.begin(principal, call.idempotency_key, digest)
-      if (begun !== true) {
-        if (begun.digest !== digest) {
-          return invalid("idempotency_conflict", "this idempotency key was used with another request")
-        }
-        if (begun.state !== "concluded") return invalid("in_progress", `this key's execution is ${begun.state}`)
-        return json(200, { idempotency_key: call.idempotency_key, replayed: true, outcome: begun.outcome })
-      }
-      const executor = yield* ActionExecutor.ActionExecutor
-      const outcome = yield* Effect.either(
-        executor.execute(prepared.right.request, { context: prepared.right.context })
-      )
-      if (Either.isLeft(outcome)) {
-        yield* log.abandon(principal, call.idempotency_key)
-        return invalid("executor_failed", `the executor could not conclude: ${outcome.left._tag}`)
-      }
-      const encoded = encodeOutcome(outcome.right) as Wire.RemoteOutcome
-      yield* log.conclude(principal, call.idempotency_key, encoded)
-      return json(200, { idempotency_key: call.idempotency_key, replayed: false, outcome: encoded })
-    })
+  const execute = executeWith(log, policy)
 
   // --- GET /v1/executions/{key}: what this handler did for the caller under the key.
   const reconcile = (principal: string, key: string) =>
@@ -215,15 +233,6 @@ export const make = (options: Options): EdgeHandler => {
         state: entry?.state ?? "unknown",
         ...(entry?.state === "concluded" ? { outcome: entry.outcome } : {})
       }))
-
-  const capabilities = () =>
-    json(200, {
-      protocol: "writ-edge-v1",
-      handler_version: version,
-      runtime: runtimeName(),
-      claims: options.claims ?? [],
-      detail: options.platform ?? "the operator declared no platform containment"
-    })
 
   // --- Routing: size, then signature, then the route; nothing past the signature check runs for a refused request.
   const route = async (request: Request): Promise<Response> => {
@@ -253,7 +262,7 @@ export const make = (options: Options): EdgeHandler => {
     }
     if (path === Wire.routes.capabilities) {
       if (request.method !== "GET") return invalid("method_not_allowed", `${path} takes GET`)
-      return capabilities()
+      return capabilities(options)
     }
     return invalid("not_found", `no route ${path}`)
   }
