@@ -8,7 +8,7 @@ import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../adapters/memory/MemoryApprovalQueue.ts"
 import * as MemoryPolicySnapshotStore from "../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as Action from "../core/action/Action.ts"
-import type { ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
+import { ActionExecutionBackend } from "../core/action/ActionExecutionBackend.ts"
 import * as ActionRegistry from "../core/action/ActionRegistry.ts"
 import { ApprovalQueue } from "../core/approval/Approval.ts"
 import type { Uuid } from "../core/base/IdGenerator.ts"
@@ -166,9 +166,9 @@ export interface Row {
 
 /** The demo's layers: the demo actions, the in-process backend, in-memory policy and approval stores, and an
  * executor whose stages 5-7 enforce the policy pinned in each call's context. */
-export const layerWith = (
+export const layerWith = <E = never>(
   config: ActionExecutor.Config = {},
-  backend: Layer.Layer<ActionExecutionBackend> = InProcessBackend.layer
+  backend: Layer.Layer<ActionExecutionBackend, E> = InProcessBackend.layer as Layer.Layer<ActionExecutionBackend, E>
 ) =>
   ActionExecutor.layerPolicyGated(config, { boundAgent: agent }).pipe(
     Layer.provideMerge(
@@ -184,8 +184,12 @@ export const layerWith = (
 /** The demo's layers with the in-process backend. */
 export const layer = layerWith()
 
+/** The demo's actions and a backend (the in-process one by default), for an executor composed elsewhere (needs a Digest). */
+export const toolsWith = <E>(backend: Layer.Layer<ActionExecutionBackend, E> = InProcessBackend.layer) =>
+  Layer.merge(ActionRegistry.layerWith(actions), backend)
+
 /** The demo's actions and the in-process backend, for an executor composed elsewhere (needs a Digest). */
-export const tools = Layer.merge(ActionRegistry.layerWith(actions), InProcessBackend.layer)
+export const tools = toolsWith()
 
 /**
  * Compile, store and activate the demo policy (unless a database retired it: then the executor refuses what pins it,
@@ -219,10 +223,11 @@ export interface StepOptions {
   readonly newRun?: Deferred.Deferred<Run>
 }
 
-/** Run one step as the demo agent, through the executor, under the policy when one is given. */
+/** Run one step as the demo agent, through the executor and on the backend in context, under the policy when one is given. */
 export const runStep = (step: Step, index: number, options: StepOptions = {}) =>
   Effect.gen(function*() {
     const executor = yield* ActionExecutor.ActionExecutor
+    const backend = yield* ActionExecutionBackend
     const now = yield* Time.nowMicros
     const { context, request } = yield* Ingress.prepare({
       request_id: `demo-${index + 1}`,
@@ -233,7 +238,7 @@ export const runStep = (step: Step, index: number, options: StepOptions = {}) =>
       ...(options.approval_id === undefined ? {} : { approval_id: options.approval_id })
     }, {
       principal: principal.id,
-      effect_backend: InProcessBackend.make.ref,
+      effect_backend: backend.ref,
       ...(options.policy_snapshot === undefined ? {} : { policy_snapshot: options.policy_snapshot }),
       ...(options.execution_scope === undefined ? {} : { execution_scope: options.execution_scope })
     })

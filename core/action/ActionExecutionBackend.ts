@@ -70,10 +70,11 @@ export const uncontained = (
  * Why a backend that runs handlers elsewhere could not answer with the handler's own result or failure: its process
  * could not start, exited or was killed, overran the backend's wall clock, or answered with something that is not a
  * result of this invocation. `outcome` is what the executor concludes (`failed` when the action's code never started,
- * `timed_out`, or `ambiguous` when it started and may have had its effect); `started` whether the action's code began.
+ * `timed_out`, `ambiguous` when it started and may have had its effect, or `denied` when a remote writ refused it by
+ * its own policy, so it never ran); `started` whether the action's code began.
  */
 export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()("ActionBackendError", {
-  outcome: Schema.Literal("failed", "timed_out", "ambiguous"),
+  outcome: Schema.Literal("failed", "timed_out", "ambiguous", "denied"),
   reason: Schema.Literal(
     "spawn_failed",
     "child_exited",
@@ -87,7 +88,11 @@ export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()
     "module_unavailable",
     "descriptor_mismatch",
     "input_invalid",
-    "output_invalid"
+    "output_invalid",
+    "remote_unreachable",
+    "remote_denied",
+    "remote_failed",
+    "response_lost"
   ),
   started: Schema.Boolean,
   detail: Schema.String

@@ -56,11 +56,12 @@ describe("gate 1: static", () => {
     ])
   })
 
-  it("only a subprocess backend issues the backend failures the executor concludes by", () => {
+  it("only a backend that runs handlers elsewhere (a subprocess, the edge) issues the failures the executor concludes by", () => {
     assert.deepStrictEqual(importers("core/action/internal/backendFailure.ts"), [
       "adapters/node/BubblewrapBackend.ts",
       "adapters/node/internal/childProcess.ts",
       "adapters/node/internal/subprocessBackend.ts",
+      "adapters/web/EdgeBackend.ts",
       "core/execution/internal/executor/invoke.ts"
     ])
   })
@@ -73,7 +74,8 @@ describe("gate 1: static", () => {
     assert.deepStrictEqual(callers("unseal"), ["core/action/internal/token.ts"])
     assert.deepStrictEqual(callers(".redeem"), [
       "adapters/memory/InProcessBackend.ts",
-      "adapters/node/internal/subprocessBackend.ts"
+      "adapters/node/internal/subprocessBackend.ts",
+      "adapters/web/EdgeBackend.ts"
     ])
     assert.deepStrictEqual(callers(".handler"), [])
   })

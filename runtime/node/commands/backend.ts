@@ -1,28 +1,27 @@
 /**
  * `writ backend probe NAME`: the capability report an effect backend gives here, from a trial run of its own settings
- * where it has one (bubblewrap, deno), with its digest: what a governed call admitted on it records. Exit codes: 0 ok,
- * 2 bad input.
+ * where it has one (bubblewrap, deno), or the platform's claims a signed edge handler reports (edge, with `--url`,
+ * `--key-id` and its secret in WRIT_EDGE_KEY), with its digest: what a governed call admitted on it records. Exit
+ * codes: 0 ok, 2 bad input.
  */
-import { Args, Command } from "@effect/cli"
+import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Schema } from "effect"
-import * as InProcessBackend from "../../../adapters/memory/InProcessBackend.ts"
-import * as BubblewrapBackend from "../../../adapters/node/BubblewrapBackend.ts"
-import * as DenoBackend from "../../../adapters/node/DenoBackend.ts"
 import { ActionBackendCapabilityReport } from "../../../core/action/ActionExecutionBackend.ts"
 import { canonical } from "../../../core/base/Digest.ts"
-import { json } from "./internal/input.ts"
+import * as Backends from "./internal/backends.ts"
+import { exitOneOnFailure, json } from "./internal/input.ts"
 import { table } from "./internal/render.ts"
 
-const backends = {
-  "in-process": Effect.succeed(InProcessBackend.make),
-  bubblewrap: BubblewrapBackend.make(),
-  deno: DenoBackend.make()
-} as const
-
-const name = Args.choice(
-  Object.keys(backends).map((key) => [key, key as keyof typeof backends] as const),
-  { name: "backend" }
-).pipe(Args.withDescription("in-process | bubblewrap | deno"))
+const name = Args.choice(Backends.names.map((key) => [key, key] as const), { name: "backend" }).pipe(
+  Args.withDescription(Backends.names.join(" | "))
+)
+const url = Options.text("url").pipe(Options.optional, Options.withDescription("edge: the handler's base URL"))
+const keyId = Options.text("key-id").pipe(
+  Options.optional,
+  Options.withDescription(
+    `edge: the key id the handler knows this caller by (its secret in ${Backends.edgeKeyVariable})`
+  )
+)
 
 const render = (report: ActionBackendCapabilityReport, digest: string) =>
   [
@@ -42,14 +41,14 @@ const render = (report: ActionBackendCapabilityReport, digest: string) =>
     `capability digest: ${digest}`
   ].join("\n")
 
-const probe = Command.make("probe", { name, json }, ({ json, name }) =>
+const probe = Command.make("probe", { name, json, url, keyId }, ({ json, keyId, name, url }) =>
   Effect.gen(function*() {
-    const backend = yield* backends[name]
+    const backend = yield* Backends.make(name, { url, keyId }, { url: "--url", keyId: "--key-id" })
     const report = yield* backend.probe
     const encoded = yield* Schema.encode(ActionBackendCapabilityReport)(report)
     const digest = yield* canonical(encoded)
     yield* Console.log(json ? JSON.stringify({ report: encoded, capability_digest: digest }) : render(report, digest))
-  }).pipe(Effect.orDie)).pipe(
+  }).pipe(exitOneOnFailure)).pipe(
     Command.withDescription("print a backend's capability report (a trial sandbox where it has one) and its digest")
   )
 

@@ -1,10 +1,12 @@
 /**
  * `writ exec`: one of the demo's actions under the demo policy through the executor of a profile: minimal in memory,
- * durable in a new Run, governed in a new task boundary, certifiable with a certificate. Exit codes: 0 ok, 1 a
+ * durable in a new Run, governed in a new task boundary, certifiable with a certificate; on the backend `--backend`
+ * names (in-process by default; edge sends it, signed, to a writ edge handler). Exit codes: 0 ok, 1 a
  * negative outcome or a chain that does not hold, 2 bad input.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Deferred, Effect, Option } from "effect"
+import { Console, Deferred, Effect, Layer, Option } from "effect"
+import { ActionExecutionBackend } from "../../../core/action/ActionExecutionBackend.ts"
 import { actionNameIssue } from "../../../core/base/Refs.ts"
 import { closeBoundary, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
 import type { ExecutionOutcome } from "../../../core/execution/ExecutionOutcome.ts"
@@ -14,6 +16,7 @@ import type { Run } from "../../../core/state/Run.ts"
 import { RunStore } from "../../../core/state/RunStore.ts"
 import * as Demo from "../../Demo.ts"
 import type * as Embedded from "../../Embedded.ts"
+import * as Backends from "./internal/backends.ts"
 import { certificateHolds, certificateJson, embedded, encodeOutcome, evidenceLines } from "./internal/boundary.ts"
 import {
   checkDatabase,
@@ -39,10 +42,29 @@ const profileOption = choice("profile", ["minimal", "durable", "governed", "cert
     "minimal: in memory, nothing kept; durable: a Run and its attempt in --db, once the call is admitted; governed: a task boundary's evidence chain in --db; certifiable: governed, then a certificate minted and verified"
   )
 )
+const backendOption = choice("backend", Backends.names).pipe(
+  Options.withDefault("in-process" as const),
+  Options.withDescription(
+    "where the action runs: in-process (contains nothing), bubblewrap or deno (a demo action declares no module, so " +
+      "either refuses it), edge (a signed call to a writ edge handler: --edge-url, --edge-key-id, secret in WRIT_EDGE_KEY)"
+  )
+)
+const edgeUrlOption = Options.text("edge-url").pipe(
+  Options.optional,
+  Options.withDescription("--backend edge: the handler's base URL")
+)
+const edgeKeyIdOption = Options.text("edge-key-id").pipe(
+  Options.optional,
+  Options.withDescription("--backend edge: the key id the handler knows this caller by")
+)
 const dbOption = Options.file("db").pipe(
   Options.optional,
   Options.withDescription("the SQLite file (created if missing); required by durable, governed and certifiable")
 )
+
+/** One demo action under the demo policy, on the backend in context, through the minimal profile's executor. */
+const execMinimal = (step: Demo.Step) =>
+  Effect.flatMap(Demo.installPolicy, (policy_snapshot) => Demo.runStep(step, 0, { policy_snapshot }))
 
 /** One demo action under a durable executor (in a new Run) or a governed one (in a new task boundary). */
 const execEmbedded = (profile: Embedded.Profile, step: Demo.Step) =>
@@ -73,8 +95,17 @@ const execEmbedded = (profile: Embedded.Profile, step: Demo.Step) =>
 /** `writ exec`. */
 export const command = Command.make(
   "exec",
-  { action: actionArg, args: argsOption, profile: profileOption, db: dbOption, json },
-  ({ action, args, db, json, profile }) =>
+  {
+    action: actionArg,
+    args: argsOption,
+    profile: profileOption,
+    backend: backendOption,
+    edgeUrl: edgeUrlOption,
+    edgeKeyId: edgeKeyIdOption,
+    db: dbOption,
+    json
+  },
+  ({ action, args, backend, db, edgeKeyId, edgeUrl, json, profile }) =>
     Effect.gen(function*() {
       const issue = actionNameIssue(action)
       if (Option.isSome(issue)) {
@@ -82,6 +113,11 @@ export const command = Command.make(
       }
       const parsed = yield* parseJsonObject(args, "--args")
       const step: Demo.Step = { action, arguments: parsed, note: "" }
+      // Built (and, for edge, checked) before anything runs: an incomplete edge address is bad input.
+      const selected = Layer.succeed(
+        ActionExecutionBackend,
+        yield* Backends.make(backend, { url: edgeUrl, keyId: edgeKeyId }, { url: "--edge-url", keyId: "--edge-key-id" })
+      )
       const row = (outcome: ExecutionOutcome) =>
         table(["action", "outcome", "reason", "stage"], [[action, ...outcomeCells(outcome)]])
       if (profile === "minimal") {
@@ -90,7 +126,10 @@ export const command = Command.make(
             message: "--db is for the durable, governed and certifiable profiles: the minimal profile keeps nothing"
           })
         }
-        const outcome = yield* Demo.runStep(step, 0, { policy_snapshot: yield* Demo.installPolicy })
+        // The in-process default runs on the executor the CLI's root provides; another backend on its own.
+        const outcome = backend === "in-process"
+          ? yield* execMinimal(step)
+          : yield* Effect.provide(execMinimal(step), Demo.layerWith({}, selected))
         yield* Console.log(json ? JSON.stringify(encodeOutcome(outcome), null, 2) : row(outcome))
         if (outcome._tag !== "succeeded") yield* setExitCode(1)
         return
@@ -99,7 +138,7 @@ export const command = Command.make(
         return yield* new CliInputError({ message: `--db FILE is required by the ${profile} profile` })
       }
       yield* checkDatabase(db.value, "new_or_existing")
-      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile)).pipe(
+      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile, selected)).pipe(
         onDatabase(db.value)
       )
       const { boundary, certified, outcome, run } = result

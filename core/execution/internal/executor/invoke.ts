@@ -281,6 +281,11 @@ const concludedBy = (call: Invoked["call"], error: ActionBackendError): Executio
       return trustedMake(Ambiguous, { ...common(call), reason: reason(code, error.detail) })
     case "failed":
       return trustedMake(Failed, { ...common(call), failure: trustedMake(FailureSummary, { code }) })
+    case "denied":
+      // A remote writ's own policy refused the call: nothing ran there, as with a refused token here.
+      call.invoked = false
+      call.stage = "invoke"
+      return denied(call, code, error.detail)
   }
 }
 

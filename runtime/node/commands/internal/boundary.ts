@@ -3,6 +3,8 @@
  * boundary's chain, verification and certificate as JSON fields and as lines of text.
  */
 import { Schema } from "effect"
+import type { Layer } from "effect"
+import type { ActionExecutionBackend } from "../../../../core/action/ActionExecutionBackend.ts"
 import type { TaskBoundary } from "../../../../core/evidence/TaskBoundary.ts"
 import * as TaskCertificate from "../../../../core/evidence/TaskCertificate.ts"
 import { ExecutionOutcome } from "../../../../core/execution/ExecutionOutcome.ts"
@@ -15,9 +17,12 @@ import { certificateLine } from "./render.ts"
 export const encodeOutcome = Schema.encodeSync(ExecutionOutcome)
 const encodeCertificate = Schema.encodeSync(TaskCertificate.TaskCertificate)
 
-/** The demo's actions under a profile's executor, every store on one SQLite file. */
-export const embedded = (filename: string, profile: Embedded.Profile) =>
-  Embedded.layerExecutor({ filename, profile }, Demo.tools, {}, { boundAgent: Demo.agent })
+/** The demo's actions on a backend (in-process by default) under a profile's executor, every store on one SQLite file. */
+export const embedded = <E = never>(
+  filename: string,
+  profile: Embedded.Profile,
+  backend?: Layer.Layer<ActionExecutionBackend, E>
+) => Embedded.layerExecutor({ filename, profile }, Demo.toolsWith(backend), {}, { boundAgent: Demo.agent })
 
 /** The certificate, or why none was minted, as JSON fields. */
 export const certificateJson = (certificate: Certified["certificate"]) =>
