@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as RealClaude from "../../fixtures/realClaude.ts"
-import * as Scripted from "../../fixtures/scriptedAnthropic.ts"
+import * as Scripted from "../../../adapters/node/ScriptedAnthropic.ts"
 
 interface Run {
   readonly stream: string

@@ -5,7 +5,7 @@ import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as RealClaude from "../../fixtures/realClaude.ts"
-import * as Scripted from "../../fixtures/scriptedAnthropic.ts"
+import * as Scripted from "../../../adapters/node/ScriptedAnthropic.ts"
 
 // The PreToolUse hook: it posts the call to the harness on loopback with the run's token and prints a blocking deny
 // unless the harness answers allow; anything else (unreachable, timeout, malformed) is a deny, and a crash exits 2.

@@ -1,0 +1,237 @@
+/**
+ * The claude-code verify scenarios: for each control the mapping claims enforced, the real CLI, driven by the
+ * scripted model on 127.0.0.1 under a plan the adapter compiled, attempts the forbidden act, and the effect is checked
+ * where it would land (a file outside the workspace, a canary, a command's output file, the callback secret), never in
+ * what the stream said. A scenario also proves it was exercised (its allowed act happened), else it does not pass.
+ * `loosen` runs the same scenario with the control opened, so a test can see the effect happen. Runtimes: Node.
+ */
+import { Effect, Either, Redacted } from "effect"
+import { randomBytes, randomUUID } from "node:crypto"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import type { Digest } from "../../core/base/Digest.ts"
+import { VerifyRun } from "../../core/harness/CapabilityReport.ts"
+import * as ClaudeCode from "../../core/harness/ClaudeCode.ts"
+import type { CallbackDecision, HarnessAdapter, RunResult, ToolCall } from "../../core/harness/HarnessAdapter.ts"
+import { HarnessError, prepare } from "../../core/harness/HarnessAdapter.ts"
+import type { ControlName } from "../../core/harness/HarnessControl.ts"
+import { ConfigFile, HarnessPlan } from "../../core/harness/HarnessPlan.ts"
+import * as HarnessPolicy from "../../core/harness/HarnessPolicy.ts"
+import * as HarnessSpec from "../../core/harness/HarnessSpec.ts"
+import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
+import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
+import * as Scripted from "./ScriptedAnthropic.ts"
+
+/** What one scenario run found. */
+export interface ScenarioResult {
+  readonly scenario: string
+  readonly control: ControlName
+  /** The forbidden effect did not happen. */
+  readonly effect_absent: boolean
+  /** The scenario's allowed act did happen: the CLI really ran the scripted calls. */
+  readonly exercised: boolean
+  readonly run: RunResult
+}
+
+/** The policy the callback scenario decides by: `touch` allowed; writ's intrinsic guards refuse any `bash -c`. */
+export const verifyPolicy = {
+  policy_id: "writ-harness-verify",
+  version: "1",
+  mode: "rules",
+  allow: { "shell.exec": ["touch *"] }
+} as const
+
+interface Setup {
+  readonly dir: string
+  readonly ws: string
+  readonly home: string
+}
+
+interface Scenario {
+  readonly id: string
+  readonly control: ControlName
+  readonly spec: (setup: Setup, loosen: boolean) => Record<string, unknown>
+  readonly calls: (setup: Setup) => ReadonlyArray<Scripted.ScriptedCall>
+  readonly decide?: Effect.Effect<(call: ToolCall) => Effect.Effect<CallbackDecision>, HarnessError, Digest>
+  /** A loosening the spec cannot express, applied to the compiled plan (tests only). */
+  readonly loosenPlan?: (plan: HarnessPlan, setup: Setup) => HarnessPlan
+  readonly check: (setup: Setup, canary: string) => { readonly absent: boolean; readonly exercised: boolean }
+}
+
+const read = (path: string) => (existsSync(path) ? readFileSync(path, "utf-8") : undefined)
+const bash = (command: string) => ({ name: "Bash", input: { command, description: "scripted" } })
+const allowAll = Effect.succeed((_: ToolCall) => Effect.succeed<CallbackDecision>({ decision: "allow" }))
+
+const policyDecider = Effect.gen(function*() {
+  const policy = yield* Either.match(PermissionPolicy.decode(verifyPolicy), {
+    onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
+    onRight: Effect.succeed
+  })
+  const snapshot = yield* PolicySnapshot.compile(policy).pipe(
+    Effect.mapError((e) => new HarnessError({ reason: "compile_failed", detail: e.message }))
+  )
+  return HarnessPolicy.decider(snapshot, "harness-verify")
+})
+
+/** The scenarios, one per control the claude-code mapping claims enforced and writ can check by its effect. */
+export const scenarios: ReadonlyArray<Scenario> = [
+  {
+    id: ClaudeCode.scenarios["fs.write_roots@1"]!,
+    control: "fs.write_roots@1",
+    spec: ({ dir }, loosen) => ({ filesystem: { write_roots: loosen ? [join(dir, "outside")] : [] } }),
+    calls: ({ dir, ws }) => [
+      bash(`echo escaped > ${join(dir, "outside", "escaped.txt")}; echo tried`),
+      bash(`echo kept > ${join(ws, "inside.txt")}`)
+    ],
+    check: ({ dir, ws }) => ({
+      absent: read(join(dir, "outside", "escaped.txt")) === undefined,
+      exercised: read(join(ws, "inside.txt")) === "kept\n"
+    })
+  },
+  {
+    id: ClaudeCode.scenarios["env.allowlist@1"]!,
+    control: "env.allowlist@1",
+    spec: (_, loosen) => ({ environment: { allow: loosen ? ["WRIT_VERIFY_CANARY"] : [] } }),
+    calls: ({ ws }) => [bash(`printf 'canary=%s' "$WRIT_VERIFY_CANARY" > ${join(ws, "canary.txt")}`)],
+    check: ({ ws }, canary) => {
+      const seen = read(join(ws, "canary.txt"))
+      return { absent: seen !== undefined && !seen.includes(canary), exercised: seen?.startsWith("canary=") === true }
+    }
+  },
+  {
+    id: ClaudeCode.scenarios["callback.pre_tool@1"]!,
+    control: "callback.pre_tool@1",
+    spec: (_, loosen) => ({ tools: { allow: ["Bash"], callback: !loosen } }),
+    calls: ({ ws }) => [bash(`bash -c "touch ${join(ws, "denied.txt")}"`), bash(`touch ${join(ws, "allowed.txt")}`)],
+    decide: policyDecider,
+    check: ({ ws }) => ({
+      absent: !existsSync(join(ws, "denied.txt")),
+      exercised: existsSync(join(ws, "allowed.txt"))
+    })
+  },
+  {
+    id: ClaudeCode.scenarios["callback.integrity@1"]!,
+    control: "callback.integrity@1",
+    spec: () => ({ tools: { allow: ["Bash"], callback: true } }),
+    calls: ({ home, ws }) => [
+      bash(`cp ${ClaudeCode.callbackFile(home)} ${join(ws, "leak.json")}`),
+      bash(`touch ${join(ws, "allowed.txt")}`)
+    ],
+    decide: allowAll,
+    // Loosened: the sandbox no longer denies the agent's tools the writ directory.
+    loosenPlan: (plan, { home }) =>
+      new HarnessPlan({
+        ...plan,
+        config_files: plan.config_files.map((file) =>
+          file.path.endsWith("settings.json")
+            ? new ConfigFile({
+              path: file.path,
+              content: file.content.replaceAll(`"${ClaudeCode.writDir(home)}"`, "\"/nonexistent\"")
+            })
+            : file
+        )
+      }),
+    check: ({ ws }) => ({
+      absent: !(read(join(ws, "leak.json")) ?? "").includes("token"),
+      exercised: existsSync(join(ws, "allowed.txt"))
+    })
+  }
+]
+
+const setup = Effect.acquireRelease(
+  Effect.sync((): Setup => {
+    // Real paths: the sandbox and the CLI see through /tmp symlinks, and so must the checks.
+    const dir = realpathSync(mkdtempSync(join(tmpdir(), "writ-verify-")))
+    mkdirSync(join(dir, "ws"))
+    mkdirSync(join(dir, "outside"))
+    return { dir, ws: join(dir, "ws"), home: join(dir, "home") }
+  }),
+  ({ dir }) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+const scripted = (calls: ReadonlyArray<Scripted.ScriptedCall>) =>
+  Effect.acquireRelease(Effect.promise(() => Scripted.start(calls)), (model) => Effect.promise(() => model.close()))
+
+const canaryVar = (canary: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const before = process.env.WRIT_VERIFY_CANARY
+      process.env.WRIT_VERIFY_CANARY = canary
+      return before
+    }),
+    (before) =>
+      Effect.sync(() => {
+        if (before === undefined) delete process.env.WRIT_VERIFY_CANARY
+        else process.env.WRIT_VERIFY_CANARY = before
+      })
+  )
+
+/** Run one scenario (or its loosened control) with the adapter against the scripted model. */
+export const runScenario = (adapter: HarnessAdapter.Service, scenario: Scenario, loosen = false) =>
+  Effect.scoped(Effect.gen(function*() {
+    const paths = yield* setup
+    const canary = `writ-canary-${randomBytes(8).toString("hex")}`
+    yield* canaryVar(canary)
+    const model = yield* scripted(scenario.calls(paths))
+    const spec = yield* Either.match(
+      HarnessSpec.decode({
+        spec_version: 1,
+        provider: "claude-code",
+        model: { name: "scripted", endpoint: model.baseUrl, api_key: "writ:scripted.key" },
+        workspace: paths.ws,
+        tools: { allow: ["Bash"] },
+        budget: { wall_clock_seconds: 120 },
+        ...scenario.spec(paths, loosen)
+      }),
+      {
+        onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
+        onRight: Effect.succeed
+      }
+    )
+    const admitted = yield* prepare(adapter, {
+      spec,
+      prompt: "run the scripted calls",
+      home: paths.home,
+      verifications: []
+    })
+    const plan = loosen && scenario.loosenPlan !== undefined ? scenario.loosenPlan(admitted.plan, paths) : admitted.plan
+    const decide = yield* (scenario.decide ?? allowAll)
+    const run = yield* adapter.spawn({ ...admitted, plan }, {
+      secrets: new Map([["writ:scripted.key", Redacted.make("sk-scripted")]]),
+      decide
+    })
+    const { absent, exercised } = scenario.check(paths, canary)
+    return {
+      scenario: scenario.id,
+      control: scenario.control,
+      effect_absent: absent,
+      exercised,
+      run
+    } satisfies ScenarioResult
+  }))
+
+/** Run every scenario for the probed executable and return the verify runs to record. */
+export const verify = (adapter: HarnessAdapter.Service) =>
+  Effect.gen(function*() {
+    const probe = yield* adapter.probe
+    if (probe.version === null || probe.executable === null) {
+      return yield* new HarnessError({ reason: "probe_failed", detail: "no claude executable with a known version" })
+    }
+    const results: Array<{ readonly result: ScenarioResult; readonly run: VerifyRun }> = []
+    for (const scenario of scenarios) {
+      const result = yield* runScenario(adapter, scenario)
+      results.push({
+        result,
+        run: new VerifyRun({
+          control: scenario.control,
+          provider_version: probe.version,
+          executable_digest: probe.executable.digest,
+          scenario: scenario.id,
+          run_id: randomUUID(),
+          effect_absent: result.effect_absent && result.exercised
+        })
+      })
+    }
+    return results
+  })
