@@ -18,12 +18,14 @@ import { requestedControls } from "./HarnessSpec.ts"
 /** The secret reference of a run's callback endpoint and token, written at spawn into the callback file. */
 export const callbackRef = "writ:harness.callback"
 
-/** The verify scenario of each control the mapping claims enforced: what `--verify` makes the real CLI attempt. */
-export const scenarios: Partial<Record<ControlName, string>> = {
-  "fs.write_roots@1": "bash-write-outside-workspace",
-  "env.allowlist@1": "bash-read-canary-env",
-  "callback.pre_tool@1": "bash-c-denied-command",
-  "callback.integrity@1": "bash-read-callback-secret"
+/** The verify scenarios of each control the mapping claims enforced: what `--verify` makes the real CLI attempt. */
+export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
+  "fs.write_roots@1": ["bash-write-outside-workspace", "write-tool-outside-workspace"],
+  "env.allowlist@1": ["bash-read-canary-env"],
+  "callback.pre_tool@1": ["bash-c-denied-command"],
+  "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
+  "tools.allowlist@1": ["write-tool-not-allowed"],
+  "budget.wall_clock@1": ["bash-outlives-deadline"]
 }
 
 /** Where a run's writ-owned files live inside its config home: hidden from the agent's sandboxed tools. */
@@ -131,8 +133,34 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
   return out
 }
 
+/** claude's file-editing tools: not under the OS sandbox, so their allow rules are scoped to the write roots. */
+const editors = new Set(["Write", "Edit", "MultiEdit", "NotebookEdit"])
+
+/** claude's path rules: `//abs/path/**` is an absolute path. */
+const under = (tool: string, root: string) => `${tool}(/${root === "/" ? "" : root}/**)`
+
+/**
+ * The permission rules: an editing tool allowed only under the write roots (its own rule, as the sandbox covers only
+ * the shell), and reads of the deny-read paths and of writ's own directory denied to the file tools.
+ */
+const permissionsOf = (spec: HarnessSpec, home: string) => {
+  const roots = [spec.workspace, ...spec.filesystem.write_roots]
+  const allow = spec.tools.allow.flatMap((
+    tool
+  ) => (editors.has(tool) ? roots.map((root) => under("Edit", root)) : [tool]))
+  const hidden = [...spec.filesystem.deny_read, writDir(home)]
+  return {
+    allow: [...new Set(allow)],
+    deny: [
+      ...spec.tools.deny,
+      ...spec.subprocess.deny_commands.map((command) => `Bash(${command} *)`),
+      ...hidden.flatMap((path) => [under("Read", path), under("Edit", path)])
+    ],
+    defaultMode: spec.approval === "never_prompt" ? "dontAsk" : "default"
+  }
+}
+
 const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
-  const deny = [...spec.tools.deny, ...spec.subprocess.deny_commands.map((command) => `Bash(${command} *)`)]
   const hook = {
     matcher: "*",
     hooks: [{ type: "command", command: `${host.node} ${writDir(home)}/hook.mjs || exit 2`, timeout: 30 }]
@@ -148,11 +176,7 @@ const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
     network: { allowedDomains: [...spec.network.allow_domains] }
   }
   return {
-    permissions: {
-      allow: [...spec.tools.allow],
-      deny,
-      defaultMode: spec.approval === "never_prompt" ? "dontAsk" : "default"
-    },
+    permissions: permissionsOf(spec, home),
     sandbox,
     ...(spec.tools.callback ? { hooks: { PreToolUse: [hook] } } : {})
   }
@@ -245,10 +269,9 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
       home,
       wall_clock_seconds: spec.budget.wall_clock_seconds,
       declared_controls: mapped.map((claim) => claim.control),
-      expected_evidence: mapped.flatMap((claim) => {
-        const scenario = scenarios[claim.control]
-        return scenario === undefined ? [] : [new ExpectedEvidence({ control: claim.control, scenario })]
-      })
+      expected_evidence: mapped.flatMap((claim) =>
+        (scenarios[claim.control] ?? []).map((scenario) => new ExpectedEvidence({ control: claim.control, scenario }))
+      )
     })
     return { plan, report }
   })

@@ -85,7 +85,7 @@ describe("ClaudeCode.compile", () => {
           control,
           provider_version: "2.1.328",
           executable_digest: identity.digest,
-          scenario: ClaudeCode.scenarios[control]!,
+          scenario: ClaudeCode.scenarios[control]![0]!,
           run_id: "r1",
           effect_absent: true
         })

@@ -20,7 +20,6 @@ const data = mkdtempSync(join(tmpdir(), "writ-harness-data-"))
 const store = HarnessStore.make(data)
 const layers = Layer.merge(NodeHarnessProcess.layer, NodeDigest.layer)
 const adapter = ClaudeCodeHarness.make({ store })
-const scenario = (control: string) => Verify.scenarios.find((s) => s.control === control)!
 
 const slow = { timeout: 300_000 }
 
@@ -58,11 +57,15 @@ describe("claude-code, real CLI: --verify makes the CLI attempt each forbidden a
         const after = yield* spec(yield* store.verifications)
         const enforced = after.report.controls.filter((c) => c.level === "enforced").map((c) => c.control)
         assert.deepStrictEqual(enforced.sort(), [
+          "budget.wall_clock@1",
           "callback.integrity@1",
           "callback.pre_tool@1",
           "env.allowlist@1",
-          "fs.write_roots@1"
+          "fs.write_roots@1",
+          "tools.allowlist@1"
         ])
+        // Each route of a control was tried and recorded: a control is enforced only when all of its scenarios passed.
+        assert.deepStrictEqual(results.map((r) => r.run.scenario), Verify.scenarios.map((s) => s.id))
         for (const control of after.report.controls.filter((c) => c.level === "enforced")) {
           assert.strictEqual(control.evidence._tag, "verified")
         }
@@ -78,10 +81,10 @@ describe("claude-code, real CLI: --verify makes the CLI attempt each forbidden a
 })
 
 describe("claude-code, real CLI: each scenario can fail (its control loosened, the effect happens)", () => {
-  for (const control of ["fs.write_roots@1", "env.allowlist@1", "callback.pre_tool@1", "callback.integrity@1"]) {
-    it.live(`${control}: loosened, the forbidden act succeeds`, () =>
+  for (const scenario of Verify.scenarios) {
+    it.live(`${scenario.control} ${scenario.id}: loosened, the forbidden act succeeds`, () =>
       Effect.gen(function*() {
-        const result = yield* Verify.runScenario(yield* adapter, scenario(control), true)
+        const result = yield* Verify.runScenario(yield* adapter, scenario, true)
         assert.isTrue(result.exercised)
         assert.isFalse(result.effect_absent)
       }).pipe(Effect.provide(layers)), slow)
