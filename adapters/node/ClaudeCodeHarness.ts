@@ -157,7 +157,10 @@ const callbackFiles = (plan: HarnessPlan, launch: Launch) =>
         const value = yield* secretOf(launch, file.ref)
         tokens.push(value)
         yield* Effect.tryPromise({
-          try: () => writeFile(file.path, value, { mode: 0o600 }),
+          try: async () => {
+            await mkdir(dirname(file.path), { recursive: true, mode: 0o700 })
+            await writeFile(file.path, value, { mode: 0o600 })
+          },
           catch: spawnFailed(file.path)
         })
         continue

@@ -65,6 +65,9 @@ interface Scenario {
   readonly settleMillis?: number
 }
 
+/** The scripted model's key: a secret like any, which the agent's tools must not see. */
+const scriptedKey = "sk-scripted-model-key"
+
 const read = (path: string) => (existsSync(path) ? readFileSync(path, "utf-8") : undefined)
 const bash = (command: string) => ({ name: "Bash", input: { command, description: "scripted" } })
 const allowAll = Effect.succeed((_: ToolCall) => Effect.succeed<CallbackDecision>({ decision: "allow" }))
@@ -119,6 +122,25 @@ export const scenarios: ReadonlyArray<Scenario> = [
     check: ({ ws }, canary) => {
       const seen = read(join(ws, "canary.txt"))
       return { absent: seen !== undefined && !seen.includes(canary), exercised: seen?.startsWith("canary=") === true }
+    }
+  },
+  {
+    id: ClaudeCode.scenarios["env.allowlist@1"]![1]!,
+    control: "env.allowlist@1",
+    // Loosened: the spec passes the key in the environment too, which the agent's tools inherit.
+    spec: (_, loosen) => ({
+      environment: { secrets: loosen ? [{ name: "ANTHROPIC_API_KEY", ref: "writ:scripted.key" }] : [] }
+    }),
+    calls: ({ home, ws }) => [
+      bash(
+        `printf 'key=%s' "$ANTHROPIC_API_KEY" > ${join(ws, "key.txt")}; cat ${ClaudeCode.modelKeyFile(home)} >> ${
+          join(ws, "key.txt")
+        }`
+      )
+    ],
+    check: ({ ws }) => {
+      const seen = read(join(ws, "key.txt"))
+      return { absent: !(seen ?? "").includes(scriptedKey), exercised: seen?.startsWith("key=") === true }
     }
   },
   {
@@ -261,7 +283,7 @@ export const runScenario = (adapter: HarnessAdapter.Service, scenario: Scenario,
     const plan = loosen && scenario.loosenPlan !== undefined ? scenario.loosenPlan(admitted.plan, paths) : admitted.plan
     const decide = yield* (scenario.decide ?? allowAll)
     const run = yield* adapter.spawn({ ...admitted, plan }, {
-      secrets: new Map([["writ:scripted.key", Redacted.make("sk-scripted")]]),
+      secrets: new Map([["writ:scripted.key", Redacted.make(scriptedKey)]]),
       decide
     })
     if (scenario.settleMillis !== undefined) yield* Effect.sleep(scenario.settleMillis)

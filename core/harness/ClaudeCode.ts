@@ -21,7 +21,7 @@ export const callbackRef = "writ:harness.callback"
 /** The verify scenarios of each control the mapping claims enforced: what `--verify` makes the real CLI attempt. */
 export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "fs.write_roots@1": ["bash-write-outside-workspace", "write-tool-outside-workspace"],
-  "env.allowlist@1": ["bash-read-canary-env"],
+  "env.allowlist@1": ["bash-read-canary-env", "bash-read-model-key"],
   "callback.pre_tool@1": ["bash-c-denied-command"],
   "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
   "tools.allowlist@1": ["write-tool-not-allowed"],
@@ -33,6 +33,9 @@ export const writDir = (home: string) => `${home}/.writ`
 
 /** The file the hook reads the callback's URL and per-run token from. */
 export const callbackFile = (home: string) => `${writDir(home)}/callback.json`
+
+/** The file claude's `apiKeyHelper` reads the model's key from: hidden from the agent's tools like the callback's. */
+export const modelKeyFile = (home: string) => `${writDir(home)}/model-key`
 
 /**
  * The PreToolUse hook: posts the call to writ on loopback with the run's token and prints the blocking deny unless
@@ -178,6 +181,8 @@ const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
   return {
     permissions: permissionsOf(spec, home),
     sandbox,
+    // The model's key reaches claude through a helper reading a hidden file, never its environment, which its tools inherit.
+    ...(spec.model.api_key === undefined ? {} : { apiKeyHelper: `/bin/cat ${modelKeyFile(home)}` }),
     ...(spec.tools.callback ? { hooks: { PreToolUse: [hook] } } : {})
   }
 }
@@ -212,9 +217,6 @@ const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry>
     ...(spec.model.endpoint === undefined
       ? []
       : [new SetVar({ name: "ANTHROPIC_BASE_URL", value: spec.model.endpoint.replace(/\/$/, "") })]),
-    ...(spec.model.api_key === undefined
-      ? []
-      : [new SecretVar({ name: "ANTHROPIC_API_KEY", ref: spec.model.api_key })]),
     ...spec.environment.allow.map((name) => new InheritVar({ name })),
     ...spec.environment.secrets.map(({ name, ref }) => new SecretVar({ name, ref }))
   ]
@@ -263,7 +265,12 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
       executable: probe.executable,
       argv: argvOf(spec, input.prompt),
       config_files: files,
-      secret_files: spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : [],
+      secret_files: [
+        ...(spec.model.api_key === undefined
+          ? []
+          : [new SecretFile({ path: modelKeyFile(home), ref: spec.model.api_key })]),
+        ...(spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : [])
+      ],
       environment: environmentOf(spec, home),
       workspace: spec.workspace,
       home,

@@ -59,12 +59,16 @@ describe("ClaudeCode.compile", () => {
         "set:CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
         "set:DISABLE_AUTOUPDATER",
         "set:ANTHROPIC_BASE_URL",
-        "secret:ANTHROPIC_API_KEY",
         "inherit:LANG",
         "secret:GH_TOKEN"
       ])
-      assert.deepStrictEqual(HarnessPlan.secretRefs(plan), ["env:SCRIPTED_KEY", "file:/run/gh", ClaudeCode.callbackRef])
-      assert.deepStrictEqual(plan.secret_files.map((f) => f.path), ["/srv/home/.writ/callback.json"])
+      assert.deepStrictEqual(HarnessPlan.secretRefs(plan), ["file:/run/gh", "env:SCRIPTED_KEY", ClaudeCode.callbackRef])
+      // The model's key is never in claude's environment (its tools inherit that): a helper reads it from a hidden file.
+      assert.deepStrictEqual(plan.secret_files.map((f) => f.path), [
+        "/srv/home/.writ/model-key",
+        "/srv/home/.writ/callback.json"
+      ])
+      assert.strictEqual(s.apiKeyHelper, "/bin/cat /srv/home/.writ/model-key")
     }))
 
   it.effect("the hook denies unless writ answers allow, and reads its token from the hidden callback file", () =>

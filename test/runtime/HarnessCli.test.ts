@@ -80,10 +80,11 @@ describe("writ harness", () => {
       assert.strictEqual(level["callback.pre_tool@1"], "enforced/verified")
       assert.match(plan_digest, /^[0-9a-f]{64}$/)
       // The key is a reference in the plan; its value appears nowhere in what plan prints.
-      assert.deepStrictEqual(
-        plan.environment.filter((e: { _tag: string }) => e._tag === "secret"),
-        [{ _tag: "secret", name: "ANTHROPIC_API_KEY", ref: "env:SCRIPTED_KEY" }]
-      )
+      assert.deepStrictEqual(plan.environment.filter((e: { _tag: string }) => e._tag === "secret"), [])
+      assert.deepStrictEqual(plan.secret_files.map((f: { ref: string }) => f.ref), [
+        "env:SCRIPTED_KEY",
+        "writ:harness.callback"
+      ])
       assert.notInclude(planned.stdout, "sk-scripted")
     },
     240_000
