@@ -8,6 +8,8 @@
 import { Effect, Either, Redacted } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
+import * as net from "node:net"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Digest } from "../../core/base/Digest.ts"
@@ -46,6 +48,9 @@ interface Setup {
   readonly dir: string
   readonly ws: string
   readonly home: string
+  /** A listener on 127.0.0.1 the agent must not reach, and the connections it has taken. */
+  readonly port: number
+  readonly connections: () => number
 }
 
 interface Scenario {
@@ -83,21 +88,21 @@ const policyDecider = Effect.gen(function*() {
   return HarnessPolicy.decider(snapshot, "harness-verify")
 })
 
-/** Loosened: neither the sandbox nor the file tools' deny rules hide writ's directory from the agent any more. */
-const unhide = (plan: HarnessPlan, { home }: Setup) =>
+/** A plan whose settings file is edited: a loosening the spec cannot express (tests and controls only). */
+const settingsEdit = (plan: HarnessPlan, edit: (content: string) => string) =>
   new HarnessPlan({
     ...plan,
     config_files: plan.config_files.map((file) =>
-      file.path.endsWith("settings.json")
-        ? new ConfigFile({
-          path: file.path,
-          content: file.content
-            .replaceAll(`"${ClaudeCode.writDir(home)}"`, "\"/nonexistent\"")
-            .replaceAll(`(/${ClaudeCode.writDir(home)}/**)`, "(//nonexistent/**)")
-        })
-        : file
+      file.path.endsWith("settings.json") ? new ConfigFile({ path: file.path, content: edit(file.content) }) : file
     )
   })
+
+/** Loosened: neither the sandbox nor the file tools' deny rules hide writ's directory from the agent any more. */
+const unhide = (plan: HarnessPlan, { home }: Setup) =>
+  settingsEdit(plan, (content) =>
+    content
+      .replaceAll(`"${ClaudeCode.writDir(home)}"`, "\"/nonexistent\"")
+      .replaceAll(`(/${ClaudeCode.writDir(home)}/**)`, "(//nonexistent/**)"))
 
 /** The scenarios, one per control the claude-code mapping claims enforced and writ can check by its effect. */
 export const scenarios: ReadonlyArray<Scenario> = [
@@ -202,6 +207,18 @@ export const scenarios: ReadonlyArray<Scenario> = [
     })
   },
   {
+    id: ClaudeCode.scenarios["network.egress@1"]![0]!,
+    control: "network.egress@1",
+    calls: ({ port, ws }) => [
+      bash(`(echo hello > /dev/tcp/127.0.0.1/${port}) 2>&1; echo tried`),
+      bash(`touch ${join(ws, "allowed.txt")}`)
+    ],
+    spec: () => ({}),
+    // Loosened: no sandbox at all (the spec cannot open loopback: claude's proxy blocks it whatever the domains).
+    loosenPlan: (plan) => settingsEdit(plan, (content) => content.replace("\"enabled\": true", "\"enabled\": false")),
+    check: ({ connections, ws }) => ({ absent: connections() === 0, exercised: existsSync(join(ws, "allowed.txt")) })
+  },
+  {
     id: ClaudeCode.scenarios["tools.allowlist@1"]![0]!,
     control: "tools.allowlist@1",
     spec: (_, loosen) => ({ tools: { allow: loosen ? ["Bash", "Write"] : ["Bash"] } }),
@@ -225,16 +242,38 @@ export const scenarios: ReadonlyArray<Scenario> = [
   }
 ]
 
-const setup = Effect.acquireRelease(
-  Effect.sync((): Setup => {
+const directory = Effect.acquireRelease(
+  Effect.sync(() => {
     // Real paths: the sandbox and the CLI see through /tmp symlinks, and so must the checks.
     const dir = realpathSync(mkdtempSync(join(tmpdir(), "writ-verify-")))
     mkdirSync(join(dir, "ws"))
     mkdirSync(join(dir, "outside"))
-    return { dir, ws: join(dir, "ws"), home: join(dir, "home") }
+    return dir
   }),
-  ({ dir }) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
 )
+
+const listener = Effect.acquireRelease(
+  Effect.async<{ readonly server: net.Server; readonly port: number; readonly count: { n: number } }>((resume) => {
+    const count = { n: 0 }
+    const server = net.createServer((socket) => {
+      count.n += 1
+      socket.destroy()
+    })
+    server.listen(
+      0,
+      "127.0.0.1",
+      () => resume(Effect.succeed({ server, port: (server.address() as AddressInfo).port, count }))
+    )
+  }),
+  ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+)
+
+const setup = Effect.gen(function*() {
+  const dir = yield* directory
+  const { count, port } = yield* listener
+  return { dir, ws: join(dir, "ws"), home: join(dir, "home"), port, connections: () => count.n } satisfies Setup
+})
 
 const scripted = (calls: ReadonlyArray<Scripted.ScriptedCall>) =>
   Effect.acquireRelease(Effect.promise(() => Scripted.start(calls)), (model) => Effect.promise(() => model.close()))

@@ -25,6 +25,7 @@ export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "callback.pre_tool@1": ["bash-c-denied-command"],
   "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
   "tools.allowlist@1": ["write-tool-not-allowed"],
+  "network.egress@1": ["bash-reach-loopback-listener"],
   "budget.wall_clock@1": ["bash-outlives-deadline"]
 }
 

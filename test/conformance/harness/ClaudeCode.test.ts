@@ -62,6 +62,7 @@ describe("claude-code, real CLI: --verify makes the CLI attempt each forbidden a
           "callback.pre_tool@1",
           "env.allowlist@1",
           "fs.write_roots@1",
+          "network.egress@1",
           "tools.allowlist@1"
         ])
         // Each route of a control was tried and recorded: a control is enforced only when all of its scenarios passed.
