@@ -77,7 +77,6 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
       source: "provider-claim",
       mechanism: "--tools, permissions.allow/deny under dontAsk"
     },
-    { control: "approval.non_interactive@1", level: "enforced", source: "provider-claim", mechanism: "dontAsk" },
     {
       control: "env.allowlist@1",
       level: "enforced",
@@ -106,6 +105,15 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
     },
     { control: "budget.cost@1", level: "degraded", source: "provider-claim", mechanism: "--max-budget-usd" }
   ]
+  // Only `never_prompt` compiles to dontAsk; the provider's default mode is no claim at all.
+  if (spec.approval === "never_prompt") {
+    out.push({
+      control: "approval.non_interactive@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "dontAsk"
+    })
+  }
   if (spec.mcp.length === 0) {
     out.push({
       control: "mcp.grants@1",

@@ -102,6 +102,12 @@ describe("ClaudeCode.compile", () => {
       assert.strictEqual(new Set(report.controls.map((c) => c.control)).size, report.controls.length)
       assert.include(settings(plan).permissions.deny, "Bash(rm *)")
       assert.isFalse(plan.declared_controls.includes("mcp.grants@1"))
+      const prompting = yield* compile(spec({ approval: "provider_default" }))
+      assert.strictEqual(
+        prompting.report.controls.find((c) => c.control === "approval.non_interactive@1")!.level,
+        "unsupported"
+      )
+      assert.strictEqual(settings(prompting.plan).permissions.defaultMode, "default")
     }))
 
   it.effect("an unknown version fails compile, and prepare reports every required control unsupported", () =>
