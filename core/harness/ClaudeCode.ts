@@ -26,6 +26,7 @@ export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
   "tools.allowlist@1": ["write-tool-not-allowed"],
   "network.egress@1": ["bash-reach-loopback-listener"],
+  "fs.read_roots@1": ["bash-read-denied-path", "read-tool-denied-path"],
   "budget.wall_clock@1": ["bash-outlives-deadline"]
 }
 
@@ -129,7 +130,7 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
       control: "fs.read_roots@1",
       level: spec.filesystem.read_roots.length === 0 ? "enforced" : "degraded",
       source: "os",
-      mechanism: "sandbox.filesystem.denyRead",
+      mechanism: "sandbox.filesystem.denyRead, Read/Edit deny rules",
       ...(spec.filesystem.read_roots.length === 0 ? {} : { note: "read roots: only deny_read is expressible" })
     }
   )
