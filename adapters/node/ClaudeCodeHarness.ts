@@ -197,7 +197,11 @@ const spawnWith = (options: Options, runner: HarnessProcess.Service) => (admitte
       deadlineMillis: plan.wall_clock_seconds * 1000,
       graceMillis: 5_000,
       outputBytes: 32 * 1024 * 1024,
-      onLine: (line) => Effect.sync(() => observations.push(...parser.line(line)))
+      onLine: (line) => {
+        const seen = parser.line(line)
+        observations.push(...seen)
+        return launch.observe === undefined ? Effect.void : Effect.forEach(seen, launch.observe, { discard: true })
+      }
     }).pipe(Effect.mapError((e) => new HarnessError({ reason: "spawn_failed", detail: e.detail })))
     observations.push(
       new Exit({ plane: "observation", code: ended.code, signal: ended.signal, killed_by_harness: ended.killed })

@@ -62,6 +62,8 @@ export interface Admitted extends Compiled {
 export interface Launch {
   readonly secrets: ReadonlyMap<string, Redacted.Redacted<string>>
   readonly decide: (call: ToolCall) => Effect.Effect<CallbackDecision>
+  /** Each observation as the stream yields it (a live view); the run's result holds them all too. */
+  readonly observe?: (observation: ProviderObservation) => Effect.Effect<void>
 }
 
 /** One decision writ's blocking callback gave during a run. */

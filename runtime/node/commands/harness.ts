@@ -226,9 +226,11 @@ const runCommand = Command.make("run", {
       ? () => Effect.succeed<HarnessAdapter.CallbackDecision>({ decision: "deny", reason: "no policy" })
       : HarnessPolicy.decider(snapshot, "harness")
     const secrets = yield* resolveSecrets(ready.admitted.plan)
-    const result = yield* ready.adapter.spawn(ready.admitted, { secrets, decide })
     const encode = Schema.encodeSync(ProviderObservation)
-    for (const observation of result.observations) yield* Console.log(JSON.stringify(encode(observation)))
+    // Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
+    const print = (observation: ProviderObservation) => Console.log(JSON.stringify(encode(observation)))
+    const result = yield* ready.adapter.spawn(ready.admitted, { secrets, decide, observe: print })
+    yield* print(result.observations.at(-1)!)
     for (const { call, decision } of result.decisions) {
       yield* Console.error(
         `writ ${decision.decision} ${call.tool}${decision.decision === "deny" ? `: ${decision.reason}` : ""}`
@@ -236,7 +238,7 @@ const runCommand = Command.make("run", {
     }
     const exit = result.observations.at(-1)
     if (exit?._tag !== "exit" || exit.code !== 0) yield* setExitCode(1)
-  })).pipe(Command.withDescription("spawn the CLI under the compiled plan; print its observations (JSON lines)"))
+  })).pipe(Command.withDescription("spawn the CLI under the compiled plan; print its observations live (JSON lines)"))
 
 /** `writ harness`: native coding agents under a compiled, verified plan. */
 export const command = Command.make("harness").pipe(
