@@ -42,6 +42,8 @@ export interface CompileInput {
   readonly spec: HarnessSpec
   readonly probe: ProbeResult
   readonly prompt: string
+  /** The fresh, empty config home the CLI is to start in. */
+  readonly home: string
   readonly verifications: ReadonlyArray<Report.VerifyRun>
 }
 
@@ -60,11 +62,20 @@ export interface Admitted extends Compiled {
 export interface Launch {
   readonly secrets: ReadonlyMap<string, Redacted.Redacted<string>>
   readonly decide: (call: ToolCall) => Effect.Effect<CallbackDecision>
+  /** Each observation as the stream yields it (a live view); the run's result holds them all too. */
+  readonly observe?: (observation: ProviderObservation) => Effect.Effect<void>
 }
 
-/** What one run came to, as observed. */
+/** One decision writ's blocking callback gave during a run. */
+export interface CallbackRecord {
+  readonly call: ToolCall
+  readonly decision: CallbackDecision
+}
+
+/** What one run came to: what the stream said (observations), and what writ itself decided (callback decisions). */
 export interface RunResult {
   readonly observations: ReadonlyArray<ProviderObservation>
+  readonly decisions: ReadonlyArray<CallbackRecord>
   readonly stderr: string
 }
 

@@ -25,6 +25,9 @@ export class InheritVar extends Schema.TaggedClass<InheritVar>()("inherit", { na
 /** A variable whose value is a secret, resolved at spawn: the plan holds only the reference. */
 export class SecretVar extends Schema.TaggedClass<SecretVar>()("secret", { name: EnvName, ref: SecretRef }) {}
 
+/** A file written at spawn whose content is a secret: the plan holds only its path and reference. */
+export class SecretFile extends Schema.Class<SecretFile>("SecretFile")({ path: AbsolutePath, ref: SecretRef }) {}
+
 /** One variable of the CLI's whole environment. */
 export const EnvEntry = Schema.Union(SetVar, InheritVar, SecretVar)
 
@@ -45,8 +48,13 @@ export class HarnessPlan extends Schema.Class<HarnessPlan>("HarnessPlan")({
   executable: ExecutableIdentity,
   argv: Schema.Array(Schema.String),
   config_files: Schema.Array(ConfigFile),
+  secret_files: Schema.Array(SecretFile),
   environment: Schema.Array(EnvEntry),
   workspace: AbsolutePath,
+  /** The fresh config home the CLI starts in (created at spawn, removed after). */
+  home: AbsolutePath,
+  /** writ's own deadline: SIGTERM to the process group at this many seconds, SIGKILL after a grace. */
+  wall_clock_seconds: Schema.Int,
   declared_controls: Schema.Array(ControlName),
   expected_evidence: Schema.Array(ExpectedEvidence)
 }) {}
@@ -61,5 +69,7 @@ export const digest = (plan: HarnessPlan): Effect.Effect<Digest.Sha256Hex, Canon
   Digest.canonical(encode(plan))
 
 /** The secret references a plan's environment needs resolved at spawn. */
-export const secretRefs = (plan: HarnessPlan): ReadonlyArray<string> =>
-  plan.environment.flatMap((entry) => (entry._tag === "secret" ? [entry.ref] : []))
+export const secretRefs = (plan: HarnessPlan): ReadonlyArray<string> => [
+  ...plan.environment.flatMap((entry) => (entry._tag === "secret" ? [entry.ref] : [])),
+  ...plan.secret_files.map((file) => file.ref)
+]

@@ -2,7 +2,7 @@
  * The `writ` command line: `demo` runs the scripted session through the governed executor on a
  * SQLite file, `exec` runs one demo action under a chosen profile, `evidence`, `certificate` and
  * `recover` read and repair what they wrote, `outbox` and `policy` work on intents and declarations, `backend`
- * reports what an effect backend can contain.
+ * reports what an effect backend can contain, `harness` probes, plans and runs a native coding-agent CLI.
  * Every command takes `--json`; each is a module of ./commands. Exit codes: 0 ok, 1 a negative
  * verdict, 2 bad input (and then nothing runs).
  */
@@ -16,6 +16,7 @@ import * as Certificate from "./commands/certificate.ts"
 import * as DemoCommand from "./commands/demo.ts"
 import * as Evidence from "./commands/evidence.ts"
 import * as Exec from "./commands/exec.ts"
+import * as Harness from "./commands/harness.ts"
 import * as Outbox from "./commands/outbox.ts"
 import * as Policy from "./commands/policy.ts"
 import * as Recover from "./commands/recover.ts"
@@ -33,7 +34,8 @@ export const command = Command.make("writ").pipe(
     Recover.command,
     Outbox.command,
     Policy.command,
-    Backend.command
+    Backend.command,
+    Harness.command
   ])
 )
 

@@ -163,7 +163,8 @@ const adapter = (compile: HarnessAdapter.HarnessAdapter.Service["compile"]) => {
     provider: "claude-code",
     probe: Effect.succeed(probe),
     compile,
-    spawn: (admitted) => Effect.sync(() => spawned.push(admitted)).pipe(Effect.as({ observations: [], stderr: "" }))
+    spawn: (admitted) =>
+      Effect.sync(() => spawned.push(admitted)).pipe(Effect.as({ observations: [], decisions: [], stderr: "" }))
   }
   return { service, spawned }
 }
@@ -175,7 +176,9 @@ describe("HarnessAdapter.prepare", () => {
         Effect.fail(new HarnessAdapter.HarnessError({ reason: "compile_failed", detail: "x" }))
       )
       const s = spec({ required: ["fs.write_roots@1"] })
-      const error = yield* Effect.flip(HarnessAdapter.prepare(service, { spec: s, prompt: "p", verifications: [] }))
+      const error = yield* Effect.flip(
+        HarnessAdapter.prepare(service, { spec: s, prompt: "p", home: "/h", verifications: [] })
+      )
       assert.strictEqual(error._tag, "RequiredControlUnmet")
       if (error._tag === "RequiredControlUnmet") assert.strictEqual(error.report.controls[0]!.level, "unsupported")
     }))
@@ -189,12 +192,15 @@ describe("HarnessPlan", () => {
     executable: identity,
     argv: ["-p", "hello"],
     config_files: [new HarnessPlan.ConfigFile({ path: "/h/.claude/settings.json", content: "{}" })],
+    secret_files: [new HarnessPlan.SecretFile({ path: "/h/.writ/callback.json", ref: "writ:harness.callback" })],
     environment: [
       new HarnessPlan.SetVar({ name: "HOME", value: "/h" }),
       new HarnessPlan.InheritVar({ name: "PATH" }),
       new HarnessPlan.SecretVar({ name: "ANTHROPIC_API_KEY", ref: "env:SCRIPTED_KEY" })
     ],
     workspace: "/work/ws",
+    home: "/h",
+    wall_clock_seconds: 60,
     declared_controls: ["fs.write_roots@1"],
     expected_evidence: [new HarnessPlan.ExpectedEvidence({ control: "fs.write_roots@1", scenario: "write-outside" })]
   })
@@ -206,7 +212,7 @@ describe("HarnessPlan", () => {
       const other = yield* HarnessPlan.digest(new HarnessPlan.HarnessPlan({ ...plan, argv: ["-p", "other"] }))
       assert.strictEqual(first, again)
       assert.notStrictEqual(first, other)
-      assert.deepStrictEqual(HarnessPlan.secretRefs(plan), ["env:SCRIPTED_KEY"])
+      assert.deepStrictEqual(HarnessPlan.secretRefs(plan), ["env:SCRIPTED_KEY", "writ:harness.callback"])
       // A secret's value has no field to go in: a set variable is a literal, a secret only its reference.
       assert.isTrue(
         Either.isLeft(Schema.decodeUnknownEither(HarnessPlan.EnvEntry)({ _tag: "secret", name: "K", value: "v" }))

@@ -1,88 +1,133 @@
-import { assert, describe, it } from "@effect/vitest"
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+// The real claude CLI (node_modules, 2.1.328) under plans the claude-code adapter compiled, driven by the scripted
+// model on 127.0.0.1: each control the mapping claims enforced is verified by the effect of the forbidden act, and each
+// scenario's loosened control shows the same act succeeding, so none of these can pass vacuously.
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as RealClaude from "../../fixtures/realClaude.ts"
-import * as Scripted from "../../fixtures/scriptedAnthropic.ts"
+import * as ClaudeCodeHarness from "../../../adapters/node/ClaudeCodeHarness.ts"
+import * as Verify from "../../../adapters/node/ClaudeCodeVerify.ts"
+import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
+import * as NodeDigest from "../../../adapters/node/NodeDigest.ts"
+import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
+import * as Scripted from "../../../adapters/node/ScriptedAnthropic.ts"
+import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
+import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
+import { Denial } from "../../../core/harness/ProviderObservation.ts"
 
-interface Run {
-  readonly stream: string
-  readonly outside: string
-  readonly inside: string
-}
+const data = mkdtempSync(join(tmpdir(), "writ-harness-data-"))
+const store = HarnessStore.make(data)
+const layers = Layer.merge(NodeHarnessProcess.layer, NodeDigest.layer)
+const adapter = ClaudeCodeHarness.make({ store })
 
-const run = async (sandboxed: boolean, inherited: Record<string, string> = {}): Promise<Run> => {
-  const dir = mkdtempSync(join(tmpdir(), "writ-claude-"))
-  const home = join(dir, "home")
-  const workspace = join(dir, "ws")
-  mkdirSync(join(home, ".claude"), { recursive: true })
-  mkdirSync(workspace)
-  const outside = join(dir, "outside.txt")
-  const inside = join(workspace, "inside.txt")
-  const sandbox = {
-    enabled: true,
-    failIfUnavailable: true,
-    allowUnsandboxedCommands: false,
-    filesystem: { allowWrite: [workspace] }
-  }
-  writeFileSync(
-    join(home, ".claude", "settings.json"),
-    JSON.stringify({
-      permissions: { allow: ["Bash"], defaultMode: "dontAsk" },
-      ...(sandboxed ? { sandbox } : {})
-    })
+const slow = { timeout: 300_000 }
+
+afterAll(() => rmSync(data, { recursive: true, force: true }))
+
+describe("claude-code, real CLI: --verify makes the CLI attempt each forbidden act under the compiled plan", () => {
+  it.live(
+    "every scenario passes by its effect, is recorded, and only then is the control enforced/verified",
+    () =>
+      Effect.gen(function*() {
+        const service = yield* adapter
+        const results = yield* Verify.verify(service)
+        for (const { result } of results) {
+          assert.isTrue(result.exercised, `${result.scenario}: the allowed act happened`)
+          assert.isTrue(result.effect_absent, `${result.scenario}: the forbidden effect did not happen`)
+        }
+        const probe = yield* service.probe
+        const spec = (verifications: ReadonlyArray<HarnessAdapter.CompileInput["verifications"][number]>) =>
+          service.compile({
+            spec: HarnessSpec.decode({
+              spec_version: 1,
+              provider: "claude-code",
+              model: { name: "m" },
+              workspace: "/srv/ws",
+              tools: { allow: ["Bash"], callback: true }
+            }).pipe((e) => (e._tag === "Right" ? e.right : assert.fail(e.left.message))),
+            probe,
+            prompt: "p",
+            home: "/srv/home",
+            verifications
+          })
+        const before = yield* spec([])
+        assert.isFalse(before.report.controls.some((c) => c.level === "enforced"), "nothing enforced before verify")
+        yield* store.record(results.map((r) => r.run))
+        const after = yield* spec(yield* store.verifications)
+        const enforced = after.report.controls.filter((c) => c.level === "enforced").map((c) => c.control)
+        assert.deepStrictEqual(enforced.sort(), [
+          "budget.wall_clock@1",
+          "callback.integrity@1",
+          "callback.pre_tool@1",
+          "env.allowlist@1",
+          "fs.write_roots@1",
+          "network.egress@1",
+          "tools.allowlist@1"
+        ])
+        // Each route of a control was tried and recorded: a control is enforced only when all of its scenarios passed.
+        assert.deepStrictEqual(results.map((r) => r.run.scenario), Verify.scenarios.map((s) => s.id))
+        for (const control of after.report.controls.filter((c) => c.level === "enforced")) {
+          assert.strictEqual(control.evidence._tag, "verified")
+        }
+        // The callback scenario's denial came from writ's policy, and the stream showed it only as an observation.
+        const callback = results.find((r) => r.result.control === "callback.pre_tool@1")!.result.run
+        assert.deepStrictEqual(callback.decisions.map((d) => d.decision.decision), ["deny", "allow"])
+        assert.isTrue(
+          callback.observations.some((o) => o instanceof Denial && o.detail.includes("shell.unsafe_syntax"))
+        )
+      }).pipe(Effect.provide(layers)),
+    slow
   )
-  const model = await Scripted.start([
-    { name: "Bash", input: { command: `echo escaped > ${outside}; echo tried`, description: "write outside" } },
-    { name: "Bash", input: { command: `echo kept > ${inside}`, description: "write inside" } },
-    { name: "Bash", input: { command: "echo \"canary=$WRIT_CANARY\"; env", description: "read a canary" } }
-  ])
-  try {
-    const stdout = await RealClaude.run({
-      workspace,
-      home,
-      baseUrl: model.baseUrl,
-      prompt: "write the files",
-      env: inherited
-    })
-    return {
-      stream: stdout,
-      outside: existsSync(outside) ? readFileSync(outside, "utf-8") : "",
-      inside: existsSync(inside) ? readFileSync(inside, "utf-8") : ""
-    }
-  } finally {
-    await model.close()
-    rmSync(dir, { recursive: true, force: true })
-  }
-}
-
-describe("claude-code, real CLI: fs.write_roots@1 through its OS sandbox", () => {
-  it("a Bash write outside the workspace does not happen; the allowed write inside does", async () => {
-    const result = await run(true)
-    assert.include(result.stream, "\"type\":\"tool_result\"")
-    assert.strictEqual(result.outside, "")
-    assert.strictEqual(result.inside, "kept\n")
-  })
-
-  it("the scenario can fail: without the sandbox settings the same write outside happens", async () => {
-    const result = await run(false)
-    assert.strictEqual(result.outside, "escaped\n")
-  })
 })
 
-// The harness's own environment holds a canary; the CLI starts with an empty environment plus the allowlist.
-const canary = "writ-canary-7f3a9c"
+describe("claude-code, real CLI: each scenario can fail (its control loosened, the effect happens)", () => {
+  for (const scenario of Verify.scenarios) {
+    it.live(`${scenario.control} ${scenario.id}: loosened, the forbidden act succeeds`, () =>
+      Effect.gen(function*() {
+        const result = yield* Verify.runScenario(yield* adapter, scenario, true)
+        assert.isTrue(result.exercised)
+        assert.isFalse(result.effect_absent)
+      }).pipe(Effect.provide(layers)), slow)
+  }
+})
 
-describe("claude-code, real CLI: env.allowlist@1 by writ's empty environment", () => {
-  it("a Bash read of a variable outside the allowlist never shows the canary in a tool result", async () => {
-    process.env.WRIT_CANARY = canary
-    const result = await run(true)
-    assert.include(result.stream, "canary=")
-    assert.notInclude(result.stream, canary)
-  })
-
-  it("the scenario can fail: passed through, the canary shows in the tool result", async () => {
-    const result = await run(true, { WRIT_CANARY: canary })
-    assert.include(result.stream, `canary=${canary}`)
-  })
+describe("claude-code: a required control that is not enforced refuses before spawn", () => {
+  it.live(
+    "with no verify run recorded, requiring fs.write_roots@1 fails with the report and the CLI never runs",
+    () =>
+      Effect.gen(function*() {
+        const fresh = mkdtempSync(join(tmpdir(), "writ-harness-fresh-"))
+        const service = yield* ClaudeCodeHarness.make({ store: HarnessStore.make(fresh) })
+        const model = yield* Effect.promise(() => Scripted.start([{ name: "Bash", input: { command: "true" } }]))
+        const spec = HarnessSpec.decode({
+          spec_version: 1,
+          provider: "claude-code",
+          model: { name: "m", endpoint: model.baseUrl },
+          workspace: fresh,
+          required: ["fs.write_roots@1"]
+        })
+        assert.strictEqual(spec._tag, "Right")
+        if (spec._tag !== "Right") return
+        const error = yield* Effect.flip(
+          HarnessAdapter.prepare(service, {
+            spec: spec.right,
+            prompt: "p",
+            home: join(tmpdir(), "writ-harness-unused-home"),
+            verifications: yield* HarnessStore.make(fresh).verifications
+          })
+        )
+        assert.strictEqual(error._tag, "RequiredControlUnmet")
+        if (error._tag === "RequiredControlUnmet") {
+          assert.deepStrictEqual(error.unmet, ["fs.write_roots@1"])
+          const row = error.report.controls.find((c) => c.control === "fs.write_roots@1")!
+          assert.strictEqual(row.level, "degraded")
+          assert.strictEqual(row.note, "not verified for this executable and version")
+        }
+        assert.strictEqual(model.requests.length, 0)
+        yield* Effect.promise(() => model.close())
+        rmSync(fresh, { recursive: true, force: true })
+      }).pipe(Effect.provide(layers)),
+    slow
+  )
 })

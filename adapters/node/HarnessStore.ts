@@ -1,0 +1,119 @@
+/**
+ * What the harness keeps between runs without a database, as JSON files in writ's data directory: the identity digest
+ * of each resolved executable, computed once per (path, inode, size, mtime) and cached by that, and every verify run's
+ * result, which is what lets a report say `enforced`. Writes are atomic (a temporary file renamed over). Runtimes:
+ * Node.
+ */
+import { Effect, Schema } from "effect"
+import { createHash } from "node:crypto"
+import { createReadStream } from "node:fs"
+import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises"
+import { homedir } from "node:os"
+import { dirname, join } from "node:path"
+import { Sha256Hex } from "../../core/base/Digest.ts"
+import { VerifyRun } from "../../core/harness/CapabilityReport.ts"
+import { HarnessError } from "../../core/harness/HarnessAdapter.ts"
+
+/** writ's data directory: `WRIT_DATA_DIR`, else `$XDG_DATA_HOME/writ`, else `~/.local/share/writ`. */
+export const dataDir = (env: Readonly<Record<string, string | undefined>> = process.env): string =>
+  env.WRIT_DATA_DIR ?? join(env.XDG_DATA_HOME ?? join(homedir(), ".local", "share"), "writ")
+
+const IdentityEntry = Schema.Struct({
+  path: Schema.String,
+  ino: Schema.Number,
+  size: Schema.Number,
+  mtime_ms: Schema.Number,
+  digest: Sha256Hex
+})
+
+const IdentityFile = Schema.parseJson(Schema.Array(IdentityEntry))
+const VerifyFile = Schema.parseJson(Schema.Array(VerifyRun))
+
+/** The harness's files in one data directory. */
+export interface HarnessStore {
+  readonly dir: string
+  /** The sha256 of a file's bytes, cached by (path, inode, size, mtime): recomputed only when one changes. */
+  readonly identity: (path: string) => Effect.Effect<Sha256Hex, HarnessError>
+  /** Every recorded verify run. */
+  readonly verifications: Effect.Effect<ReadonlyArray<VerifyRun>, HarnessError>
+  /** Record verify runs: each replaces the earlier runs of its control for the same version and executable. */
+  readonly record: (runs: ReadonlyArray<VerifyRun>) => Effect.Effect<void, HarnessError>
+}
+
+const failure = (detail: string) => (cause: unknown) =>
+  new HarnessError({ reason: "probe_failed", detail: `${detail}: ${cause instanceof Error ? cause.message : cause}` })
+
+const readJson = <A>(path: string, schema: Schema.Schema<A, string>, empty: A) =>
+  Effect.tryPromise({ try: () => readFile(path, "utf-8"), catch: failure(`cannot read ${path}`) }).pipe(
+    Effect.catchIf(
+      () => true,
+      (error) => error.detail.includes("ENOENT") ? Effect.succeed<string | undefined>(undefined) : Effect.fail(error)
+    ),
+    Effect.flatMap((text) =>
+      text === undefined
+        ? Effect.succeed(empty)
+        : Schema.decode(schema)(text).pipe(Effect.mapError(failure(`${path} is not a harness store file`)))
+    )
+  )
+
+const writeJson = <A>(path: string, schema: Schema.Schema<A, string>, value: A) =>
+  Effect.gen(function*() {
+    const text = yield* Schema.encode(schema)(value).pipe(Effect.mapError(failure(`cannot encode ${path}`)))
+    const temporary = `${path}.${process.pid}.tmp`
+    yield* Effect.tryPromise({
+      try: async () => {
+        await mkdir(dirname(path), { recursive: true, mode: 0o700 })
+        await writeFile(temporary, text, { mode: 0o600 })
+        await rename(temporary, path)
+      },
+      catch: failure(`cannot write ${path}`)
+    })
+  })
+
+const hashFile = (path: string) =>
+  Effect.async<Sha256Hex, HarnessError>((resume) => {
+    const hash = createHash("sha256")
+    createReadStream(path)
+      .on("data", (chunk) => hash.update(chunk))
+      .on("error", (error) => resume(Effect.fail(failure(`cannot read ${path}`)(error))))
+      .on("end", () => resume(Effect.succeed(Sha256Hex.make(hash.digest("hex")))))
+  })
+
+/** The store in `dir` (default: `dataDir()`). */
+export const make = (dir: string = dataDir()): HarnessStore => {
+  const identities = join(dir, "harness", "identity.json")
+  const verified = join(dir, "harness", "verify.json")
+  const memory = new Map<string, Sha256Hex>()
+  const identity = (path: string) =>
+    Effect.gen(function*() {
+      const info = yield* Effect.tryPromise({ try: () => stat(path), catch: failure(`cannot stat ${path}`) })
+      const key = { path, ino: info.ino, size: info.size, mtime_ms: info.mtimeMs }
+      const name = JSON.stringify(key)
+      const known = memory.get(name)
+      if (known !== undefined) return known
+      const entries = yield* readJson(identities, IdentityFile, [])
+      const cached = entries.find((e) =>
+        e.path === key.path && e.ino === key.ino && e.size === key.size && e.mtime_ms === key.mtime_ms
+      )
+      const digest = cached?.digest ?? (yield* hashFile(path))
+      memory.set(name, digest)
+      if (cached === undefined) {
+        const others = entries.filter((e) => e.path !== path)
+        yield* writeJson(identities, IdentityFile, [...others, { ...key, digest }])
+      }
+      return digest
+    })
+  return {
+    dir,
+    identity,
+    verifications: readJson(verified, VerifyFile, []),
+    record: (runs) =>
+      Effect.flatMap(readJson(verified, VerifyFile, []), (earlier) => {
+        const same = (a: VerifyRun, b: VerifyRun) =>
+          a.control === b.control && a.provider_version === b.provider_version &&
+          a.executable_digest === b.executable_digest
+        const kept = earlier.filter((old) => !runs.some((run) => same(old, run)))
+        return writeJson(verified, VerifyFile, [...kept, ...runs])
+      })
+  }
+}

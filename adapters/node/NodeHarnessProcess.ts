@@ -1,0 +1,118 @@
+/**
+ * The HarnessProcess port on `@effect/platform`'s Command, in a scope: an empty environment plus exactly the given
+ * variables, stdin closed, stdout read line by line and stderr kept up to a bound (both drained to the end, so the CLI
+ * never blocks on a full pipe), and writ's own escalation at the deadline: SIGTERM to the process group, then SIGKILL
+ * after the grace (the platform's finalizer alone would wait forever). Runtimes: Node.
+ */
+import { Command, CommandExecutor } from "@effect/platform"
+import { NodeCommandExecutor, NodeFileSystem } from "@effect/platform-node"
+import { Duration, Effect, Fiber, Layer, Option, Ref, Stream } from "effect"
+import type { ProcessExit, ProcessSpec } from "../../core/harness/HarnessProcess.ts"
+import { HarnessProcess, ProcessStartError } from "../../core/harness/HarnessProcess.ts"
+
+const decoder = () => {
+  const text = new TextDecoder()
+  return (bytes: Uint8Array) => text.decode(bytes, { stream: true })
+}
+
+/** Bounded line splitting of stdout: each complete line to `onLine`, bytes past the bound read and dropped. */
+const readLines = (stdout: Stream.Stream<Uint8Array, unknown>, spec: ProcessSpec, over: Ref.Ref<boolean>) =>
+  Effect.gen(function*() {
+    const decode = decoder()
+    let pending = ""
+    let seen = 0
+    yield* Stream.runForEach(stdout, (bytes) =>
+      Effect.gen(function*() {
+        seen += bytes.length
+        if (seen > spec.outputBytes) return yield* Ref.set(over, true)
+        pending += decode(bytes)
+        const lines = pending.split("\n")
+        pending = lines.pop() ?? ""
+        for (const line of lines) yield* spec.onLine(line)
+      })).pipe(Effect.catchAll(() => Effect.void))
+    if (pending !== "") yield* spec.onLine(pending)
+  })
+
+/** The first `bound` bytes of stderr, the rest read and dropped. */
+const keepStderr = (stderr: Stream.Stream<Uint8Array, unknown>, bound: number, over: Ref.Ref<boolean>) =>
+  Effect.gen(function*() {
+    const kept: Array<Uint8Array> = []
+    let size = 0
+    yield* Stream.runForEach(stderr, (bytes) => {
+      if (size + bytes.length > bound) return Ref.set(over, true)
+      kept.push(bytes)
+      size += bytes.length
+      return Effect.void
+    }).pipe(Effect.catchAll(() => Effect.void))
+    const decode = decoder()
+    return kept.map(decode).join("")
+  })
+
+/** Signal the whole group; a group already gone is fine. */
+const signal = (process: CommandExecutor.Process, name: "SIGTERM" | "SIGKILL") =>
+  process.kill(name).pipe(Effect.catchAll(() => Effect.void))
+
+const exitOf = (process: CommandExecutor.Process) =>
+  process.exitCode.pipe(
+    Effect.map((code): { code: number | null; signal: string | null } => ({ code, signal: null })),
+    Effect.catchAll((error) =>
+      Effect.succeed({ code: null, signal: /signal: (\w+)/.exec(error.message)?.[1] ?? "unknown" })
+    )
+  )
+
+/** Run one process to its end, or to writ's deadline. */
+export const run = (executor: CommandExecutor.CommandExecutor) => (spec: ProcessSpec) =>
+  Effect.scoped(Effect.gen(function*() {
+    const command = Command.make(spec.command, ...spec.args).pipe(
+      Command.env(spec.env, { extendEnv: false }),
+      Command.workingDirectory(spec.cwd),
+      Command.feed("")
+    )
+    const process = yield* executor.start(command).pipe(
+      Effect.mapError((error) => new ProcessStartError({ command: spec.command, detail: error.message }))
+    )
+    const over = yield* Ref.make(false)
+    const out = yield* Effect.fork(readLines(process.stdout, spec, over))
+    const err = yield* Effect.fork(keepStderr(process.stderr, spec.outputBytes, over))
+    const deadline = yield* exitOf(process).pipe(Effect.timeout(Duration.millis(spec.deadlineMillis)), Effect.option)
+    const killed = Option.isNone(deadline)
+    if (killed) {
+      // SIGTERM to the group and wait out the grace; a group still there gets SIGKILL.
+      const termed = yield* signal(process, "SIGTERM").pipe(
+        Effect.timeout(Duration.millis(spec.graceMillis)),
+        Effect.option
+      )
+      if (Option.isNone(termed)) yield* signal(process, "SIGKILL")
+    }
+    const exit = yield* exitOf(process)
+    // Both streams end when the last holder of the pipes exits: a straggler in the group is killed after the grace.
+    const drained = yield* Fiber.join(Fiber.zip(out, err)).pipe(
+      Effect.timeout(Duration.millis(spec.graceMillis)),
+      Effect.option
+    )
+    if (Option.isNone(drained)) {
+      yield* Effect.try(() => globalThis.process.kill(-process.pid, "SIGKILL")).pipe(Effect.catchAll(() => Effect.void))
+      yield* Fiber.interrupt(out)
+    }
+    const stderr = Option.isSome(drained)
+      ? drained.value[1]
+      : yield* Fiber.join(err).pipe(Effect.timeout(Duration.millis(spec.graceMillis)), Effect.orElseSucceed(() => ""))
+    return {
+      code: exit.code,
+      signal: exit.signal,
+      killed,
+      stderr,
+      truncated: yield* Ref.get(over)
+    } satisfies ProcessExit
+  }))
+
+/** The service over a CommandExecutor. */
+export const make = Effect.map(CommandExecutor.CommandExecutor, (executor): HarnessProcess.Service => ({
+  run: run(executor)
+}))
+
+/** The HarnessProcess port on Node's child processes. */
+export const layer: Layer.Layer<HarnessProcess> = Layer.effect(HarnessProcess, make).pipe(
+  Layer.provide(NodeCommandExecutor.layer),
+  Layer.provide(NodeFileSystem.layer)
+)

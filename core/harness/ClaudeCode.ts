@@ -1,0 +1,294 @@
+/**
+ * The claude-code compiler: a HarnessSpec into the exact argv, settings file, hook and environment the `claude` CLI
+ * starts with, and the claims its mapping makes for each control (spec/harness.md). Pure: the Node adapter probes,
+ * writes the files and spawns. A claim is only a claim: `CapabilityReport.assess` makes it enforced only with a
+ * passing verify run for this executable and version.
+ */
+import { Effect } from "effect"
+import type { Claim } from "./CapabilityReport.ts"
+import * as Report from "./CapabilityReport.ts"
+import type { Compiled, CompileInput } from "./HarnessAdapter.ts"
+import { HarnessError } from "./HarnessAdapter.ts"
+import type { ControlName } from "./HarnessControl.ts"
+import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar, SetVar } from "./HarnessPlan.ts"
+import type { EnvEntry } from "./HarnessPlan.ts"
+import type { HarnessSpec } from "./HarnessSpec.ts"
+import { requestedControls } from "./HarnessSpec.ts"
+
+/** The secret reference of a run's callback endpoint and token, written at spawn into the callback file. */
+export const callbackRef = "writ:harness.callback"
+
+/** The verify scenarios of each control the mapping claims enforced: what `--verify` makes the real CLI attempt. */
+export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
+  "fs.write_roots@1": ["bash-write-outside-workspace", "write-tool-outside-workspace"],
+  "env.allowlist@1": ["bash-read-canary-env", "bash-read-model-key"],
+  "callback.pre_tool@1": ["bash-c-denied-command"],
+  "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
+  "tools.allowlist@1": ["write-tool-not-allowed"],
+  "network.egress@1": ["bash-reach-loopback-listener"],
+  "fs.read_roots@1": ["bash-read-denied-path", "read-tool-denied-path"],
+  "budget.wall_clock@1": ["bash-outlives-deadline"]
+}
+
+/** Where a run's writ-owned files live inside its config home: hidden from the agent's sandboxed tools. */
+export const writDir = (home: string) => `${home}/.writ`
+
+/** The file the hook reads the callback's URL and per-run token from. */
+export const callbackFile = (home: string) => `${writDir(home)}/callback.json`
+
+/** The file claude's `apiKeyHelper` reads the model's key from: hidden from the agent's tools like the callback's. */
+export const modelKeyFile = (home: string) => `${writDir(home)}/model-key`
+
+/**
+ * The PreToolUse hook: posts the call to writ on loopback with the run's token and prints the blocking deny unless
+ * writ answers allow. Unreachable, a timeout, a non-2xx or a malformed answer is a deny; a crash exits 2 (blocking),
+ * never 1 (which claude treats as allow).
+ */
+export const hookScript = (file: string) =>
+  `import { readFileSync } from "node:fs"
+const deny = (reason) => { process.stdout.write(JSON.stringify({ hookSpecificOutput: {
+  hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason } })); process.exit(0) }
+let input = ""
+process.stdin.on("data", (c) => (input += c)).on("end", async () => {
+  try {
+    const { url, token } = JSON.parse(readFileSync(${JSON.stringify(file)}, "utf-8"))
+    const res = await fetch(url, { method: "POST", body: input,
+      headers: { authorization: "Bearer " + token, "content-type": "application/json" },
+      signal: AbortSignal.timeout(10000) })
+    if (!res.ok) deny("writ refused the callback (" + res.status + ")")
+    const answer = await res.json()
+    if (answer === null || typeof answer !== "object") deny("writ's answer is malformed")
+    if (answer.decision === "allow") process.exit(0)
+    deny("writ: " + String(answer.reason ?? "denied"))
+  } catch { deny("writ is unreachable") }
+})
+`
+
+/** What compile needs from the host besides the input: the Node executable that runs the hook. */
+export interface Host {
+  readonly node: string
+}
+
+/** The claims the mapping makes for a spec's controls; a control without one is reported unsupported. */
+export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
+  const out: Array<Claim> = [
+    {
+      control: "tools.allowlist@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "--tools, permissions.allow/deny under dontAsk"
+    },
+    {
+      control: "env.allowlist@1",
+      level: "enforced",
+      source: "writ",
+      mechanism: "empty environment plus the allowlist"
+    },
+    {
+      control: "budget.wall_clock@1",
+      level: "enforced",
+      source: "writ",
+      mechanism: "SIGTERM, then SIGKILL, to the process group"
+    },
+    {
+      control: "subprocess.deny_commands@1",
+      level: "degraded",
+      source: "provider-claim",
+      mechanism: "Bash(cmd *) deny rules",
+      note: "command-prefix rules are syntactic"
+    },
+    {
+      control: "budget.turns@1",
+      level: "degraded",
+      source: "provider-claim",
+      mechanism: "--max-turns",
+      note: "the turn that exceeds it has already run its tool call"
+    },
+    { control: "budget.cost@1", level: "degraded", source: "provider-claim", mechanism: "--max-budget-usd" }
+  ]
+  // Only `never_prompt` compiles to dontAsk; the provider's default mode is no claim at all.
+  if (spec.approval === "never_prompt") {
+    out.push({
+      control: "approval.non_interactive@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "dontAsk"
+    })
+  }
+  if (spec.mcp.length === 0) {
+    out.push({
+      control: "mcp.grants@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "--strict-mcp-config with no server"
+    })
+  }
+  out.push(
+    { control: "fs.write_roots@1", level: "enforced", source: "os", mechanism: "sandbox.filesystem.allowWrite" },
+    { control: "network.egress@1", level: "enforced", source: "os", mechanism: "sandbox.network.allowedDomains" },
+    {
+      control: "fs.read_roots@1",
+      level: spec.filesystem.read_roots.length === 0 ? "enforced" : "degraded",
+      source: "os",
+      mechanism: "sandbox.filesystem.denyRead, Read/Edit deny rules",
+      ...(spec.filesystem.read_roots.length === 0 ? {} : { note: "read roots: only deny_read is expressible" })
+    }
+  )
+  if (spec.tools.callback) {
+    out.push({ control: "callback.pre_tool@1", level: "enforced", source: "writ", mechanism: "PreToolUse hook" })
+    out.push({
+      control: "callback.integrity@1",
+      level: "enforced",
+      source: "os",
+      mechanism: "the callback token in a file the sandbox denies to tools"
+    })
+  }
+  return out
+}
+
+/** claude's file-editing tools: not under the OS sandbox, so their allow rules are scoped to the write roots. */
+const editors = new Set(["Write", "Edit", "MultiEdit", "NotebookEdit"])
+
+/** claude's path rules: `//abs/path/**` is an absolute path. */
+const under = (tool: string, root: string) => `${tool}(/${root === "/" ? "" : root}/**)`
+
+/**
+ * The permission rules: an editing tool allowed only under the write roots (its own rule, as the sandbox covers only
+ * the shell), and reads of the deny-read paths and of writ's own directory denied to the file tools.
+ */
+const permissionsOf = (spec: HarnessSpec, home: string) => {
+  const roots = [spec.workspace, ...spec.filesystem.write_roots]
+  const allow = spec.tools.allow.flatMap((
+    tool
+  ) => (editors.has(tool) ? roots.map((root) => under("Edit", root)) : [tool]))
+  const hidden = [...spec.filesystem.deny_read, writDir(home)]
+  return {
+    allow: [...new Set(allow)],
+    deny: [
+      ...spec.tools.deny,
+      ...spec.subprocess.deny_commands.map((command) => `Bash(${command} *)`),
+      ...hidden.flatMap((path) => [under("Read", path), under("Edit", path)])
+    ],
+    defaultMode: spec.approval === "never_prompt" ? "dontAsk" : "default"
+  }
+}
+
+const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
+  const hook = {
+    matcher: "*",
+    hooks: [{ type: "command", command: `${host.node} ${writDir(home)}/hook.mjs || exit 2`, timeout: 30 }]
+  }
+  const sandbox = {
+    enabled: true,
+    failIfUnavailable: true,
+    allowUnsandboxedCommands: false,
+    filesystem: {
+      allowWrite: [spec.workspace, ...spec.filesystem.write_roots],
+      denyRead: [...spec.filesystem.deny_read, writDir(home)]
+    },
+    network: { allowedDomains: [...spec.network.allow_domains] }
+  }
+  return {
+    permissions: permissionsOf(spec, home),
+    sandbox,
+    // The model's key reaches claude through a helper reading a hidden file, never its environment, which its tools inherit.
+    ...(spec.model.api_key === undefined ? {} : { apiKeyHelper: `/bin/cat ${modelKeyFile(home)}` }),
+    ...(spec.tools.callback ? { hooks: { PreToolUse: [hook] } } : {})
+  }
+}
+
+const argvOf = (spec: HarnessSpec, prompt: string) => [
+  "-p",
+  prompt,
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--model",
+  spec.model.name,
+  "--permission-mode",
+  spec.approval === "never_prompt" ? "dontAsk" : "default",
+  "--strict-mcp-config",
+  "--mcp-config",
+  "{\"mcpServers\":{}}",
+  ...(spec.tools.allow.length > 0 ? ["--tools", spec.tools.allow.join(",")] : []),
+  ...(spec.budget.max_turns === undefined ? [] : ["--max-turns", String(spec.budget.max_turns)]),
+  ...(spec.budget.max_cost_microusd === undefined
+    ? []
+    : ["--max-budget-usd", (spec.budget.max_cost_microusd / 1_000_000).toFixed(6)])
+]
+
+const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry> => {
+  const allowed = new Set(spec.environment.allow)
+  return [
+    new SetVar({ name: "HOME", value: home }),
+    ...(allowed.has("PATH") ? [] : [new SetVar({ name: "PATH", value: "/usr/local/bin:/usr/bin:/bin" })]),
+    new SetVar({ name: "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", value: "1" }),
+    new SetVar({ name: "DISABLE_AUTOUPDATER", value: "1" }),
+    ...(spec.model.endpoint === undefined
+      ? []
+      : [new SetVar({ name: "ANTHROPIC_BASE_URL", value: spec.model.endpoint.replace(/\/$/, "") })]),
+    ...spec.environment.allow.map((name) => new InheritVar({ name })),
+    ...spec.environment.secrets.map(({ name, ref }) => new SecretVar({ name, ref }))
+  ]
+}
+
+const overlapping = (spec: HarnessSpec, home: string) =>
+  home === spec.workspace || home.startsWith(`${spec.workspace}/`) || spec.workspace.startsWith(`${home}/`)
+
+/** Compile a spec into claude's plan and its report; a spec this adapter cannot express fails `compile_failed`. */
+export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled, HarnessError> =>
+  Effect.gen(function*() {
+    const { home, probe, spec } = input
+    if (spec.provider !== "claude-code") {
+      return yield* new HarnessError({ reason: "compile_failed", detail: `a ${spec.provider} spec` })
+    }
+    if (!home.startsWith("/") || overlapping(spec, home)) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: "the config home overlaps the workspace" })
+    }
+    const requested = requestedControls(spec)
+    const mapped = claims(spec).filter((claim) => requested.includes(claim.control))
+    const report = Report.assess({
+      provider: "claude-code",
+      version: probe.version,
+      executable: probe.executable,
+      requested,
+      claims: mapped,
+      verifications: input.verifications,
+      notes: probe.notes
+    })
+    if (probe.version === null || probe.executable === null) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: "the provider version is unknown" })
+    }
+    const files = [
+      new ConfigFile({
+        path: `${home}/.claude/settings.json`,
+        content: JSON.stringify(settingsOf(spec, home, host), null, 2)
+      }),
+      ...(spec.tools.callback
+        ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: hookScript(callbackFile(home)) })]
+        : [])
+    ]
+    const plan = new HarnessPlan({
+      plan_version: 1,
+      provider: "claude-code",
+      provider_version: probe.version,
+      executable: probe.executable,
+      argv: argvOf(spec, input.prompt),
+      config_files: files,
+      secret_files: [
+        ...(spec.model.api_key === undefined
+          ? []
+          : [new SecretFile({ path: modelKeyFile(home), ref: spec.model.api_key })]),
+        ...(spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : [])
+      ],
+      environment: environmentOf(spec, home),
+      workspace: spec.workspace,
+      home,
+      wall_clock_seconds: spec.budget.wall_clock_seconds,
+      declared_controls: mapped.map((claim) => claim.control),
+      expected_evidence: mapped.flatMap((claim) =>
+        (scenarios[claim.control] ?? []).map((scenario) => new ExpectedEvidence({ control: claim.control, scenario }))
+      )
+    })
+    return { plan, report }
+  })

@@ -1,0 +1,247 @@
+/**
+ * `writ harness probe|plan|run claude-code`: what the installed CLI can prove (its report, enforced only where a verify
+ * run recorded in writ's data directory passed; `--verify` runs the scenarios against the real CLI and records them),
+ * the plan and report a spec compiles to, and a run under that plan. Exit codes: 0 ok, 1 a required control not
+ * enforced (nothing spawned), a failed verify scenario or a CLI that did not exit 0, 2 bad input.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { Console, Effect, Either, Option, Redacted, Schema } from "effect"
+import { randomUUID } from "node:crypto"
+import { realpathSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as HarnessSpecFormat from "../../../adapters/memory/HarnessSpecFormat.ts"
+import * as PolicyFormat from "../../../adapters/memory/PolicyFormat.ts"
+import * as ClaudeCodeHarness from "../../../adapters/node/ClaudeCodeHarness.ts"
+import * as Verify from "../../../adapters/node/ClaudeCodeVerify.ts"
+import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
+import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
+import * as Report from "../../../core/harness/CapabilityReport.ts"
+import * as ClaudeCode from "../../../core/harness/ClaudeCode.ts"
+import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
+import { ControlName } from "../../../core/harness/HarnessControl.ts"
+import * as HarnessPlan from "../../../core/harness/HarnessPlan.ts"
+import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
+import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
+import { ProviderObservation } from "../../../core/harness/ProviderObservation.ts"
+import { CliInputError, json, setExitCode } from "./internal/input.ts"
+import { load } from "./internal/policyFile.ts"
+import { table } from "./internal/render.ts"
+
+const provider = Args.choice([["claude-code", "claude-code" as const]], { name: "provider" }).pipe(
+  Args.withDescription("claude-code (codex and gemini-cli have no adapter yet)")
+)
+
+const specFile = Options.file("spec", { exists: "yes" }).pipe(Options.withDescription("a HarnessSpec (.yaml or .json)"))
+
+const adapterOf = Effect.provide(ClaudeCodeHarness.make({ store: HarnessStore.make() }), NodeHarnessProcess.layer)
+
+const encodeReport = Schema.encodeSync(Report.CapabilityReport)
+
+const renderReport = (report: Report.CapabilityReport) =>
+  [
+    `provider ${report.provider} ${report.provider_version ?? "(unknown version)"}`,
+    `executable ${report.executable?.path ?? "-"}  sha256 ${report.executable?.digest ?? "-"}`,
+    ...report.notes.map((note) => `note: ${note}`),
+    "",
+    table(
+      ["control", "level", "by", "mechanism", "evidence"],
+      report.controls.map((c) => [
+        c.control,
+        c.level,
+        c.source,
+        c.mechanism,
+        c.evidence._tag === "verified"
+          ? `verified ${c.evidence.scenario} (${c.evidence.run_id.slice(0, 8)})`
+          : c.note ?? "declared"
+      ])
+    )
+  ].join("\n")
+
+/** The report of every control the installed CLI could be asked for, from the mapping and the recorded verify runs. */
+const probeReport = (probe: HarnessAdapter.ProbeResult, verifications: ReadonlyArray<Report.VerifyRun>) =>
+  Report.assess({
+    provider: "claude-code",
+    version: probe.version,
+    executable: probe.executable,
+    requested: ControlName.literals,
+    claims: ClaudeCode.claims(Either.getOrThrow(HarnessSpec.decode({
+      spec_version: 1,
+      provider: "claude-code",
+      model: { name: "probe" },
+      workspace: "/",
+      tools: { callback: true }
+    }))),
+    verifications,
+    notes: probe.notes
+  })
+
+const probeCommand = Command.make(
+  "probe",
+  { provider, json, verify: Options.boolean("verify").pipe(Options.withDescription("run the verify scenarios")) },
+  ({ json, verify }) =>
+    Effect.gen(function*() {
+      const store = HarnessStore.make()
+      const adapter = yield* adapterOf
+      const failed: Array<string> = []
+      if (verify) {
+        const results = yield* Verify.verify(adapter)
+        yield* store.record(results.map((r) => r.run))
+        for (const { result, run } of results) {
+          if (!run.effect_absent) failed.push(run.scenario)
+          if (!json) {
+            yield* Console.error(
+              `verify ${run.scenario}: ${run.effect_absent ? "passed" : "FAILED"} (effect ${
+                result.effect_absent ? "absent" : "happened"
+              }, exercised ${result.exercised})`
+            )
+          }
+        }
+      }
+      const report = probeReport(yield* adapter.probe, yield* store.verifications)
+      yield* Console.log(
+        json ? JSON.stringify({ report: encodeReport(report), failed }, null, 2) : renderReport(report)
+      )
+      if (failed.length > 0) yield* setExitCode(1)
+    })
+).pipe(Command.withDescription("the installed CLI's version, identity and capability report; --verify proves it"))
+
+const readSpec = (path: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(path).pipe(
+      Effect.mapError((e) => new CliInputError({ message: `${path}: cannot be read (${e.message})` }))
+    )
+    return yield* Either.mapLeft(
+      HarnessSpecFormat.parse(text, PolicyFormat.formatOf(path)),
+      (e) => new CliInputError({ message: `${path}: ${e.message}` })
+    )
+  })
+
+/** Probe, compile and admit a spec; a refusal is printed with its report and exits 1. */
+const prepared = (spec: HarnessSpec.HarnessSpec, prompt: string, asJson: boolean) =>
+  Effect.gen(function*() {
+    const store = HarnessStore.make()
+    const adapter = yield* adapterOf
+    const home = join(realpathSync(tmpdir()), `writ-harness-${randomUUID()}`)
+    const input = { spec, prompt, home, verifications: yield* store.verifications }
+    return yield* HarnessAdapter.prepare(adapter, input).pipe(
+      Effect.map((admitted) => ({ adapter, admitted })),
+      Effect.catchTag("RequiredControlUnmet", (refused) =>
+        Effect.zipRight(
+          asJson
+            ? Console.log(JSON.stringify({ refused: refused.unmet, report: encodeReport(refused.report) }, null, 2))
+            : Console.log(`${renderReport(refused.report)}\n\nrefused: ${refused.message}`),
+          Effect.zipRight(setExitCode(1), Effect.succeed(undefined))
+        ))
+    )
+  })
+
+const planCommand = Command.make("plan", {
+  provider,
+  spec: specFile,
+  json,
+  prompt: Options.text("prompt").pipe(Options.withDefault(""), Options.withDescription("the prompt the plan carries"))
+}, (options) =>
+  Effect.gen(function*() {
+    const spec = yield* readSpec(options.spec)
+    const ready = yield* prepared(spec, options.prompt, options.json)
+    if (ready === undefined) return
+    const { plan, report } = ready.admitted
+    const digest = yield* HarnessPlan.digest(plan)
+    if (options.json) {
+      return yield* Console.log(
+        JSON.stringify({ plan: HarnessPlan.encode(plan), plan_digest: digest, report: encodeReport(report) }, null, 2)
+      )
+    }
+    yield* Console.log(
+      [
+        renderReport(report),
+        "",
+        `plan sha256 ${digest}`,
+        `argv: ${[plan.executable.path, ...plan.argv].map((a) => JSON.stringify(a)).join(" ")}`,
+        `environment: ${
+          plan.environment.map((e) => (e._tag === "secret"
+            ? `${e.name}=<${e.ref}>`
+            : e._tag === "set"
+            ? `${e.name}=${e.value}`
+            : `${e.name} (inherited)`)
+          ).join(", ")
+        }`,
+        ...plan.config_files.map((file) => `--- ${file.path}\n${file.content}`),
+        ...plan.secret_files.map((file) => `--- ${file.path} <${file.ref}, written at spawn>`)
+      ].join("\n")
+    )
+  })).pipe(
+    Command.withDescription("the plan and report a spec compiles to; exit 1 when a required control is not enforced")
+  )
+
+/** A secret's value by its reference: `env:NAME` from writ's environment, `file:/path` from the file. */
+const resolveSecrets = (plan: HarnessPlan.HarnessPlan) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const secrets = new Map<string, Redacted.Redacted<string>>()
+    for (const ref of HarnessPlan.secretRefs(plan)) {
+      if (ref === ClaudeCode.callbackRef) continue
+      const [scheme, rest] = [ref.slice(0, ref.indexOf(":")), ref.slice(ref.indexOf(":") + 1)]
+      const value = scheme === "env"
+        ? process.env[rest]
+        : scheme === "file"
+        ? yield* fs.readFileString(rest).pipe(Effect.map((t) => t.trim()), Effect.orElseSucceed(() => undefined))
+        : undefined
+      if (value === undefined) return yield* new CliInputError({ message: `secret ${ref} has no value here` })
+      secrets.set(ref, Redacted.make(value))
+    }
+    return secrets
+  })
+
+const runCommand = Command.make("run", {
+  provider,
+  spec: specFile,
+  json,
+  policy: Options.file("policy", { exists: "yes" }).pipe(
+    Options.optional,
+    Options.withDescription("the policy declaration the blocking callback decides by (required with tools.callback)")
+  ),
+  prompt: Args.text({ name: "PROMPT" })
+}, (options) =>
+  Effect.gen(function*() {
+    const spec = yield* readSpec(options.spec)
+    const snapshot = Option.isSome(options.policy) ? (yield* load(options.policy.value)).snapshot : undefined
+    if (spec.tools.callback && snapshot === undefined) {
+      return yield* new CliInputError({ message: "tools.callback needs --policy FILE: writ decides each call by it" })
+    }
+    if (
+      snapshot !== undefined && spec.policy !== undefined &&
+      (spec.policy.policy_id !== snapshot.policy_id || spec.policy.version !== snapshot.version)
+    ) {
+      return yield* new CliInputError({
+        message: `--policy is ${snapshot.policy_id}@${snapshot.version}, not the spec's`
+      })
+    }
+    const ready = yield* prepared(spec, options.prompt, options.json)
+    if (ready === undefined) return
+    const decide = snapshot === undefined
+      ? () => Effect.succeed<HarnessAdapter.CallbackDecision>({ decision: "deny", reason: "no policy" })
+      : HarnessPolicy.decider(snapshot, "harness")
+    const secrets = yield* resolveSecrets(ready.admitted.plan)
+    const encode = Schema.encodeSync(ProviderObservation)
+    // Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
+    const print = (observation: ProviderObservation) => Console.log(JSON.stringify(encode(observation)))
+    const result = yield* ready.adapter.spawn(ready.admitted, { secrets, decide, observe: print })
+    yield* print(result.observations.at(-1)!)
+    for (const { call, decision } of result.decisions) {
+      yield* Console.error(
+        `writ ${decision.decision} ${call.tool}${decision.decision === "deny" ? `: ${decision.reason}` : ""}`
+      )
+    }
+    const exit = result.observations.at(-1)
+    if (exit?._tag !== "exit" || exit.code !== 0) yield* setExitCode(1)
+  })).pipe(Command.withDescription("spawn the CLI under the compiled plan; print its observations live (JSON lines)"))
+
+/** `writ harness`: native coding agents under a compiled, verified plan. */
+export const command = Command.make("harness").pipe(
+  Command.withDescription("native coding-agent CLIs under a plan writ compiles, with a report writ verified"),
+  Command.withSubcommands([probeCommand, planCommand, runCommand])
+)

@@ -1,0 +1,119 @@
+/**
+ * `writ harness probe|plan|run claude-code` on the built binary, against the real claude CLI and the scripted model:
+ * a plan whose required control has no verify run exits 1 and spawns nothing; `probe --verify` records the runs that
+ * make the same plan exit 0; `run` spawns under the plan with writ's policy deciding each tool call.
+ */
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
+import { build, writ } from "../fixtures/cli.ts"
+
+const dir = realpathSync(mkdtempSync(join(tmpdir(), "writ-harness-cli-")))
+const ws = join(dir, "ws")
+const specFile = join(dir, "spec.yaml")
+const policyFile = join(dir, "policy.yaml")
+const before = process.env.WRIT_DATA_DIR
+
+const spec = (endpoint: string, callback: boolean) =>
+  writeFileSync(
+    specFile,
+    [
+      "spec_version: 1",
+      "provider: claude-code",
+      `model: {name: scripted, endpoint: "${endpoint}", api_key: "env:SCRIPTED_KEY"}`,
+      "policy: {policy_id: cli-harness, version: \"1\"}",
+      `workspace: ${ws}`,
+      `tools: {allow: [Bash], callback: ${callback}}`,
+      "required: [fs.write_roots@1, callback.pre_tool@1]",
+      ""
+    ].join("\n")
+  )
+
+describe("writ harness", () => {
+  beforeAll(async () => {
+    const built = await build()
+    assert.strictEqual(built.status, 0, built.stdout)
+    mkdirSync(ws)
+    process.env.WRIT_DATA_DIR = join(dir, "data")
+    process.env.SCRIPTED_KEY = "sk-scripted"
+    writeFileSync(
+      policyFile,
+      "policy_id: cli-harness\nversion: \"1\"\nmode: rules\nallow:\n  shell.exec: [\"touch *\"]\n"
+    )
+  }, 240_000)
+
+  afterAll(() => {
+    if (before === undefined) delete process.env.WRIT_DATA_DIR
+    else process.env.WRIT_DATA_DIR = before
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("plan: without a verify run a required control is degraded, and the plan exits 1 with the report", async () => {
+    spec("http://127.0.0.1:9", true)
+    const planned = await writ("harness", "plan", "claude-code", "--spec", specFile, "--json")
+    assert.strictEqual(planned.status, 1, planned.stderr)
+    const out = JSON.parse(planned.stdout)
+    assert.deepStrictEqual(out.refused, ["fs.write_roots@1", "callback.pre_tool@1"])
+    assert.strictEqual(out.report.provider_version, "2.1.328")
+    assert.isTrue(out.report.notes.some((n: string) => n.includes("node >=22.0.0")))
+  }, 120_000)
+
+  it(
+    "probe --verify records passing runs; then the same plan exits 0 with those controls enforced/verified",
+    async () => {
+      const probed = await writ("harness", "probe", "claude-code", "--verify", "--json")
+      assert.strictEqual(probed.status, 0, probed.stderr)
+      assert.deepStrictEqual(JSON.parse(probed.stdout).failed, [])
+      spec("http://127.0.0.1:9", true)
+      const planned = await writ("harness", "plan", "claude-code", "--spec", specFile, "--json")
+      assert.strictEqual(planned.status, 0, planned.stderr)
+      const { plan, plan_digest, report } = JSON.parse(planned.stdout)
+      const level = Object.fromEntries(
+        report.controls.map((c: { control: string; level: string; evidence: { _tag: string } }) => [
+          c.control,
+          `${c.level}/${c.evidence._tag}`
+        ])
+      )
+      assert.strictEqual(level["fs.write_roots@1"], "enforced/verified")
+      assert.strictEqual(level["callback.pre_tool@1"], "enforced/verified")
+      assert.match(plan_digest, /^[0-9a-f]{64}$/)
+      // The key is a reference in the plan; its value appears nowhere in what plan prints.
+      assert.deepStrictEqual(plan.environment.filter((e: { _tag: string }) => e._tag === "secret"), [])
+      assert.deepStrictEqual(plan.secret_files.map((f: { ref: string }) => f.ref), [
+        "env:SCRIPTED_KEY",
+        "writ:harness.callback"
+      ])
+      assert.notInclude(planned.stdout, "sk-scripted")
+    },
+    240_000
+  )
+
+  it("run: writ's policy denies the bash -c call through the hook, the allowed call runs", async () => {
+    const model = await Scripted.start([
+      { name: "Bash", input: { command: `bash -c "touch ${ws}/denied.txt"` } },
+      { name: "Bash", input: { command: `touch ${ws}/allowed.txt` } }
+    ])
+    try {
+      spec(model.baseUrl, true)
+      const ran = await writ("harness", "run", "claude-code", "--spec", specFile, "--policy", policyFile, "--", "go")
+      assert.strictEqual(ran.status, 0, ran.stderr)
+      assert.isFalse(existsSync(join(ws, "denied.txt")))
+      assert.isTrue(existsSync(join(ws, "allowed.txt")))
+      assert.include(ran.stderr, "writ deny Bash: shell.unsafe_syntax")
+      assert.include(ran.stderr, "writ allow Bash")
+      const tags = ran.stdout.trim().split("\n").map((line) => JSON.parse(line)._tag)
+      assert.deepStrictEqual(tags, ["tool_use", "tool_result", "denial", "tool_use", "tool_result", "usage", "exit"])
+    } finally {
+      await model.close()
+    }
+  }, 180_000)
+
+  it("run: a spec with the callback but no --policy is bad input, and nothing runs", async () => {
+    spec("http://127.0.0.1:9", true)
+    const ran = await writ("harness", "run", "claude-code", "--spec", specFile, "--", "go")
+    assert.strictEqual(ran.status, 2)
+    assert.include(ran.stderr, "tools.callback needs --policy FILE")
+  }, 60_000)
+})
