@@ -19,6 +19,7 @@ import { HarnessAdapter, HarnessError, ProbeResult } from "../../core/harness/Ha
 import type { HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
 import { Exit, type ProviderObservation, redact } from "../../core/harness/ProviderObservation.ts"
+import * as ClaudeCodeHook from "./ClaudeCodeHook.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import { serve } from "./internal/harnessCallback.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
@@ -220,7 +221,7 @@ export const make = (options: Options = {}) =>
     return {
       provider: "claude-code",
       probe: probeWith(options, store, runner),
-      compile: (input) => ClaudeCode.compile(input, { node: process.execPath }),
+      compile: (input) => ClaudeCode.compile(input, { node: process.execPath, hookScript: ClaudeCodeHook.script }),
       spawn: spawnWith(options, runner)
     }
   })

@@ -218,7 +218,12 @@ export const scenarios: ReadonlyArray<Scenario> = [
     ],
     spec: () => ({}),
     // Loosened: no sandbox at all (the spec cannot open loopback: claude's proxy blocks it whatever the domains).
-    loosenPlan: (plan) => settingsEdit(plan, (content) => content.replace("\"enabled\": true", "\"enabled\": false")),
+    loosenPlan: (plan) =>
+      settingsEdit(plan, (content) => {
+        const settings = JSON.parse(content) as { sandbox: { enabled: boolean } }
+        settings.sandbox.enabled = false
+        return JSON.stringify(settings)
+      }),
     check: ({ connections, ws }) => ({ absent: connections() === 0, exercised: existsSync(join(ws, "allowed.txt")) })
   },
   {

@@ -1,8 +1,8 @@
 /**
  * What the harness keeps between runs without a database, as JSON files in writ's data directory: the identity digest
  * of each resolved executable, computed once per (path, inode, size, mtime) and cached by that, and every verify run's
- * result, which is what lets a report say `enforced`. Writes are atomic (a temporary file renamed over). Runtimes:
- * Node.
+ * result, which is what lets a report say `enforced`. Writes are atomic (a temporary file renamed over).
+ * Runtimes: Node.
  */
 import { Effect, Schema } from "effect"
 import { createHash } from "node:crypto"

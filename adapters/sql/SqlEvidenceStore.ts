@@ -133,15 +133,14 @@ export const make = (
     })
     // A page is read as value rows and checked by `Evidence.storedRecordOf` rather than decoded by a Schema: verify
     // reads every row of a chain, and a Schema decode cost several times the row's two hashes.
+    const stored = sql.literal(EvidenceCommit.storedColumns)
     const reader = options.reader === undefined ? undefined : yield* options.reader
     const findPage = ({ after, chain_id, limit }: { chain_id: string; after: number; limit: number }) =>
       reader === undefined
         ? Effect.flatMap(
           Effect.mapError(
-            sql`SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
-              payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
-              FROM evidence_records WHERE chain_id = ${chain_id} AND sequence > ${after} ORDER BY sequence
-              LIMIT ${limit}`.values,
+            sql`SELECT ${stored} FROM evidence_records WHERE chain_id = ${chain_id} AND sequence > ${after}
+              ORDER BY sequence LIMIT ${limit}`.values,
             unavailable
           ),
           decodePage
@@ -151,9 +150,7 @@ export const make = (
       Request: Lookup,
       Result: StoredRow,
       execute: ({ chain_id, record_id }) =>
-        sql`SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
-          payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
-          FROM evidence_records WHERE record_id = ${record_id} AND chain_id = ${chain_id}`
+        sql`SELECT ${stored} FROM evidence_records WHERE record_id = ${record_id} AND chain_id = ${chain_id}`
     })
     const findReceipts = SqlSchema.findAll({
       Request: Scan,
@@ -165,9 +162,8 @@ export const make = (
     const findRecords = ({ after, limit }: typeof Scan.Type) =>
       Effect.flatMap(
         Effect.mapError(
-          sql`SELECT position, record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version,
-            payload_json, payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at,
-            hash_algorithm FROM evidence_records WHERE position > ${after} ORDER BY position LIMIT ${limit}`.values,
+          sql`SELECT position, ${stored} FROM evidence_records WHERE position > ${after} ORDER BY position
+            LIMIT ${limit}`.values,
           unavailable
         ),
         (rows) => {

@@ -4,7 +4,8 @@
  * writes the files and spawns. A claim is only a claim: `CapabilityReport.assess` makes it enforced only with a
  * passing verify run for this executable and version.
  */
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
+import * as Canonical from "../base/Canonical.ts"
 import type { Claim } from "./CapabilityReport.ts"
 import * as Report from "./CapabilityReport.ts"
 import type { Compiled, CompileInput } from "./HarnessAdapter.ts"
@@ -39,34 +40,14 @@ export const callbackFile = (home: string) => `${writDir(home)}/callback.json`
 /** The file claude's `apiKeyHelper` reads the model's key from: hidden from the agent's tools like the callback's. */
 export const modelKeyFile = (home: string) => `${writDir(home)}/model-key`
 
-/**
- * The PreToolUse hook: posts the call to writ on loopback with the run's token and prints the blocking deny unless
- * writ answers allow. Unreachable, a timeout, a non-2xx or a malformed answer is a deny; a crash exits 2 (blocking),
- * never 1 (which claude treats as allow).
- */
-export const hookScript = (file: string) =>
-  `import { readFileSync } from "node:fs"
-const deny = (reason) => { process.stdout.write(JSON.stringify({ hookSpecificOutput: {
-  hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason } })); process.exit(0) }
-let input = ""
-process.stdin.on("data", (c) => (input += c)).on("end", async () => {
-  try {
-    const { url, token } = JSON.parse(readFileSync(${JSON.stringify(file)}, "utf-8"))
-    const res = await fetch(url, { method: "POST", body: input,
-      headers: { authorization: "Bearer " + token, "content-type": "application/json" },
-      signal: AbortSignal.timeout(10000) })
-    if (!res.ok) deny("writ refused the callback (" + res.status + ")")
-    const answer = await res.json()
-    if (answer === null || typeof answer !== "object") deny("writ's answer is malformed")
-    if (answer.decision === "allow") process.exit(0)
-    deny("writ: " + String(answer.reason ?? "denied"))
-  } catch { deny("writ is unreachable") }
-})
-`
-
-/** What compile needs from the host besides the input: the Node executable that runs the hook. */
+/** What compile needs from the host besides the input: the Node executable that runs the hook, and the hook's program. */
 export interface Host {
   readonly node: string
+  /**
+   * The PreToolUse hook's program (run by `node`), reading the callback's URL and per-run token from `callbackFile`:
+   * it must print the blocking deny unless writ answers allow, and never exit 1 (which claude treats as allow).
+   */
+  readonly hookScript: (callbackFile: string) => string
 }
 
 /** The claims the mapping makes for a spec's controls; a control without one is reported unsupported. */
@@ -259,13 +240,14 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
     if (probe.version === null || probe.executable === null) {
       return yield* new HarnessError({ reason: "compile_failed", detail: "the provider version is unknown" })
     }
+    const settings = Canonical.stringify(settingsOf(spec, home, host))
+    if (Either.isLeft(settings)) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: `the settings: ${settings.left.message}` })
+    }
     const files = [
-      new ConfigFile({
-        path: `${home}/.claude/settings.json`,
-        content: JSON.stringify(settingsOf(spec, home, host), null, 2)
-      }),
+      new ConfigFile({ path: `${home}/.claude/settings.json`, content: settings.right }),
       ...(spec.tools.callback
-        ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: hookScript(callbackFile(home)) })]
+        ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: host.hookScript(callbackFile(home)) })]
         : [])
     ]
     const plan = new HarnessPlan({

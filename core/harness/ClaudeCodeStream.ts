@@ -4,7 +4,12 @@
  * the stream says is never authorization, evidence or verification. A line that is not a record claude documents is
  * skipped, never guessed at.
  */
+import { Either } from "effect"
+import * as Canonical from "../base/Canonical.ts"
 import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
+
+// A tool input Canonical cannot write (a float, say): named, not guessed at.
+const inputWithoutCanonicalForm = "(a tool input with no canonical JSON form)"
 
 type Json = Record<string, unknown>
 
@@ -54,7 +59,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
           plane: "observation",
           call_id,
           tool: clean(text(block.name)),
-          input: clean(JSON.stringify(block.input ?? null))
+          input: clean(Either.getOrElse(Canonical.stringify(block.input ?? null), () => inputWithoutCanonicalForm))
         })
       ]
     })

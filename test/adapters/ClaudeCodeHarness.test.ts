@@ -1,16 +1,20 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import { execFile } from "node:child_process"
 import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as ClaudeCodeHook from "../../adapters/node/ClaudeCodeHook.ts"
 import * as HarnessStore from "../../adapters/node/HarnessStore.ts"
 import { serve, toolCallOf } from "../../adapters/node/internal/harnessCallback.ts"
 import * as NodeHarnessProcess from "../../adapters/node/NodeHarnessProcess.ts"
+import { ExecutableIdentity } from "../../core/harness/CapabilityReport.ts"
 import * as ClaudeCode from "../../core/harness/ClaudeCode.ts"
+import * as HarnessAdapter from "../../core/harness/HarnessAdapter.ts"
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
+import * as HarnessSpec from "../../core/harness/HarnessSpec.ts"
 
 const temp = () => mkdtempSync(join(tmpdir(), "writ-harness-test-"))
 
@@ -21,7 +25,7 @@ const runHook = async (callback: { url: string; token: string } | "garbage") => 
   try {
     const file = join(dir, "callback.json")
     writeFileSync(file, callback === "garbage" ? "{" : JSON.stringify(callback))
-    writeFileSync(join(dir, "hook.mjs"), ClaudeCode.hookScript(file))
+    writeFileSync(join(dir, "hook.mjs"), ClaudeCodeHook.script(file))
     const out = await new Promise<string>((resolve, reject) => {
       const child = execFile(process.execPath, [join(dir, "hook.mjs")], { encoding: "utf-8", timeout: 30_000 }, (
         error,
@@ -52,6 +56,33 @@ const answering = (status: number, body: string) =>
   })
 
 describe("the compiled PreToolUse hook (real node, blocking form)", () => {
+  it("is the Node host's program in the plan, reading its token from the hidden callback file", () =>
+    Effect.runPromise(Effect.gen(function*() {
+      const hook = ClaudeCodeHook.script("/srv/home/.writ/callback.json")
+      assert.include(hook, "\"/srv/home/.writ/callback.json\"")
+      assert.include(hook, "permissionDecision: \"deny\"")
+      assert.include(hook, "if (answer.decision === \"allow\") process.exit(0)")
+      assert.include(hook, "catch { deny(\"writ is unreachable\") }")
+      const probe = new HarnessAdapter.ProbeResult({
+        provider: "claude-code",
+        executable: new ExecutableIdentity({ path: "/bin/claude", digest: "c".repeat(64) as never }),
+        version: "2.1.328",
+        notes: []
+      })
+      const spec = Either.getOrThrow(HarnessSpec.decode({
+        spec_version: 1,
+        provider: "claude-code",
+        model: { name: "scripted", endpoint: "http://127.0.0.1:9/" },
+        workspace: "/srv/ws",
+        tools: { allow: ["Bash"], callback: true }
+      }))
+      const { plan } = yield* ClaudeCode.compile(
+        { spec, probe, prompt: "go", home: "/srv/home", verifications: [] },
+        { node: "/usr/bin/node", hookScript: ClaudeCodeHook.script }
+      )
+      assert.strictEqual(plan.config_files.find((f) => f.path.endsWith("hook.mjs"))!.content, hook)
+    })))
+
   it("allows only on a 200 allow; unreachable, refused, malformed or an unreadable callback file deny", async () => {
     const allow = await answering(200, "{\"decision\":\"allow\"}")
     const refused = await answering(401, "{\"decision\":\"allow\"}")

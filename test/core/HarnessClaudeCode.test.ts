@@ -30,7 +30,8 @@ const probe = (version: string | null = "2.1.328") =>
 
 const compile = (s = spec(), verifications: ReadonlyArray<Report.VerifyRun> = [], version?: string | null) =>
   ClaudeCode.compile({ spec: s, probe: probe(version), prompt: "go", home: "/srv/home", verifications }, {
-    node: "/usr/bin/node"
+    node: "/usr/bin/node",
+    hookScript: (file) => `the host's hook, reading ${file}`
   })
 
 const settings = (plan: HarnessPlan.HarnessPlan) =>
@@ -71,14 +72,11 @@ describe("ClaudeCode.compile", () => {
       assert.strictEqual(s.apiKeyHelper, "/bin/cat /srv/home/.writ/model-key")
     }))
 
-  it.effect("the hook denies unless writ answers allow, and reads its token from the hidden callback file", () =>
+  it.effect("the hook is the host's program, reading its token from the hidden callback file", () =>
     Effect.gen(function*() {
       const { plan } = yield* compile()
       const hook = plan.config_files.find((f) => f.path.endsWith("hook.mjs"))!.content
-      assert.include(hook, "\"/srv/home/.writ/callback.json\"")
-      assert.include(hook, "permissionDecision: \"deny\"")
-      assert.include(hook, "if (answer.decision === \"allow\") process.exit(0)")
-      assert.include(hook, "catch { deny(\"writ is unreachable\") }")
+      assert.strictEqual(hook, "the host's hook, reading /srv/home/.writ/callback.json")
     }))
 
   it.effect("each control claimed is enforced only with its verify run; others degraded or unsupported", () =>
@@ -117,7 +115,7 @@ describe("ClaudeCode.compile", () => {
       const service: HarnessAdapter.HarnessAdapter.Service = {
         provider: "claude-code",
         probe: Effect.succeed(probe(null)),
-        compile: (input) => ClaudeCode.compile(input, { node: "/usr/bin/node" }),
+        compile: (input) => ClaudeCode.compile(input, { node: "/usr/bin/node", hookScript: () => "" }),
         spawn: () => Effect.die("never spawned")
       }
       const refused = yield* Effect.flip(HarnessAdapter.prepare(service, {
@@ -136,7 +134,7 @@ describe("ClaudeCode.compile", () => {
     Effect.gen(function*() {
       const error = yield* Effect.flip(ClaudeCode.compile(
         { spec: spec(), probe: probe(), prompt: "p", home: "/srv/ws/.home", verifications: [] },
-        { node: "/usr/bin/node" }
+        { node: "/usr/bin/node", hookScript: () => "" }
       ))
       assert.strictEqual(error.reason, "compile_failed")
     }))
@@ -147,8 +145,8 @@ describe("ClaudeCode.compile", () => {
     ([prompt]) =>
       Effect.gen(function*() {
         const input = { spec: spec(), probe: probe(), prompt, home: "/srv/home", verifications: [] }
-        const a = yield* ClaudeCode.compile(input, { node: "/n" })
-        const b = yield* ClaudeCode.compile(input, { node: "/n" })
+        const a = yield* ClaudeCode.compile(input, { node: "/n", hookScript: (file) => file })
+        const b = yield* ClaudeCode.compile(input, { node: "/n", hookScript: (file) => file })
         assert.strictEqual(yield* HarnessPlan.digest(a.plan), yield* HarnessPlan.digest(b.plan))
       }).pipe(Effect.provide(WebCryptoDigest.layer)),
     { fastCheck: { numRuns: 20 } }

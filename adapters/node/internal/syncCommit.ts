@@ -30,9 +30,8 @@ const compiler = Statement.make(
   undefined
 )
 
-const PAGE = `SELECT record_id, record_type, chain_id, operation_id, sequence, policy_id, policy_version, payload_json,
-  payload_digest, previous_chain_hash, chain_hash, supersedes_record_id, created_at, hash_algorithm
-  FROM evidence_records WHERE chain_id = ? AND sequence > ? ORDER BY sequence LIMIT ?`
+const PAGE = `SELECT ${EvidenceCommit.storedColumns} FROM evidence_records WHERE chain_id = ? AND sequence > ?
+  ORDER BY sequence LIMIT ?`
 
 /** Open `options.filename` with the store's settings; `busyTimeout` (ms) replaces the settings' wait for a lock. */
 export const open = (options: Sqlite.Options, busyTimeout?: number): SyncCommit => {

@@ -91,6 +91,9 @@ const markers: Columns = {
 
 const columns = Object.keys(markers) as ReadonlyArray<keyof Columns>
 
+/** A stored record's columns, comma-separated in `StoredRecord` field order: what every read of whole rows selects. */
+export const storedColumns = columns.join(", ")
+
 // A record's insert parameters, in the column order of `markers`.
 const rowParams = (record: Columns): ReadonlyArray<unknown> => columns.map((column) => record[column])
 
