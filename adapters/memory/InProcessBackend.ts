@@ -5,7 +5,11 @@
 import { Effect, Exit, Layer, Predicate } from "effect"
 import type * as Scope from "effect/Scope"
 import type { Handler, HandlerContext } from "../../core/action/Action.ts"
-import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import {
+  ActionBackendCapabilityReport,
+  ActionExecutionBackend,
+  noContainment
+} from "../../core/action/ActionExecutionBackend.ts"
 import type { Invocation } from "../../core/action/ActionExecutionBackend.ts"
 import { ActionOutbox } from "../../core/action/ActionOutbox.ts"
 import { ActionUsage } from "../../core/action/ActionUsage.ts"
@@ -18,13 +22,7 @@ const ref = ActionBackendRef.make({ id: "in-process", version: "1" })
 
 const report = ActionBackendCapabilityReport.make({
   backend: ref,
-  containment: {
-    filesystem: "unsupported",
-    network: "unsupported",
-    subprocess: "unsupported",
-    environment: "unsupported",
-    secrets: "unsupported"
-  },
+  containment: noContainment,
   verified_by: "static: a handler shares the host process, its filesystem, network and environment"
 })
 

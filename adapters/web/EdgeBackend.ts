@@ -20,7 +20,8 @@ import {
   ActionBackendCapabilityReport,
   ActionExecutionBackend,
   BackendMechanism,
-  CapabilityClaim
+  CapabilityClaim,
+  noContainment
 } from "../../core/action/ActionExecutionBackend.ts"
 import type { ActionBackendError, Invocation } from "../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../core/action/internal/backendFailure.ts"
@@ -303,13 +304,7 @@ export const make = (options: Options): Effect.Effect<EdgeBackend, EdgeSignature
 const reportOf = (verified_by: string, capabilities?: Wire.Capabilities) =>
   ActionBackendCapabilityReport.make({
     backend: ref,
-    containment: {
-      filesystem: "unsupported",
-      network: "unsupported",
-      subprocess: "unsupported",
-      environment: "unsupported",
-      secrets: "unsupported"
-    },
+    containment: noContainment,
     verified_by,
     report_version: 1,
     ...(capabilities === undefined ? {} : {

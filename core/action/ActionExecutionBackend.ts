@@ -60,6 +60,15 @@ export class ActionBackendCapabilityReport extends Schema.Class<ActionBackendCap
   capabilities: Schema.optional(Schema.Array(CapabilityClaim))
 }) {}
 
+/** A report's `containment` when the backend proves none of it: every kind unsupported. */
+export const noContainment = {
+  filesystem: "unsupported",
+  network: "unsupported",
+  subprocess: "unsupported",
+  environment: "unsupported",
+  secrets: "unsupported"
+} as const satisfies ActionBackendCapabilityReport["containment"]
+
 /** The kinds of containment among `required` that a backend's report does not enforce. */
 export const uncontained = (
   report: ActionBackendCapabilityReport,

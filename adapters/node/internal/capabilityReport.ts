@@ -7,7 +7,11 @@
 import { Effect } from "effect"
 import { execFile } from "node:child_process"
 import type { ContainmentKind } from "../../../core/action/Action.ts"
-import { ActionBackendCapabilityReport, CapabilityClaim } from "../../../core/action/ActionExecutionBackend.ts"
+import {
+  ActionBackendCapabilityReport,
+  CapabilityClaim,
+  noContainment
+} from "../../../core/action/ActionExecutionBackend.ts"
 import type { BackendMechanism, EnforcedBy } from "../../../core/action/ActionExecutionBackend.ts"
 import type { ActionBackendRef } from "../../../core/base/Refs.ts"
 
@@ -59,13 +63,7 @@ export const verified = (
 export const unsupported = (claims: Claims, verified_by: string, mechanism?: BackendMechanism) =>
   ActionBackendCapabilityReport.make({
     backend: claims.ref,
-    containment: {
-      filesystem: "unsupported",
-      network: "unsupported",
-      subprocess: "unsupported",
-      environment: "unsupported",
-      secrets: "unsupported"
-    },
+    containment: noContainment,
     verified_by,
     report_version: 1,
     ...(mechanism === undefined ? {} : { mechanism }),
