@@ -19,8 +19,8 @@ import { HarnessAdapter, HarnessError, ProbeResult } from "../../core/harness/Ha
 import type { HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
 import { Exit, type ProviderObservation, redact } from "../../core/harness/ProviderObservation.ts"
-import * as ClaudeCodeHook from "./ClaudeCodeHook.ts"
 import * as HarnessStore from "./HarnessStore.ts"
+import * as ClaudeCodeHook from "./internal/claudeCodeHook.ts"
 import { serve } from "./internal/harnessCallback.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
