@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Either, Layer, ManagedRuntime, Schema } from "effect"
 import { spawnSync } from "node:child_process"
-import { hash, randomBytes, randomUUID } from "node:crypto"
+import { hash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
@@ -274,7 +274,7 @@ const makeRaw = (filename: string, templates: ReadonlyArray<Row>) => {
   const stateOf = (chain: number) => {
     let state = chains.get(chain)
     if (state === undefined) {
-      state = { chain_id: randomUUID(), sequence: 0, previous: null }
+      state = { chain_id: mintId(), sequence: 0, previous: null }
       chains.set(chain, state)
     }
     return state
@@ -284,7 +284,7 @@ const makeRaw = (filename: string, templates: ReadonlyArray<Row>) => {
     const t = templates[state.sequence % templates.length]!
     const chain_hash = hashes.pop()!
     insert.run(
-      randomUUID(),
+      mintId(),
       t.record_type,
       state.chain_id,
       t.operation_id,
@@ -664,6 +664,11 @@ interface Generated {
   readonly seconds: number
 }
 
+// The identifiers writ mints (time-ordered), so the generated tables' id indexes are shaped as writ's are.
+const mintId = Effect.runSync(
+  Effect.map(Effect.provide(IdGenerator.IdGenerator, IdGenerator.layerCrypto), (ids) => ids.uuidSync!)
+)
+
 /**
  * Append `total` records in chains of `chainLength` (operations of the templates' record types), hashed with
  * node:crypto and inserted in big transactions; `onRecord` sees each record's payload and chain-input text.
@@ -691,15 +696,15 @@ const generate = (
     db.exec("BEGIN")
     for (const end = Math.min(total, i + GENERATE_TRANSACTION); i < end; i++) {
       if (i % chainLength === 0) {
-        chain_id = randomUUID()
+        chain_id = mintId()
         previous = null
         sequence = 0
         chains++
       }
       const t = payloads[sequence % payloads.length]!
-      if (sequence % payloads.length === 0) operation_id = randomUUID()
+      if (sequence % payloads.length === 0) operation_id = mintId()
       const record = {
-        record_id: randomUUID(),
+        record_id: mintId(),
         record_type: t.record_type,
         chain_id,
         operation_id,

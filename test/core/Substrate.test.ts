@@ -19,10 +19,34 @@ describe("IdGenerator", () => {
       for (const id of [...a, ...c]) assert.isTrue(Schema.is(IdGenerator.Uuid)(id), id)
     }))
 
-  it.effect("the crypto generator yields lowercase v4 UUIDs", () =>
+  it.effect("the crypto generator yields lowercase v7 UUIDs: the Clock's milliseconds in the first 48 bits, then random", () =>
     Effect.gen(function*() {
-      const ids = yield* take(3).pipe(Effect.provide(IdGenerator.layerCrypto))
-      for (const id of ids) assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+      const ms = Date.UTC(2026, 11, 5, 8, 0, 0, 123)
+      yield* TestClock.setTime(ms)
+      const ids = yield* IdGenerator.IdGenerator.pipe(
+        Effect.flatMap((generator) =>
+          Effect.gen(function*() {
+            const now = yield* take(1000).pipe(Effect.provideService(IdGenerator.IdGenerator, generator))
+            yield* TestClock.adjust("1 millis")
+            const later = yield* take(1000).pipe(Effect.provideService(IdGenerator.IdGenerator, generator))
+            return { now, later }
+          })
+        ),
+        Effect.provide(IdGenerator.layerCrypto)
+      )
+      const all = [...ids.now, ...ids.later]
+      assert.strictEqual(new Set(all).size, all.length)
+      const stampOf = (id: string) => parseInt(id.slice(0, 8) + id.slice(9, 13), 16)
+      for (const id of all) {
+        assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+        assert.isTrue(Schema.is(IdGenerator.Uuid)(id), id)
+      }
+      assert.deepStrictEqual(new Set(ids.now.map(stampOf)), new Set([ms]))
+      assert.deepStrictEqual(new Set(ids.later.map(stampOf)), new Set([ms + 1]))
+      // Minted later sorts later: what keeps the stores' id indexes appending.
+      for (const later of ids.later) assert.isTrue(ids.now.every((now) => now < later))
+      // The random bits vary: each hex digit after the version takes many values.
+      for (const at of [15, 16, 17, 20, 21, 22, 24, 30, 35]) assert.isAbove(new Set(all.map((id) => id[at])).size, 8)
     }))
 })
 
