@@ -13,8 +13,9 @@ import { ActionExecutor } from "../../../core/execution/ActionExecutor.ts"
 import * as Ingress from "../../../core/execution/Ingress.ts"
 import * as Demo from "../../Demo.ts"
 import { certificateHolds, certificateJson, embedded, encodeOutcome, evidenceLines } from "./internal/boundary.ts"
+import { type Contained, containmentStep } from "./internal/containment.ts"
 import { checkDatabase, exitOneOnFailure, json, onDatabase, setExitCode } from "./internal/input.ts"
-import { outcomeCells, table } from "./internal/render.ts"
+import { outcomeCells, short, table } from "./internal/render.ts"
 
 /** A fresh database for a demo run without `--db`: a new temporary directory each time. */
 const freshDemoDb = Effect.sync(() => path.join(fs.mkdtempSync(path.join(os.tmpdir(), "writ-demo-")), "writ-demo.db"))
@@ -30,6 +31,24 @@ const governedSession = Effect.gen(function*() {
   const certified = yield* Ingress.closeAndCertify(boundary, true)
   return { profile: executor.profile, plan, boundary, rows, certified }
 })
+
+const containmentLines = (contained: ReadonlyArray<Contained>) => [
+  "\ncontainment: the hostile tool files.peek, allowed by the policy, asked for a 0600 canary outside every granted root",
+  table(
+    ["backend", "outcome", "reason", "the canary", "enforced by the backend", "capability report", "preflight report"],
+    contained.map((c) => [
+      c.backend,
+      ...outcomeCells(c.outcome).slice(0, 2),
+      c.escaped ? "READ: escaped" : "not read",
+      c.enforced.length === 0
+        ? "nothing (containment unsupported)"
+        : c.enforced.map((name) => name.replace(/^writ\.(.*)@\d+$/, "$1")).join(", "),
+      short(c.capability_digest),
+      short(c.preflight_digest)
+    ])
+  ),
+  "each call ran in a task boundary of its own; its operation_started record carries both digests"
+]
 
 /** `writ demo`. */
 export const command = Command.make(
@@ -50,6 +69,7 @@ export const command = Command.make(
       const session = yield* Effect.provide(governedSession, embedded(filename, "certifiable")).pipe(
         onDatabase(filename)
       )
+      const contained = yield* containmentStep(filename).pipe(onDatabase(filename))
       const { boundary, certified, plan, profile, rows } = session
       const holds = certified.verification.valid && certificateHolds(certified.certificate)
       if (json) {
@@ -67,7 +87,8 @@ export const command = Command.make(
               action: step.action,
               arguments: step.arguments,
               outcome: encodeOutcome(outcome)
-            }))
+            })),
+            containment: contained.map((c) => ({ ...c, outcome: encodeOutcome(c.outcome) }))
           },
           null,
           2
@@ -94,6 +115,7 @@ export const command = Command.make(
           "\nevery step ran in one task boundary; a refusal before governed_start (resolve, schema, containment) opens no operation."
         )
         yield* Console.log(evidenceLines(certified, boundary).join("\n"))
+        yield* Console.log(containmentLines(contained).join("\n"))
         yield* Console.log(`\nread it: writ evidence log --db ${filename} --chain ${boundary.chain_id}`)
       }
       if (!holds) yield* setExitCode(1)

@@ -69,6 +69,18 @@ export const recordFacts = (record: StoredRecord): Record<string, Fact> => {
   if (typeof scope === "object" && scope !== null && typeof (scope as { run_id?: unknown }).run_id === "string") {
     facts.run_id = (scope as { run_id: string }).run_id
   }
+  const nested = (key: string, field: string) => {
+    const object = fields[key]
+    const value = typeof object === "object" && object !== null ? (object as Record<string, unknown>)[field] : undefined
+    return typeof value === "string" ? value : undefined
+  }
+  // An operation's backend and the reports it was admitted on: which containment stood behind the call.
+  const backend = nested("backend", "id")
+  if (backend !== undefined) facts.backend = backend
+  const capability = nested("backend", "capability_digest")
+  if (capability !== undefined) facts.capability_digest = capability
+  const preflight = nested("preflight", "digest")
+  if (preflight !== undefined) facts.preflight_digest = preflight
   for (const key of factKeys) {
     const value = fields[key]
     if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") facts[key] = value
