@@ -3,7 +3,7 @@
  * and an `invoke` that demands the executor's one-use invocation token.
  */
 import { Context, Schema } from "effect"
-import type { Effect } from "effect"
+import type { Effect, Redacted } from "effect"
 import { ActionBackendRef } from "../base/Refs.ts"
 import type { ActionDefinition, ContainmentKind, HandlerContext } from "./Action.ts"
 import type { ActionOutbox } from "./ActionOutbox.ts"
@@ -95,6 +95,7 @@ export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()
     "result_unauthenticated",
     "request_refused",
     "module_unavailable",
+    "secret_unavailable",
     "descriptor_mismatch",
     "input_invalid",
     "output_invalid",
@@ -115,11 +116,13 @@ export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()
 export interface Invocation {
   readonly definition: ActionDefinition
   readonly input: unknown
-  readonly context: Omit<HandlerContext, "signal" | "report" | "stage">
+  readonly context: Omit<HandlerContext, "signal" | "report" | "stage" | "secret">
   /** Provided to the handler as the ActionUsage service; a backend that runs elsewhere relays reports to it. */
   readonly usage: ActionUsage.Service
   /** Provided to the handler as the ActionOutbox service; a backend that runs elsewhere relays staged intents to it. */
   readonly outbox: ActionOutbox.Service
+  /** The secrets injected for this call, by name: what the handler's `context.secret` answers (absent: none). */
+  readonly secrets?: ReadonlyMap<string, Redacted.Redacted<string>>
 }
 
 /** Where handlers run. */
