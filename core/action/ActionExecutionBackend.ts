@@ -75,6 +75,25 @@ export const uncontained = (
   required: ReadonlyArray<ContainmentKind>
 ): ReadonlyArray<ContainmentKind> => required.filter((kind) => report.containment[kind] !== "enforced")
 
+// The capabilities that make up each kind of containment: any one of the sets, every capability in it.
+const kindCapabilities: Record<ContainmentKind, ReadonlyArray<ReadonlyArray<string>>> = {
+  filesystem: [["writ.filesystem.read_roots@1", "writ.filesystem.write_roots@1"]],
+  network: [["writ.network.none@1"], ["writ.network.loopback@1"], ["writ.network.destinations@1"]],
+  subprocess: [["writ.subprocess.spawn@1"]],
+  environment: [["writ.environment.allowlist@1"]],
+  secrets: [["writ.secrets.by_reference@1"]]
+}
+
+/** Whether a report's `remote` claims cover a kind of containment: every capability of one of its sets claimed enforced by a remote platform. */
+export const remotelyClaimed = (report: ActionBackendCapabilityReport, kind: ContainmentKind): boolean =>
+  kindCapabilities[kind].some((names) =>
+    names.every((name) =>
+      (report.capabilities ?? []).some((claim) =>
+        claim.name === name && claim.level === "enforced" && claim.by === "remote"
+      )
+    )
+  )
+
 /**
  * Why a backend that runs handlers elsewhere could not answer with the handler's own result or failure: its process
  * could not start, exited or was killed, overran the backend's wall clock, or answered with something that is not a
