@@ -15,6 +15,7 @@ import * as Governance from "../../core/evidence/Governance.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
+import * as PolicyComposition from "../../core/policy/PolicyComposition.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import * as Handler from "../../runtime/edge/Handler.ts"
 import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
@@ -187,6 +188,32 @@ describe("containment opt-ins", () => {
       assert.deepStrictEqual(outcome.containment, { degraded: ["subprocess"] })
       assert.strictEqual(edge.executed, 1)
     })))
+
+  it.effect("a composed policy keeps only the opt-ins both parent and child make (a child never widens by them)", () =>
+    Effect.gen(function*() {
+      const parent = Effect.runSync(PermissionPolicy.decode(
+        policy({ degrade: ["filesystem", "network"], remote_claims: ["subprocess"] })
+      ))
+      const compose = (containment?: PermissionPolicy.PermissionPolicyEncoded["containment"]) =>
+        Effect.map(
+          Effect.orDie(PolicyComposition.compose(
+            parent,
+            Effect.runSync(
+              PolicyComposition.decodeChild({
+                policy_id: "child",
+                version: "1",
+                ...(containment === undefined ? {} : { containment })
+              })
+            )
+          )),
+          (composed) => composed.snapshot.containment
+        )
+      assert.deepStrictEqual(yield* compose({ degrade: ["secrets", "network"] }), { degrade: ["network"] })
+      assert.deepStrictEqual(yield* compose({ remote_claims: ["subprocess", "filesystem"] }), {
+        remote_claims: ["subprocess"]
+      })
+      assert.isUndefined(yield* compose())
+    }).pipe(Effect.provide(WebCryptoDigest.layer)))
 
   it.effect("the opt-ins digest only when declared, as sorted sets; a policy without them digests as before", () =>
     Effect.gen(function*() {
