@@ -3,6 +3,7 @@
  * and says so. Runtimes: every one (Node, Deno, edge).
  */
 import { Effect, Exit, Layer, Predicate } from "effect"
+import type { Redacted } from "effect"
 import type * as Scope from "effect/Scope"
 import type { Handler, HandlerContext } from "../../core/action/Action.ts"
 import {
@@ -38,7 +39,8 @@ class InProcessContext implements HandlerContext {
     readonly request_id: string,
     readonly attempt_id: string,
     readonly usage: ActionUsage.Service,
-    readonly outbox: ActionOutbox.Service
+    readonly outbox: ActionOutbox.Service,
+    private readonly secrets: ReadonlyMap<string, Redacted.Redacted<string>> | undefined
   ) {}
   get report() {
     return (usage: Report) => runOrThrow(this.usage.report(usage))
@@ -46,6 +48,9 @@ class InProcessContext implements HandlerContext {
   get stage() {
     return (topic: string, payload: { readonly [key: string]: JsonValue }) =>
       runOrThrow(this.outbox.stage(topic, payload))
+  }
+  get secret() {
+    return (name: string) => this.secrets?.get(name)
   }
   get signal() {
     return (this.#controller ??= new AbortController()).signal
@@ -64,7 +69,8 @@ const run = (token: InvocationToken.InvocationToken, invocation: Invocation): Ef
     invocation.context.request_id,
     invocation.context.attempt_id,
     invocation.usage,
-    invocation.outbox
+    invocation.outbox,
+    invocation.secrets
   )
   let result: ReturnType<Handler>
   try {

@@ -5,13 +5,16 @@
  * /tmp and /proc, and no capabilities. Runtime: Node on Linux, with `bwrap` installed.
  *
  * Its report claims only what the containment suite (test/conformance/BubblewrapContainment.test.ts) verifies, and
- * only once a trial sandbox with the same flags has run: filesystem, network and environment. Subprocesses (a child
- * may spawn inside its sandbox) and secrets are unsupported.
+ * only once a trial sandbox with the same flags has run: filesystem, network, environment and secrets (those an action
+ * declares with `exposure: inject` are resolved from the SecretStore in context and come on the request's pipe; no
+ * other reaches the sandbox, so a store's file must lie outside the read roots). Subprocesses (a child may spawn
+ * inside its sandbox) are unsupported.
  */
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import * as os from "node:os"
 import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../core/action/internal/backendFailure.ts"
+import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
 import * as Bwrap from "./internal/bwrap.ts"
 import * as Report from "./internal/capabilityReport.ts"
@@ -47,6 +50,7 @@ export const claimed: ReadonlyArray<string> = [
   "writ.filesystem.write_roots@1",
   "writ.network.none@1",
   "writ.environment.allowlist@1",
+  "writ.secrets.by_reference@1",
   "writ.wall_clock@1"
 ]
 
@@ -55,7 +59,6 @@ export const unclaimed: ReadonlyArray<string> = [
   "writ.network.loopback@1",
   "writ.network.destinations@1",
   "writ.subprocess.spawn@1",
-  "writ.secrets.by_reference@1",
   "writ.unix_sockets@1",
   "writ.memory@1",
   "writ.process_count@1"
@@ -69,7 +72,10 @@ const ok = process.getuid() === ${Bwrap.sandboxUid} && fs.readFileSync("/proc/1/
   !fs.existsSync("/etc/passwd") && !fs.existsSync("/root");
 process.stdout.write(ok ? "writ-probe:ok" : "writ-probe:exposed")`
 
-/** A bubblewrap backend; its probe runs a trial sandbox with the backend's own flags once, and is cached. */
+/**
+ * A bubblewrap backend; its probe runs a trial sandbox with the backend's own flags once, and is cached. It injects
+ * secrets from the SecretStore in context, when there is one.
+ */
 export const make = (options: Options = {}): Effect.Effect<ActionExecutionBackend.Service> =>
   Effect.gen(function*() {
     const bwrap = HostPaths.which(options.bwrap ?? "bwrap", process.env.PATH)
@@ -77,6 +83,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const execArgv = options.execArgv ?? []
     const read = options.read ?? []
     const write = options.write ?? []
+    const secrets = Option.getOrUndefined(yield* Effect.serviceOption(SecretStore))
     const runtime = yield* Effect.either(Effect.try(() => Bwrap.runtimeBinds(node)))
     const base = yield* Effect.either(
       Effect.try(() => HostPaths.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])]))
@@ -110,7 +117,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       }
       return Report.verified(
         claims,
-        ["filesystem", "network", "environment"],
+        ["filesystem", "network", "environment", "secrets"],
         `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment ` +
           "and no host root; the claims are those the containment suite verifies",
         identity
@@ -148,7 +155,8 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       execArgv,
       wallClock: Duration.decode(options.wallClock ?? "30 seconds"),
       outputBytes: options.outputBytes ?? 64 * 1024,
-      hostEnvironment: process.env
+      hostEnvironment: process.env,
+      secrets
     })
   })
 

@@ -9,14 +9,17 @@
  * a symlink already in a root is followed (so admission refuses roots holding one that leaves them), and a granted
  * `--allow-run` or `--allow-ffi` would end all containment (neither is ever granted). Its report claims only what the
  * containment suite (test/conformance/DenoContainment.test.ts) verifies, once a trial run with the same flags proved
- * a read outside its roots refused.
+ * a read outside its roots refused. Secrets an action declares with `exposure: inject` are resolved from the
+ * SecretStore in context and come on the request's pipe; no other reaches the run (a store's file must lie outside
+ * the roots).
  */
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { ActionDefinition } from "../../core/action/Action.ts"
 import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
+import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
 import * as Report from "./internal/capabilityReport.ts"
 import * as Deno from "./internal/deno.ts"
@@ -53,13 +56,13 @@ export const claimed: ReadonlyArray<string> = [
   "writ.network.none@1",
   "writ.subprocess.spawn@1",
   "writ.environment.allowlist@1",
+  "writ.secrets.by_reference@1",
   "writ.wall_clock@1"
 ]
 
 /** The capabilities this backend knows of and does not enforce (besides the network one it does not claim). */
 export const unclaimed: ReadonlyArray<string> = [
   "writ.network.loopback@1",
-  "writ.secrets.by_reference@1",
   "writ.unix_sockets@1",
   "writ.memory@1",
   "writ.process_count@1",
@@ -110,7 +113,7 @@ const fresh = () => {
   return dir
 }
 
-/** A Deno backend; its probe runs a trial with the backend's own flags once, and is cached. */
+/** A Deno backend; its probe runs a trial with the backend's own flags once, and is cached; it injects secrets from the SecretStore in context. */
 export const make = (options: Options = {}): Effect.Effect<ActionExecutionBackend.Service> =>
   Effect.gen(function*() {
     const deno = Deno.resolve(options.deno, process.env.PATH)
@@ -122,6 +125,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       modules: HostPaths.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])])
     })))
     const denoDir = options.denoDir ?? fresh()
+    const secrets = Option.getOrUndefined(yield* Effect.serviceOption(SecretStore))
 
     const probe = yield* Effect.cached(Effect.gen(function*() {
       if (deno === undefined) return Report.unsupported(claims, "probe failed: no deno executable")
@@ -140,7 +144,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       }
       return Report.verified(
         claims,
-        ["filesystem", "network", "subprocess", "environment"],
+        ["filesystem", "network", "subprocess", "environment", "secrets"],
         `probe: a trial run (deno ${version} at ${deno}) with the backend's flags was refused a read outside its ` +
           `root, the environment and a subprocess; ${limits}`,
         identity
@@ -186,7 +190,8 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       execArgv: [],
       wallClock: Duration.decode(options.wallClock ?? "30 seconds"),
       outputBytes: options.outputBytes ?? 64 * 1024,
-      hostEnvironment: process.env
+      hostEnvironment: process.env,
+      secrets
     })
   })
 

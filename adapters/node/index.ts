@@ -1,8 +1,9 @@
-/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, the claude-code harness. */
+/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, an environment-file secret store, the claude-code harness. */
 export * as BubblewrapBackend from "./BubblewrapBackend.ts"
 export * as ClaudeCodeHarness from "./ClaudeCodeHarness.ts"
 export * as ClaudeCodeVerify from "./ClaudeCodeVerify.ts"
 export * as DenoBackend from "./DenoBackend.ts"
+export * as EnvFileSecretStore from "./EnvFileSecretStore.ts"
 export * as HarnessStore from "./HarnessStore.ts"
 export * as NodeDigest from "./NodeDigest.ts"
 export * as NodeHarnessProcess from "./NodeHarnessProcess.ts"

@@ -2,7 +2,7 @@
  * Action definitions: identity, Schemas, declared effects and provenance, with the handler sealed
  * away so that nothing but a spent invocation token can reach it.
  */
-import type { Effect } from "effect"
+import type { Effect, Redacted } from "effect"
 import { Cause, Either, Option, ParseResult, Schema } from "effect"
 import type * as Scope from "effect/Scope"
 import type { JsonValue } from "../base/Canonical.ts"
@@ -69,6 +69,8 @@ export interface HandlerContext {
   readonly report: (usage: Report) => void
   /** Stage an outbox intent, committed with the attempt if the call succeeds (for Promise and plain handlers); throws `ActionOutboxError` when refused. */
   readonly stage: (topic: string, payload: { readonly [key: string]: JsonValue }) => void
+  /** A secret its backend injected for this call, by the name it declares with `exposure: inject`; else undefined. */
+  readonly secret: (name: string) => Redacted.Redacted<string> | undefined
 }
 
 /** A handler: an Effect (which may report its usage and stage outbox intents), a Promise or a plain value; scoped resources close when the call ends. */
@@ -98,7 +100,7 @@ export interface ActionDefinition<I = any, O = any> {
   readonly source: Provenance
   /** The MCP tool it calls; present exactly when its source is `mcp`. */
   readonly mcp?: McpTool
-  /** Secrets it needs. Policy checks the declaration; writ hands no value over, and only a backend's containment stops a handler reading others. */
+  /** Secrets it needs. Policy checks the declaration; a subprocess backend injects the `inject` ones from its SecretStore (read with `context.secret`), the in-process backend none, and only a backend's containment stops a handler reading others. */
   readonly secrets?: ReadonlyArray<SecretNeed>
   /** Environment variables it needs, checked like `secrets`: a handler in the host can still read its environment itself. */
   readonly environment?: ReadonlyArray<EnvironmentNeed>

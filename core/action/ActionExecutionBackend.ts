@@ -3,7 +3,7 @@
  * and an `invoke` that demands the executor's one-use invocation token.
  */
 import { Context, Schema } from "effect"
-import type { Effect } from "effect"
+import type { Effect, Redacted } from "effect"
 import { ActionBackendRef } from "../base/Refs.ts"
 import type { ActionDefinition, ContainmentKind, HandlerContext } from "./Action.ts"
 import type { ActionOutbox } from "./ActionOutbox.ts"
@@ -75,6 +75,25 @@ export const uncontained = (
   required: ReadonlyArray<ContainmentKind>
 ): ReadonlyArray<ContainmentKind> => required.filter((kind) => report.containment[kind] !== "enforced")
 
+// The capabilities that make up each kind of containment: any one of the sets, every capability in it.
+const kindCapabilities: Record<ContainmentKind, ReadonlyArray<ReadonlyArray<string>>> = {
+  filesystem: [["writ.filesystem.read_roots@1", "writ.filesystem.write_roots@1"]],
+  network: [["writ.network.none@1"], ["writ.network.loopback@1"], ["writ.network.destinations@1"]],
+  subprocess: [["writ.subprocess.spawn@1"]],
+  environment: [["writ.environment.allowlist@1"]],
+  secrets: [["writ.secrets.by_reference@1"]]
+}
+
+/** Whether a report's `remote` claims cover a kind of containment: every capability of one of its sets claimed enforced by a remote platform. */
+export const remotelyClaimed = (report: ActionBackendCapabilityReport, kind: ContainmentKind): boolean =>
+  kindCapabilities[kind].some((names) =>
+    names.every((name) =>
+      (report.capabilities ?? []).some((claim) =>
+        claim.name === name && claim.level === "enforced" && claim.by === "remote"
+      )
+    )
+  )
+
 /**
  * Why a backend that runs handlers elsewhere could not answer with the handler's own result or failure: its process
  * could not start, exited or was killed, overran the backend's wall clock, or answered with something that is not a
@@ -95,6 +114,7 @@ export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()
     "result_unauthenticated",
     "request_refused",
     "module_unavailable",
+    "secret_unavailable",
     "descriptor_mismatch",
     "input_invalid",
     "output_invalid",
@@ -115,11 +135,13 @@ export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()
 export interface Invocation {
   readonly definition: ActionDefinition
   readonly input: unknown
-  readonly context: Omit<HandlerContext, "signal" | "report" | "stage">
+  readonly context: Omit<HandlerContext, "signal" | "report" | "stage" | "secret">
   /** Provided to the handler as the ActionUsage service; a backend that runs elsewhere relays reports to it. */
   readonly usage: ActionUsage.Service
   /** Provided to the handler as the ActionOutbox service; a backend that runs elsewhere relays staged intents to it. */
   readonly outbox: ActionOutbox.Service
+  /** The secrets injected for this call, by name: what the handler's `context.secret` answers (absent: none). */
+  readonly secrets?: ReadonlyMap<string, Redacted.Redacted<string>>
 }
 
 /** Where handlers run. */

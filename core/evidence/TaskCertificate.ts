@@ -19,7 +19,10 @@ export {
   GateSummary
 } from "./GateSummary.ts"
 
-/** How the process was followed: FULL, or DEGRADED for good once any exception was granted. */
+/**
+ * How the process was followed: FULL, or DEGRADED for good once any exception was granted or any call ran without
+ * required containment its policy made optional (its `operation_started` lists it `degraded`, and it was not denied).
+ */
 export const ProcessGrade = Schema.Literal("FULL", "DEGRADED")
 
 /** How the process was followed. */
@@ -90,7 +93,11 @@ export class CertificateVerification extends Schema.Class<CertificateVerificatio
 }) {}
 
 const boundPayload = Schema.decodeUnknownEither(
-  Schema.parseJson(Schema.Struct({ task_boundary_id: Uuid, policy_digest: Sha256Hex }))
+  Schema.parseJson(Schema.Struct({
+    task_boundary_id: Uuid,
+    policy_digest: Sha256Hex,
+    containment: Schema.optional(Schema.Struct({ degraded: Schema.optional(Schema.Array(Schema.String)) }))
+  }))
 )
 
 interface Problem {
@@ -130,6 +137,9 @@ class Reading {
   readonly open = new Map<string, string>()
   readonly started = new Set<string>()
   readonly tally = new Tally()
+  /** Open operations that started degraded; and how many of those ran (concluded other than denied). */
+  readonly degradedOpen = new Set<string>()
+  degradedRuns = 0
 
   step(record: Evidence.StoredRecord): void {
     if (this.problem !== undefined) return
@@ -175,6 +185,7 @@ class Reading {
         }
         this.started.add(record.operation_id)
         this.open.set(record.operation_id, record.record_id)
+        if ((payload.right.containment?.degraded?.length ?? 0) > 0) this.degradedOpen.add(record.operation_id)
         return undefined
       }
       case "gate_evaluated": {
@@ -192,8 +203,12 @@ class Reading {
       default: {
         if (!Evidence.terminalTypes.has(record.record_type)) return undefined
         const problem = this.requireOpen(record)
-        if (problem === undefined) this.open.delete(record.operation_id!)
-        return problem
+        if (problem !== undefined) return problem
+        this.open.delete(record.operation_id!)
+        if (this.degradedOpen.delete(record.operation_id!) && record.record_type !== "operation_denied") {
+          this.degradedRuns++
+        }
+        return undefined
       }
     }
   }
@@ -315,7 +330,7 @@ const inspect = Effect.fnUntraced(function*(chain_id: string, expected_head: str
     policy_digest: recorded.value,
     evidence_chain_head: head.right,
     gate_summary,
-    process_grade: gate_summary.exceptions > 0 ? "DEGRADED" : "FULL",
+    process_grade: gate_summary.exceptions > 0 || reading.degradedRuns > 0 ? "DEGRADED" : "FULL",
     closed_at: Time.Timestamp.make(closed.created_at)
   } satisfies Facts
 })

@@ -4,6 +4,7 @@
  * stack or secret.
  */
 import { Match, Schema } from "effect"
+import { ContainmentKind } from "../action/Action.ts"
 import { ApprovalRequest } from "../approval/Approval.ts"
 import { Sha256Hex } from "../base/Digest.ts"
 import { Uuid } from "../base/IdGenerator.ts"
@@ -59,6 +60,15 @@ export class FailureSummary extends Schema.Class<FailureSummary>("FailureSummary
   message: Schema.optional(Schema.String)
 }) {}
 
+/**
+ * The required containment a governed call went without: `degraded`, the kinds its backend does not enforce and its
+ * policy made optional; `remote_claims`, the kinds only a remote platform's claim (which its policy accepts) covers.
+ */
+export class ContainmentWaiver extends Schema.Class<ContainmentWaiver>("ContainmentWaiver")({
+  degraded: Schema.optional(Schema.Array(ContainmentKind)),
+  remote_claims: Schema.optional(Schema.Array(ContainmentKind))
+}) {}
+
 const common = {
   request_id: Identifier,
   attempt_id: Uuid,
@@ -67,6 +77,8 @@ const common = {
   stage: Stage,
   decisions: Schema.Array(ActionAdmissionDecision),
   recheck: Schema.optional(Recheck),
+  /** Governed: the required containment the call was admitted without, as its policy allowed; absent when none. */
+  containment: Schema.optional(ContainmentWaiver),
   /** A governed call in a durable Run whose attempt the Run's state does not show yet: the projector will apply it. */
   projection_pending: Schema.optional(Schema.Literal(true))
 }

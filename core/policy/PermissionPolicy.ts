@@ -3,6 +3,7 @@
  * compiler's only input. Presets and rules-mode maps expand into the same typed rules.
  */
 import { Either, ParseResult, Schema } from "effect"
+import { ContainmentKind } from "../action/Action.ts"
 import { Identifier } from "../base/Refs.ts"
 import {
   ActionRule,
@@ -87,6 +88,21 @@ export const DeclaredGate = Schema.Struct({
   rule_ids: Schema.optional(GateBinding.fields.rule_ids)
 })
 
+/**
+ * The containment a policy lets a call go without, by kind (`filesystem`, `network`, `subprocess`, `environment`,
+ * `secrets`). `degrade`: kinds that are optional under this policy: an action requiring one its backend cannot
+ * enforce runs degraded (its outcome and its `operation_started` record list them, and its task's certificate is
+ * DEGRADED) instead of being denied. `remote_claims`: kinds a backend's `remote` claim (a platform's word, not
+ * verified here) satisfies. A kind not listed stays required: `containment.unsupported` before `operation_started`.
+ */
+export const ContainmentOptIns = Schema.Struct({
+  degrade: Schema.optional(Schema.Array(ContainmentKind)),
+  remote_claims: Schema.optional(Schema.Array(ContainmentKind))
+})
+
+/** The containment opt-ins of a policy. */
+export type ContainmentOptIns = typeof ContainmentOptIns.Type
+
 /** Who declared the policy, and from where. */
 export const PolicyProvenance = Schema.Struct({
   source: Schema.optional(Schema.String),
@@ -108,6 +124,8 @@ export const PermissionPolicy = Schema.Struct({
   gates: Schema.optional(Schema.Array(DeclaredGate)),
   /** The executor-configured interceptors this policy binds (governed profiles run no other); omitted binds none. */
   interceptors: Schema.optional(Schema.Array(InterceptorBinding)),
+  /** Containment a call may go without (`degrade`) or take a remote claim for (`remote_claims`); omitted: none. */
+  containment: Schema.optional(ContainmentOptIns),
   provenance: Schema.optionalWith(PolicyProvenance, { default: () => ({}) })
 })
 

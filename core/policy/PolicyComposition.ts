@@ -201,6 +201,17 @@ const boundByBoth = (parent: PolicySnapshot.PolicySnapshot, child: PolicySnapsho
   }
 }
 
+// The containment opt-ins both sides make: going without containment is a widening, which a child only narrows.
+const optedByBoth = (parent: PolicySnapshot.PolicySnapshot, child: PolicySnapshot.PolicySnapshot) => {
+  const both = (key: "degrade" | "remote_claims") =>
+    (parent.containment?.[key] ?? []).filter((kind) => (child.containment?.[key] ?? []).includes(kind))
+  const containment = PolicySnapshot.compileContainment({
+    degrade: both("degrade"),
+    remote_claims: both("remote_claims")
+  })
+  return containment === undefined ? {} : { containment }
+}
+
 const composedDeclaration = (
   parent: PermissionPolicy.PermissionPolicy,
   parentSnapshot: PolicySnapshot.PolicySnapshot,
@@ -271,6 +282,7 @@ const composedDeclaration = (
     ) => rule),
     gates: [...parentGates, ...fromChild.gates, ...coverage.map((c) => c.gate)],
     ...boundByBoth(parentSnapshot, childSnapshot),
+    ...optedByBoth(parentSnapshot, childSnapshot),
     provenance: {
       source: authority === undefined ? `composed ${sides}` : `widened by ${authority}: composed ${sides}`,
       ...(child.provenance.author === undefined ? {} : { author: child.provenance.author })

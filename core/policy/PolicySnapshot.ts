@@ -9,6 +9,7 @@ import { Identifier } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
 import type { DeclaredRule, PermissionPolicy } from "./PermissionPolicy.ts"
 import {
+  ContainmentOptIns,
   defaultApprovalLifetime,
   mapRules,
   PolicyProvenance,
@@ -38,6 +39,8 @@ export class PolicySnapshot extends Schema.Class<PolicySnapshot>("PolicySnapshot
   gate_bindings: Schema.Array(GateBinding).pipe(Schema.filter(uniqueOrders)),
   /** The configured interceptors it binds by identity; absent binds none (and digests as before the field existed). */
   interceptors: Schema.optional(Schema.Array(InterceptorBinding)),
+  /** The containment opt-ins, each list sorted; absent opts in to nothing (and digests as before the field existed). */
+  containment: Schema.optional(ContainmentOptIns),
   provenance: PolicyProvenance,
   release_state: ReleaseState,
   activated_at: Schema.optional(Timestamp),
@@ -71,11 +74,21 @@ export const immutable = (snapshot: PolicySnapshot): PolicySnapshot => {
   return copy
 }
 
-/** Exactly the fields the digest covers: id, version, scopes, ordered rules, ordered gates, bound interceptors if any. */
+/**
+ * Exactly the fields the digest covers: id, version, scopes, ordered rules, ordered gates, bound interceptors and
+ * containment opt-ins if any.
+ */
 export const digestInput = (
   snapshot: Pick<
     PolicySnapshot,
-    "policy_id" | "version" | "principal_scope" | "tenant_scope" | "compiled_rules" | "gate_bindings" | "interceptors"
+    | "policy_id"
+    | "version"
+    | "principal_scope"
+    | "tenant_scope"
+    | "compiled_rules"
+    | "gate_bindings"
+    | "interceptors"
+    | "containment"
   >
 ) => ({
   policy_id: snapshot.policy_id,
@@ -84,7 +97,8 @@ export const digestInput = (
   tenant_scope: snapshot.tenant_scope,
   compiled_rules: snapshot.compiled_rules,
   gate_bindings: snapshot.gate_bindings,
-  ...(snapshot.interceptors === undefined ? {} : { interceptors: snapshot.interceptors })
+  ...(snapshot.interceptors === undefined ? {} : { interceptors: snapshot.interceptors }),
+  ...(snapshot.containment === undefined ? {} : { containment: snapshot.containment })
 })
 
 const fail = (path: string, detail: string) => Either.left(new PolicyValidationError({ path, detail }))
@@ -266,6 +280,17 @@ const compileInterceptors = (
   )
 }
 
+/** The opt-ins as compiled: each list sorted and unique, an empty one dropped, none at all undefined. */
+export const compileContainment = (
+  optIns: ContainmentOptIns | undefined
+): ContainmentOptIns | undefined => {
+  const sorted = (kinds: ContainmentOptIns["degrade"]) => kinds === undefined ? [] : [...new Set(kinds)].sort()
+  const degrade = sorted(optIns?.degrade)
+  const remote_claims = sorted(optIns?.remote_claims)
+  if (degrade.length === 0 && remote_claims.length === 0) return undefined
+  return { ...(degrade.length === 0 ? {} : { degrade }), ...(remote_claims.length === 0 ? {} : { remote_claims }) }
+}
+
 /** Compile a declaration into a staged, immutable snapshot with its `sha256-v1` digest. */
 export const compile = (
   policy: PermissionPolicy
@@ -276,6 +301,7 @@ export const compile = (
     const misplaced = misplacedOrigin({ compiled_rules, gate_bindings }, (id) => compiled_rules.paths.get(id) ?? "$")
     if (misplaced !== undefined) return yield* Effect.fail(misplaced)
     const interceptors = yield* compileInterceptors(policy)
+    const containment = compileContainment(policy.containment)
     const fields = {
       policy_id: policy.policy_id,
       version: policy.version,
@@ -283,7 +309,8 @@ export const compile = (
       tenant_scope: policy.tenant_scope,
       compiled_rules,
       gate_bindings,
-      ...(interceptors === undefined ? {} : { interceptors })
+      ...(interceptors === undefined ? {} : { interceptors }),
+      ...(containment === undefined ? {} : { containment })
     }
     const digest = yield* Digest.canonical(digestInput(fields))
     return immutable(

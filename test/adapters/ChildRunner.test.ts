@@ -169,7 +169,8 @@ describe("child runner", () => {
       input: { marker: ran },
       request_id: "req",
       attempt_id: "att",
-      environment: {}
+      environment: {},
+      secrets: {}
     })
 
   it.live("a runner whose request has no well-formed one-use token refuses before importing anything", () =>

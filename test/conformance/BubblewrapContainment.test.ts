@@ -6,22 +6,27 @@
  * claim nothing the suite did not verify; the matrix is printed at the end.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { randomBytes } from "node:crypto"
+import { Effect, Layer } from "effect"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
+import * as EnvFileSecretStore from "../../adapters/node/EnvFileSecretStore.ts"
+import * as SubprocessBackend from "../../adapters/node/internal/subprocessBackend.ts"
 import type { ContainmentKind } from "../../core/action/Action.ts"
-import type { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import * as Governance from "../../core/evidence/Governance.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
-import { execArgv, plain, runOn } from "../fixtures/subprocess.ts"
+import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
+import { installPolicy } from "../fixtures/policy.ts"
+import { actions, execArgv, options, plain, runOn } from "../fixtures/subprocess.ts"
 
 // Outside /tmp, which a sandbox replaces with its own: a host directory the sandbox must not see unless bound.
 const root = fs.mkdtempSync("/var/tmp/writ-bwrap-")
-const dirs = { canary: "canary", read: "read", write: "write", outside: "outside" }
+const dirs = { canary: "canary", read: "read", write: "write", outside: "outside", secrets: "secrets" }
 for (const dir of Object.values(dirs)) fs.mkdirSync(path.join(root, dir), { mode: 0o700 })
 const canaryPath = path.join(root, dirs.canary, "secret")
 const canary = randomBytes(16).toString("hex")
@@ -32,9 +37,23 @@ fs.writeFileSync(path.join(readRoot, "visible.txt"), "visible")
 const envCanary = randomBytes(16).toString("hex")
 process.env.WRIT_CANARY = envCanary
 process.env.WRIT_GRANTED = "granted"
+// The secret store: an environment file outside every root, holding one secret the action is granted and one it is not.
+const grantedSecret = randomBytes(16).toString("hex")
+const ungrantedSecret = randomBytes(16).toString("hex")
+const secretsFile = path.join(root, dirs.secrets, "secrets.env")
+fs.writeFileSync(secretsFile, `writ.granted=${grantedSecret}\nwrit.ungranted="${ungrantedSecret}"\n`, { mode: 0o600 })
+const secretStore = EnvFileSecretStore.layer({ path: secretsFile })
+const grantedDigest = createHash("sha256").update(grantedSecret).digest("hex")
 
-const bubblewrap = Effect.runSync(BubblewrapBackend.make({ read: [readRoot], write: [writeRoot], execArgv }))
+const bubblewrap = Effect.runSync(
+  BubblewrapBackend.make({ read: [readRoot], write: [writeRoot], execArgv }).pipe(Effect.provide(secretStore))
+)
 const uncontained = plain()
+// A plain child process injecting from the same store: the secrets attack's control.
+const uncontainedWithSecrets = SubprocessBackend.make({
+  ...options,
+  secrets: EnvFileSecretStore.make({ path: secretsFile })
+})
 
 type Verdict = "blocked" | "escaped"
 const matrix: Array<{ capability: string; attack: string; bubblewrap: string; uncontained: string }> = []
@@ -122,6 +141,21 @@ const attacks: ReadonlyArray<Attack> = [
         const { env, init, self } = succeeded(outcome)
         return [env, init, self].some((seen) => seen.value.includes(envCanary)) ? "escaped" : "blocked"
       })
+  },
+  {
+    capability: "secrets",
+    claim: "writ.secrets.by_reference@1",
+    name: "read an ungranted secret (its handler context, the store's file, /proc/1 and /proc/self)",
+    control: uncontainedWithSecrets,
+    run: (backend) =>
+      Effect.map(
+        runOn(backend, "hostile.read_secret", { ungranted: "writ.ungranted", file: secretsFile }),
+        (outcome) => {
+          const { granted, ...tried } = succeeded(outcome)
+          assert.strictEqual(granted, grantedDigest, "the granted secret was injected")
+          return Object.values(tried).some((seen: any) => seen.value.includes(ungrantedSecret)) ? "escaped" : "blocked"
+        }
+      )
   }
 ]
 
@@ -134,7 +168,7 @@ afterAll(() => {
 })
 
 describe("bubblewrap containment", () => {
-  it.live("the probe's trial sandbox ran, and the report claims filesystem, network and environment only", () =>
+  it.live("the probe's trial sandbox ran, and the report claims filesystem, network, environment and secrets only", () =>
     Effect.gen(function*() {
       const report = yield* bubblewrap.probe
       assert.deepStrictEqual(report.containment, {
@@ -142,7 +176,7 @@ describe("bubblewrap containment", () => {
         network: "enforced",
         subprocess: "unsupported",
         environment: "enforced",
-        secrets: "unsupported"
+        secrets: "enforced"
       })
       assert.match(report.verified_by, /^probe: a trial sandbox \(bubblewrap \d/)
     }))
@@ -237,6 +271,54 @@ describe("bubblewrap containment", () => {
         assert.isTrue((report.capabilities ?? []).every((claim) => claim.level === "unsupported"))
         assert.match(report.verified_by, /^probe failed: /)
       }
+    }))
+
+  it.live("a granted secret reaches its handler and appears in no argv, environment, outcome or evidence record", () =>
+    Effect.gen(function*() {
+      const ref = yield* installPolicy({
+        policy_id: "secrets",
+        version: "1",
+        rules: [
+          { kind: "action", effect: "allow", action_patterns: ["*"] },
+          { kind: "secret_exposure", effect: "allow", secret_namespaces: ["writ.granted"], exposure: "inject" }
+        ]
+      })
+      const boundary = yield* Governance.openBoundary(ref)
+      const args = { ungranted: "writ.ungranted", file: secretsFile }
+      const outcome = yield* run("hostile.read_secret", args, {}, {
+        policy_snapshot: ref,
+        effect_backend: bubblewrap.ref
+      }, { boundary })
+      const seen = succeeded(outcome)
+      assert.strictEqual(seen.granted, grantedDigest)
+      // bwrap's own argv and environment are its init's (pid 1) in the sandbox; the runner's are /proc/self's.
+      for (const where of ["init_environ", "init_cmdline", "self_environ", "self_cmdline"] as const) {
+        assert.isTrue(seen[where].ok, `${where} is readable, so its absence of the secret means something`)
+        assert.notInclude(seen[where].value, grantedSecret, where)
+      }
+      assert.include(seen.init_cmdline.value, "--unshare-all", "pid 1 is bwrap, its argv as launched")
+      assert.notInclude(JSON.stringify(outcome), grantedSecret)
+      const records = yield* chainRecords(boundary.chain_id)
+      assert.isAbove(records.length, 2)
+      for (const record of records) assert.notInclude(JSON.stringify(record), grantedSecret, record.record_type)
+      assert.notInclude(JSON.stringify(records), ungrantedSecret)
+    }).pipe(Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, bubblewrap)))))
+
+  it.live("a secret the store cannot resolve fails the call before it starts, naming the secret and no value", () =>
+    Effect.gen(function*() {
+      const empty = path.join(root, dirs.secrets, "empty.env")
+      fs.writeFileSync(empty, `# nothing granted here\nwrit.other=${grantedSecret}\n`, { mode: 0o600 })
+      const backend = yield* BubblewrapBackend.make({ execArgv }).pipe(
+        Effect.provide(EnvFileSecretStore.layer({ path: empty }))
+      )
+      const outcome = yield* runOn(backend, "hostile.read_secret", { ungranted: "writ.other", file: empty })
+      assert.strictEqual(outcome._tag, "failed", JSON.stringify(outcome))
+      assert.strictEqual(reasonCode(outcome), "backend.secret_unavailable")
+      assert.notInclude(JSON.stringify(outcome), grantedSecret)
+      const storeless = yield* BubblewrapBackend.make({ execArgv })
+      const refused = yield* runOn(storeless, "hostile.read_secret", { ungranted: "writ.other", file: empty })
+      assert.strictEqual(refused._tag, "denied")
+      assert.strictEqual(reasonCode(refused), "containment.unsupported")
     }))
 
   it("the report claims nothing the attacks above did not verify", () => {

@@ -7,13 +7,15 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as DenoBackend from "../../adapters/node/DenoBackend.ts"
+import * as EnvFileSecretStore from "../../adapters/node/EnvFileSecretStore.ts"
+import * as SubprocessBackend from "../../adapters/node/internal/subprocessBackend.ts"
 import type { ContainmentKind } from "../../core/action/Action.ts"
 import { ActionBackendCapabilityReport, ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
 import * as Digest from "../../core/base/Digest.ts"
@@ -22,10 +24,18 @@ import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
 import { installPolicy } from "../fixtures/policy.ts"
-import { actions, plain, runOn } from "../fixtures/subprocess.ts"
+import { actions, options as plainOptions, plain, runOn } from "../fixtures/subprocess.ts"
 
 const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "writ-deno-")))
-const dirs = { canary: "canary", read: "read", write: "write", outside: "outside", links: "links", wlinks: "wlinks" }
+const dirs = {
+  canary: "canary",
+  read: "read",
+  write: "write",
+  outside: "outside",
+  links: "links",
+  wlinks: "wlinks",
+  secrets: "secrets"
+}
 for (const dir of Object.values(dirs)) fs.mkdirSync(path.join(root, dir), { mode: 0o700 })
 const canary = randomBytes(16).toString("hex")
 const canaryPath = path.join(root, dirs.canary, "secret")
@@ -40,11 +50,24 @@ fs.symlinkSync(path.join(root, dirs.outside), path.join(root, dirs.wlinks, "out"
 const envCanary = randomBytes(16).toString("hex")
 process.env.WRIT_CANARY = envCanary
 process.env.WRIT_GRANTED = "granted"
+// The secret store: an environment file outside every root, holding one secret the action is granted and one it is not.
+const grantedSecret = randomBytes(16).toString("hex")
+const ungrantedSecret = randomBytes(16).toString("hex")
+const secretsFile = path.join(root, dirs.secrets, "secrets.env")
+fs.writeFileSync(secretsFile, `writ.granted=${grantedSecret}\nwrit.ungranted=${ungrantedSecret}\n`, { mode: 0o600 })
+const grantedDigest = createHash("sha256").update(grantedSecret).digest("hex")
 
 const denoDir = path.join(root, "deno-cache")
 const options = { read: [readRoot], write: [writeRoot], denoDir }
-const deno = Effect.runSync(DenoBackend.make(options))
+const deno = Effect.runSync(
+  DenoBackend.make(options).pipe(Effect.provide(EnvFileSecretStore.layer({ path: secretsFile })))
+)
 const uncontained = plain()
+// A plain child process injecting from the same store: the secrets attack's control.
+const uncontainedWithSecrets = SubprocessBackend.make({
+  ...plainOptions,
+  secrets: EnvFileSecretStore.make({ path: secretsFile })
+})
 
 type Verdict = "blocked" | "escaped"
 const matrix: Array<{ capability: string; attack: string; deno: string; uncontained: string }> = []
@@ -189,6 +212,21 @@ const attacks: ReadonlyArray<Attack> = [
         const { env, init, self } = succeeded(outcome)
         return [env, init, self].some((seen) => seen.value.includes(envCanary)) ? "escaped" : "blocked"
       })
+  },
+  {
+    capability: "secrets",
+    claim: "writ.secrets.by_reference@1",
+    name: "read an ungranted secret (its handler context, the store's file, /proc/1 and /proc/self)",
+    control: uncontainedWithSecrets,
+    run: (backend) =>
+      Effect.map(
+        runOn(backend, "hostile.read_secret", { ungranted: "writ.ungranted", file: secretsFile }),
+        (outcome) => {
+          const { granted, ...tried } = succeeded(outcome)
+          assert.strictEqual(granted, grantedDigest, "the granted secret was injected")
+          return Object.values(tried).some((seen: any) => seen.value.includes(ungrantedSecret)) ? "escaped" : "blocked"
+        }
+      )
   }
 ]
 
@@ -214,7 +252,7 @@ describe("deno containment", () => {
         network: "enforced",
         subprocess: "enforced",
         environment: "enforced",
-        secrets: "unsupported"
+        secrets: "enforced"
       })
       assert.strictEqual(report.mechanism?.name, "deno")
       assert.match(report.mechanism?.version ?? "", /^2\.\d+\.\d+$/)
@@ -362,6 +400,32 @@ describe("deno containment", () => {
       assert.deepStrictEqual(payload.backend, { id: "deno", version: "1", capability_digest: digest })
       assert.match(payload.preflight.digest, /^[0-9a-f]{64}$/)
       assert.match(payload.preflight.report_id, /^[0-9a-f-]{36}$/)
+    }).pipe(Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, deno)))))
+
+  it.live("governed: a granted secret reaches its handler and appears in no argv, outcome or evidence record", () =>
+    Effect.gen(function*() {
+      const ref = yield* installPolicy({
+        policy_id: "secrets",
+        version: "1",
+        rules: [
+          { kind: "action", effect: "allow", action_patterns: ["*"] },
+          { kind: "secret_exposure", effect: "allow", secret_namespaces: ["writ.granted"], exposure: "inject" }
+        ]
+      })
+      const boundary = yield* Governance.openBoundary(ref)
+      const args = { ungranted: "writ.ungranted", file: secretsFile }
+      const outcome = yield* run("hostile.read_secret", args, {}, { policy_snapshot: ref, effect_backend: deno.ref }, {
+        boundary
+      })
+      const seen = succeeded(outcome)
+      assert.strictEqual(seen.granted, grantedDigest)
+      for (const where of ["init_environ", "init_cmdline", "self_environ", "self_cmdline"] as const) {
+        assert.notInclude(seen[where].value, grantedSecret, where)
+      }
+      assert.notInclude(JSON.stringify(outcome), grantedSecret)
+      const records = yield* chainRecords(boundary.chain_id)
+      assert.isAbove(records.length, 2)
+      for (const record of records) assert.notInclude(JSON.stringify(record), grantedSecret, record.record_type)
     }).pipe(Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, deno)))))
 
   it("the report claims nothing the attacks above did not verify", () => {

@@ -28,7 +28,7 @@ describe("writ backend probe", () => {
       network: "enforced",
       subprocess: "unsupported",
       environment: "enforced",
-      secrets: "unsupported"
+      secrets: "enforced"
     })
     const claimed = (decoded.capabilities ?? []).filter((claim) => claim.level === "enforced").map((claim) =>
       claim.name
@@ -51,7 +51,7 @@ describe("writ backend probe", () => {
       network: "enforced",
       subprocess: "enforced",
       environment: "enforced",
-      secrets: "unsupported"
+      secrets: "enforced"
     })
     const enforced = (decoded.capabilities ?? []).filter((claim) => claim.level === "enforced")
     assert.deepStrictEqual(enforced.map((claim) => claim.name), [...DenoBackend.claimed])

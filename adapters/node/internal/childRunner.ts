@@ -1,6 +1,7 @@
 /**
  * The child runner: an entry script that serves exactly one request per spawn. It reads its request, with the
- * spawn's one-use token, from the pipe its parent left on fd 3 (never argv or the environment), and refuses to run
+ * spawn's one-use token and the secrets injected for it, from the pipe its parent left on fd 3 (never argv or the
+ * environment; the secrets reach the handler as `context.secret`, never `process.env`), and refuses to run
  * anything when that is not an inherited pipe holding a well-formed request. Under Deno, which opens no inherited
  * descriptor beyond the standard three, the request comes on stdin and the frames leave on stdout (console output
  * goes to stderr). Then it says it started, imports the
@@ -8,7 +9,7 @@
  * arguments, and runs the handler through an invocation token of its own; every frame it writes on fd 4 carries the
  * parent's token, which the action's code never sees, so a frame the action forges is not taken for a result.
  */
-import { Cause, Effect, Exit, Option, Schema } from "effect"
+import { Cause, Effect, Exit, Option, Redacted, Schema } from "effect"
 import * as fs from "node:fs"
 import type { ActionDefinition } from "../../../core/action/Action.ts"
 import { ActionError } from "../../../core/action/Action.ts"
@@ -90,7 +91,8 @@ const answer = Effect.fnUntraced(function*(request: Wire.ChildRequest) {
     input: input.right,
     context: { request_id: request.request_id, attempt_id: request.attempt_id },
     usage: usage.service,
-    outbox: refusing
+    outbox: refusing,
+    secrets: new Map(Object.entries(request.secrets).map(([name, value]) => [name, Redacted.make(value)]))
   }))
   const { cost_microunits, tokens } = usage.close(0)
   if (Exit.isSuccess(exit)) {

@@ -36,7 +36,9 @@ export class ChildRequest extends Schema.Class<ChildRequest>("ChildRequest")({
   request_id: Schema.String,
   attempt_id: Schema.String,
   /** Variables the action declared it reads, with the host's values: set in the child before its module loads. */
-  environment: Schema.Record({ key: Schema.String, value: Schema.String })
+  environment: Schema.Record({ key: Schema.String, value: Schema.String }),
+  /** The secrets the action declared it needs injected, by name: handed to its handler, never set in the environment. */
+  secrets: Schema.Record({ key: Schema.String, value: Schema.String })
 }) {}
 
 /** The usage the handler reported, relayed to the parent's meter. */

@@ -4,7 +4,7 @@
  * spawn's one-use token, encodes the arguments by the action's input Schema and decodes the child's answer by its
  * output Schema; the handler itself is reached only in the child.
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Redacted, Schema } from "effect"
 import type { Duration } from "effect"
 import { randomBytes } from "node:crypto"
 import type { ActionDefinition } from "../../../core/action/Action.ts"
@@ -14,6 +14,7 @@ import type { ActionBackendCapabilityReport, Invocation } from "../../../core/ac
 import type { ActionBackendError, ActionExecutionBackend } from "../../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../../core/action/internal/backendFailure.ts"
 import * as InvocationToken from "../../../core/action/InvocationToken.ts"
+import * as SecretStore from "../../../core/action/SecretStore.ts"
 import type { Sha256Hex } from "../../../core/base/Digest.ts"
 import { Digest } from "../../../core/base/Digest.ts"
 import type { ActionBackendRef } from "../../../core/base/Refs.ts"
@@ -43,6 +44,8 @@ export interface Options {
   readonly outputBytes: number
   /** The host environment the variables an action declares it reads are taken from. */
   readonly hostEnvironment: Readonly<Record<string, string | undefined>>
+  /** The store the secrets an action declares with `exposure: inject` are resolved from (none: such an action is refused). */
+  readonly secrets?: SecretStore.SecretStore.Service | undefined
   /** Why the backend cannot contain an action it could otherwise run (checked at admission, after its module). */
   readonly admits?: (definition: ActionDefinition) => string | undefined
 }
@@ -87,6 +90,16 @@ export const make = (options: Options): ActionExecutionBackend.Service => {
         const value = options.hostEnvironment[need.variable]
         if (need.exposure === "read" && value !== undefined) environment[need.variable] = value
       }
+      const injected = (definition.secrets ?? []).flatMap((need) => need.exposure === "inject" ? [need.namespace] : [])
+      const secrets: Record<string, string> = {}
+      if (injected.length > 0) {
+        if (options.secrets === undefined) return yield* failed("secret_unavailable", "the backend has no secret store")
+        const values = yield* Effect.mapError(
+          SecretStore.resolveAll(options.secrets, injected),
+          (error) => issued("secret_unavailable", error.message)
+        )
+        for (const [name, value] of values) secrets[name] = Redacted.value(value)
+      }
       return Wire.ChildRequest.make({
         protocol: Wire.protocol,
         token: randomBytes(32).toString("hex"),
@@ -98,7 +111,8 @@ export const make = (options: Options): ActionExecutionBackend.Service => {
         input: input.right,
         request_id: invocation.context.request_id,
         attempt_id: invocation.context.attempt_id,
-        environment
+        environment,
+        secrets
       })
     })
 
@@ -156,6 +170,8 @@ export const make = (options: Options): ActionExecutionBackend.Service => {
   const admits = (definition: ActionDefinition) =>
     definition.module === undefined || definition.export === undefined
       ? `${definition.name} declares no module and export, so no subprocess can import it`
+      : options.secrets === undefined && definition.secrets?.some((need) => need.exposure === "inject") === true
+      ? `${definition.name} needs secrets injected, and the backend has no secret store`
       : options.admits?.(definition)
   return { ref: options.ref, probe: options.probe, admits, invoke }
 }

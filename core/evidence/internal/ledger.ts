@@ -2,7 +2,7 @@ import { Either, Schema } from "effect"
 import type { JsonValue } from "../../base/Canonical.ts"
 import { Sha256Hex } from "../../base/Digest.ts"
 import type { Timestamp } from "../../base/Time.ts"
-import type { ExecutionOutcome, PolicyInputs, Recheck } from "../../execution/ExecutionOutcome.ts"
+import type { ContainmentWaiver, ExecutionOutcome, PolicyInputs, Recheck } from "../../execution/ExecutionOutcome.ts"
 import type { GateOutcome, GrantedException } from "../../execution/Interceptor.ts"
 import type { Stage } from "../../execution/Stage.ts"
 import type { InterceptorBinding } from "../../policy/PolicyRule.ts"
@@ -33,12 +33,14 @@ export const policyBound = (operation: OperationContext, snapshot: PolicySnapsho
 
 /**
  * `operation_started`: the frozen operation context, with the count of argument keys and the names of those its input
- * schema declares, never their values (keys a schema does not declare, a record's, are values too).
+ * schema declares, never their values (keys a schema does not declare, a record's, are values too); and, when it was
+ * admitted without some required containment, which (`containment`: degraded, or on a remote claim).
  */
 export const operationStarted = (
   operation: OperationContext,
   declared: ReadonlySet<string>,
-  args: { readonly [key: string]: unknown }
+  args: { readonly [key: string]: unknown },
+  containment?: ContainmentWaiver
 ): Draft =>
   draft(operation, "operation_started", {
     task_boundary_id: operation.task_boundary_id,
@@ -58,7 +60,13 @@ export const operationStarted = (
     },
     arguments_digest: operation.arguments_digest,
     argument_fields: Object.keys(args).filter((key) => declared.has(key)).sort(),
-    argument_count: Object.keys(args).length
+    argument_count: Object.keys(args).length,
+    ...(containment === undefined ? {} : {
+      containment: {
+        ...(containment.degraded === undefined ? {} : { degraded: [...containment.degraded] }),
+        ...(containment.remote_claims === undefined ? {} : { remote_claims: [...containment.remote_claims] })
+      }
+    })
   })
 
 const inputsPayload = (inputs: PolicyInputs): Payload => ({

@@ -5,18 +5,20 @@
 import type { ParseResult } from "effect"
 import { Effect, Either, Exit, Schema } from "effect"
 import type { ActionDefinition } from "../../../action/Action.ts"
+import type { ContainmentKind } from "../../../action/Action.ts"
 import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
-import { type ActionBackendCapabilityReport, uncontained } from "../../../action/ActionExecutionBackend.ts"
+import { type ActionBackendCapabilityReport, remotelyClaimed } from "../../../action/ActionExecutionBackend.ts"
 import * as Canonical from "../../../base/Canonical.ts"
 import type { Sha256Hex } from "../../../base/Digest.ts"
 import { sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as StrictJson from "../../../base/StrictJson.ts"
 import * as Time from "../../../base/Time.ts"
+import type { ContainmentOptIns } from "../../../policy/PermissionPolicy.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import { DecisionReason } from "../../AdmissionDecision.ts"
 import type { Admission, Capacity, Lease } from "../../Capacity.ts"
-import { Deferred as Deferral, type ExecutionOutcome, TimedOut } from "../../ExecutionOutcome.ts"
+import { ContainmentWaiver, Deferred as Deferral, type ExecutionOutcome, TimedOut } from "../../ExecutionOutcome.ts"
 import type { Arguments } from "../../ExecutionRequest.ts"
 import * as ExecutionScope from "../../ExecutionScope.ts"
 import type { Interceptor } from "../../Interceptor.ts"
@@ -188,19 +190,39 @@ export const bindContextWith = (env: Env, runs: boolean, creates: boolean): Sync
   }
 })
 
-/** Why the backend cannot run the action as it requires: it cannot run it at all, or cannot contain it. */
+/**
+ * Why the backend cannot run the action as it requires: it cannot run it at all, or cannot contain it. A required
+ * kind it does not enforce is waived only where the policy's opt-ins (governed) say so: covered by a `remote` claim
+ * the policy accepts, or optional under the policy (degraded); the call then carries the waiver.
+ */
 export const containmentRefusal = (
   env: Env,
   call: Call,
   action: Action,
-  report: ActionBackendCapabilityReport
+  report: ActionBackendCapabilityReport,
+  optIns?: ContainmentOptIns
 ): ExecutionOutcome | undefined => {
   const unrunnable = env.backend.admits?.(action.definition)
   if (unrunnable !== undefined) return denied(call, "containment.unsupported", `${report.backend.id}: ${unrunnable}`)
-  const missing = uncontained(report, action.definition.containment)
-  return missing.length === 0
-    ? undefined
-    : denied(call, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
+  const missing: Array<ContainmentKind> = []
+  const degraded: Array<ContainmentKind> = []
+  const remote: Array<ContainmentKind> = []
+  for (const kind of action.definition.containment) {
+    if (report.containment[kind] === "enforced") continue
+    if (optIns?.remote_claims?.includes(kind) === true && remotelyClaimed(report, kind)) remote.push(kind)
+    else if (optIns?.degrade?.includes(kind) === true) degraded.push(kind)
+    else missing.push(kind)
+  }
+  if (missing.length > 0) {
+    return denied(call, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
+  }
+  if (degraded.length > 0 || remote.length > 0) {
+    call.containment = trustedMake(ContainmentWaiver, {
+      ...(degraded.length === 0 ? {} : { degraded: degraded.sort() }),
+      ...(remote.length === 0 ? {} : { remote_claims: remote.sort() })
+    })
+  }
+  return undefined
 }
 
 /** Whether stage 3 must probe the backend for an action: it requires containment, or the backend runs only some. */

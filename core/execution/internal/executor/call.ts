@@ -19,6 +19,7 @@ import type { ActionAdmissionDecision, Disposition } from "../../AdmissionDecisi
 import { DecisionReason } from "../../AdmissionDecision.ts"
 import type { ExecutionContext } from "../../ExecutionContext.ts"
 import {
+  type ContainmentWaiver,
   Deferred,
   Denied,
   Escalated,
@@ -58,6 +59,8 @@ export class Call {
   deadline: Timestamp | undefined
   /** Set by stage 10. */
   recheck: Recheck | undefined = undefined
+  /** Governed: the required containment it was admitted without, as its policy allowed; set by stage 3. */
+  containment: ContainmentWaiver | undefined = undefined
   /** Set by stage 12 as the token is released (and reset if the backend refused it). */
   invoked = false
   /** Governed: its operation's start is committed (or being committed), set by stage 4. */
@@ -107,7 +110,8 @@ export const common = (call: Call) => {
     stage: call.stage,
     decisions: call.decisions ?? noDecisions
   }
-  return call.recheck === undefined ? fields : { ...fields, recheck: call.recheck }
+  const checked = call.recheck === undefined ? fields : { ...fields, recheck: call.recheck }
+  return call.containment === undefined ? checked : { ...checked, containment: call.containment }
 }
 
 /** A decision reason. */

@@ -149,7 +149,8 @@ export const pinWith = (
             `bound by policy ${pinned.right.policy_id}@${pinned.right.version}`
         ))
         : Effect.map(env.backend.probe, (capability) =>
-          containmentRefusal(env, call, action, capability) ?? { snapshot: pinned.right, capability })
+          containmentRefusal(env, call, action, capability, pinned.right.containment) ??
+            { snapshot: pinned.right, capability })
     })
 })
 
@@ -204,7 +205,7 @@ class Operation {
     ]
     const drafts = [
       ledger.policyBound(operation, state.snapshot),
-      ledger.operationStarted(operation, state.action.fields, state.args)
+      ledger.operationStarted(operation, state.action.fields, state.args, call.containment)
     ]
     const unstarted = () => {
       this.started = undefined
