@@ -29,7 +29,11 @@ export const create = (root: string, name: string, limits: Limits): Group => {
   try {
     for (const dir of Object.values(group)) {
       // The controller's mount must exist: only writ's own directory under it is made.
-      if (!fs.existsSync(path.dirname(dir))) fs.mkdirSync(path.dirname(dir))
+      try {
+        fs.mkdirSync(path.dirname(dir))
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+      }
       fs.mkdirSync(dir)
     }
     write(group.memory, "memory.limit_in_bytes", String(limits.memoryBytes))
