@@ -39,10 +39,12 @@ const uncontained = plain()
 
 // Tools an attack runs inside the sandbox, bound read-only with the libraries they load: Debian's python (node has
 // no AF_VSOCK socket) and util-linux's unshare.
-const python = "/usr/bin/python3.11"
+const python = fs.realpathSync("/usr/bin/python3")
 const unshare = "/usr/bin/unshare"
 const tools = [...new Set([python, unshare].flatMap((tool) => runtimeBinds(tool).map((bind) => bind.target)))]
-const tooled = Effect.runSync(BubblewrapBackend.make({ read: [readRoot, "/usr/lib/python3.11", ...tools], execArgv }))
+const tooled = Effect.runSync(
+  BubblewrapBackend.make({ read: [readRoot, `/usr/lib/${path.basename(python)}`, ...tools], execArgv })
+)
 // The same sandbox with unix sockets granted: what it reaches shows the filter, not the mount, is what refuses.
 const granted = Effect.runSync(BubblewrapBackend.make({ read: [readRoot], execArgv, unixSockets: true }))
 
