@@ -2,23 +2,29 @@
  * The bubblewrap effect backend: each invocation runs in a fresh child runner inside a bubblewrap sandbox that sees,
  * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots; it has no
  * network, an empty environment (the variables an action declares it reads come on the request's pipe), a private
- * /tmp and /proc, and no capabilities. Runtime: Node on Linux, with `bwrap` installed.
+ * /tmp and /proc, and no capabilities; a seccomp filter refuses unix and vsock sockets, namespace creation and
+ * io_uring; and, where the v1 cgroup controllers can be written, a per-call cgroup bounds its memory and tasks.
+ * Runtimes: Node on Linux, with `bwrap` installed.
  *
  * Its report claims only what the containment suite (test/conformance/BubblewrapContainment.test.ts) verifies, and
  * only once a trial sandbox with the same flags has run: filesystem, network, environment and secrets (those an action
  * declares with `exposure: inject` are resolved from the SecretStore in context and come on the request's pipe; no
- * other reaches the sandbox, so a store's file must lie outside the read roots). Subprocesses (a child may spawn
- * inside its sandbox) are unsupported.
+ * other reaches the sandbox, so a store's file must lie outside the read roots), unix sockets, and memory and process
+ * count when the trial ran in its cgroup. Subprocesses (a child may spawn inside its sandbox) are unsupported.
  */
 import { Duration, Effect, Layer, Option } from "effect"
+import { randomBytes } from "node:crypto"
 import * as os from "node:os"
 import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
+import type { ActionBackendError } from "../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../core/action/internal/backendFailure.ts"
 import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
 import * as Bwrap from "./internal/bwrap.ts"
 import * as Report from "./internal/capabilityReport.ts"
+import * as Cgroup from "./internal/cgroup.ts"
 import * as HostPaths from "./internal/hostPaths.ts"
+import * as Seccomp from "./internal/seccomp.ts"
 import * as SubprocessBackend from "./internal/subprocessBackend.ts"
 
 /** How the sandbox is set up. */
@@ -39,6 +45,14 @@ export interface Options {
   readonly wallClock?: Duration.DurationInput
   /** The most bytes of a child's stdout and stderr kept (default: 64 KiB). */
   readonly outputBytes?: number
+  /** Let the action create unix sockets (its seccomp filter then allows `socket(AF_UNIX)`; default: refused). */
+  readonly unixSockets?: boolean
+  /** The memory one call's sandbox may use, in bytes (default: 512 MiB). */
+  readonly memoryBytes?: number
+  /** The tasks (processes and threads, bwrap's included) one call's sandbox may have at once (default: 64). */
+  readonly processes?: number
+  /** Where the v1 cgroup controllers are mounted (default: `/sys/fs/cgroup`). */
+  readonly cgroupRoot?: string
 }
 
 /** The backend's identity. */
@@ -51,26 +65,44 @@ export const claimed: ReadonlyArray<string> = [
   "writ.network.none@1",
   "writ.environment.allowlist@1",
   "writ.secrets.by_reference@1",
-  "writ.wall_clock@1"
+  "writ.wall_clock@1",
+  "writ.unix_sockets@1",
+  "writ.memory@1",
+  "writ.process_count@1"
 ]
 
 /** The capabilities this backend knows of and does not enforce (yet). */
 export const unclaimed: ReadonlyArray<string> = [
   "writ.network.loopback@1",
   "writ.network.destinations@1",
-  "writ.subprocess.spawn@1",
-  "writ.unix_sockets@1",
-  "writ.memory@1",
-  "writ.process_count@1"
+  "writ.subprocess.spawn@1"
 ]
 
-const claims: Report.Claims = { ref, by: "os", claimed, unclaimed }
+const limited = ["writ.memory@1", "writ.process_count@1"]
 
-// The trial: the runtime in the sandbox, as the unprivileged uid, seeing no environment and no host root.
-const trial = `const fs = require("fs");
+// What this instance claims: its unix sockets only when refused, its limits only when its trial ran in a cgroup.
+const claimsOf = (unixSockets: boolean, cgroups: boolean): Report.Claims => {
+  const dropped = [...(unixSockets ? ["writ.unix_sockets@1"] : []), ...(cgroups ? [] : limited)]
+  return {
+    ref,
+    by: "os",
+    claimed: claimed.filter((name) => !dropped.includes(name)),
+    unclaimed: [...unclaimed, ...dropped]
+  }
+}
+
+// The trial: the runtime in the sandbox, as the unprivileged uid, seeing no environment and no host root, and (unless
+// granted) refused a unix socket by the filter.
+const trial = (unixSockets: boolean) =>
+  `const fs = require("fs");
 const ok = process.getuid() === ${Bwrap.sandboxUid} && fs.readFileSync("/proc/1/environ", "utf-8") === "" &&
   !fs.existsSync("/etc/passwd") && !fs.existsSync("/root");
-process.stdout.write(ok ? "writ-probe:ok" : "writ-probe:exposed")`
+const done = (filtered) => process.stdout.write(ok && filtered ? "writ-probe:ok" : "writ-probe:exposed");
+${
+    unixSockets
+      ? "done(true)"
+      : `require("net").connect({ path: "/writ-probe" }).on("error", (e) => done(e.code === "EAFNOSUPPORT"))`
+  }`
 
 /**
  * A bubblewrap backend; its probe runs a trial sandbox with the backend's own flags once, and is cached. It injects
@@ -84,6 +116,15 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const read = options.read ?? []
     const write = options.write ?? []
     const secrets = Option.getOrUndefined(yield* Effect.serviceOption(SecretStore))
+    const unixSockets = options.unixSockets ?? false
+    const filter = Seccomp.program({ unixSockets })
+    const cgroupRoot = options.cgroupRoot ?? "/sys/fs/cgroup"
+    const limits: Cgroup.Limits = {
+      memoryBytes: options.memoryBytes ?? 512 * 1024 * 1024,
+      processes: options.processes ?? 64
+    }
+    const group = (name: string) =>
+      Effect.acquireRelease(Effect.try(() => Cgroup.create(cgroupRoot, name, limits)), Cgroup.remove)
     const runtime = yield* Effect.either(Effect.try(() => Bwrap.runtimeBinds(node)))
     const base = yield* Effect.either(
       Effect.try(() => HostPaths.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])]))
@@ -91,66 +132,87 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const sandbox = (modules: ReadonlyArray<string>): Bwrap.Sandbox => ({
       runtime: runtime._tag === "Right" ? runtime.right : [],
       read: [...new Set([...(base._tag === "Right" ? base.right : []), ...modules, ...read])],
-      write
+      write,
+      seccomp: true
     })
 
-    const probe = yield* Effect.cached(Effect.gen(function*() {
-      if (bwrap === undefined) return Report.unsupported(claims, "probe failed: no bwrap executable")
-      if (runtime._tag === "Left") {
-        return Report.unsupported(claims, `probe failed: the runtime ${node} could not be resolved`)
-      }
-      if (base._tag === "Left") {
-        return Report.unsupported(claims, "probe failed: the runner's module graph could not be resolved")
-      }
+    // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own.
+    const state = yield* Effect.cached(Effect.gen(function*() {
+      const failed = (why: string) => ({
+        report: Report.unsupported(claimsOf(unixSockets, false), why),
+        cgroups: false
+      })
+      if (bwrap === undefined) return failed("probe failed: no bwrap executable")
+      if (runtime._tag === "Left") return failed(`probe failed: the runtime ${node} could not be resolved`)
+      if (base._tag === "Left") return failed("probe failed: the runner's module graph could not be resolved")
       const version = /^bubblewrap (\S+)$/.exec((yield* Report.run(bwrap, ["--version"])).stdout.trim())?.[1] ??
         "unknown"
-      const tried = yield* Report.run(bwrap, Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial]))
+      const args = Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial(unixSockets)])
+      const { charged, tried } = yield* Effect.scoped(Effect.gen(function*() {
+        const made = yield* Effect.either(group(`probe-${randomBytes(8).toString("hex")}`))
+        if (made._tag === "Left") return { charged: false, tried: yield* Report.run(bwrap, args, {}, [filter]) }
+        const wrapped = Cgroup.wrap(made.right, bwrap, args)
+        const tried = yield* Report.run(wrapped.command, wrapped.args, {}, [filter])
+        return { charged: Cgroup.peakMemory(made.right) > 0, tried }
+      }))
       const platform = `${os.type()} ${os.release()}`
       const identity = BackendMechanism.make({ name: "bubblewrap", version, platform })
       const mechanism = `bubblewrap ${version} on ${platform}`
       if (!tried.ok || tried.stdout !== "writ-probe:ok") {
-        return Report.unsupported(
-          claims,
-          `probe failed: the trial sandbox (${mechanism}) did not run contained`,
-          identity
-        )
+        return {
+          report: Report.unsupported(
+            claimsOf(unixSockets, false),
+            `probe failed: the trial sandbox (${mechanism}) did not run contained`,
+            identity
+          ),
+          cgroups: false
+        }
       }
-      return Report.verified(
-        claims,
+      const report = Report.verified(
+        claimsOf(unixSockets, charged),
         ["filesystem", "network", "environment", "secrets"],
-        `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment ` +
-          "and no host root; the claims are those the containment suite verifies",
+        `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment, ` +
+          `no host root and its seccomp filter${
+            charged ? ", in a cgroup of its own" : " (no cgroup could be made)"
+          }; ` +
+          "the claims are those the containment suite verifies",
         identity
       )
+      return { report, cgroups: charged }
     }))
+    const probe = Effect.map(state, ({ report }) => report)
 
     return SubprocessBackend.make({
       ref,
       probe,
-      launch: (command, definition) => {
-        if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left") {
-          return Effect.fail(issue({
-            outcome: "failed",
-            reason: "spawn_failed",
-            started: false,
-            detail: "bubblewrap or the runtime is unavailable"
-          }))
-        }
-        return Effect.try({
-          try: () => ({
-            command: bwrap,
-            args: Bwrap.argv(sandbox(HostPaths.moduleRoots([definition.module!])), command),
-            env: {}
-          }),
-          catch: () =>
-            issue({
-              outcome: "failed",
-              reason: "module_unavailable",
-              started: false,
-              detail: "the action's module graph could not be resolved"
-            })
-        })
-      },
+      launch: (command, definition) =>
+        Effect.gen(function*() {
+          if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left") {
+            return yield* SubprocessBackend.failed("spawn_failed", "bubblewrap or the runtime is unavailable")
+          }
+          const args = yield* Effect.try({
+            try: () => Bwrap.argv(sandbox(HostPaths.moduleRoots([definition.module!])), command),
+            catch: () =>
+              SubprocessBackend.issued("module_unavailable", "the action's module graph could not be resolved")
+          })
+          if (!(yield* state).cgroups) return { command: bwrap, args, env: {}, files: [filter] }
+          const made = yield* Effect.mapError(
+            group(`call-${randomBytes(8).toString("hex")}`),
+            () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
+          )
+          return {
+            ...Cgroup.wrap(made, bwrap, args),
+            env: {},
+            files: [filter],
+            exceeded: (failure: ActionBackendError) =>
+              Cgroup.oomKills(made) === 0 ? undefined : issue({
+                outcome: failure.outcome,
+                reason: "memory_exceeded",
+                started: failure.started,
+                detail: `the sandbox passed its memory limit of ${limits.memoryBytes} bytes and was killed`
+              })
+          }
+        }),
       node,
       execArgv,
       wallClock: Duration.decode(options.wallClock ?? "30 seconds"),

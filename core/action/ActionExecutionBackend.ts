@@ -108,6 +108,7 @@ export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()
     "child_exited",
     "child_crashed",
     "child_killed",
+    "memory_exceeded",
     "deadline_exceeded",
     "result_invalid",
     "result_oversized",

@@ -14,6 +14,7 @@ import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
 import * as EnvFileSecretStore from "../../adapters/node/EnvFileSecretStore.ts"
+import { runtimeBinds } from "../../adapters/node/internal/bwrap.ts"
 import * as SubprocessBackend from "../../adapters/node/internal/subprocessBackend.ts"
 import type { ContainmentKind } from "../../core/action/Action.ts"
 import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
@@ -54,6 +55,63 @@ const uncontainedWithSecrets = SubprocessBackend.make({
   ...options,
   secrets: EnvFileSecretStore.make({ path: secretsFile })
 })
+
+// Tools an attack runs inside the sandbox, bound read-only with the libraries they load: Debian's python (node has
+// no AF_VSOCK socket) and util-linux's unshare.
+const python = fs.realpathSync("/usr/bin/python3")
+const unshare = "/usr/bin/unshare"
+const tools = [...new Set([python, unshare].flatMap((tool) => runtimeBinds(tool).map((bind) => bind.target)))]
+const tooled = Effect.runSync(
+  BubblewrapBackend.make({ read: [readRoot, `/usr/lib/${path.basename(python)}`, ...tools], execArgv })
+)
+// The same sandbox with unix sockets granted: what it reaches shows the filter, not the mount, is what refuses.
+const granted = Effect.runSync(BubblewrapBackend.make({ read: [readRoot], execArgv, unixSockets: true }))
+
+// A unix socket listener on the host: bound into the sandbox (in a read root) or not (outside every root).
+const unixListener = (dir: string) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly path: string; readonly server: net.Server; readonly seen: () => number }>((resume) => {
+      let connections = 0
+      const server = net.createServer((socket) => {
+        connections++
+        socket.destroy()
+      })
+      const at = path.join(root, dir, `${randomBytes(4).toString("hex")}.sock`)
+      server.listen(at, () => resume(Effect.succeed({ path: at, server, seen: () => connections })))
+    }),
+    ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+  )
+
+/** The most a call's cgroups were charged while `effect` ran, read from the host's side every 20 milliseconds. */
+const watchingCgroups = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const seen = { tasks: 0, memory: 0, groups: new Set<string>() }
+    const read = (file: string) => Number(fs.readFileSync(file, "utf-8").trim())
+    const sample = () => {
+      for (
+        const [controller, files] of [["pids", ["pids.current", "pids.peak"]], ["memory", [
+          "memory.max_usage_in_bytes"
+        ]]] as const
+      ) {
+        const dir = path.join("/sys/fs/cgroup", controller, "writ")
+        for (const name of fs.existsSync(dir) ? fs.readdirSync(dir).filter((entry) => entry.startsWith("call-")) : []) {
+          seen.groups.add(name)
+          for (const file of files) {
+            try {
+              const value = read(path.join(dir, name, file))
+              if (controller === "pids") seen.tasks = Math.max(seen.tasks, value)
+              else seen.memory = Math.max(seen.memory, value)
+            } catch {
+              // The group went away between the listing and the read.
+            }
+          }
+        }
+      }
+    }
+    const timer = setInterval(sample, 20)
+    const result = yield* Effect.ensuring(effect, Effect.sync(() => (sample(), clearInterval(timer))))
+    return { result, seen }
+  })
 
 type Verdict = "blocked" | "escaped"
 const matrix: Array<{ capability: string; attack: string; bubblewrap: string; uncontained: string }> = []
@@ -193,6 +251,133 @@ describe("bubblewrap containment", () => {
         verifiedClaims.add(attack.claim)
       }))
   }
+
+  it.live(
+    "unix sockets: connecting to a host unix socket, bound into the sandbox or not, is refused at socket()",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const bound = yield* unixListener(dirs.read)
+        const unbound = yield* unixListener(dirs.outside)
+        const control = succeeded(yield* runOn(uncontained, "hostile.unix_connect", { path: bound.path }))
+        assert.deepStrictEqual(control, { ok: true, value: "connected" }, "the attack works where nothing contains it")
+        const reached = succeeded(yield* runOn(granted, "hostile.unix_connect", { path: bound.path }))
+        assert.deepStrictEqual(reached, { ok: true, value: "connected" }, "the bound socket is reachable when granted")
+        const before = bound.seen()
+        const contained = [
+          succeeded(yield* runOn(bubblewrap, "hostile.unix_connect", { path: bound.path })),
+          succeeded(yield* runOn(bubblewrap, "hostile.unix_connect", { path: unbound.path }))
+        ]
+        const verdict = bound.seen() === before && unbound.seen() === 0 && contained.every((seen) => !seen.ok)
+          ? "blocked"
+          : "escaped"
+        matrix.push({
+          capability: "unix sockets",
+          attack: "connect to a host unix socket (bound in, and not)",
+          bubblewrap: verdict,
+          uncontained: "escaped"
+        })
+        assert.deepStrictEqual(contained, [{ ok: false, value: "EAFNOSUPPORT" }, { ok: false, value: "EAFNOSUPPORT" }])
+        assert.strictEqual(verdict, "blocked")
+        verifiedClaims.add("writ.unix_sockets@1")
+        assert.strictEqual(
+          (yield* granted.probe).capabilities?.find((claim) => claim.name === "writ.unix_sockets@1")?.level,
+          "unsupported",
+          "a sandbox granted unix sockets does not claim to refuse them"
+        )
+      })),
+    120_000
+  )
+
+  const seccompAttacks = [
+    { attack: "create an AF_VSOCK socket (python)", action: "hostile.vsock", args: { python }, refused: "errno 97" },
+    {
+      attack: "create a user and a network namespace (unshare)",
+      action: "hostile.unshare",
+      args: { unshare },
+      refused: "unshare: unshare failed: Operation not permitted"
+    },
+    { attack: "set up io_uring (libuv, UV_USE_IO_URING=1)", action: "hostile.io_uring", args: {}, refused: "rings 0" }
+  ]
+  for (const { action, args, attack, refused } of seccompAttacks) {
+    it.live(`seccomp: ${attack} is refused, and works with no containment`, () =>
+      Effect.gen(function*() {
+        const escapedOn = (seen: { ok: boolean; value: string }) =>
+          seen.ok && seen.value !== "rings 0" && !seen.value.startsWith("errno") ? "escaped" : "blocked"
+        const control = succeeded(yield* runOn(uncontained, action, args))
+        const contained = succeeded(yield* runOn(tooled, action, args))
+        matrix.push({
+          capability: "seccomp",
+          attack,
+          bubblewrap: escapedOn(contained),
+          uncontained: escapedOn(control)
+        })
+        assert.strictEqual(escapedOn(control), "escaped", `${attack} works where nothing contains it`)
+        assert.strictEqual(contained.value, refused, attack)
+      }), 120_000)
+  }
+
+  it.live(
+    "memory: a sandbox that allocates past its limit is killed, the outcome typed, its cgroup capped",
+    () =>
+      Effect.gen(function*() {
+        const limit = 256 * 1024 * 1024
+        const backend = yield* BubblewrapBackend.make({ write: [writeRoot], execArgv, memoryBytes: limit })
+        const marker = fresh(dirs.write)
+        assert.strictEqual(succeeded(yield* runOn(uncontained, "hostile.allocate", { megabytes: 512, marker })), 512)
+        fs.rmSync(marker)
+        const { result: outcome, seen } = yield* watchingCgroups(
+          runOn(backend, "hostile.allocate", { megabytes: 512, marker })
+        )
+        matrix.push({
+          capability: "memory",
+          attack: "allocate 512 MiB past a 256 MiB limit",
+          bubblewrap: fs.existsSync(marker) ? "escaped" : "blocked",
+          uncontained: "escaped"
+        })
+        assert.strictEqual(outcome._tag, "ambiguous", JSON.stringify(outcome))
+        assert.strictEqual(reasonCode(outcome), "backend.memory_exceeded")
+        assert.isFalse(fs.existsSync(marker), "the allocation never completed")
+        assert.isAbove(seen.memory, 0, "the call ran in a cgroup the host could see")
+        assert.isAtMost(seen.memory, limit)
+        verifiedClaims.add("writ.memory@1")
+      }),
+    120_000
+  )
+
+  it.live(
+    "process count: a fork bomb past the sandbox's task limit is refused, and no more tasks ever existed",
+    () =>
+      Effect.gen(function*() {
+        const processes = 48
+        const backend = yield* BubblewrapBackend.make({ execArgv, processes })
+        const control = succeeded(yield* runOn(uncontained, "hostile.fork_bomb", { children: 12 }))
+        assert.deepStrictEqual(control, { spawned: 12, refused: 0 }, "the bomb works where nothing contains it")
+        const { result: outcome, seen } = yield* watchingCgroups(runOn(backend, "hostile.fork_bomb", { children: 12 }))
+        const bombed = succeeded(outcome)
+        matrix.push({
+          capability: "process count",
+          attack: `start 12 node processes under a limit of ${processes} tasks`,
+          bubblewrap: bombed.refused > 0 && seen.tasks <= processes ? "blocked" : "escaped",
+          uncontained: "escaped"
+        })
+        assert.isAbove(bombed.refused, 0, JSON.stringify(bombed))
+        assert.isAbove(seen.tasks, 0, "the call ran in a cgroup the host could see")
+        assert.isAtMost(seen.tasks, processes)
+        verifiedClaims.add("writ.process_count@1")
+      }),
+    120_000
+  )
+
+  it.live("a probe that cannot make its cgroup claims no memory or process count; the rest still holds", () =>
+    Effect.gen(function*() {
+      const report = yield* (yield* BubblewrapBackend.make({ execArgv, cgroupRoot: "/nonexistent/cgroup" }))
+        .probe
+      const level = (name: string) => report.capabilities?.find((claim) => claim.name === name)?.level
+      assert.strictEqual(level("writ.memory@1"), "unsupported")
+      assert.strictEqual(level("writ.process_count@1"), "unsupported")
+      assert.strictEqual(level("writ.unix_sockets@1"), "enforced")
+      assert.strictEqual(report.containment.filesystem, "enforced")
+    }))
 
   it.live("a read root is readable, a write root writable, a declared variable present", () =>
     Effect.gen(function*() {

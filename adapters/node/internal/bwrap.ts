@@ -3,11 +3,12 @@
  * libraries it loads, the module graph of the runner and the action, the read roots; writable: the write roots) and
  * the flags around it. Nothing else of the host is visible: a private /tmp, a fresh /proc and /dev, no network (its
  * own empty network namespace), no capabilities, a new session, no user namespaces inside, killed with its parent,
- * the action as uid and gid 65534. bwrap itself starts with an empty environment.
+ * the action as uid and gid 65534, under the seccomp filter of `seccomp.ts` when the launch hands it over. bwrap itself starts with an empty environment.
  */
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { filesFd } from "./childWire.ts"
 
 /** The uid and gid the action runs as inside the sandbox. */
 export const sandboxUid = 65534
@@ -39,6 +40,8 @@ export interface Sandbox {
   readonly runtime: ReadonlyArray<Bind>
   readonly read: ReadonlyArray<string>
   readonly write: ReadonlyArray<string>
+  /** Whether the launch hands bwrap a seccomp program on its first extra descriptor (`filesFd`). */
+  readonly seccomp?: boolean
 }
 
 /** The flags every sandbox starts with, before its binds. */
@@ -67,6 +70,7 @@ export const flags: ReadonlyArray<string> = [
 /** bwrap's argv for a sandbox running `command`: the flags, the read-only binds, then the writable ones over them. */
 export const argv = (sandbox: Sandbox, command: ReadonlyArray<string>): ReadonlyArray<string> => [
   ...flags,
+  ...(sandbox.seccomp === true ? ["--add-seccomp-fd", String(filesFd)] : []),
   ...sandbox.runtime.flatMap((bind) => ["--ro-bind", bind.source, bind.target]),
   ...sandbox.read.flatMap((root) => ["--ro-bind", root, root]),
   ...sandbox.write.flatMap((root) => ["--bind", root, root]),

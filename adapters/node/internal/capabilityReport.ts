@@ -5,7 +5,8 @@
  * the mechanism's own commands.
  */
 import { Effect } from "effect"
-import { execFile } from "node:child_process"
+import { spawn } from "node:child_process"
+import type { Writable } from "node:stream"
 import type { ContainmentKind } from "../../../core/action/Action.ts"
 import {
   ActionBackendCapabilityReport,
@@ -14,6 +15,7 @@ import {
 } from "../../../core/action/ActionExecutionBackend.ts"
 import type { BackendMechanism, EnforcedBy } from "../../../core/action/ActionExecutionBackend.ts"
 import type { ActionBackendRef } from "../../../core/base/Refs.ts"
+import { filesFd } from "./childWire.ts"
 
 /** What a backend knows of its capabilities, and what enforces those it claims. */
 export interface Claims {
@@ -70,11 +72,37 @@ export const unsupported = (claims: Claims, verified_by: string, mechanism?: Bac
     capabilities: capabilities(claims, false)
   })
 
-/** Run a command of the mechanism with an empty environment (killed after 20 seconds): whether it exited 0, and its stdout. */
-export const run = (command: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) =>
+/**
+ * Run a command of the mechanism with an empty environment (killed after 20 seconds): whether it exited 0, and its
+ * stdout; `files` are written to pipes on the descriptors from `filesFd` on, as a launch hands them.
+ */
+export const run = (
+  command: string,
+  args: ReadonlyArray<string>,
+  env: Readonly<Record<string, string>> = {},
+  files: ReadonlyArray<Uint8Array> = []
+) =>
   Effect.async<{ readonly ok: boolean; readonly stdout: string }>((resume) => {
-    const child = execFile(command, [...args], { env, timeout: 20_000, encoding: "utf-8" }, (error, stdout) => {
-      resume(Effect.succeed({ ok: error === null, stdout }))
+    const child = spawn(command, [...args], {
+      env,
+      stdio: ["ignore", "pipe", "ignore", ...Array(filesFd - 3).fill("ignore"), ...files.map(() => "pipe" as const)]
     })
+    const out: Array<Buffer> = []
+    child.stdout!.on("data", (chunk: Buffer) => out.push(chunk))
+    files.forEach((bytes, index) => {
+      const file = child.stdio[filesFd + index] as Writable
+      file.on("error", () => undefined)
+      file.end(bytes)
+    })
+    const timer = setTimeout(() => child.kill("SIGKILL"), 20_000)
+    let done = false
+    const finish = (ok: boolean) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      resume(Effect.succeed({ ok, stdout: Buffer.concat(out).toString("utf-8") }))
+    }
+    child.on("error", () => finish(false))
+    child.on("close", (code) => finish(code === 0))
     return Effect.sync(() => void child.kill("SIGKILL"))
   })

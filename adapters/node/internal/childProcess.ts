@@ -22,6 +22,10 @@ export interface Launch {
   readonly args: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string>>
   readonly channels?: "fds" | "stdio"
+  /** Bytes the command reads on inherited descriptors from `Wire.filesFd` on (a pipe each, written and closed). */
+  readonly files?: ReadonlyArray<Uint8Array>
+  /** Checked when the runner died without answering: the failure renamed for the limit it hit (its memory). */
+  readonly exceeded?: (failure: ActionBackendError) => ActionBackendError | undefined
 }
 
 /** The bounds of one spawn. */
@@ -68,8 +72,13 @@ const killGroup = (pid: number | undefined) => {
 const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
   Effect.async<Ended & { readonly stderr: string }>((resume) => {
     const stdio = launch.channels === "stdio"
+    const files = launch.files ?? []
     const child = spawn(launch.command, [...launch.args], {
-      stdio: stdio ? ["pipe", "pipe", "pipe"] : ["ignore", "pipe", "pipe", "pipe", "pipe"],
+      stdio: [
+        ...(stdio ? ["pipe", "pipe", "pipe"] as const : ["ignore", "pipe", "pipe", "pipe", "pipe"] as const),
+        ...(files.length > 0 ? Array(Wire.filesFd - (stdio ? 3 : 5)).fill("ignore") : []),
+        ...files.map(() => "pipe" as const)
+      ],
       env: { ...launch.env },
       // Its own process group, so a kill reaches whatever it started.
       detached: true
@@ -93,6 +102,11 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
     // A child that exits without reading its request breaks the pipe: that is its exit, not an error here.
     requests.on("error", () => undefined)
     requests.end(request)
+    files.forEach((bytes, index) => {
+      const file = child.stdio[Wire.filesFd + index] as Writable
+      file.on("error", () => undefined)
+      file.end(bytes)
+    })
     const timer = setTimeout(() => {
       overran = true
       killGroup(child.pid)
@@ -171,7 +185,12 @@ export const run = (
     spawnOnce(launch, Wire.encodeRequest(request), bounds),
     (ended) =>
       Either.match(classify(ended, request.token), {
-        onLeft: Effect.fail,
+        onLeft: (error) =>
+          Effect.fail(
+            ["child_killed", "child_crashed", "child_exited"].includes(error.reason)
+              ? launch.exceeded?.(error) ?? error
+              : error
+          ),
         onRight: (answer) => Effect.succeed({ answer, stderr: ended.stderr })
       })
   )

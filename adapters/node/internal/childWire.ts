@@ -12,6 +12,8 @@ export const protocol = "writ.child/v1"
 /** The fd the request arrives on, and the fd result frames leave on. */
 export const requestFd = 3
 export const resultFd = 4
+/** The first descriptor a launch's extra files (a sandbox's seccomp program) are inherited on. */
+export const filesFd = 5
 
 /** The largest request and the largest result channel content, in bytes. */
 export const maxRequestBytes = 8 * 1024 * 1024

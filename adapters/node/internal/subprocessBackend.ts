@@ -5,7 +5,7 @@
  * output Schema; the handler itself is reached only in the child.
  */
 import { Effect, Either, Redacted, Schema } from "effect"
-import type { Duration } from "effect"
+import type { Duration, Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import type { ActionDefinition } from "../../../core/action/Action.ts"
 import { ActionError } from "../../../core/action/Action.ts"
@@ -32,11 +32,11 @@ export const runnerEntry = (): URL =>
 export interface Options {
   readonly ref: ActionBackendRef
   readonly probe: Effect.Effect<ActionBackendCapabilityReport>
-  /** How to launch the runner: `node` is the runtime's argv (node, its flags, the entry script). */
+  /** How to launch the runner: `node` is the runtime's argv; what it acquires is released once the runner ended. */
   readonly launch: (
     node: ReadonlyArray<string>,
     definition: ActionDefinition
-  ) => Effect.Effect<Launch, ActionBackendError>
+  ) => Effect.Effect<Launch, ActionBackendError, Scope.Scope>
   /** The node binary and the flags it runs the runner with (a loader, under tests). */
   readonly node: string
   readonly execArgv: ReadonlyArray<string>
@@ -158,11 +158,10 @@ export const make = (options: Options): ActionExecutionBackend.Service => {
       const node = [options.node, ...options.execArgv, runnerEntry().pathname]
       return Effect.gen(function*() {
         const wire = yield* request(invocation, definition.module!, definition.export!)
-        const launch = yield* options.launch(node, definition)
-        const { answer } = yield* ChildProcess.run(launch, wire, {
-          wallClock: options.wallClock,
-          outputBytes: options.outputBytes
-        })
+        const { answer } = yield* Effect.scoped(Effect.flatMap(
+          options.launch(node, definition),
+          (launch) => ChildProcess.run(launch, wire, { wallClock: options.wallClock, outputBytes: options.outputBytes })
+        ))
         return yield* concluded(invocation, answer)
       })
     })

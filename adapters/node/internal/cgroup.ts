@@ -1,0 +1,119 @@
+/**
+ * Per-call cgroups on the v1 `memory` and `pids` controllers: a pair created for one call with its limits, the
+ * launch moved into both before bwrap starts (so every process of the sandbox is charged there), whether the memory
+ * limit killed something, and the pair's removal once every process in it is gone.
+ */
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/** The limits of one call's cgroups. */
+export interface Limits {
+  /** memory.limit_in_bytes (and memory.memsw.limit_in_bytes, where swap accounting exists). */
+  readonly memoryBytes: number
+  /** pids.max: tasks (processes and their threads) alive at once in the sandbox, bwrap included. */
+  readonly processes: number
+}
+
+/** One call's pair of cgroups. */
+export interface Group {
+  readonly memory: string
+  readonly pids: string
+}
+
+const write = (dir: string, file: string, value: string) => fs.writeFileSync(path.join(dir, file), value)
+
+/** Create the pair `<root>/{memory,pids}/writ/<name>` with `limits`; throws when a controller refuses. */
+export const create = (root: string, name: string, limits: Limits): Group => {
+  const group = { memory: path.join(root, "memory", "writ", name), pids: path.join(root, "pids", "writ", name) }
+  try {
+    for (const dir of Object.values(group)) {
+      // The controller's mount must exist: only writ's own directory under it is made.
+      try {
+        fs.mkdirSync(path.dirname(dir))
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+      }
+      fs.mkdirSync(dir)
+    }
+    write(group.memory, "memory.limit_in_bytes", String(limits.memoryBytes))
+    if (fs.existsSync(path.join(group.memory, "memory.memsw.limit_in_bytes"))) {
+      write(group.memory, "memory.memsw.limit_in_bytes", String(limits.memoryBytes))
+    }
+    write(group.pids, "pids.max", String(limits.processes))
+    return group
+  } catch (error) {
+    for (const dir of Object.values(group)) {
+      try {
+        fs.rmdirSync(dir)
+      } catch {
+        // Never made.
+      }
+    }
+    throw error
+  }
+}
+
+/** The files a launch writes its own pid into, so it and all it starts are in the pair. */
+export const procs = (group: Group): ReadonlyArray<string> =>
+  [group.memory, group.pids].map((dir) => path.join(dir, "cgroup.procs"))
+
+/** A launch moved into the pair: `sh` writes its pid into each group, drops the PWD it exports, and execs `command`. */
+export const wrap = (group: Group, command: string, args: ReadonlyArray<string>) => ({
+  command: "/bin/sh",
+  args: [
+    "-c",
+    "echo $$ > \"$1\" && echo $$ > \"$2\" && shift 2 && unset PWD && exec \"$@\"",
+    "sh",
+    ...procs(group),
+    command,
+    ...args
+  ]
+})
+
+const read = (file: string) => {
+  try {
+    return fs.readFileSync(file, "utf-8")
+  } catch {
+    return ""
+  }
+}
+
+/** How many processes the memory limit killed in the pair. */
+export const oomKills = (group: Group): number =>
+  Number(/^oom_kill (\d+)$/m.exec(read(path.join(group.memory, "memory.oom_control")))?.[1] ?? 0)
+
+/** The most memory the pair was charged, in bytes. */
+export const peakMemory = (group: Group): number =>
+  Number(read(path.join(group.memory, "memory.max_usage_in_bytes")).trim() || 0)
+
+/** How many forks the pids limit refused in the pair. */
+export const refusedForks = (group: Group): number =>
+  Number(/^max (\d+)$/m.exec(read(path.join(group.pids, "pids.events")))?.[1] ?? 0)
+
+const members = (group: Group) =>
+  procs(group).flatMap((file) => read(file).split("\n").filter((line) => line !== "").map(Number))
+
+/** Kill whatever is left in the pair, wait (up to 5 seconds) for it to empty, and remove it. */
+export const remove = (group: Group): Effect.Effect<void> =>
+  Effect.promise(async () => {
+    for (let round = 0; round < 100; round++) {
+      const left = members(group)
+      if (left.length === 0) break
+      for (const pid of left) {
+        try {
+          process.kill(pid, "SIGKILL")
+        } catch {
+          // Gone already.
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+    for (const dir of Object.values(group)) {
+      try {
+        fs.rmdirSync(dir)
+      } catch {
+        // Still busy or gone: a leftover empty group holds nothing.
+      }
+    }
+  })
