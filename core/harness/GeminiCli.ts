@@ -143,7 +143,13 @@ export const claims = (spec: HarnessSpec, home: string): ReadonlyArray<Claim> =>
     })
   }
   if (spec.tools.callback) {
-    out.push({ control: "callback.pre_tool@1", level: "enforced", source: "writ", mechanism: "hooks.BeforeTool" })
+    out.push({
+      control: "callback.pre_tool@1",
+      level: "enforced",
+      source: "writ",
+      mechanism: "hooks.BeforeTool",
+      note: "gemini runs the tool when it times a hook out (30 s): writ's hook denies at its own 10 s deadline first"
+    })
     out.push({
       control: "callback.integrity@1",
       level: hiddenFromTools(home) ? "enforced" : "degraded",
