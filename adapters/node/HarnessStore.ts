@@ -7,9 +7,9 @@
 import { Effect, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { createReadStream } from "node:fs"
-import { mkdir, readFile, rename, stat, writeFile } from "node:fs/promises"
+import { lstat, mkdir, readdir, readFile, readlink, rename, stat, writeFile } from "node:fs/promises"
 import { homedir } from "node:os"
-import { dirname, join } from "node:path"
+import { dirname, join, relative } from "node:path"
 import { Sha256Hex } from "../../core/base/Digest.ts"
 import { VerifyRun } from "../../core/harness/CapabilityReport.ts"
 import { HarnessError } from "../../core/harness/HarnessAdapter.ts"
@@ -34,6 +34,11 @@ export interface HarnessStore {
   readonly dir: string
   /** The sha256 of a file's bytes, cached by (path, inode, size, mtime): recomputed only when one changes. */
   readonly identity: (path: string) => Effect.Effect<Sha256Hex, HarnessError>
+  /**
+   * The sha256 over a package tree (each file's relative path and sha256, a symlink's target, in path order), cached
+   * by (path, inode, total size, newest mtime) over the tree: recomputed only when one changes.
+   */
+  readonly treeIdentity: (dir: string) => Effect.Effect<Sha256Hex, HarnessError>
   /** Every recorded verify run. */
   readonly verifications: Effect.Effect<ReadonlyArray<VerifyRun>, HarnessError>
   /** Record verify runs: each replaces the earlier runs of its control for the same version and executable. */
@@ -79,6 +84,39 @@ const hashFile = (path: string) =>
       .on("end", () => resume(Effect.succeed(Sha256Hex.make(hash.digest("hex")))))
   })
 
+interface TreeEntry {
+  readonly path: string
+  readonly link: string | undefined
+  readonly size: number
+  readonly mtimeMs: number
+}
+
+/** Every file and symlink under `root`, in path order (directories walked, not listed). */
+const walk = async (root: string): Promise<ReadonlyArray<TreeEntry>> => {
+  const out: Array<TreeEntry> = []
+  const visit = async (dir: string): Promise<void> => {
+    for (const name of (await readdir(dir)).sort()) {
+      const path = join(dir, name)
+      const info = await lstat(path)
+      if (info.isDirectory()) await visit(path)
+      else if (info.isSymbolicLink()) out.push({ path, link: await readlink(path), size: 0, mtimeMs: info.mtimeMs })
+      else if (info.isFile()) out.push({ path, link: undefined, size: info.size, mtimeMs: info.mtimeMs })
+    }
+  }
+  await visit(root)
+  return out
+}
+
+const hashTree = (root: string, entries: ReadonlyArray<TreeEntry>) =>
+  Effect.gen(function*() {
+    const tree = createHash("sha256")
+    for (const entry of entries) {
+      const content = entry.link === undefined ? yield* hashFile(entry.path) : `link:${entry.link}`
+      tree.update(`${relative(root, entry.path)}\0${content}\n`)
+    }
+    return Sha256Hex.make(tree.digest("hex"))
+  })
+
 /** The store in `dir` (default: `dataDir()`). */
 export const make = (dir: string = dataDir()): HarnessStore => {
   const identities = join(dir, "harness", "identity.json")
@@ -103,9 +141,36 @@ export const make = (dir: string = dataDir()): HarnessStore => {
       }
       return digest
     })
+  const treeIdentity = (root: string) =>
+    Effect.gen(function*() {
+      const [info, entries] = yield* Effect.tryPromise({
+        try: () => Promise.all([stat(root), walk(root)]),
+        catch: failure(`cannot walk ${root}`)
+      })
+      const key = {
+        path: root,
+        ino: info.ino,
+        size: entries.reduce((sum, e) => sum + e.size, 0),
+        mtime_ms: entries.reduce((newest, e) => Math.max(newest, e.mtimeMs), info.mtimeMs)
+      }
+      const name = JSON.stringify(key)
+      const known = memory.get(name)
+      if (known !== undefined) return known
+      const cached = (yield* readJson(identities, IdentityFile, [])).find((e) =>
+        e.path === key.path && e.ino === key.ino && e.size === key.size && e.mtime_ms === key.mtime_ms
+      )
+      const digest = cached?.digest ?? (yield* hashTree(root, entries))
+      memory.set(name, digest)
+      if (cached === undefined) {
+        const others = (yield* readJson(identities, IdentityFile, [])).filter((e) => e.path !== root)
+        yield* writeJson(identities, IdentityFile, [...others, { ...key, digest }])
+      }
+      return digest
+    })
   return {
     dir,
     identity,
+    treeIdentity,
     verifications: readJson(verified, VerifyFile, []),
     record: (runs) =>
       Effect.flatMap(readJson(verified, VerifyFile, []), (earlier) => {

@@ -1,14 +1,17 @@
-/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, an environment-file secret store, the claude-code harness. */
+/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, an environment-file secret store, the claude-code and gemini-cli harnesses. */
 export * as BubblewrapBackend from "./BubblewrapBackend.ts"
 export * as ClaudeCodeHarness from "./ClaudeCodeHarness.ts"
 export * as ClaudeCodeVerify from "./ClaudeCodeVerify.ts"
 export * as DenoBackend from "./DenoBackend.ts"
 export * as EnvFileSecretStore from "./EnvFileSecretStore.ts"
+export * as GeminiCliHarness from "./GeminiCliHarness.ts"
+export * as GeminiCliVerify from "./GeminiCliVerify.ts"
 export * as HarnessStore from "./HarnessStore.ts"
 export * as NodeDigest from "./NodeDigest.ts"
 export * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 export * as NodePathResolver from "./NodePathResolver.ts"
 export * as ScriptedAnthropic from "./ScriptedAnthropic.ts"
+export * as ScriptedGemini from "./ScriptedGemini.ts"
 export * as SqlExecutorRegistry from "./SqlExecutorRegistry.ts"
 export * as Sqlite from "./Sqlite.ts"
 export * as SqliteEvidenceStore from "./SqliteEvidenceStore.ts"

@@ -20,7 +20,16 @@ const actions: Record<string, { readonly action: string; readonly effects: Reado
   Glob: { action: "files.search", effects: ["filesystem.read"] },
   Grep: { action: "files.search", effects: ["filesystem.read"] },
   WebFetch: { action: "web.fetch", effects: ["network.egress"] },
-  WebSearch: { action: "web.search", effects: ["network.egress"] }
+  WebSearch: { action: "web.search", effects: ["network.egress"] },
+  run_shell_command: { action: "shell.exec", effects: ["process.spawn"] },
+  read_file: { action: "files.read", effects: ["filesystem.read"] },
+  write_file: { action: "files.write", effects: ["filesystem.write"] },
+  replace: { action: "files.edit", effects: ["filesystem.write"] },
+  glob: { action: "files.search", effects: ["filesystem.read"] },
+  grep_search: { action: "files.search", effects: ["filesystem.read"] },
+  list_directory: { action: "files.search", effects: ["filesystem.read"] },
+  web_fetch: { action: "web.fetch", effects: ["network.egress"] },
+  google_web_search: { action: "web.search", effects: ["network.egress"] }
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> =>

@@ -1,5 +1,5 @@
 /**
- * `writ harness probe|plan|run claude-code`: what the installed CLI can prove (its report, enforced only where a verify
+ * `writ harness probe|plan|run claude-code|gemini-cli`: what the installed CLI can prove (its report, enforced only where a verify
  * run recorded in writ's data directory passed; `--verify` runs the scenarios against the real CLI and records them),
  * the plan and report a spec compiles to, and a run under that plan. Exit codes: 0 ok, 1 a required control not
  * enforced (nothing spawned), a failed verify scenario or a CLI that did not exit 0, 2 bad input.
@@ -15,10 +15,13 @@ import * as HarnessSpecFormat from "../../../adapters/memory/HarnessSpecFormat.t
 import * as PolicyFormat from "../../../adapters/memory/PolicyFormat.ts"
 import * as ClaudeCodeHarness from "../../../adapters/node/ClaudeCodeHarness.ts"
 import * as Verify from "../../../adapters/node/ClaudeCodeVerify.ts"
+import * as GeminiCliHarness from "../../../adapters/node/GeminiCliHarness.ts"
+import * as GeminiVerify from "../../../adapters/node/GeminiCliVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as Report from "../../../core/harness/CapabilityReport.ts"
 import * as ClaudeCode from "../../../core/harness/ClaudeCode.ts"
+import * as GeminiCli from "../../../core/harness/GeminiCli.ts"
 import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import { ControlName } from "../../../core/harness/HarnessControl.ts"
 import * as HarnessPlan from "../../../core/harness/HarnessPlan.ts"
@@ -29,13 +32,30 @@ import { CliInputError, json, setExitCode } from "./internal/input.ts"
 import { load } from "./internal/policyFile.ts"
 import { table } from "./internal/render.ts"
 
-const provider = Args.choice([["claude-code", "claude-code" as const]], { name: "provider" }).pipe(
-  Args.withDescription("claude-code (codex and gemini-cli have no adapter yet)")
-)
+const provider = Args.choice([["claude-code", "claude-code" as const], ["gemini-cli", "gemini-cli" as const]], {
+  name: "provider"
+}).pipe(Args.withDescription("claude-code or gemini-cli (codex has no adapter yet)"))
+
+type Provider = "claude-code" | "gemini-cli"
 
 const specFile = Options.file("spec", { exists: "yes" }).pipe(Options.withDescription("a HarnessSpec (.yaml or .json)"))
 
-const adapterOf = Effect.provide(ClaudeCodeHarness.make({ store: HarnessStore.make() }), NodeHarnessProcess.layer)
+/** Each provider's adapter, its verify run and its mapping's claims for a spec. */
+const providers = {
+  "claude-code": {
+    make: ClaudeCodeHarness.make,
+    verify: Verify.verify,
+    claims: (spec: HarnessSpec.HarnessSpec) => ClaudeCode.claims(spec)
+  },
+  "gemini-cli": {
+    make: GeminiCliHarness.make,
+    verify: GeminiVerify.verify,
+    claims: (spec: HarnessSpec.HarnessSpec) => GeminiCli.claims(spec, "/tmp/writ-harness")
+  }
+} as const
+
+const adapterOf = (name: Provider) =>
+  Effect.provide(providers[name].make({ store: HarnessStore.make() }), NodeHarnessProcess.layer)
 
 const encodeReport = Schema.encodeSync(Report.CapabilityReport)
 
@@ -60,15 +80,19 @@ const renderReport = (report: Report.CapabilityReport) =>
   ].join("\n")
 
 /** The report of every control the installed CLI could be asked for, from the mapping and the recorded verify runs. */
-const probeReport = (probe: HarnessAdapter.ProbeResult, verifications: ReadonlyArray<Report.VerifyRun>) =>
+const probeReport = (
+  name: Provider,
+  probe: HarnessAdapter.ProbeResult,
+  verifications: ReadonlyArray<Report.VerifyRun>
+) =>
   Report.assess({
-    provider: "claude-code",
+    provider: name,
     version: probe.version,
     executable: probe.executable,
     requested: ControlName.literals,
-    claims: ClaudeCode.claims(Either.getOrThrow(HarnessSpec.decode({
+    claims: providers[name].claims(Either.getOrThrow(HarnessSpec.decode({
       spec_version: 1,
-      provider: "claude-code",
+      provider: name,
       model: { name: "probe" },
       workspace: "/",
       tools: { callback: true }
@@ -80,13 +104,13 @@ const probeReport = (probe: HarnessAdapter.ProbeResult, verifications: ReadonlyA
 const probeCommand = Command.make(
   "probe",
   { provider, json, verify: Options.boolean("verify").pipe(Options.withDescription("run the verify scenarios")) },
-  ({ json, verify }) =>
+  ({ json, provider, verify }) =>
     Effect.gen(function*() {
       const store = HarnessStore.make()
-      const adapter = yield* adapterOf
+      const adapter = yield* adapterOf(provider)
       const failed: Array<string> = []
       if (verify) {
-        const results = yield* Verify.verify(adapter)
+        const results = yield* providers[provider].verify(adapter)
         yield* store.record(results.map((r) => r.run))
         for (const { result, run } of results) {
           if (!run.effect_absent) failed.push(run.scenario)
@@ -99,7 +123,7 @@ const probeCommand = Command.make(
           }
         }
       }
-      const report = probeReport(yield* adapter.probe, yield* store.verifications)
+      const report = probeReport(provider, yield* adapter.probe, yield* store.verifications)
       yield* Console.log(
         json ? JSON.stringify({ report: encodeReport(report), failed }, null, 2) : renderReport(report)
       )
@@ -120,10 +144,13 @@ const readSpec = (path: string) =>
   })
 
 /** Probe, compile and admit a spec; a refusal is printed with its report and exits 1. */
-const prepared = (spec: HarnessSpec.HarnessSpec, prompt: string, asJson: boolean) =>
+const prepared = (name: Provider, spec: HarnessSpec.HarnessSpec, prompt: string, asJson: boolean) =>
   Effect.gen(function*() {
+    if (spec.provider !== name) {
+      return yield* new CliInputError({ message: `the spec is for ${spec.provider}, not ${name}` })
+    }
     const store = HarnessStore.make()
-    const adapter = yield* adapterOf
+    const adapter = yield* adapterOf(name)
     const home = join(realpathSync(tmpdir()), `writ-harness-${randomUUID()}`)
     const input = { spec, prompt, home, verifications: yield* store.verifications }
     return yield* HarnessAdapter.prepare(adapter, input).pipe(
@@ -146,7 +173,7 @@ const planCommand = Command.make("plan", {
 }, (options) =>
   Effect.gen(function*() {
     const spec = yield* readSpec(options.spec)
-    const ready = yield* prepared(spec, options.prompt, options.json)
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json)
     if (ready === undefined) return
     const { plan, report } = ready.admitted
     const digest = yield* HarnessPlan.digest(plan)
@@ -220,7 +247,7 @@ const runCommand = Command.make("run", {
         message: `--policy is ${snapshot.policy_id}@${snapshot.version}, not the spec's`
       })
     }
-    const ready = yield* prepared(spec, options.prompt, options.json)
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json)
     if (ready === undefined) return
     const decide = snapshot === undefined
       ? () => Effect.succeed<HarnessAdapter.CallbackDecision>({ decision: "deny", reason: "no policy" })

@@ -1,0 +1,335 @@
+/**
+ * The gemini-cli compiler: a HarnessSpec into the exact argv, settings file, admin policy, hook and environment the
+ * `gemini` CLI (a bundle directory run by Node) starts with, and the claims its mapping makes for each control
+ * (spec/harness.md). Pure: the Node adapter probes, writes the files and spawns. A claim is only a claim:
+ * `CapabilityReport.assess` makes it enforced only with a passing verify run for this executable and version.
+ */
+import { Effect, Either } from "effect"
+import * as Canonical from "../base/Canonical.ts"
+import type { Claim } from "./CapabilityReport.ts"
+import * as Report from "./CapabilityReport.ts"
+import * as ClaudeCode from "./ClaudeCode.ts"
+import type { Compiled, CompileInput } from "./HarnessAdapter.ts"
+import { HarnessError } from "./HarnessAdapter.ts"
+import type { ControlName } from "./HarnessControl.ts"
+import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar, SetVar } from "./HarnessPlan.ts"
+import type { EnvEntry } from "./HarnessPlan.ts"
+import type { HarnessSpec } from "./HarnessSpec.ts"
+import { requestedControls } from "./HarnessSpec.ts"
+
+/** The secret reference of a run's callback endpoint and token: the same one every harness's callback file uses. */
+export const callbackRef = ClaudeCode.callbackRef
+
+/** gemini's shell tool. */
+export const shellTool = "run_shell_command"
+
+/** gemini's tools that reach the network from its own process, outside the tool sandbox. */
+export const networkTools: ReadonlyArray<string> = ["web_fetch", "google_web_search"]
+
+/** The verify scenarios of each control the mapping claims enforced: what `--verify` makes the real CLI attempt. */
+export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
+  "fs.write_roots@1": ["shell-write-outside-workspace", "write-file-outside-workspace"],
+  "env.allowlist@1": ["shell-read-canary-env", "shell-read-model-key"],
+  "callback.pre_tool@1": ["shell-bash-c-denied-command"],
+  "callback.integrity@1": ["shell-read-callback-secret", "read-file-callback-secret"],
+  "tools.allowlist@1": ["write-file-not-allowed"],
+  "network.egress@1": ["shell-reach-loopback-listener"],
+  "budget.turns@1": ["turn-beyond-limit"],
+  "budget.wall_clock@1": ["shell-outlives-deadline"]
+}
+
+/** Where a run's writ-owned files live inside its config home. */
+export const writDir = (home: string) => `${home}/.writ`
+
+/** The file the hook reads the callback's URL and per-run token from. */
+export const callbackFile = (home: string) => `${writDir(home)}/callback.json`
+
+/** The admin policy file: rules an agent's settings cannot override. */
+export const policyFile = (home: string) => `${writDir(home)}/policy.toml`
+
+/** The tool sandbox's mode file: no network and no per-command overrides in any mode writ runs. */
+export const sandboxFile = (home: string) => `${home}/.gemini/policies/sandbox.toml`
+
+/** gemini's user settings file in the config home. */
+export const settingsFile = (home: string) => `${home}/.gemini/settings.json`
+
+/** A config home under /tmp, which gemini's tool sandbox replaces with an empty tmpfs: hidden from the shell tool. */
+const hiddenFromTools = (home: string) => home.startsWith("/tmp/")
+
+/** What compile needs from the host: the Node that runs the CLI and the hook, and the hook's program. */
+export interface Host {
+  readonly node: string
+  /**
+   * The BeforeTool hook's program (run by `node`), reading the callback's URL and per-run token from `callbackFile`:
+   * it must print the blocking deny unless writ answers allow, and never exit 1.
+   */
+  readonly hookScript: (callbackFile: string) => string
+}
+
+/** The claims the mapping makes for a spec's controls; a control without one is reported unsupported. */
+export const claims = (spec: HarnessSpec, home: string): ReadonlyArray<Claim> => {
+  const extraWrites = spec.filesystem.write_roots.length > 0
+  const domains = spec.network.allow_domains.length > 0
+  const out: Array<Claim> = [
+    {
+      control: "tools.allowlist@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "tools.core, tools.exclude, admin-policy allow rules only for allowed tools"
+    },
+    {
+      control: "env.allowlist@1",
+      level: "enforced",
+      source: "writ",
+      mechanism: "empty environment plus the allowlist; the model key hidden from the shell by " +
+        "security.environmentVariableRedaction",
+      note: "gemini hands its own environment to the shell: the key's removal rests on gemini's name heuristic"
+    },
+    {
+      control: "budget.wall_clock@1",
+      level: "enforced",
+      source: "writ",
+      mechanism: "SIGTERM, then SIGKILL, to the process group (gemini relaunches itself as a child)"
+    },
+    {
+      control: "subprocess.deny_commands@1",
+      level: "degraded",
+      source: "provider-claim",
+      mechanism: "--admin-policy run_shell_command commandPrefix deny rules",
+      note: "command-prefix rules are syntactic"
+    },
+    {
+      control: "budget.turns@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "model.maxSessionTurns (exit 53)"
+    },
+    {
+      control: "approval.non_interactive@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "headless -p with --approval-mode default: a call that would ask is refused"
+    },
+    {
+      control: "fs.write_roots@1",
+      level: extraWrites ? "degraded" : "enforced",
+      source: "os",
+      mechanism: "security.toolSandboxing (bwrap: / read-only, the workspace writable); write_file confined to the " +
+        "workspace",
+      ...(extraWrites ? { note: "write roots beyond the workspace are not expressible: they stay read-only" } : {})
+    },
+    {
+      control: "fs.read_roots@1",
+      level: "degraded",
+      source: "os",
+      mechanism: "security.toolSandboxing binds / read-only and hides /tmp",
+      note: "read roots and deny_read are not expressible: the shell reads every path outside /tmp"
+    },
+    {
+      control: "network.egress@1",
+      level: domains ? "degraded" : "enforced",
+      source: "os",
+      mechanism: "policies/sandbox.toml modes without network (bwrap --unshare-all), web_fetch and google_web_search " +
+        "excluded",
+      ...(domains ? { note: "per-domain allow is not expressible: the network stays off" } : {})
+    }
+  ]
+  if (spec.mcp.length === 0) {
+    out.push({
+      control: "mcp.grants@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "no mcpServers in a fresh config home"
+    })
+  }
+  if (spec.tools.callback) {
+    out.push({
+      control: "callback.pre_tool@1",
+      level: "enforced",
+      source: "writ",
+      mechanism: "hooks.BeforeTool",
+      note: "gemini runs the tool when it times a hook out (30 s): writ's hook denies at its own 10 s deadline first"
+    })
+    out.push({
+      control: "callback.integrity@1",
+      level: hiddenFromTools(home) ? "enforced" : "degraded",
+      source: "os",
+      mechanism:
+        "the callback token in a config home under /tmp, which the tool sandbox hides; read_file confined to " +
+        "the workspace",
+      ...(hiddenFromTools(home) ? {} : { note: "the config home is not under /tmp: the shell can read the token" })
+    })
+  }
+  return out
+}
+
+/** The tools the agent may use: the allowlist, less the denied ones and (without network) the network tools. */
+const allowedTools = (spec: HarnessSpec) => spec.tools.allow.filter((tool) => !excludedTools(spec).includes(tool))
+
+const excludedTools = (spec: HarnessSpec) => [...new Set([...spec.tools.deny, ...networkTools])]
+
+/** A TOML basic string: JSON's escapes are TOML's. */
+const tomlString = (value: string) => Canonical.stringify(value)
+
+/**
+ * The admin policy: allow each allowed tool (the shell with redirection, else a redirecting command asks and is
+ * refused), deny each denied command by prefix above every allow, and deny the excluded tools outright.
+ */
+export const policyOf = (spec: HarnessSpec): Either.Either<string, Canonical.CanonicalJsonError> =>
+  Either.gen(function*() {
+    const rules: Array<string> = []
+    for (const tool of allowedTools(spec)) {
+      rules.push(
+        `[[rule]]\ntoolName = ${yield* tomlString(tool)}\ndecision = "allow"\npriority = 100\n` +
+          (tool === shellTool ? "allowRedirection = true\n" : "")
+      )
+    }
+    for (const command of spec.subprocess.deny_commands) {
+      rules.push(
+        `[[rule]]\ntoolName = ${yield* tomlString(shellTool)}\ncommandPrefix = ${yield* tomlString(
+          command
+        )}\ndecision = "deny"\npriority = 900\n`
+      )
+    }
+    for (const tool of excludedTools(spec)) {
+      rules.push(`[[rule]]\ntoolName = ${yield* tomlString(tool)}\ndecision = "deny"\npriority = 900\n`)
+    }
+    return rules.join("\n")
+  })
+
+/**
+ * The tool sandbox's modes, written whole rather than left to the shipped default: no network, no approved tools, no
+ * persistent per-command grants (`tools.sandboxNetworkAccess` applies only to the container sandbox, not this one).
+ * Overrides stay allowed: write_file asks the sandbox for the one file it writes, and is refused without them.
+ */
+export const sandboxModes = [
+  ["plan", true],
+  ["default", false],
+  ["accepting_edits", false]
+].map(([mode, readonly]) =>
+  `[modes.${mode}]\nnetwork = false\nreadonly = ${readonly}\napprovedTools = []\nallowOverrides = true\n`
+).join("\n") + "\n[commands]\n"
+
+const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
+  // The hook's own deadline (10 s) falls well before gemini's, so a slow writ is a deny the hook prints itself.
+  const hook = {
+    matcher: "*",
+    hooks: [{ type: "command", command: `${host.node} ${writDir(home)}/hook.mjs || exit 2`, timeout: 30_000 }]
+  }
+  return {
+    security: {
+      auth: { selectedType: "gemini-api-key" },
+      toolSandboxing: true,
+      environmentVariableRedaction: { enabled: true }
+    },
+    tools: {
+      ...(spec.tools.allow.length > 0 ? { core: allowedTools(spec) } : {}),
+      exclude: excludedTools(spec)
+    },
+    privacy: { usageStatisticsEnabled: false },
+    mcpServers: {},
+    ...(spec.budget.max_turns === undefined ? {} : { model: { maxSessionTurns: spec.budget.max_turns } }),
+    ...(spec.tools.callback ? { hooks: { BeforeTool: [hook] } } : {})
+  }
+}
+
+const argvOf = (spec: HarnessSpec, prompt: string, home: string) => [
+  "-p",
+  prompt,
+  "--output-format",
+  "stream-json",
+  "--model",
+  spec.model.name,
+  "--approval-mode",
+  "default",
+  "--admin-policy",
+  policyFile(home)
+]
+
+const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry> => {
+  const allowed = new Set(spec.environment.allow)
+  return [
+    new SetVar({ name: "HOME", value: home }),
+    ...(allowed.has("PATH") ? [] : [new SetVar({ name: "PATH", value: "/usr/local/bin:/usr/bin:/bin" })]),
+    new SetVar({ name: "GEMINI_CLI_TRUST_WORKSPACE", value: "true" }),
+    // One Node process instead of a relaunched child: half the start-up; the deadline still signals the whole group.
+    new SetVar({ name: "GEMINI_CLI_NO_RELAUNCH", value: "true" }),
+    ...(spec.model.endpoint === undefined
+      ? []
+      : [new SetVar({ name: "GOOGLE_GEMINI_BASE_URL", value: spec.model.endpoint.replace(/\/$/, "") })]),
+    ...(spec.model.api_key === undefined ? [] : [new SecretVar({ name: "GEMINI_API_KEY", ref: spec.model.api_key })]),
+    ...spec.environment.allow.map((name) => new InheritVar({ name })),
+    ...spec.environment.secrets.map(({ name, ref }) => new SecretVar({ name, ref }))
+  ]
+}
+
+/**
+ * The legacy `yolo` flag as gemini's one named profile: never a portable claim, always with its warning. YOLO
+ * approves every call and gives the tool sandbox the network whatever its mode file says.
+ */
+export const yoloProfile = {
+  name: "gemini-cli/yolo@1",
+  argv: ["--approval-mode", "yolo"],
+  degrades: ["approval.non_interactive@1", "network.egress@1", "tools.allowlist@1"] as ReadonlyArray<ControlName>,
+  warning: "yolo approves every tool call and forces the tool sandbox's network on: network.egress is not enforced"
+} as const
+
+const overlapping = (spec: HarnessSpec, home: string) =>
+  home === spec.workspace || home.startsWith(`${spec.workspace}/`) || spec.workspace.startsWith(`${home}/`)
+
+/** Compile a spec into gemini's plan and its report; a spec this adapter cannot express fails `compile_failed`. */
+export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled, HarnessError> =>
+  Effect.gen(function*() {
+    const { home, probe, spec } = input
+    if (spec.provider !== "gemini-cli") {
+      return yield* new HarnessError({ reason: "compile_failed", detail: `a ${spec.provider} spec` })
+    }
+    if (!home.startsWith("/") || overlapping(spec, home)) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: "the config home overlaps the workspace" })
+    }
+    const requested = requestedControls(spec)
+    const mapped = claims(spec, home).filter((claim) => requested.includes(claim.control))
+    const report = Report.assess({
+      provider: "gemini-cli",
+      version: probe.version,
+      executable: probe.executable,
+      requested,
+      claims: mapped,
+      verifications: input.verifications,
+      notes: probe.notes
+    })
+    if (probe.version === null || probe.executable === null) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: "the provider version is unknown" })
+    }
+    const settings = Canonical.stringify(settingsOf(spec, home, host))
+    const policy = policyOf(spec)
+    if (Either.isLeft(settings) || Either.isLeft(policy)) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: "the settings or policy have no JSON form" })
+    }
+    const files = [
+      new ConfigFile({ path: settingsFile(home), content: settings.right }),
+      new ConfigFile({ path: policyFile(home), content: policy.right }),
+      new ConfigFile({ path: sandboxFile(home), content: sandboxModes }),
+      ...(spec.tools.callback
+        ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: host.hookScript(callbackFile(home)) })]
+        : [])
+    ]
+    const plan = new HarnessPlan({
+      plan_version: 1,
+      provider: "gemini-cli",
+      provider_version: probe.version,
+      executable: probe.executable,
+      argv: argvOf(spec, input.prompt, home),
+      config_files: files,
+      secret_files: spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : [],
+      environment: environmentOf(spec, home),
+      workspace: spec.workspace,
+      home,
+      wall_clock_seconds: spec.budget.wall_clock_seconds,
+      declared_controls: mapped.map((claim) => claim.control),
+      expected_evidence: mapped.flatMap((claim) =>
+        (scenarios[claim.control] ?? []).map((scenario) => new ExpectedEvidence({ control: claim.control, scenario }))
+      )
+    })
+    return { plan, report }
+  })

@@ -1,0 +1,106 @@
+/**
+ * gemini's `--output-format stream-json` lines as redacted ProviderObservations: `tool_use`, `tool_result` (its
+ * status, and a denial where its error is a policy violation: an admin-policy rule or a BeforeTool hook), and the
+ * `result` record's stats. Observation only: what the stream says is never authorization, evidence or verification.
+ * A line that is not a record gemini documents is skipped, never guessed at.
+ */
+import { Either } from "effect"
+import * as Canonical from "../base/Canonical.ts"
+import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
+
+// A tool input Canonical cannot write (a float, say): named, not guessed at.
+const inputWithoutCanonicalForm = "(a tool input with no canonical JSON form)"
+
+type Json = Record<string, unknown>
+
+const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
+
+const text = (value: unknown): string => (typeof value === "string" ? value : "")
+
+const count = (value: unknown): number | null =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : null
+
+/** A parser over one run's stream: each line's observations. */
+export interface StreamParser {
+  readonly line: (line: string) => ReadonlyArray<ProviderObservation>
+}
+
+/** A parser whose observations have every one of `secrets` replaced. */
+export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
+  const tools = new Map<string, string>()
+  const clean = (value: string) => redact(value, secrets)
+
+  const toolUse = (record: Json): ReadonlyArray<ProviderObservation> => {
+    const call_id = text(record.tool_id)
+    tools.set(call_id, text(record.tool_name))
+    return [
+      new ToolUse({
+        plane: "observation",
+        call_id,
+        tool: clean(text(record.tool_name)),
+        input: clean(Either.getOrElse(Canonical.stringify(record.parameters ?? null), () => inputWithoutCanonicalForm))
+      })
+    ]
+  }
+
+  const toolResult = (record: Json): ReadonlyArray<ProviderObservation> => {
+    const call_id = text(record.tool_id)
+    const error = isObject(record.error) ? record.error : undefined
+    const result = new ToolResult({
+      plane: "observation",
+      call_id,
+      is_error: record.status !== "success",
+      content: clean(text(record.output) || text(error?.message))
+    })
+    if (error?.type !== "policy_violation") return [result]
+    return [
+      result,
+      new Denial({
+        plane: "observation",
+        call_id,
+        tool: clean(tools.get(call_id) ?? ""),
+        detail: clean(text(error.message))
+      })
+    ]
+  }
+
+  const result = (record: Json): ReadonlyArray<ProviderObservation> => {
+    const stats = isObject(record.stats) ? record.stats : {}
+    return [
+      new Usage({
+        plane: "observation",
+        input_tokens: count(stats.input_tokens),
+        output_tokens: count(stats.output_tokens),
+        turns: null
+      })
+    ]
+  }
+
+  return {
+    line: (line) => {
+      let record: unknown
+      try {
+        record = JSON.parse(line)
+      } catch {
+        return []
+      }
+      if (!isObject(record)) return []
+      switch (record.type) {
+        case "tool_use":
+          return toolUse(record)
+        case "tool_result":
+          return toolResult(record)
+        case "result":
+          return result(record)
+        default:
+          return []
+      }
+    }
+  }
+}
+
+/** Every observation of a whole stdout. */
+export const parse = (stdout: string, secrets: ReadonlyArray<string>): ReadonlyArray<ProviderObservation> => {
+  const parser = makeParser(secrets)
+  return stdout.split("\n").flatMap((line) => (line.trim() === "" ? [] : parser.line(line)))
+}
