@@ -215,9 +215,9 @@ export const scenarios: ReadonlyArray<Scenario> = [
     id: Codex.scenarios["budget.wall_clock@1"]![0]!,
     control: "budget.wall_clock@1",
     // codex starts in about a second: the deadline falls while the command sleeps, before it would write.
-    spec: (_, loosen) => ({ budget: { wall_clock_seconds: loosen ? 120 : 4 } }),
-    calls: ({ ws }) => [shell(`touch ${join(ws, "started.txt")}; sleep 7; touch ${join(ws, "late.txt")}`)],
-    settleMillis: 9_000,
+    spec: (_, loosen) => ({ budget: { wall_clock_seconds: loosen ? 120 : 8 } }),
+    calls: ({ ws }) => [shell(`touch ${join(ws, "started.txt")}; sleep 12; touch ${join(ws, "late.txt")}`)],
+    settleMillis: 14_000,
     check: ({ ws }) => ({ absent: !touched(ws, "late.txt"), exercised: touched(ws, "started.txt") })
   }
 ]

@@ -1,5 +1,5 @@
 /**
- * `writ harness probe|plan|run claude-code`: what the installed CLI can prove (its report, enforced only where a verify
+ * `writ harness probe|plan|run claude-code|codex`: what the installed CLI can prove (its report, enforced only where a verify
  * run recorded in writ's data directory passed; `--verify` runs the scenarios against the real CLI and records them),
  * the plan and report a spec compiles to, and a run under that plan. Exit codes: 0 ok, 1 a required control not
  * enforced (nothing spawned), a failed verify scenario or a CLI that did not exit 0, 2 bad input.
@@ -15,10 +15,13 @@ import * as HarnessSpecFormat from "../../../adapters/memory/HarnessSpecFormat.t
 import * as PolicyFormat from "../../../adapters/memory/PolicyFormat.ts"
 import * as ClaudeCodeHarness from "../../../adapters/node/ClaudeCodeHarness.ts"
 import * as Verify from "../../../adapters/node/ClaudeCodeVerify.ts"
+import * as CodexHarness from "../../../adapters/node/CodexHarness.ts"
+import * as CodexVerify from "../../../adapters/node/CodexVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as Report from "../../../core/harness/CapabilityReport.ts"
 import * as ClaudeCode from "../../../core/harness/ClaudeCode.ts"
+import * as Codex from "../../../core/harness/Codex.ts"
 import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import { ControlName } from "../../../core/harness/HarnessControl.ts"
 import * as HarnessPlan from "../../../core/harness/HarnessPlan.ts"
@@ -29,13 +32,34 @@ import { CliInputError, json, setExitCode } from "./internal/input.ts"
 import { load } from "./internal/policyFile.ts"
 import { table } from "./internal/render.ts"
 
-const provider = Args.choice([["claude-code", "claude-code" as const]], { name: "provider" }).pipe(
-  Args.withDescription("claude-code (codex and gemini-cli have no adapter yet)")
-)
+const provider = Args.choice([["claude-code", "claude-code" as const], ["codex", "codex" as const]], {
+  name: "provider"
+}).pipe(Args.withDescription("claude-code or codex (gemini-cli has no adapter yet)"))
+
+type Provider = "claude-code" | "codex"
 
 const specFile = Options.file("spec", { exists: "yes" }).pipe(Options.withDescription("a HarnessSpec (.yaml or .json)"))
 
-const adapterOf = Effect.provide(ClaudeCodeHarness.make({ store: HarnessStore.make() }), NodeHarnessProcess.layer)
+/** Per provider: its adapter, its mapping's claims, its verify scenarios, and a fresh config home for one run. */
+const providers = {
+  "claude-code": {
+    make: (store: HarnessStore.HarnessStore) => ClaudeCodeHarness.make({ store }),
+    claims: ClaudeCode.claims,
+    verify: (adapter: HarnessAdapter.HarnessAdapter.Service, _: HarnessStore.HarnessStore) => Verify.verify(adapter),
+    home: (_: HarnessStore.HarnessStore) => join(realpathSync(tmpdir()), `writ-harness-${randomUUID()}`)
+  },
+  codex: {
+    make: (store: HarnessStore.HarnessStore) => CodexHarness.make({ store }),
+    claims: Codex.claims,
+    verify: (adapter: HarnessAdapter.HarnessAdapter.Service, store: HarnessStore.HarnessStore) =>
+      CodexVerify.verify(adapter, CodexHarness.homesDir(store)),
+    // Not under /tmp: codex refuses to create its sandbox helpers in a CODEX_HOME there.
+    home: (store: HarnessStore.HarnessStore) => join(CodexHarness.homesDir(store), randomUUID())
+  }
+} as const
+
+const adapterOf = (name: Provider, store: HarnessStore.HarnessStore) =>
+  Effect.provide(providers[name].make(store), NodeHarnessProcess.layer)
 
 const encodeReport = Schema.encodeSync(Report.CapabilityReport)
 
@@ -60,15 +84,19 @@ const renderReport = (report: Report.CapabilityReport) =>
   ].join("\n")
 
 /** The report of every control the installed CLI could be asked for, from the mapping and the recorded verify runs. */
-const probeReport = (probe: HarnessAdapter.ProbeResult, verifications: ReadonlyArray<Report.VerifyRun>) =>
+const probeReport = (
+  name: Provider,
+  probe: HarnessAdapter.ProbeResult,
+  verifications: ReadonlyArray<Report.VerifyRun>
+) =>
   Report.assess({
-    provider: "claude-code",
+    provider: name,
     version: probe.version,
     executable: probe.executable,
     requested: ControlName.literals,
-    claims: ClaudeCode.claims(Either.getOrThrow(HarnessSpec.decode({
+    claims: providers[name].claims(Either.getOrThrow(HarnessSpec.decode({
       spec_version: 1,
-      provider: "claude-code",
+      provider: name,
       model: { name: "probe" },
       workspace: "/",
       tools: { callback: true }
@@ -80,13 +108,13 @@ const probeReport = (probe: HarnessAdapter.ProbeResult, verifications: ReadonlyA
 const probeCommand = Command.make(
   "probe",
   { provider, json, verify: Options.boolean("verify").pipe(Options.withDescription("run the verify scenarios")) },
-  ({ json, verify }) =>
+  ({ json, provider, verify }) =>
     Effect.gen(function*() {
       const store = HarnessStore.make()
-      const adapter = yield* adapterOf
+      const adapter = yield* adapterOf(provider, store)
       const failed: Array<string> = []
       if (verify) {
-        const results = yield* Verify.verify(adapter)
+        const results = yield* providers[provider].verify(adapter, store)
         yield* store.record(results.map((r) => r.run))
         for (const { result, run } of results) {
           if (!run.effect_absent) failed.push(run.scenario)
@@ -99,7 +127,7 @@ const probeCommand = Command.make(
           }
         }
       }
-      const report = probeReport(yield* adapter.probe, yield* store.verifications)
+      const report = probeReport(provider, yield* adapter.probe, yield* store.verifications)
       yield* Console.log(
         json ? JSON.stringify({ report: encodeReport(report), failed }, null, 2) : renderReport(report)
       )
@@ -120,11 +148,11 @@ const readSpec = (path: string) =>
   })
 
 /** Probe, compile and admit a spec; a refusal is printed with its report and exits 1. */
-const prepared = (spec: HarnessSpec.HarnessSpec, prompt: string, asJson: boolean) =>
+const prepared = (name: Provider, spec: HarnessSpec.HarnessSpec, prompt: string, asJson: boolean) =>
   Effect.gen(function*() {
     const store = HarnessStore.make()
-    const adapter = yield* adapterOf
-    const home = join(realpathSync(tmpdir()), `writ-harness-${randomUUID()}`)
+    const adapter = yield* adapterOf(name, store)
+    const home = providers[name].home(store)
     const input = { spec, prompt, home, verifications: yield* store.verifications }
     return yield* HarnessAdapter.prepare(adapter, input).pipe(
       Effect.map((admitted) => ({ adapter, admitted })),
@@ -146,7 +174,7 @@ const planCommand = Command.make("plan", {
 }, (options) =>
   Effect.gen(function*() {
     const spec = yield* readSpec(options.spec)
-    const ready = yield* prepared(spec, options.prompt, options.json)
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json)
     if (ready === undefined) return
     const { plan, report } = ready.admitted
     const digest = yield* HarnessPlan.digest(plan)
@@ -183,7 +211,7 @@ const resolveSecrets = (plan: HarnessPlan.HarnessPlan) =>
     const fs = yield* FileSystem.FileSystem
     const secrets = new Map<string, Redacted.Redacted<string>>()
     for (const ref of HarnessPlan.secretRefs(plan)) {
-      if (ref === ClaudeCode.callbackRef) continue
+      if (ref === ClaudeCode.callbackRef || ref === Codex.callbackRef) continue
       const [scheme, rest] = [ref.slice(0, ref.indexOf(":")), ref.slice(ref.indexOf(":") + 1)]
       const value = scheme === "env"
         ? process.env[rest]
@@ -220,7 +248,7 @@ const runCommand = Command.make("run", {
         message: `--policy is ${snapshot.policy_id}@${snapshot.version}, not the spec's`
       })
     }
-    const ready = yield* prepared(spec, options.prompt, options.json)
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json)
     if (ready === undefined) return
     const decide = snapshot === undefined
       ? () => Effect.succeed<HarnessAdapter.CallbackDecision>({ decision: "deny", reason: "no policy" })
