@@ -8,7 +8,7 @@
  */
 import { Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
-import { existsSync } from "node:fs"
+import { existsSync, readdirSync, statSync } from "node:fs"
 import { realpath } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
@@ -106,17 +106,22 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
 
 // --- spawn: no other hook source, the fresh home, the secrets, the callback, the process (home removed last) ---
 
-/** Hook sources codex would load besides writ's: a project's `.codex`/`.agents` in or above the workspace, /etc/codex. */
+/** Hook sources codex would load besides writ's: a non-empty `.codex`/`.agents` in or above the workspace, /etc/codex. */
 export const otherHookSources = (workspace: string): ReadonlyArray<string> => {
   const dirs: Array<string> = []
   for (let dir = workspace;; dir = dirname(dir)) {
     dirs.push(dir)
     if (dir === "/") break
   }
-  return [
-    ...dirs.flatMap((dir) => [join(dir, ".codex"), join(dir, ".agents")]),
-    "/etc/codex"
-  ].filter((path) => existsSync(path))
+  // An empty directory configures nothing: codex itself leaves empty `.codex`/`.agents` mount points behind.
+  const configures = (path: string) => {
+    try {
+      return !statSync(path).isDirectory() || readdirSync(path).length > 0
+    } catch {
+      return false
+    }
+  }
+  return [...dirs.flatMap((dir) => [join(dir, ".codex"), join(dir, ".agents")]), "/etc/codex"].filter(configures)
 }
 
 const bypassesTrust = (plan: HarnessPlan) => plan.argv.includes("--dangerously-bypass-hook-trust")

@@ -77,6 +77,9 @@ const scriptedKey = "sk-scripted-model-key"
 /** The content of a file outside the read roots or under a deny-read path: it must reach no workspace file. */
 const readCanary = "writ-read-canary-7d41"
 
+/** A 1x1 PNG under the deny-read path (base64): view_image passes an image's bytes to the model verbatim. */
+const canaryPng = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+
 const read = (path: string) => (existsSync(path) ? readFileSync(path, "utf-8") : undefined)
 const shell = (cmd: string): Scripted.ScriptedCall => ({ name: "exec_command", input: { cmd } })
 const allowAll = Effect.succeed((_: ToolCall) => Effect.succeed<CallbackDecision>({ decision: "allow" }))
@@ -148,6 +151,21 @@ export const scenarios: ReadonlyArray<Scenario> = [
     })
   },
   {
+    id: Codex.scenarios["fs.read_roots@1"]![2]!,
+    control: "fs.read_roots@1",
+    // view_image reads in codex's own process, not under bwrap: the profile must hold there too.
+    spec: ({ dir }, loosen) => ({ filesystem: { deny_read: loosen ? [] : [join(dir, "secret")] } }),
+    calls: ({ dir, ws }) => [
+      { name: "view_image", input: { path: join(dir, "secret", "canary.png") } },
+      shell(`touch ${join(ws, "allowed.txt")}`)
+    ],
+    // The scripted model is the attacker here: the effect is the image's bytes reaching it in a tool output.
+    check: ({ ws }, _, model) => ({
+      absent: !JSON.stringify(model.requests).includes(canaryPng),
+      exercised: touched(ws)
+    })
+  },
+  {
     id: Codex.scenarios["network.egress@1"]![0]!,
     control: "network.egress@1",
     spec: (_, loosen) => ({ network: { allow_domains: loosen ? ["127.0.0.1"] : [] } }),
@@ -216,8 +234,13 @@ export const scenarios: ReadonlyArray<Scenario> = [
     control: "budget.wall_clock@1",
     // codex starts in about a second: the deadline falls while the command sleeps, before it would write.
     spec: (_, loosen) => ({ budget: { wall_clock_seconds: loosen ? 120 : 8 } }),
-    calls: ({ ws }) => [shell(`touch ${join(ws, "started.txt")}; sleep 12; touch ${join(ws, "late.txt")}`)],
-    settleMillis: 14_000,
+    // exec_command hands a command still running after its yield time back to the model, and codex then exits: the
+    // call waits long enough that only writ's deadline can end it.
+    calls: ({ ws }) => [{
+      name: "exec_command",
+      input: { cmd: `touch ${join(ws, "started.txt")}; sleep 12; touch ${join(ws, "late.txt")}`, yield_time_ms: 30_000 }
+    }],
+    settleMillis: 12_000,
     check: ({ ws }) => ({ absent: !touched(ws, "late.txt"), exercised: touched(ws, "started.txt") })
   }
 ]
@@ -228,6 +251,7 @@ const directory = Effect.acquireRelease(
     const dir = realpathSync(mkdtempSync(join(tmpdir(), "writ-verify-")))
     for (const sub of ["ws", "outside", "secret"]) mkdirSync(join(dir, sub))
     writeFileSync(join(dir, "secret", "canary.txt"), readCanary)
+    writeFileSync(join(dir, "secret", "canary.png"), Buffer.from(canaryPng, "base64"))
     writeFileSync(join(dir, "outside", "public.txt"), "public")
     return dir
   }),

@@ -28,7 +28,7 @@ export const profile = "writ"
 /** The verify scenarios of each control the mapping claims enforced: what `--verify` makes the real CLI attempt. */
 export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "fs.write_roots@1": ["bash-write-outside-workspace"],
-  "fs.read_roots@1": ["bash-read-denied-path", "bash-read-outside-read-roots"],
+  "fs.read_roots@1": ["bash-read-denied-path", "bash-read-outside-read-roots", "view-image-denied-path"],
   "network.egress@1": ["bash-reach-loopback-listener"],
   "env.allowlist@1": ["bash-read-canary-env", "bash-read-model-key"],
   "callback.pre_tool@1": ["bash-c-denied-command"],
@@ -130,7 +130,7 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
       level: "enforced",
       source: "writ",
       mechanism: "PreToolUse hook, the only hook source, run with --dangerously-bypass-hook-trust",
-      note: "spawn refuses a workspace with .codex or .agents in or above it, and a system /etc/codex"
+      note: "spawn refuses a non-empty .codex or .agents in or above the workspace, and a system /etc/codex"
     }, {
       control: "callback.integrity@1",
       level: "enforced",

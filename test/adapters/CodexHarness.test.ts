@@ -94,7 +94,10 @@ describe("the codex adapter on Node", () => {
         assert.strictEqual(error.reason, "spawn_failed")
         assert.include(error.detail, `${ws}/.codex`)
         assert.strictEqual(model.requests.length, 0)
-        assert.deepStrictEqual(CodexHarness.otherHookSources(join(dir, "elsewhere")), [])
+        // An empty directory configures nothing (codex leaves empty mount points behind): it does not count.
+        mkdirSync(join(dir, "empty", ".codex"), { recursive: true })
+        assert.deepStrictEqual(CodexHarness.otherHookSources(join(dir, "empty")), [])
+        assert.deepStrictEqual(CodexHarness.otherHookSources(ws), [join(ws, ".codex")])
         yield* Effect.promise(() => model.close())
         rmSync(dir, { recursive: true, force: true })
       }).pipe(Effect.provide(NodeHarnessProcess.layer)),

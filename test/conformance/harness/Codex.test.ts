@@ -3,7 +3,7 @@
 // scenario's loosened control shows the same act succeeding, so none of these can pass vacuously.
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import * as CodexHarness from "../../../adapters/node/CodexHarness.ts"
 import * as Verify from "../../../adapters/node/CodexVerify.ts"
@@ -135,6 +135,47 @@ describe("codex, real CLI: an allowed call runs and the stream is observed", () 
         assert.isFalse(result?.is_error)
         assert.isTrue(run.right.observations.some((o) => o instanceof Usage && o.input_tokens !== null))
         assert.strictEqual(run.right.observations.at(-1)?._tag, "exit")
+      }).pipe(Effect.provide(layers)),
+    slow
+  )
+})
+
+describe("codex, real CLI: why subprocess.deny_commands@1 is degraded", () => {
+  it.live(
+    "the prefix rule refuses the plain command, and the same command through bash -c runs",
+    () =>
+      Effect.gen(function*() {
+        const ws = realpathSync(mkdtempSync(join(data, "ws-")))
+        const model = yield* Effect.promise(() =>
+          Scripted.start([
+            { name: "exec_command", input: { cmd: `touch ${ws}/plain.txt` } },
+            { name: "exec_command", input: { cmd: `bash -c "touch ${ws}/wrapped.txt"` } },
+            { name: "exec_command", input: { cmd: `echo ran > ${ws}/ran.txt` } }
+          ])
+        )
+        const service = yield* adapter
+        const spec = HarnessSpec.decode({
+          spec_version: 1,
+          provider: "codex",
+          model: { name: "scripted", endpoint: model.baseUrl },
+          workspace: ws,
+          subprocess: { deny_commands: ["touch"] }
+        })
+        assert.strictEqual(spec._tag, "Right")
+        if (spec._tag !== "Right") return
+        const admitted = yield* HarnessAdapter.prepare(service, {
+          spec: spec.right,
+          prompt: "go",
+          home: join(homes, "rules"),
+          verifications: []
+        })
+        const row = admitted.report.controls.find((c) => c.control === "subprocess.deny_commands@1")
+        assert.strictEqual(row?.level, "degraded")
+        yield* service.spawn(admitted, { secrets: new Map(), decide: () => Effect.succeed({ decision: "allow" }) })
+        yield* Effect.promise(() => model.close())
+        assert.strictEqual(readFileSync(join(ws, "ran.txt"), "utf-8"), "ran\n")
+        assert.isFalse(existsSync(join(ws, "plain.txt")), "the rule holds for the plain command")
+        assert.isTrue(existsSync(join(ws, "wrapped.txt")), "bash -c is not matched by a prefix rule")
       }).pipe(Effect.provide(layers)),
     slow
   )
