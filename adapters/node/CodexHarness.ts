@@ -66,6 +66,8 @@ const nativeOf = (launcher: string): string | undefined => {
 /** Where a home for a codex run goes: writ's data directory, never /tmp (codex refuses its helpers there). */
 export const homesDir = (store: HarnessStore.HarnessStore) => join(store.dir, "harness", "homes")
 
+const probeHome = (store: HarnessStore.HarnessStore) => join(store.dir, "harness", "codex-probe")
+
 const unprobed = (note: string) =>
   new ProbeResult({ provider: "codex", executable: null, version: null, notes: [note] })
 
@@ -82,7 +84,8 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
     const ran = yield* runner.run({
       command: native,
       args: ["--version"],
-      env: { PATH: "/usr/bin:/bin", HOME: store.dir },
+      // Its own home: codex creates $HOME/.codex, which must not land in (or above) any workspace.
+      env: { PATH: "/usr/bin:/bin", HOME: probeHome(store), CODEX_HOME: probeHome(store) },
       cwd: "/",
       deadlineMillis: 30_000,
       graceMillis: 2_000,
@@ -106,12 +109,15 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
 
 // --- spawn: no other hook source, the fresh home, the secrets, the callback, the process (home removed last) ---
 
-/** Hook sources codex would load besides writ's: a non-empty `.codex`/`.agents` in or above the workspace, /etc/codex. */
+/**
+ * Hook sources codex would load besides writ's: a non-empty `.codex`/`.agents` from the workspace up to its project
+ * root (the nearest `.git`, codex's default marker; every ancestor when there is none), and /etc/codex.
+ */
 export const otherHookSources = (workspace: string): ReadonlyArray<string> => {
   const dirs: Array<string> = []
   for (let dir = workspace;; dir = dirname(dir)) {
     dirs.push(dir)
-    if (dir === "/") break
+    if (existsSync(join(dir, ".git")) || dir === "/") break
   }
   // An empty directory configures nothing: codex itself leaves empty `.codex`/`.agents` mount points behind.
   const configures = (path: string) => {

@@ -211,7 +211,8 @@ const configOf = (spec: HarnessSpec, home: string, executable: string, host: Hos
       "",
       "[[hooks.PreToolUse.hooks]]",
       `type = "command"`,
-      `command = ${q(`${host.node} ${writDir(home)}/hook.mjs || exit 2`)}`,
+      // codex lets a hook's exit 1 through, and an exit 2 with nothing on stderr too: a failed hook says why, exit 2.
+      `command = ${q(`${host.node} ${writDir(home)}/hook.mjs || { echo "writ's hook failed" >&2; exit 2; }`)}`,
       "timeout = 30",
       ""
     )

@@ -98,6 +98,13 @@ describe("the codex adapter on Node", () => {
         mkdirSync(join(dir, "empty", ".codex"), { recursive: true })
         assert.deepStrictEqual(CodexHarness.otherHookSources(join(dir, "empty")), [])
         assert.deepStrictEqual(CodexHarness.otherHookSources(ws), [join(ws, ".codex")])
+        // Above the project root (the nearest .git) codex reads no project config.
+        mkdirSync(join(dir, "repo", ".git"), { recursive: true })
+        mkdirSync(join(dir, "repo", "ws"))
+        mkdirSync(join(dir, ".agents"))
+        writeFileSync(join(dir, ".agents", "hooks.json"), "{}")
+        assert.deepStrictEqual(CodexHarness.otherHookSources(join(dir, "repo", "ws")), [])
+        assert.deepStrictEqual(CodexHarness.otherHookSources(join(dir, "empty")), [join(dir, ".agents")])
         yield* Effect.promise(() => model.close())
         rmSync(dir, { recursive: true, force: true })
       }).pipe(Effect.provide(NodeHarnessProcess.layer)),

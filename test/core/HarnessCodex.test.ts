@@ -51,7 +51,10 @@ describe("Codex.compile", () => {
       assert.notInclude(config.split("include_only")[1]!.split("\n")[0]!, Codex.modelKeyVar)
       // writ's hook is the only one configured, and a crashed hook exits 2, which blocks (exit 1 would allow).
       assert.strictEqual(config.split("[[hooks.").length - 1, 2)
-      assert.include(config, "command = \"/usr/bin/node /srv/home/.writ/hook.mjs || exit 2\"")
+      assert.include(
+        config,
+        "command = \"/usr/bin/node /srv/home/.writ/hook.mjs || { echo \\\"writ's hook failed\\\" >&2; exit 2; }\""
+      )
       assert.strictEqual(file(plan, "hook.mjs")!.content, "the host's hook, reading /srv/home/.writ/callback.json")
       assert.deepStrictEqual(plan.argv.slice(0, 7), [
         "exec",

@@ -8,10 +8,12 @@ import { join } from "node:path"
 import * as CodexHarness from "../../../adapters/node/CodexHarness.ts"
 import * as Verify from "../../../adapters/node/CodexVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
+import * as ClaudeCodeHook from "../../../adapters/node/internal/claudeCodeHook.ts"
 import * as NodeDigest from "../../../adapters/node/NodeDigest.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as Scripted from "../../../adapters/node/ScriptedOpenAI.ts"
 import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
+import { ConfigFile, HarnessPlan } from "../../../core/harness/HarnessPlan.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { Denial, ToolResult, ToolUse, Usage } from "../../../core/harness/ProviderObservation.ts"
 
@@ -179,4 +181,52 @@ describe("codex, real CLI: why subprocess.deny_commands@1 is degraded", () => {
       }).pipe(Effect.provide(layers)),
     slow
   )
+})
+
+describe("codex, real CLI: writ's hook fails closed", () => {
+  const hooks = {
+    "an unreadable callback file (writ unreachable) prints the blocking deny": ClaudeCodeHook.script("/nonexistent/cb"),
+    "a hook that crashes with exit 1 (which codex treats as allow) is turned into exit 2": "process.exit(1)\n"
+  }
+  for (const [name, program] of Object.entries(hooks)) {
+    it.live(name, () =>
+      Effect.gen(function*() {
+        const ws = realpathSync(mkdtempSync(join(data, "ws-")))
+        const model = yield* Effect.promise(() =>
+          Scripted.start([{ name: "exec_command", input: { cmd: `touch ${ws}/ran.txt` } }])
+        )
+        const service = yield* adapter
+        const spec = HarnessSpec.decode({
+          spec_version: 1,
+          provider: "codex",
+          model: { name: "scripted", endpoint: model.baseUrl },
+          workspace: ws,
+          tools: { callback: true }
+        })
+        assert.strictEqual(spec._tag, "Right")
+        if (spec._tag !== "Right") return
+        const admitted = yield* HarnessAdapter.prepare(service, {
+          spec: spec.right,
+          prompt: "go",
+          home: join(homes, `hook-${ws.slice(-6)}`),
+          verifications: []
+        })
+        const plan = new HarnessPlan({
+          ...admitted.plan,
+          config_files: admitted.plan.config_files.map((file) =>
+            file.path.endsWith("/hook.mjs") ? new ConfigFile({ path: file.path, content: program }) : file
+          )
+        })
+        const run = yield* service.spawn({ ...admitted, plan }, {
+          secrets: new Map(),
+          decide: () => Effect.succeed({ decision: "allow" })
+        })
+        yield* Effect.promise(() => model.close())
+        // The model did ask, and codex did reach the point of running it: the hook alone stopped it.
+        assert.strictEqual(model.requests.length, 2)
+        assert.isFalse(existsSync(join(ws, "ran.txt")))
+        assert.isTrue(run.observations.some((o) => o instanceof Denial))
+        assert.deepStrictEqual(run.decisions, [])
+      }).pipe(Effect.provide(layers)), slow)
+  }
 })
