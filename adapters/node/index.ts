@@ -1,7 +1,9 @@
-/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, an environment-file secret store, the claude-code and gemini-cli harnesses. */
+/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, an environment-file secret store, the claude-code, codex and gemini-cli harnesses. */
 export * as BubblewrapBackend from "./BubblewrapBackend.ts"
 export * as ClaudeCodeHarness from "./ClaudeCodeHarness.ts"
 export * as ClaudeCodeVerify from "./ClaudeCodeVerify.ts"
+export * as CodexHarness from "./CodexHarness.ts"
+export * as CodexVerify from "./CodexVerify.ts"
 export * as DenoBackend from "./DenoBackend.ts"
 export * as EnvFileSecretStore from "./EnvFileSecretStore.ts"
 export * as GeminiCliHarness from "./GeminiCliHarness.ts"
@@ -12,6 +14,7 @@ export * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 export * as NodePathResolver from "./NodePathResolver.ts"
 export * as ScriptedAnthropic from "./ScriptedAnthropic.ts"
 export * as ScriptedGemini from "./ScriptedGemini.ts"
+export * as ScriptedOpenAI from "./ScriptedOpenAI.ts"
 export * as SqlExecutorRegistry from "./SqlExecutorRegistry.ts"
 export * as Sqlite from "./Sqlite.ts"
 export * as SqliteEvidenceStore from "./SqliteEvidenceStore.ts"

@@ -1,5 +1,5 @@
 /**
- * `writ harness probe|plan|run claude-code|gemini-cli`: what the installed CLI can prove (its report, enforced only where a verify
+ * `writ harness probe|plan|run claude-code|codex|gemini-cli`: what the installed CLI can prove (its report, enforced only where a verify
  * run recorded in writ's data directory passed; `--verify` runs the scenarios against the real CLI and records them),
  * the plan and report a spec compiles to, and a run under that plan. Exit codes: 0 ok, 1 a required control not
  * enforced (nothing spawned), a failed verify scenario or a CLI that did not exit 0, 2 bad input.
@@ -15,12 +15,15 @@ import * as HarnessSpecFormat from "../../../adapters/memory/HarnessSpecFormat.t
 import * as PolicyFormat from "../../../adapters/memory/PolicyFormat.ts"
 import * as ClaudeCodeHarness from "../../../adapters/node/ClaudeCodeHarness.ts"
 import * as Verify from "../../../adapters/node/ClaudeCodeVerify.ts"
+import * as CodexHarness from "../../../adapters/node/CodexHarness.ts"
+import * as CodexVerify from "../../../adapters/node/CodexVerify.ts"
 import * as GeminiCliHarness from "../../../adapters/node/GeminiCliHarness.ts"
 import * as GeminiVerify from "../../../adapters/node/GeminiCliVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as Report from "../../../core/harness/CapabilityReport.ts"
 import * as ClaudeCode from "../../../core/harness/ClaudeCode.ts"
+import * as Codex from "../../../core/harness/Codex.ts"
 import * as GeminiCli from "../../../core/harness/GeminiCli.ts"
 import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import { ControlName } from "../../../core/harness/HarnessControl.ts"
@@ -32,30 +35,45 @@ import { CliInputError, json, setExitCode } from "./internal/input.ts"
 import { load } from "./internal/policyFile.ts"
 import { table } from "./internal/render.ts"
 
-const provider = Args.choice([["claude-code", "claude-code" as const], ["gemini-cli", "gemini-cli" as const]], {
-  name: "provider"
-}).pipe(Args.withDescription("claude-code or gemini-cli (codex has no adapter yet)"))
+const provider = Args.choice([
+  ["claude-code", "claude-code" as const],
+  ["codex", "codex" as const],
+  ["gemini-cli", "gemini-cli" as const]
+], { name: "provider" }).pipe(Args.withDescription("claude-code, codex or gemini-cli"))
 
-type Provider = "claude-code" | "gemini-cli"
+type Provider = "claude-code" | "codex" | "gemini-cli"
 
 const specFile = Options.file("spec", { exists: "yes" }).pipe(Options.withDescription("a HarnessSpec (.yaml or .json)"))
 
-/** Each provider's adapter, its verify run and its mapping's claims for a spec. */
+const tmpHome = () => join(realpathSync(tmpdir()), `writ-harness-${randomUUID()}`)
+
+/** Per provider: its adapter, its mapping's claims, its verify scenarios, and a fresh config home for one run. */
 const providers = {
   "claude-code": {
-    make: ClaudeCodeHarness.make,
-    verify: Verify.verify,
-    claims: (spec: HarnessSpec.HarnessSpec) => ClaudeCode.claims(spec)
+    make: (store: HarnessStore.HarnessStore) => ClaudeCodeHarness.make({ store }),
+    claims: (spec: HarnessSpec.HarnessSpec) => ClaudeCode.claims(spec),
+    verify: (adapter: HarnessAdapter.HarnessAdapter.Service, _: HarnessStore.HarnessStore) => Verify.verify(adapter),
+    home: (_: HarnessStore.HarnessStore) => tmpHome()
+  },
+  codex: {
+    make: (store: HarnessStore.HarnessStore) => CodexHarness.make({ store }),
+    claims: (spec: HarnessSpec.HarnessSpec) => Codex.claims(spec),
+    verify: (adapter: HarnessAdapter.HarnessAdapter.Service, store: HarnessStore.HarnessStore) =>
+      CodexVerify.verify(adapter, CodexHarness.homesDir(store)),
+    // Not under /tmp: codex refuses to create its sandbox helpers in a CODEX_HOME there.
+    home: (store: HarnessStore.HarnessStore) => join(CodexHarness.homesDir(store), randomUUID())
   },
   "gemini-cli": {
-    make: GeminiCliHarness.make,
-    verify: GeminiVerify.verify,
-    claims: (spec: HarnessSpec.HarnessSpec) => GeminiCli.claims(spec, "/tmp/writ-harness")
+    make: (store: HarnessStore.HarnessStore) => GeminiCliHarness.make({ store }),
+    claims: (spec: HarnessSpec.HarnessSpec) => GeminiCli.claims(spec, "/tmp/writ-harness"),
+    verify: (adapter: HarnessAdapter.HarnessAdapter.Service, _: HarnessStore.HarnessStore) =>
+      GeminiVerify.verify(adapter),
+    home: (_: HarnessStore.HarnessStore) => tmpHome()
   }
 } as const
 
-const adapterOf = (name: Provider) =>
-  Effect.provide(providers[name].make({ store: HarnessStore.make() }), NodeHarnessProcess.layer)
+const adapterOf = (name: Provider, store: HarnessStore.HarnessStore) =>
+  Effect.provide(providers[name].make(store), NodeHarnessProcess.layer)
 
 const encodeReport = Schema.encodeSync(Report.CapabilityReport)
 
@@ -107,10 +125,10 @@ const probeCommand = Command.make(
   ({ json, provider, verify }) =>
     Effect.gen(function*() {
       const store = HarnessStore.make()
-      const adapter = yield* adapterOf(provider)
+      const adapter = yield* adapterOf(provider, store)
       const failed: Array<string> = []
       if (verify) {
-        const results = yield* providers[provider].verify(adapter)
+        const results = yield* providers[provider].verify(adapter, store)
         yield* store.record(results.map((r) => r.run))
         for (const { result, run } of results) {
           if (!run.effect_absent) failed.push(run.scenario)
@@ -150,8 +168,8 @@ const prepared = (name: Provider, spec: HarnessSpec.HarnessSpec, prompt: string,
       return yield* new CliInputError({ message: `the spec is for ${spec.provider}, not ${name}` })
     }
     const store = HarnessStore.make()
-    const adapter = yield* adapterOf(name)
-    const home = join(realpathSync(tmpdir()), `writ-harness-${randomUUID()}`)
+    const adapter = yield* adapterOf(name, store)
+    const home = providers[name].home(store)
     const input = { spec, prompt, home, verifications: yield* store.verifications }
     return yield* HarnessAdapter.prepare(adapter, input).pipe(
       Effect.map((admitted) => ({ adapter, admitted })),
@@ -210,7 +228,7 @@ const resolveSecrets = (plan: HarnessPlan.HarnessPlan) =>
     const fs = yield* FileSystem.FileSystem
     const secrets = new Map<string, Redacted.Redacted<string>>()
     for (const ref of HarnessPlan.secretRefs(plan)) {
-      if (ref === ClaudeCode.callbackRef) continue
+      if (ref === ClaudeCode.callbackRef || ref === Codex.callbackRef) continue
       const [scheme, rest] = [ref.slice(0, ref.indexOf(":")), ref.slice(ref.indexOf(":") + 1)]
       const value = scheme === "env"
         ? process.env[rest]

@@ -1,0 +1,89 @@
+/**
+ * What spawning any harness CLI under a plan takes on Node: the fresh config home holding exactly the plan's files
+ * (removed after unless kept), the plan's whole environment with its secrets resolved, and the callback served with a
+ * per-run token written where the plan's hook reads it.
+ */
+import { Effect, Redacted } from "effect"
+import { randomBytes } from "node:crypto"
+import { chmod, mkdir, readdir, rm, writeFile } from "node:fs/promises"
+import { dirname } from "node:path"
+import type { CallbackRecord, Launch } from "../../../core/harness/HarnessAdapter.ts"
+import { HarnessError } from "../../../core/harness/HarnessAdapter.ts"
+import type { HarnessPlan } from "../../../core/harness/HarnessPlan.ts"
+import { serve } from "./harnessCallback.ts"
+
+/** A spawn failure naming what failed. */
+export const spawnFailed = (detail: string) => (cause: unknown) =>
+  new HarnessError({ reason: "spawn_failed", detail: `${detail}: ${cause instanceof Error ? cause.message : cause}` })
+
+/** The plan's config home, new or empty, holding the plan's files (mode 0600 in 0700 directories) for the scope. */
+export const freshHome = (plan: HarnessPlan, keep: boolean) =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async () => {
+        await mkdir(plan.home, { recursive: true, mode: 0o700 })
+        if ((await readdir(plan.home)).length > 0) throw new Error(`${plan.home} is not empty`)
+        for (const file of plan.config_files) {
+          await mkdir(dirname(file.path), { recursive: true, mode: 0o700 })
+          await writeFile(file.path, file.content, { mode: 0o600 })
+        }
+      },
+      catch: spawnFailed("cannot prepare the config home")
+    }),
+    () => (keep ? Effect.void : Effect.promise(() => rm(plan.home, { recursive: true, force: true })))
+  )
+
+const secretOf = (launch: Launch, ref: string) => {
+  const value = launch.secrets.get(ref)
+  return value === undefined
+    ? Effect.fail(new HarnessError({ reason: "secret_unresolved", detail: `no value for ${ref}` }))
+    : Effect.succeed(Redacted.value(value))
+}
+
+/** The plan's whole environment (inherited names from writ's own), and the secret values in it. */
+export const environmentOf = (plan: HarnessPlan, launch: Launch) =>
+  Effect.gen(function*() {
+    const env: Record<string, string> = {}
+    const secrets: Array<string> = []
+    for (const entry of plan.environment) {
+      if (entry._tag === "set") env[entry.name] = entry.value
+      else if (entry._tag === "inherit") {
+        const value = process.env[entry.name]
+        if (value !== undefined) env[entry.name] = value
+      } else {
+        const value = yield* secretOf(launch, entry.ref)
+        env[entry.name] = value
+        secrets.push(value)
+      }
+    }
+    return { env, secrets }
+  })
+
+/** Write the plan's secret files; the callback's (by `callbackRef`) gets a served callback and a fresh token. */
+export const secretFiles = (plan: HarnessPlan, launch: Launch, callbackRef: string) =>
+  Effect.gen(function*() {
+    const records: Array<ReadonlyArray<CallbackRecord>> = []
+    const tokens: Array<string> = []
+    for (const file of plan.secret_files) {
+      let content: string
+      if (file.ref === callbackRef) {
+        const token = randomBytes(32).toString("hex")
+        const server = yield* serve(token, launch.decide)
+        records.push(server.decisions)
+        tokens.push(token)
+        content = JSON.stringify({ url: server.url, token })
+      } else {
+        content = yield* secretOf(launch, file.ref)
+        tokens.push(content)
+      }
+      yield* Effect.tryPromise({
+        try: async () => {
+          await mkdir(dirname(file.path), { recursive: true, mode: 0o700 })
+          await writeFile(file.path, content, { mode: 0o600 })
+          await chmod(dirname(file.path), 0o700)
+        },
+        catch: spawnFailed(file.path)
+      })
+    }
+    return { decisions: () => records.flat(), tokens }
+  })

@@ -1,0 +1,111 @@
+/**
+ * `codex exec --json` lines as redacted ProviderObservations: `item.started`/`item.completed` of a
+ * `command_execution` (tool use, tool result), `turn.completed` usage, and the PreToolUse denials codex reports only
+ * on stderr. Observation only: what the stream says is never authorization, evidence or verification. A command the
+ * sandbox denied produces no item at all; a record codex does not document (and `agent_message`, `error`, which no
+ * observation type carries) is skipped, never guessed at.
+ */
+import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
+
+type Json = Record<string, unknown>
+
+const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
+
+const text = (value: unknown): string => (typeof value === "string" ? value : "")
+
+const count = (value: unknown): number | null =>
+  typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : null
+
+/** The tool name codex's hooks give its shell tool: the observations name it the same. */
+export const shellTool = "Bash"
+
+/** A parser over one run's stream: each line's observations, each command's use reported once. */
+export interface StreamParser {
+  readonly line: (line: string) => ReadonlyArray<ProviderObservation>
+}
+
+/** A parser whose observations have every one of `secrets` replaced. */
+export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
+  const started = new Set<string>()
+  const clean = (value: string) => redact(value, secrets)
+
+  const use = (item: Json): ReadonlyArray<ProviderObservation> => {
+    const call_id = text(item.id)
+    if (started.has(call_id)) return []
+    started.add(call_id)
+    return [new ToolUse({ plane: "observation", call_id, tool: shellTool, input: clean(text(item.command)) })]
+  }
+
+  const item = (record: Json, completed: boolean): ReadonlyArray<ProviderObservation> => {
+    const item = record.item
+    if (!isObject(item) || item.type !== "command_execution") return []
+    if (!completed) return use(item)
+    return [
+      ...use(item),
+      new ToolResult({
+        plane: "observation",
+        call_id: text(item.id),
+        is_error: item.status !== "completed" || item.exit_code !== 0,
+        content: clean(text(item.aggregated_output))
+      })
+    ]
+  }
+
+  const usage = (record: Json): ReadonlyArray<ProviderObservation> => {
+    const usage = isObject(record.usage) ? record.usage : {}
+    // codex's one turn per exec is not a model round trip: the turn count is unknown, not 1.
+    return [
+      new Usage({
+        plane: "observation",
+        input_tokens: count(usage.input_tokens),
+        output_tokens: count(usage.output_tokens),
+        turns: null
+      })
+    ]
+  }
+
+  return {
+    line: (line) => {
+      let record: unknown
+      try {
+        record = JSON.parse(line)
+      } catch {
+        return []
+      }
+      if (!isObject(record)) return []
+      switch (record.type) {
+        case "item.started":
+          return item(record, false)
+        case "item.completed":
+          return item(record, true)
+        case "turn.completed":
+          return usage(record)
+        default:
+          return []
+      }
+    }
+  }
+}
+
+const blocked = /Command blocked by PreToolUse hook: (.*?)\. Command: (.*)$/
+
+/** The PreToolUse denials codex's stderr reports (its stream has no record of them). */
+export const denials = (stderr: string, secrets: ReadonlyArray<string>): ReadonlyArray<ProviderObservation> =>
+  stderr.split("\n").flatMap((line) => {
+    const match = blocked.exec(line)
+    if (match === null) return []
+    return [
+      new Denial({
+        plane: "observation",
+        call_id: null,
+        tool: shellTool,
+        detail: redact(`${match[1]}: ${match[2]}`, secrets)
+      })
+    ]
+  })
+
+/** Every observation of a whole stdout. */
+export const parse = (stdout: string, secrets: ReadonlyArray<string>): ReadonlyArray<ProviderObservation> => {
+  const parser = makeParser(secrets)
+  return stdout.split("\n").flatMap((line) => (line.trim() === "" ? [] : parser.line(line)))
+}
