@@ -5,23 +5,20 @@
  * per-run token, runs the CLI through the HarnessProcess port with exactly the plan's environment, and parses its
  * stream into redacted observations. Runtimes: Node.
  */
-import { Effect, Layer, Redacted } from "effect"
-import { randomBytes } from "node:crypto"
+import { Effect, Layer } from "effect"
 import { existsSync, readFileSync } from "node:fs"
-import { chmod, mkdir, readdir, realpath, rm, writeFile } from "node:fs/promises"
+import { realpath } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { delimiter, dirname, join } from "node:path"
 import { ExecutableIdentity } from "../../core/harness/CapabilityReport.ts"
 import * as ClaudeCode from "../../core/harness/ClaudeCode.ts"
 import { makeParser } from "../../core/harness/ClaudeCodeStream.ts"
-import type { Admitted, CallbackRecord, Launch, RunResult } from "../../core/harness/HarnessAdapter.ts"
+import type { Admitted, Launch } from "../../core/harness/HarnessAdapter.ts"
 import { HarnessAdapter, HarnessError, ProbeResult } from "../../core/harness/HarnessAdapter.ts"
-import type { HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
-import { Exit, type ProviderObservation, redact } from "../../core/harness/ProviderObservation.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import * as ClaudeCodeHook from "./internal/claudeCodeHook.ts"
-import { serve } from "./internal/harnessCallback.ts"
+import { runPlan } from "./internal/harnessLaunch.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
 /** How the adapter finds its executable and where it keeps its identity and verify files. */
@@ -32,9 +29,6 @@ export interface Options {
   /** Keep the config home after the run (for inspection); default: removed. */
   readonly keepHome?: boolean
 }
-
-const spawnFailed = (detail: string) => (cause: unknown) =>
-  new HarnessError({ reason: "spawn_failed", detail: `${detail}: ${cause instanceof Error ? cause.message : cause}` })
 
 const installed = () => {
   try {
@@ -107,112 +101,16 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
 
 // --- spawn: the fresh home, the secrets, the callback, the process, teardown (home removed last) ---
 
-const freshHome = (plan: HarnessPlan, keep: boolean) =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        await mkdir(plan.home, { recursive: true, mode: 0o700 })
-        if ((await readdir(plan.home)).length > 0) throw new Error(`${plan.home} is not empty`)
-        for (const file of plan.config_files) {
-          await mkdir(dirname(file.path), { recursive: true, mode: 0o700 })
-          await writeFile(file.path, file.content, { mode: 0o600 })
-        }
-      },
-      catch: spawnFailed("cannot prepare the config home")
-    }),
-    () => (keep ? Effect.void : Effect.promise(() => rm(plan.home, { recursive: true, force: true })))
-  )
-
-const secretOf = (launch: Launch, ref: string) => {
-  const value = launch.secrets.get(ref)
-  return value === undefined
-    ? Effect.fail(new HarnessError({ reason: "secret_unresolved", detail: `no value for ${ref}` }))
-    : Effect.succeed(Redacted.value(value))
-}
-
-const environmentOf = (plan: HarnessPlan, launch: Launch) =>
-  Effect.gen(function*() {
-    const env: Record<string, string> = {}
-    const secrets: Array<string> = []
-    for (const entry of plan.environment) {
-      if (entry._tag === "set") env[entry.name] = entry.value
-      else if (entry._tag === "inherit") {
-        const value = process.env[entry.name]
-        if (value !== undefined) env[entry.name] = value
-      } else {
-        const value = yield* secretOf(launch, entry.ref)
-        env[entry.name] = value
-        secrets.push(value)
-      }
-    }
-    return { env, secrets }
-  })
-
-/** Serve the callback and write its URL and token where the plan's hook reads them. */
-const callbackFiles = (plan: HarnessPlan, launch: Launch) =>
-  Effect.gen(function*() {
-    const records: Array<ReadonlyArray<CallbackRecord>> = []
-    const tokens: Array<string> = []
-    for (const file of plan.secret_files) {
-      if (file.ref !== ClaudeCode.callbackRef) {
-        const value = yield* secretOf(launch, file.ref)
-        tokens.push(value)
-        yield* Effect.tryPromise({
-          try: async () => {
-            await mkdir(dirname(file.path), { recursive: true, mode: 0o700 })
-            await writeFile(file.path, value, { mode: 0o600 })
-          },
-          catch: spawnFailed(file.path)
-        })
-        continue
-      }
-      const token = randomBytes(32).toString("hex")
-      const server = yield* serve(token, launch.decide)
-      records.push(server.decisions)
-      tokens.push(token)
-      yield* Effect.tryPromise({
-        try: async () => {
-          await writeFile(file.path, JSON.stringify({ url: server.url, token }), { mode: 0o600 })
-          await chmod(dirname(file.path), 0o700)
-        },
-        catch: spawnFailed(file.path)
-      })
-    }
-    return { decisions: () => records.flat(), tokens }
-  })
-
 const spawnWith = (options: Options, runner: HarnessProcess.Service) => (admitted: Admitted, launch: Launch) =>
-  Effect.scoped(Effect.gen(function*() {
-    const { plan } = admitted
-    yield* freshHome(plan, options.keepHome === true)
-    const { env, secrets } = yield* environmentOf(plan, launch)
-    const callback = yield* callbackFiles(plan, launch)
-    const hidden = [...secrets, ...callback.tokens]
-    const parser = makeParser(hidden)
-    const observations: Array<ProviderObservation> = []
-    const ended = yield* runner.run({
-      command: plan.executable.path,
-      args: plan.argv,
-      env,
-      cwd: plan.workspace,
-      deadlineMillis: plan.wall_clock_seconds * 1000,
-      graceMillis: 5_000,
-      outputBytes: 32 * 1024 * 1024,
-      onLine: (line) => {
-        const seen = parser.line(line)
-        observations.push(...seen)
-        return launch.observe === undefined ? Effect.void : Effect.forEach(seen, launch.observe, { discard: true })
-      }
-    }).pipe(Effect.mapError((e) => new HarnessError({ reason: "spawn_failed", detail: e.detail })))
-    observations.push(
-      new Exit({ plane: "observation", code: ended.code, signal: ended.signal, killed_by_harness: ended.killed })
-    )
-    return {
-      observations,
-      decisions: [...callback.decisions()],
-      stderr: redact(ended.stderr, hidden)
-    } satisfies RunResult
-  }))
+  runPlan(runner, {
+    plan: admitted.plan,
+    launch,
+    keepHome: options.keepHome === true,
+    callbackRef: ClaudeCode.callbackRef,
+    command: admitted.plan.executable.path,
+    args: admitted.plan.argv,
+    makeParser
+  })
 
 /** The claude-code adapter over a process runner. */
 export const make = (options: Options = {}) =>

@@ -16,14 +16,13 @@ import { Sha256Hex } from "../../core/base/Digest.ts"
 import { ExecutableIdentity } from "../../core/harness/CapabilityReport.ts"
 import * as Codex from "../../core/harness/Codex.ts"
 import * as CodexStream from "../../core/harness/CodexStream.ts"
-import type { Admitted, Launch, RunResult } from "../../core/harness/HarnessAdapter.ts"
+import type { Admitted, Launch } from "../../core/harness/HarnessAdapter.ts"
 import { HarnessAdapter, HarnessError, ProbeResult } from "../../core/harness/HarnessAdapter.ts"
 import type { HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
-import { Exit, type ProviderObservation, redact } from "../../core/harness/ProviderObservation.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import * as ClaudeCodeHook from "./internal/claudeCodeHook.ts"
-import { environmentOf, freshHome, secretFiles } from "./internal/harnessLaunch.ts"
+import { runPlan } from "./internal/harnessLaunch.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
 /** How the adapter finds its executable, where it keeps its identity and verify files, and where run homes go. */
@@ -133,7 +132,7 @@ export const otherHookSources = (workspace: string): ReadonlyArray<string> => {
 const bypassesTrust = (plan: HarnessPlan) => plan.argv.includes("--dangerously-bypass-hook-trust")
 
 const spawnWith = (options: Options, runner: HarnessProcess.Service) => (admitted: Admitted, launch: Launch) =>
-  Effect.scoped(Effect.gen(function*() {
+  Effect.gen(function*() {
     const { plan } = admitted
     if (bypassesTrust(plan)) {
       const others = otherHookSources(plan.workspace)
@@ -144,38 +143,17 @@ const spawnWith = (options: Options, runner: HarnessProcess.Service) => (admitte
         })
       }
     }
-    yield* freshHome(plan, options.keepHome === true)
-    const { env, secrets } = yield* environmentOf(plan, launch)
-    const callback = yield* secretFiles(plan, launch, Codex.callbackRef)
-    const hidden = [...secrets, ...callback.tokens]
-    const parser = CodexStream.makeParser(hidden)
-    const observations: Array<ProviderObservation> = []
-    const ended = yield* runner.run({
+    return yield* runPlan(runner, {
+      plan,
+      launch,
+      keepHome: options.keepHome === true,
+      callbackRef: Codex.callbackRef,
       command: plan.executable.path,
       args: plan.argv,
-      env,
-      cwd: plan.workspace,
-      deadlineMillis: plan.wall_clock_seconds * 1000,
-      graceMillis: 5_000,
-      outputBytes: 32 * 1024 * 1024,
-      onLine: (line) => {
-        const seen = parser.line(line)
-        observations.push(...seen)
-        return launch.observe === undefined ? Effect.void : Effect.forEach(seen, launch.observe, { discard: true })
-      }
-    }).pipe(Effect.mapError((e) => new HarnessError({ reason: "spawn_failed", detail: e.detail })))
-    const denied = CodexStream.denials(ended.stderr, hidden)
-    if (launch.observe !== undefined) yield* Effect.forEach(denied, launch.observe, { discard: true })
-    observations.push(
-      ...denied,
-      new Exit({ plane: "observation", code: ended.code, signal: ended.signal, killed_by_harness: ended.killed })
-    )
-    return {
-      observations,
-      decisions: [...callback.decisions()],
-      stderr: redact(ended.stderr, hidden)
-    } satisfies RunResult
-  }))
+      makeParser: CodexStream.makeParser,
+      stderrObservations: CodexStream.denials
+    })
+  })
 
 /** The codex adapter over a process runner. */
 export const make = (options: Options = {}) =>

@@ -1,15 +1,17 @@
 /**
  * What spawning any harness CLI under a plan takes on Node: the fresh config home holding exactly the plan's files
- * (removed after unless kept), the plan's whole environment with its secrets resolved, and the callback served with a
- * per-run token written where the plan's hook reads it.
+ * (removed after unless kept), the plan's whole environment with its secrets resolved, the callback served with a
+ * per-run token written where the plan's hook reads it, and the run itself with its stream parsed into observations.
  */
 import { Effect, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { chmod, mkdir, readdir, rm, writeFile } from "node:fs/promises"
 import { dirname } from "node:path"
-import type { CallbackRecord, Launch } from "../../../core/harness/HarnessAdapter.ts"
+import type { CallbackRecord, Launch, RunResult } from "../../../core/harness/HarnessAdapter.ts"
 import { HarnessError } from "../../../core/harness/HarnessAdapter.ts"
 import type { HarnessPlan } from "../../../core/harness/HarnessPlan.ts"
+import type { HarnessProcess } from "../../../core/harness/HarnessProcess.ts"
+import { Exit, type ProviderObservation, redact } from "../../../core/harness/ProviderObservation.ts"
 import { serve } from "./harnessCallback.ts"
 
 /** A spawn failure naming what failed. */
@@ -87,3 +89,55 @@ export const secretFiles = (plan: HarnessPlan, launch: Launch, callbackRef: stri
     }
     return { decisions: () => records.flat(), tokens }
   })
+
+/** How one provider's CLI is run under its plan: the callback's secret ref, the command, and its stream parsing. */
+export interface RunSpec {
+  readonly plan: HarnessPlan
+  readonly launch: Launch
+  readonly keepHome: boolean
+  readonly callbackRef: string
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly makeParser: (hidden: ReadonlyArray<string>) => {
+    readonly line: (line: string) => ReadonlyArray<ProviderObservation>
+  }
+  /** Observations read from the ended run's stderr, after the stream's and before the exit. */
+  readonly stderrObservations?: (stderr: string, hidden: ReadonlyArray<string>) => ReadonlyArray<ProviderObservation>
+}
+
+/** Run the CLI in its fresh home with the plan's environment and callback; secrets and tokens redacted throughout. */
+export const runPlan = (runner: HarnessProcess.Service, spec: RunSpec) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { launch, plan } = spec
+    yield* freshHome(plan, spec.keepHome)
+    const { env, secrets } = yield* environmentOf(plan, launch)
+    const callback = yield* secretFiles(plan, launch, spec.callbackRef)
+    const hidden = [...secrets, ...callback.tokens]
+    const parser = spec.makeParser(hidden)
+    const observations: Array<ProviderObservation> = []
+    const ended = yield* runner.run({
+      command: spec.command,
+      args: spec.args,
+      env,
+      cwd: plan.workspace,
+      deadlineMillis: plan.wall_clock_seconds * 1000,
+      graceMillis: 5_000,
+      outputBytes: 32 * 1024 * 1024,
+      onLine: (line) => {
+        const seen = parser.line(line)
+        observations.push(...seen)
+        return launch.observe === undefined ? Effect.void : Effect.forEach(seen, launch.observe, { discard: true })
+      }
+    }).pipe(Effect.mapError((e) => new HarnessError({ reason: "spawn_failed", detail: e.detail })))
+    const late = spec.stderrObservations?.(ended.stderr, hidden) ?? []
+    if (launch.observe !== undefined) yield* Effect.forEach(late, launch.observe, { discard: true })
+    observations.push(
+      ...late,
+      new Exit({ plane: "observation", code: ended.code, signal: ended.signal, killed_by_harness: ended.killed })
+    )
+    return {
+      observations,
+      decisions: [...callback.decisions()],
+      stderr: redact(ended.stderr, hidden)
+    } satisfies RunResult
+  }))
