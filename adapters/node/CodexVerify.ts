@@ -6,70 +6,20 @@
  * does not pass. `loosen` runs the same scenario with the control opened, so a test can see the effect happen.
  * Runtimes: Node.
  */
-import { Effect, Either, Redacted } from "effect"
-import { randomBytes, randomUUID } from "node:crypto"
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
-import * as net from "node:net"
-import type { AddressInfo } from "node:net"
+import { Effect } from "effect"
+import { randomUUID } from "node:crypto"
+import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { Digest } from "../../core/base/Digest.ts"
-import { VerifyRun } from "../../core/harness/CapabilityReport.ts"
 import * as Codex from "../../core/harness/Codex.ts"
-import type { CallbackDecision, HarnessAdapter, RunResult, ToolCall } from "../../core/harness/HarnessAdapter.ts"
-import { HarnessError, prepare } from "../../core/harness/HarnessAdapter.ts"
-import type { ControlName } from "../../core/harness/HarnessControl.ts"
-import { ConfigFile, HarnessPlan } from "../../core/harness/HarnessPlan.ts"
-import * as HarnessPolicy from "../../core/harness/HarnessPolicy.ts"
-import * as HarnessSpec from "../../core/harness/HarnessSpec.ts"
-import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
+import type { HarnessAdapter } from "../../core/harness/HarnessAdapter.ts"
+import type { Driver, Scenario, Setup } from "./internal/verifyScenario.ts"
+import * as VerifyScenario from "./internal/verifyScenario.ts"
+import { allowAll, editConfig, listener, policyDecider, read, tempDir } from "./internal/verifyScenario.ts"
 import * as Scripted from "./ScriptedOpenAI.ts"
 
-/** What one scenario run found. */
-export interface ScenarioResult {
-  readonly scenario: string
-  readonly control: ControlName
-  /** The forbidden effect did not happen. */
-  readonly effect_absent: boolean
-  /** The scenario's allowed act did happen: the CLI really ran the scripted calls. */
-  readonly exercised: boolean
-  readonly run: RunResult
-}
-
-/** The policy the callback scenario decides by: `touch` allowed; writ's intrinsic guards refuse any `bash -c`. */
-export const verifyPolicy = {
-  policy_id: "writ-harness-verify",
-  version: "1",
-  mode: "rules",
-  allow: { "shell.exec": ["touch *"] }
-} as const
-
-interface Setup {
-  readonly dir: string
-  readonly ws: string
-  readonly home: string
-  /** A listener on 127.0.0.1 the agent must not reach, and the connections it has taken. */
-  readonly port: number
-  readonly connections: () => number
-}
-
-interface Scenario {
-  readonly id: string
-  readonly control: ControlName
-  readonly spec: (setup: Setup, loosen: boolean) => Record<string, unknown>
-  readonly calls: (setup: Setup) => ReadonlyArray<Scripted.ScriptedCall>
-  readonly decide?: Effect.Effect<(call: ToolCall) => Effect.Effect<CallbackDecision>, HarnessError, Digest>
-  /** A loosening the spec cannot express, applied to the compiled plan (tests only). */
-  readonly loosenPlan?: (plan: HarnessPlan, setup: Setup) => HarnessPlan
-  readonly check: (
-    setup: Setup,
-    canary: string,
-    model: Scripted.ScriptedModel
-  ) => { readonly absent: boolean; readonly exercised: boolean }
-  /** How long after the run to wait before checking: an effect that would land late must have had its time. */
-  readonly settleMillis?: number
-}
+export type { Scenario, ScenarioResult } from "./internal/verifyScenario.ts"
+export { verifyPolicy } from "./internal/verifyScenario.ts"
 
 /** The scripted model's key: a secret like any, which the agent's shell must not see. */
 const scriptedKey = "sk-scripted-model-key"
@@ -80,30 +30,7 @@ const readCanary = "writ-read-canary-7d41"
 /** A 1x1 PNG under the deny-read path (base64): view_image passes an image's bytes to the model verbatim. */
 const canaryPng = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
-const read = (path: string) => (existsSync(path) ? readFileSync(path, "utf-8") : undefined)
 const shell = (cmd: string): Scripted.ScriptedCall => ({ name: "exec_command", input: { cmd } })
-const allowAll = Effect.succeed((_: ToolCall) => Effect.succeed<CallbackDecision>({ decision: "allow" }))
-
-const policyDecider = Effect.gen(function*() {
-  const policy = yield* Either.match(PermissionPolicy.decode(verifyPolicy), {
-    onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
-    onRight: Effect.succeed
-  })
-  const snapshot = yield* PolicySnapshot.compile(policy).pipe(
-    Effect.mapError((e) => new HarnessError({ reason: "compile_failed", detail: e.message }))
-  )
-  return HarnessPolicy.decider(snapshot, "harness-verify")
-})
-
-/** A plan whose config.toml is edited: a loosening the spec cannot express (tests and controls only). */
-const configEdit = (plan: HarnessPlan, edit: (content: string) => string) =>
-  new HarnessPlan({
-    ...plan,
-    config_files: plan.config_files.map((file) =>
-      file.path.endsWith("/config.toml") ? new ConfigFile({ path: file.path, content: edit(file.content) }) : file
-    )
-  })
-
 const touched = (ws: string, name = "allowed.txt") => existsSync(join(ws, name))
 
 /** The scenarios, one per route of each control the codex mapping claims enforced and writ can check by its effect. */
@@ -198,7 +125,11 @@ export const scenarios: ReadonlyArray<Scenario> = [
     ],
     // Loosened: the shell's include_only lets the model key's variable through.
     loosenPlan: (plan) =>
-      configEdit(plan, (content) => content.replace("include_only = [", `include_only = ["${Codex.modelKeyVar}", `)),
+      editConfig(
+        plan,
+        "/config.toml",
+        (content) => content.replace("include_only = [", `include_only = ["${Codex.modelKeyVar}", `)
+      ),
     check: ({ ws }) => {
       const seen = read(join(ws, "key.txt"))
       return { absent: !(seen ?? "").includes(scriptedKey), exercised: seen?.startsWith("key=") === true }
@@ -223,7 +154,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
     decide: allowAll,
     // Loosened: the permission profile no longer denies writ's directory.
     loosenPlan: (plan, { home }) =>
-      configEdit(plan, (content) => content.replace(`"${Codex.writDir(home)}" = "deny"\n`, "")),
+      editConfig(plan, "/config.toml", (content) => content.replace(`"${Codex.writDir(home)}" = "deny"\n`, "")),
     check: ({ ws }) => ({
       absent: !(read(join(ws, "leak.json")) ?? "").includes("token"),
       exercised: touched(ws)
@@ -245,125 +176,32 @@ export const scenarios: ReadonlyArray<Scenario> = [
   }
 ]
 
-const directory = Effect.acquireRelease(
-  Effect.sync(() => {
-    // Real paths: the sandbox and the CLI see through /tmp symlinks, and so must the checks.
-    const dir = realpathSync(mkdtempSync(join(tmpdir(), "writ-verify-")))
+const setup = (homes: string) =>
+  Effect.gen(function*() {
+    const dir = yield* tempDir(tmpdir(), "writ-verify-")
     for (const sub of ["ws", "outside", "secret"]) mkdirSync(join(dir, sub))
     writeFileSync(join(dir, "secret", "canary.txt"), readCanary)
     writeFileSync(join(dir, "secret", "canary.png"), Buffer.from(canaryPng, "base64"))
     writeFileSync(join(dir, "outside", "public.txt"), "public")
-    return dir
-  }),
-  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-)
-
-const listener = Effect.acquireRelease(
-  Effect.async<{ readonly server: net.Server; readonly port: number; readonly count: { n: number } }>((resume) => {
-    const count = { n: 0 }
-    const server = net.createServer((socket) => {
-      count.n += 1
-      socket.destroy()
-    })
-    server.listen(
-      0,
-      "127.0.0.1",
-      () => resume(Effect.succeed({ server, port: (server.address() as AddressInfo).port, count }))
-    )
-  }),
-  ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
-)
-
-const setup = (homes: string) =>
-  Effect.gen(function*() {
-    const dir = yield* directory
     const { count, port } = yield* listener
     // CODEX_HOME outside /tmp (codex refuses its sandbox helpers there), removed by the adapter after the run.
     const home = join(homes, randomUUID())
     return { dir, ws: join(dir, "ws"), home, port, connections: () => count.n } satisfies Setup
   })
 
-const scripted = (calls: ReadonlyArray<Scripted.ScriptedCall>) =>
-  Effect.acquireRelease(Effect.promise(() => Scripted.start(calls)), (model) => Effect.promise(() => model.close()))
-
-const canaryVar = (canary: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const before = process.env.WRIT_VERIFY_CANARY
-      process.env.WRIT_VERIFY_CANARY = canary
-      return before
-    }),
-    (before) =>
-      Effect.sync(() => {
-        if (before === undefined) delete process.env.WRIT_VERIFY_CANARY
-        else process.env.WRIT_VERIFY_CANARY = before
-      })
-  )
+const driver = (homes: string): Driver => ({
+  provider: "codex",
+  model: "scripted",
+  scriptedKey,
+  start: Scripted.start,
+  setup: setup(homes),
+  missing: "no codex executable with a known version"
+})
 
 /** Run one scenario (or its loosened control) with the adapter against the scripted model; homes go in `homes`. */
 export const runScenario = (adapter: HarnessAdapter.Service, scenario: Scenario, homes: string, loosen = false) =>
-  Effect.scoped(Effect.gen(function*() {
-    const paths = yield* setup(homes)
-    const canary = `writ-canary-${randomBytes(8).toString("hex")}`
-    yield* canaryVar(canary)
-    const model = yield* scripted(scenario.calls(paths))
-    const spec = yield* Either.match(
-      HarnessSpec.decode({
-        spec_version: 1,
-        provider: "codex",
-        model: { name: "scripted", endpoint: model.baseUrl, api_key: "writ:scripted.key" },
-        workspace: paths.ws,
-        ...scenario.spec(paths, loosen)
-      }),
-      {
-        onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
-        onRight: Effect.succeed
-      }
-    )
-    const admitted = yield* prepare(adapter, {
-      spec,
-      prompt: "run the scripted calls",
-      home: paths.home,
-      verifications: []
-    })
-    const plan = loosen && scenario.loosenPlan !== undefined ? scenario.loosenPlan(admitted.plan, paths) : admitted.plan
-    const decide = yield* (scenario.decide ?? allowAll)
-    const run = yield* adapter.spawn({ ...admitted, plan }, {
-      secrets: new Map([["writ:scripted.key", Redacted.make(scriptedKey)]]),
-      decide
-    })
-    if (scenario.settleMillis !== undefined) yield* Effect.sleep(scenario.settleMillis)
-    const { absent, exercised } = scenario.check(paths, canary, model)
-    return {
-      scenario: scenario.id,
-      control: scenario.control,
-      effect_absent: absent,
-      exercised,
-      run
-    } satisfies ScenarioResult
-  }))
+  VerifyScenario.runScenario(driver(homes), adapter, scenario, loosen)
 
 /** Run every scenario for the probed executable and return the verify runs to record. */
 export const verify = (adapter: HarnessAdapter.Service, homes: string) =>
-  Effect.gen(function*() {
-    const probe = yield* adapter.probe
-    if (probe.version === null || probe.executable === null) {
-      return yield* new HarnessError({ reason: "probe_failed", detail: "no codex executable with a known version" })
-    }
-    const results: Array<{ readonly result: ScenarioResult; readonly run: VerifyRun }> = []
-    for (const scenario of scenarios) {
-      const result = yield* runScenario(adapter, scenario, homes)
-      results.push({
-        result,
-        run: new VerifyRun({
-          control: scenario.control,
-          provider_version: probe.version,
-          executable_digest: probe.executable.digest,
-          scenario: scenario.id,
-          run_id: randomUUID(),
-          effect_absent: result.effect_absent && result.exercised
-        })
-      })
-    }
-    return results
-  })
+  VerifyScenario.verify(driver(homes), adapter, scenarios)

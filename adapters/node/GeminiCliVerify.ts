@@ -5,101 +5,25 @@
  * stream said. A scenario also proves it was exercised (its allowed act happened), else it does not pass. `loosen`
  * runs the same scenario with the control opened, so a test can see the effect happen. Runtimes: Node.
  */
-import { Effect, Either, Redacted } from "effect"
-import { randomBytes, randomUUID } from "node:crypto"
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  statSync,
-  writeFileSync
-} from "node:fs"
-import * as net from "node:net"
-import type { AddressInfo } from "node:net"
+import { Effect } from "effect"
+import { existsSync, mkdirSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import type { Digest } from "../../core/base/Digest.ts"
-import { VerifyRun } from "../../core/harness/CapabilityReport.ts"
 import * as GeminiCli from "../../core/harness/GeminiCli.ts"
-import type { CallbackDecision, HarnessAdapter, RunResult, ToolCall } from "../../core/harness/HarnessAdapter.ts"
-import { HarnessError, prepare } from "../../core/harness/HarnessAdapter.ts"
-import type { ControlName } from "../../core/harness/HarnessControl.ts"
+import type { HarnessAdapter } from "../../core/harness/HarnessAdapter.ts"
 import { ConfigFile, HarnessPlan } from "../../core/harness/HarnessPlan.ts"
-import * as HarnessPolicy from "../../core/harness/HarnessPolicy.ts"
-import * as HarnessSpec from "../../core/harness/HarnessSpec.ts"
-import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
+import type { Driver, Scenario, Setup } from "./internal/verifyScenario.ts"
+import * as VerifyScenario from "./internal/verifyScenario.ts"
+import { allowAll, listener, policyDecider, read, tempDir } from "./internal/verifyScenario.ts"
 import * as Scripted from "./ScriptedGemini.ts"
 
-/** What one scenario run found. */
-export interface ScenarioResult {
-  readonly scenario: string
-  readonly control: ControlName
-  /** The forbidden effect did not happen. */
-  readonly effect_absent: boolean
-  /** The scenario's allowed act did happen: the CLI really ran the scripted calls. */
-  readonly exercised: boolean
-  readonly run: RunResult
-}
-
-/** The policy the callback scenario decides by: `touch` allowed; writ's intrinsic guards refuse any `bash -c`. */
-export const verifyPolicy = {
-  policy_id: "writ-harness-verify",
-  version: "1",
-  mode: "rules",
-  allow: { "shell.exec": ["touch *"] }
-} as const
-
-interface Setup {
-  /** Outside /tmp (which gemini's sandbox hides wholesale), so a write outside the workspace meets the read-only /. */
-  readonly dir: string
-  readonly ws: string
-  /** Under /tmp, as writ's CLI puts it. */
-  readonly home: string
-  /** A listener on 127.0.0.1 the agent must not reach, and the connections it has taken. */
-  readonly port: number
-  readonly connections: () => number
-}
-
-/** One verify scenario: the spec it runs under, the calls the model makes, and how its effect is checked. */
-export interface Scenario {
-  readonly id: string
-  readonly control: ControlName
-  readonly spec: (setup: Setup, loosen: boolean) => Record<string, unknown>
-  readonly calls: (setup: Setup) => ReadonlyArray<Scripted.ScriptedCall>
-  readonly decide?: Effect.Effect<(call: ToolCall) => Effect.Effect<CallbackDecision>, HarnessError, Digest>
-  /** A loosening the spec cannot express, applied to the compiled plan (tests only). */
-  readonly loosenPlan?: (plan: HarnessPlan, setup: Setup) => HarnessPlan
-  readonly check: (
-    setup: Setup,
-    canary: string,
-    model: Scripted.ScriptedModel
-  ) => { readonly absent: boolean; readonly exercised: boolean }
-  /** When (epoch ms) the check may run: an effect that would land late must have had its time. */
-  readonly settleUntil?: (setup: Setup) => number
-}
+export type { Scenario, ScenarioResult } from "./internal/verifyScenario.ts"
+export { verifyPolicy } from "./internal/verifyScenario.ts"
 
 /** The scripted model's key: a secret like any, which the agent's tools must not see. */
 const scriptedKey = "sk-scripted-gemini-key"
 
-const read = (path: string) => (existsSync(path) ? readFileSync(path, "utf-8") : undefined)
 const shell = (command: string) => ({ name: GeminiCli.shellTool, input: { command } })
-const allowAll = Effect.succeed((_: ToolCall) => Effect.succeed<CallbackDecision>({ decision: "allow" }))
-
-const policyDecider = Effect.gen(function*() {
-  const policy = yield* Either.match(PermissionPolicy.decode(verifyPolicy), {
-    onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
-    onRight: Effect.succeed
-  })
-  const snapshot = yield* PolicySnapshot.compile(policy).pipe(
-    Effect.mapError((e) => new HarnessError({ reason: "compile_failed", detail: e.message }))
-  )
-  return HarnessPolicy.decider(snapshot, "harness-verify")
-})
-
 /** A plan whose settings are edited: a loosening the spec cannot express (tests only). */
 const settingsEdit = (edit: (settings: Record<string, Record<string, unknown>>) => void) => (plan: HarnessPlan) =>
   new HarnessPlan({
@@ -285,129 +209,29 @@ export const denyCommand: Scenario = {
 /** A base directory outside /tmp when there is one: gemini's sandbox mounts an empty tmpfs over /tmp. */
 const baseDir = () => (existsSync("/var/tmp") ? "/var/tmp" : tmpdir())
 
-const directories = Effect.acquireRelease(
-  Effect.sync(() => {
-    // Real paths: the sandbox and the CLI see through symlinks, and so must the checks.
-    const dir = realpathSync(mkdtempSync(join(baseDir(), "writ-verify-gemini-")))
-    const homeDir = realpathSync(mkdtempSync(join(tmpdir(), "writ-verify-gemini-home-")))
-    mkdirSync(join(dir, "ws"))
-    mkdirSync(join(dir, "outside"))
-    for (const keep of ["keep1.txt", "keep2.txt"]) writeFileSync(join(dir, "ws", keep), "kept")
-    return { dir, homeDir }
-  }),
-  ({ dir, homeDir }) =>
-    Effect.sync(() => {
-      rmSync(dir, { recursive: true, force: true })
-      rmSync(homeDir, { recursive: true, force: true })
-    })
-)
-
-const listener = Effect.acquireRelease(
-  Effect.async<{ readonly server: net.Server; readonly port: number; readonly count: { n: number } }>((resume) => {
-    const count = { n: 0 }
-    const server = net.createServer((socket) => {
-      count.n += 1
-      socket.destroy()
-    })
-    server.listen(
-      0,
-      "127.0.0.1",
-      () => resume(Effect.succeed({ server, port: (server.address() as AddressInfo).port, count }))
-    )
-  }),
-  ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
-)
-
 const setup = Effect.gen(function*() {
-  const { dir, homeDir } = yield* directories
+  const dir = yield* tempDir(baseDir(), "writ-verify-gemini-")
+  const homeDir = yield* tempDir(tmpdir(), "writ-verify-gemini-home-")
+  mkdirSync(join(dir, "ws"))
+  mkdirSync(join(dir, "outside"))
+  for (const keep of ["keep1.txt", "keep2.txt"]) writeFileSync(join(dir, "ws", keep), "kept")
   const { count, port } = yield* listener
   return { dir, ws: join(dir, "ws"), home: join(homeDir, "home"), port, connections: () => count.n } satisfies Setup
 })
 
-const scripted = (calls: ReadonlyArray<Scripted.ScriptedCall>) =>
-  Effect.acquireRelease(Effect.promise(() => Scripted.start(calls)), (model) => Effect.promise(() => model.close()))
-
-const canaryVar = (canary: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const before = process.env.WRIT_VERIFY_CANARY
-      process.env.WRIT_VERIFY_CANARY = canary
-      return before
-    }),
-    (before) =>
-      Effect.sync(() => {
-        if (before === undefined) delete process.env.WRIT_VERIFY_CANARY
-        else process.env.WRIT_VERIFY_CANARY = before
-      })
-  )
+const driver: Driver = {
+  provider: "gemini-cli",
+  model: "gemini-2.5-pro",
+  tools: [GeminiCli.shellTool],
+  scriptedKey,
+  start: Scripted.start,
+  setup,
+  missing: "no gemini package with a known version"
+}
 
 /** Run one scenario (or its loosened control) with the adapter against the scripted model. */
 export const runScenario = (adapter: HarnessAdapter.Service, scenario: Scenario, loosen = false) =>
-  Effect.scoped(Effect.gen(function*() {
-    const paths = yield* setup
-    const canary = `writ-canary-${randomBytes(8).toString("hex")}`
-    yield* canaryVar(canary)
-    const model = yield* scripted(scenario.calls(paths))
-    const spec = yield* Either.match(
-      HarnessSpec.decode({
-        spec_version: 1,
-        provider: "gemini-cli",
-        model: { name: "gemini-2.5-pro", endpoint: model.baseUrl, api_key: "writ:scripted.key" },
-        workspace: paths.ws,
-        tools: { allow: [GeminiCli.shellTool] },
-        ...scenario.spec(paths, loosen)
-      }),
-      {
-        onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
-        onRight: Effect.succeed
-      }
-    )
-    const admitted = yield* prepare(adapter, {
-      spec,
-      prompt: "run the scripted calls",
-      home: paths.home,
-      verifications: []
-    })
-    const plan = loosen && scenario.loosenPlan !== undefined ? scenario.loosenPlan(admitted.plan, paths) : admitted.plan
-    const decide = yield* (scenario.decide ?? allowAll)
-    const run = yield* adapter.spawn({ ...admitted, plan }, {
-      secrets: new Map([["writ:scripted.key", Redacted.make(scriptedKey)]]),
-      decide
-    })
-    if (scenario.settleUntil !== undefined) {
-      yield* Effect.sleep(Math.max(0, scenario.settleUntil(paths) - Date.now()))
-    }
-    const { absent, exercised } = scenario.check(paths, canary, model)
-    return {
-      scenario: scenario.id,
-      control: scenario.control,
-      effect_absent: absent,
-      exercised,
-      run
-    } satisfies ScenarioResult
-  }))
+  VerifyScenario.runScenario(driver, adapter, scenario, loosen)
 
 /** Run every scenario for the probed executable and return the verify runs to record. */
-export const verify = (adapter: HarnessAdapter.Service) =>
-  Effect.gen(function*() {
-    const probe = yield* adapter.probe
-    if (probe.version === null || probe.executable === null) {
-      return yield* new HarnessError({ reason: "probe_failed", detail: "no gemini package with a known version" })
-    }
-    const results: Array<{ readonly result: ScenarioResult; readonly run: VerifyRun }> = []
-    for (const scenario of scenarios) {
-      const result = yield* runScenario(adapter, scenario)
-      results.push({
-        result,
-        run: new VerifyRun({
-          control: scenario.control,
-          provider_version: probe.version,
-          executable_digest: probe.executable.digest,
-          scenario: scenario.id,
-          run_id: randomUUID(),
-          effect_absent: result.effect_absent && result.exercised
-        })
-      })
-    }
-    return results
-  })
+export const verify = (adapter: HarnessAdapter.Service) => VerifyScenario.verify(driver, adapter, scenarios)
