@@ -4,21 +4,17 @@
  * the stream says is never authorization, evidence or verification. A line that is not a record claude documents is
  * skipped, never guessed at.
  */
-import { Either } from "effect"
-import * as Canonical from "../base/Canonical.ts"
+import {
+  byType,
+  count,
+  inputText,
+  isObject,
+  type Json,
+  parseWith,
+  type StreamParser,
+  text
+} from "./internal/streamLines.ts"
 import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
-
-// A tool input Canonical cannot write (a float, say): named, not guessed at.
-const inputWithoutCanonicalForm = "(a tool input with no canonical JSON form)"
-
-type Json = Record<string, unknown>
-
-const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
-
-const text = (value: unknown): string => (typeof value === "string" ? value : "")
-
-const count = (value: unknown): number | null =>
-  typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : null
 
 const blocks = (record: Json): ReadonlyArray<Json> => {
   const message = record.message
@@ -34,9 +30,7 @@ const resultText = (content: unknown): string =>
     : ""
 
 /** A parser over one run's stream: each line's observations, a denial reported twice by claude kept once. */
-export interface StreamParser {
-  readonly line: (line: string) => ReadonlyArray<ProviderObservation>
-}
+export type { StreamParser }
 
 /** A parser whose observations have every one of `secrets` replaced. */
 export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
@@ -59,7 +53,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
           plane: "observation",
           call_id,
           tool: clean(text(block.name)),
-          input: clean(Either.getOrElse(Canonical.stringify(block.input ?? null), () => inputWithoutCanonicalForm))
+          input: clean(inputText(block.input))
         })
       ]
     })
@@ -99,31 +93,12 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     ]
   }
 
-  return {
-    line: (line) => {
-      let record: unknown
-      try {
-        record = JSON.parse(line)
-      } catch {
-        return []
-      }
-      if (!isObject(record)) return []
-      switch (record.type) {
-        case "assistant":
-          return assistant(record)
-        case "user":
-          return user(record)
-        case "result":
-          return result(record)
-        default:
-          return []
-      }
-    }
-  }
+  return byType({
+    assistant: assistant,
+    user: user,
+    result: result
+  })
 }
 
 /** Every observation of a whole stdout. */
-export const parse = (stdout: string, secrets: ReadonlyArray<string>): ReadonlyArray<ProviderObservation> => {
-  const parser = makeParser(secrets)
-  return stdout.split("\n").flatMap((line) => (line.trim() === "" ? [] : parser.line(line)))
-}
+export const parse = parseWith(makeParser)

@@ -5,24 +5,14 @@
  * sandbox denied produces no item at all; a record codex does not document (and `agent_message`, `error`, which no
  * observation type carries) is skipped, never guessed at.
  */
+import { byType, count, isObject, type Json, parseWith, type StreamParser, text } from "./internal/streamLines.ts"
 import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
-
-type Json = Record<string, unknown>
-
-const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
-
-const text = (value: unknown): string => (typeof value === "string" ? value : "")
-
-const count = (value: unknown): number | null =>
-  typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : null
 
 /** The tool name codex's hooks give its shell tool: the observations name it the same. */
 export const shellTool = "Bash"
 
 /** A parser over one run's stream: each line's observations, each command's use reported once. */
-export interface StreamParser {
-  readonly line: (line: string) => ReadonlyArray<ProviderObservation>
-}
+export type { StreamParser }
 
 /** A parser whose observations have every one of `secrets` replaced. */
 export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
@@ -64,27 +54,11 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     ]
   }
 
-  return {
-    line: (line) => {
-      let record: unknown
-      try {
-        record = JSON.parse(line)
-      } catch {
-        return []
-      }
-      if (!isObject(record)) return []
-      switch (record.type) {
-        case "item.started":
-          return item(record, false)
-        case "item.completed":
-          return item(record, true)
-        case "turn.completed":
-          return usage(record)
-        default:
-          return []
-      }
-    }
-  }
+  return byType({
+    "item.started": (record) => item(record, false),
+    "item.completed": (record) => item(record, true),
+    "turn.completed": usage
+  })
 }
 
 const blocked = /Command blocked by PreToolUse hook: (.*?)\. Command: (.*)$/
@@ -105,7 +79,4 @@ export const denials = (stderr: string, secrets: ReadonlyArray<string>): Readonl
   })
 
 /** Every observation of a whole stdout. */
-export const parse = (stdout: string, secrets: ReadonlyArray<string>): ReadonlyArray<ProviderObservation> => {
-  const parser = makeParser(secrets)
-  return stdout.split("\n").flatMap((line) => (line.trim() === "" ? [] : parser.line(line)))
-}
+export const parse = parseWith(makeParser)

@@ -4,26 +4,20 @@
  * `result` record's stats. Observation only: what the stream says is never authorization, evidence or verification.
  * A line that is not a record gemini documents is skipped, never guessed at.
  */
-import { Either } from "effect"
-import * as Canonical from "../base/Canonical.ts"
+import {
+  byType,
+  count,
+  inputText,
+  isObject,
+  type Json,
+  parseWith,
+  type StreamParser,
+  text
+} from "./internal/streamLines.ts"
 import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
 
-// A tool input Canonical cannot write (a float, say): named, not guessed at.
-const inputWithoutCanonicalForm = "(a tool input with no canonical JSON form)"
-
-type Json = Record<string, unknown>
-
-const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
-
-const text = (value: unknown): string => (typeof value === "string" ? value : "")
-
-const count = (value: unknown): number | null =>
-  typeof value === "number" && Number.isInteger(value) && value >= 0 ? value : null
-
 /** A parser over one run's stream: each line's observations. */
-export interface StreamParser {
-  readonly line: (line: string) => ReadonlyArray<ProviderObservation>
-}
+export type { StreamParser }
 
 /** A parser whose observations have every one of `secrets` replaced. */
 export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
@@ -38,7 +32,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         plane: "observation",
         call_id,
         tool: clean(text(record.tool_name)),
-        input: clean(Either.getOrElse(Canonical.stringify(record.parameters ?? null), () => inputWithoutCanonicalForm))
+        input: clean(inputText(record.parameters))
       })
     ]
   }
@@ -76,31 +70,12 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     ]
   }
 
-  return {
-    line: (line) => {
-      let record: unknown
-      try {
-        record = JSON.parse(line)
-      } catch {
-        return []
-      }
-      if (!isObject(record)) return []
-      switch (record.type) {
-        case "tool_use":
-          return toolUse(record)
-        case "tool_result":
-          return toolResult(record)
-        case "result":
-          return result(record)
-        default:
-          return []
-      }
-    }
-  }
+  return byType({
+    tool_use: toolUse,
+    tool_result: toolResult,
+    result: result
+  })
 }
 
 /** Every observation of a whole stdout. */
-export const parse = (stdout: string, secrets: ReadonlyArray<string>): ReadonlyArray<ProviderObservation> => {
-  const parser = makeParser(secrets)
-  return stdout.split("\n").flatMap((line) => (line.trim() === "" ? [] : parser.line(line)))
-}
+export const parse = parseWith(makeParser)
