@@ -2,6 +2,7 @@
  * The claude-code PreToolUse hook's program, which the Node host hands `ClaudeCode.compile`: claude runs it with Node
  * before each tool call. Runtimes: Node (the program it writes).
  */
+import { program } from "./callbackHook.ts"
 
 /**
  * The PreToolUse hook: posts the call to writ on loopback with the run's token and prints the blocking deny unless
@@ -9,21 +10,8 @@
  * never 1 (which claude treats as allow).
  */
 export const script = (file: string) =>
-  `import { readFileSync } from "node:fs"
-const deny = (reason) => { process.stdout.write(JSON.stringify({ hookSpecificOutput: {
-  hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason } })); process.exit(0) }
-let input = ""
-process.stdin.on("data", (c) => (input += c)).on("end", async () => {
-  try {
-    const { url, token } = JSON.parse(readFileSync(${JSON.stringify(file)}, "utf-8"))
-    const res = await fetch(url, { method: "POST", body: input,
-      headers: { authorization: "Bearer " + token, "content-type": "application/json" },
-      signal: AbortSignal.timeout(10000) })
-    if (!res.ok) deny("writ refused the callback (" + res.status + ")")
-    const answer = await res.json()
-    if (answer === null || typeof answer !== "object") deny("writ's answer is malformed")
-    if (answer.decision === "allow") process.exit(0)
-    deny("writ: " + String(answer.reason ?? "denied"))
-  } catch { deny("writ is unreachable") }
-})
-`
+  program(file, {
+    deny: `const deny = (reason) => { process.stdout.write(JSON.stringify({ hookSpecificOutput: {
+  hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: reason } })); process.exit(0) }`,
+    allow: "process.exit(0)"
+  })

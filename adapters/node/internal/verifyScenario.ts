@@ -2,6 +2,7 @@
  * What every provider's verify scenarios share on Node: the scenario's shape and result, the temp directories, the
  * loopback listener and canary variable a scenario checks, the scripted model's lifetime, the verify policy's
  * decider, and the run of one scenario (spec, plan, spawn, settle, check) and of them all into verify runs.
+ * Runtimes: Node.
  */
 import { Effect, Either, Redacted, type Scope } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
