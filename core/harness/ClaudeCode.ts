@@ -7,17 +7,25 @@
 import { Effect, Either } from "effect"
 import * as Canonical from "../base/Canonical.ts"
 import type { Claim } from "./CapabilityReport.ts"
-import * as Report from "./CapabilityReport.ts"
 import type { Compiled, CompileInput } from "./HarnessAdapter.ts"
 import { HarnessError } from "./HarnessAdapter.ts"
 import type { ControlName } from "./HarnessControl.ts"
-import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar, SetVar } from "./HarnessPlan.ts"
+import { ConfigFile, SecretFile, SetVar } from "./HarnessPlan.ts"
 import type { EnvEntry } from "./HarnessPlan.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
-import { requestedControls } from "./HarnessSpec.ts"
+import {
+  assess,
+  callbackFile,
+  callbackFiles,
+  callbackRef,
+  checkInput,
+  hookFiles,
+  planOf,
+  specEnvironment,
+  writDir
+} from "./internal/compilePlan.ts"
 
-/** The secret reference of a run's callback endpoint and token, written at spawn into the callback file. */
-export const callbackRef = "writ:harness.callback"
+export { callbackFile, callbackRef, writDir }
 
 /** The verify scenarios of each control the mapping claims enforced: what `--verify` makes the real CLI attempt. */
 export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
@@ -30,12 +38,6 @@ export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "fs.read_roots@1": ["bash-read-denied-path", "read-tool-denied-path"],
   "budget.wall_clock@1": ["bash-outlives-deadline"]
 }
-
-/** Where a run's writ-owned files live inside its config home: hidden from the agent's sandboxed tools. */
-export const writDir = (home: string) => `${home}/.writ`
-
-/** The file the hook reads the callback's URL and per-run token from. */
-export const callbackFile = (home: string) => `${writDir(home)}/callback.json`
 
 /** The file claude's `apiKeyHelper` reads the model's key from: hidden from the agent's tools like the callback's. */
 export const modelKeyFile = (home: string) => `${writDir(home)}/model-key`
@@ -208,69 +210,34 @@ const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry>
     ...(spec.model.endpoint === undefined
       ? []
       : [new SetVar({ name: "ANTHROPIC_BASE_URL", value: spec.model.endpoint.replace(/\/$/, "") })]),
-    ...spec.environment.allow.map((name) => new InheritVar({ name })),
-    ...spec.environment.secrets.map(({ name, ref }) => new SecretVar({ name, ref }))
+    ...specEnvironment(spec)
   ]
 }
-
-const overlapping = (spec: HarnessSpec, home: string) =>
-  home === spec.workspace || home.startsWith(`${spec.workspace}/`) || spec.workspace.startsWith(`${home}/`)
 
 /** Compile a spec into claude's plan and its report; a spec this adapter cannot express fails `compile_failed`. */
 export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled, HarnessError> =>
   Effect.gen(function*() {
-    const { home, probe, spec } = input
-    if (spec.provider !== "claude-code") {
-      return yield* new HarnessError({ reason: "compile_failed", detail: `a ${spec.provider} spec` })
-    }
-    if (!home.startsWith("/") || overlapping(spec, home)) {
-      return yield* new HarnessError({ reason: "compile_failed", detail: "the config home overlaps the workspace" })
-    }
-    const requested = requestedControls(spec)
-    const mapped = claims(spec).filter((claim) => requested.includes(claim.control))
-    const report = Report.assess({
-      provider: "claude-code",
-      version: probe.version,
-      executable: probe.executable,
-      requested,
-      claims: mapped,
-      verifications: input.verifications,
-      notes: probe.notes
-    })
-    if (probe.version === null || probe.executable === null) {
-      return yield* new HarnessError({ reason: "compile_failed", detail: "the provider version is unknown" })
-    }
+    const { home, spec } = input
+    yield* checkInput("claude-code", input)
+    const assessed = yield* assess("claude-code", input, claims(spec))
     const settings = Canonical.stringify(settingsOf(spec, home, host))
     if (Either.isLeft(settings)) {
       return yield* new HarnessError({ reason: "compile_failed", detail: `the settings: ${settings.left.message}` })
     }
     const files = [
       new ConfigFile({ path: `${home}/.claude/settings.json`, content: settings.right }),
-      ...(spec.tools.callback
-        ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: host.hookScript(callbackFile(home)) })]
-        : [])
+      ...hookFiles(spec, home, host.hookScript)
     ]
-    const plan = new HarnessPlan({
-      plan_version: 1,
-      provider: "claude-code",
-      provider_version: probe.version,
-      executable: probe.executable,
+    const plan = planOf(input, assessed, "claude-code", scenarios, {
       argv: argvOf(spec, input.prompt),
       config_files: files,
       secret_files: [
         ...(spec.model.api_key === undefined
           ? []
           : [new SecretFile({ path: modelKeyFile(home), ref: spec.model.api_key })]),
-        ...(spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : [])
+        ...callbackFiles(spec, home)
       ],
-      environment: environmentOf(spec, home),
-      workspace: spec.workspace,
-      home,
-      wall_clock_seconds: spec.budget.wall_clock_seconds,
-      declared_controls: mapped.map((claim) => claim.control),
-      expected_evidence: mapped.flatMap((claim) =>
-        (scenarios[claim.control] ?? []).map((scenario) => new ExpectedEvidence({ control: claim.control, scenario }))
-      )
+      environment: environmentOf(spec, home)
     })
-    return { plan, report }
+    return { plan, report: assessed.report }
   })

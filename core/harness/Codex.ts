@@ -7,17 +7,25 @@
 import { Effect } from "effect"
 import * as Canonical from "../base/Canonical.ts"
 import type { Claim } from "./CapabilityReport.ts"
-import * as Report from "./CapabilityReport.ts"
 import type { Compiled, CompileInput } from "./HarnessAdapter.ts"
 import { HarnessError } from "./HarnessAdapter.ts"
 import type { ControlName } from "./HarnessControl.ts"
-import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar, SetVar } from "./HarnessPlan.ts"
+import { ConfigFile, SecretVar, SetVar } from "./HarnessPlan.ts"
 import type { EnvEntry } from "./HarnessPlan.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
-import { requestedControls } from "./HarnessSpec.ts"
+import {
+  assess,
+  callbackFile,
+  callbackFiles,
+  callbackRef,
+  checkInput,
+  hookFiles,
+  planOf,
+  specEnvironment,
+  writDir
+} from "./internal/compilePlan.ts"
 
-/** The secret reference of a run's callback endpoint and token, written at spawn into the callback file. */
-export const callbackRef = "writ:harness.callback"
+export { callbackFile, callbackRef, writDir }
 
 /** The variable codex reads the model's key from (`env_key`); never passed on to the agent's shell. */
 export const modelKeyVar = "WRIT_CODEX_MODEL_KEY"
@@ -35,12 +43,6 @@ export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "callback.integrity@1": ["bash-read-callback-secret"],
   "budget.wall_clock@1": ["bash-outlives-deadline"]
 }
-
-/** Where a run's writ-owned files live inside its config home: denied to the agent's sandboxed commands. */
-export const writDir = (home: string) => `${home}/.writ`
-
-/** The file the hook reads the callback's URL and per-run token from. */
-export const callbackFile = (home: string) => `${writDir(home)}/callback.json`
 
 /** What compile needs from the host besides the input: the Node executable that runs the hook, and the hook's program. */
 export interface Host {
@@ -255,38 +257,20 @@ const environmentOf = (spec: HarnessSpec, home: string, executable: string): Rea
           ref: spec.model.api_key
         })
       ]),
-    ...spec.environment.allow.map((name) => new InheritVar({ name })),
-    ...spec.environment.secrets.map(({ name, ref }) => new SecretVar({ name, ref }))
+    ...specEnvironment(spec)
   ]
 }
-
-const overlapping = (spec: HarnessSpec, home: string) =>
-  home === spec.workspace || home.startsWith(`${spec.workspace}/`) || spec.workspace.startsWith(`${home}/`)
 
 /** Compile a spec into codex's plan and its report; a spec this adapter cannot express fails `compile_failed`. */
 export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled, HarnessError> =>
   Effect.gen(function*() {
-    const { home, probe, spec } = input
+    const { home, spec } = input
     const failed = (detail: string) => new HarnessError({ reason: "compile_failed", detail })
-    if (spec.provider !== "codex") return yield* failed(`a ${spec.provider} spec`)
-    if (!home.startsWith("/") || overlapping(spec, home)) return yield* failed("the config home overlaps the workspace")
+    yield* checkInput("codex", input)
     // codex refuses to create its sandbox helpers under /tmp, and every sandboxed command then fails.
     if (home === "/tmp" || home.startsWith("/tmp/")) return yield* failed("CODEX_HOME must not be under /tmp")
-    const requested = requestedControls(spec)
-    const mapped = claims(spec).filter((claim) => requested.includes(claim.control))
-    const report = Report.assess({
-      provider: "codex",
-      version: probe.version,
-      executable: probe.executable,
-      requested,
-      claims: mapped,
-      verifications: input.verifications,
-      notes: probe.notes
-    })
-    if (probe.version === null || probe.executable === null) {
-      return yield* failed("the provider version is unknown")
-    }
-    const executable = probe.executable.path
+    const assessed = yield* assess("codex", input, claims(spec))
+    const executable = assessed.executable.path
     let config: string
     let rules: string
     try {
@@ -299,26 +283,13 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
     const files = [
       new ConfigFile({ path: `${home}/config.toml`, content: config }),
       ...(rules === "" ? [] : [new ConfigFile({ path: `${home}/rules/writ.rules`, content: rules })]),
-      ...(spec.tools.callback
-        ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: host.hookScript(callbackFile(home)) })]
-        : [])
+      ...hookFiles(spec, home, host.hookScript)
     ]
-    const plan = new HarnessPlan({
-      plan_version: 1,
-      provider: "codex",
-      provider_version: probe.version,
-      executable: probe.executable,
+    const plan = planOf(input, assessed, "codex", scenarios, {
       argv: argvOf(spec, input.prompt),
       config_files: files,
-      secret_files: spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : [],
-      environment: environmentOf(spec, home, executable),
-      workspace: spec.workspace,
-      home,
-      wall_clock_seconds: spec.budget.wall_clock_seconds,
-      declared_controls: mapped.map((claim) => claim.control),
-      expected_evidence: mapped.flatMap((claim) =>
-        (scenarios[claim.control] ?? []).map((scenario) => new ExpectedEvidence({ control: claim.control, scenario }))
-      )
+      secret_files: callbackFiles(spec, home),
+      environment: environmentOf(spec, home, executable)
     })
-    return { plan, report }
+    return { plan, report: assessed.report }
   })

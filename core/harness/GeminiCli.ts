@@ -7,18 +7,27 @@
 import { Effect, Either } from "effect"
 import * as Canonical from "../base/Canonical.ts"
 import type { Claim } from "./CapabilityReport.ts"
-import * as Report from "./CapabilityReport.ts"
-import * as ClaudeCode from "./ClaudeCode.ts"
 import type { Compiled, CompileInput } from "./HarnessAdapter.ts"
 import { HarnessError } from "./HarnessAdapter.ts"
 import type { ControlName } from "./HarnessControl.ts"
-import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar, SetVar } from "./HarnessPlan.ts"
+import { ConfigFile, SecretVar, SetVar } from "./HarnessPlan.ts"
 import type { EnvEntry } from "./HarnessPlan.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
-import { requestedControls } from "./HarnessSpec.ts"
+import {
+  assess,
+  callbackFile,
+  callbackFiles,
+  callbackRef,
+  checkInput,
+  hookFiles,
+  planOf,
+  specEnvironment,
+  writDir
+} from "./internal/compilePlan.ts"
+
+export { callbackFile, callbackRef, writDir }
 
 /** The secret reference of a run's callback endpoint and token: the same one every harness's callback file uses. */
-export const callbackRef = ClaudeCode.callbackRef
 
 /** gemini's shell tool. */
 export const shellTool = "run_shell_command"
@@ -37,12 +46,6 @@ export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "budget.turns@1": ["turn-beyond-limit"],
   "budget.wall_clock@1": ["shell-outlives-deadline"]
 }
-
-/** Where a run's writ-owned files live inside its config home. */
-export const writDir = (home: string) => `${home}/.writ`
-
-/** The file the hook reads the callback's URL and per-run token from. */
-export const callbackFile = (home: string) => `${writDir(home)}/callback.json`
 
 /** The admin policy file: rules an agent's settings cannot override. */
 export const policyFile = (home: string) => `${writDir(home)}/policy.toml`
@@ -258,8 +261,7 @@ const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry>
       ? []
       : [new SetVar({ name: "GOOGLE_GEMINI_BASE_URL", value: spec.model.endpoint.replace(/\/$/, "") })]),
     ...(spec.model.api_key === undefined ? [] : [new SecretVar({ name: "GEMINI_API_KEY", ref: spec.model.api_key })]),
-    ...spec.environment.allow.map((name) => new InheritVar({ name })),
-    ...spec.environment.secrets.map(({ name, ref }) => new SecretVar({ name, ref }))
+    ...specEnvironment(spec)
   ]
 }
 
@@ -274,33 +276,12 @@ export const yoloProfile = {
   warning: "yolo approves every tool call and forces the tool sandbox's network on: network.egress is not enforced"
 } as const
 
-const overlapping = (spec: HarnessSpec, home: string) =>
-  home === spec.workspace || home.startsWith(`${spec.workspace}/`) || spec.workspace.startsWith(`${home}/`)
-
 /** Compile a spec into gemini's plan and its report; a spec this adapter cannot express fails `compile_failed`. */
 export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled, HarnessError> =>
   Effect.gen(function*() {
-    const { home, probe, spec } = input
-    if (spec.provider !== "gemini-cli") {
-      return yield* new HarnessError({ reason: "compile_failed", detail: `a ${spec.provider} spec` })
-    }
-    if (!home.startsWith("/") || overlapping(spec, home)) {
-      return yield* new HarnessError({ reason: "compile_failed", detail: "the config home overlaps the workspace" })
-    }
-    const requested = requestedControls(spec)
-    const mapped = claims(spec, home).filter((claim) => requested.includes(claim.control))
-    const report = Report.assess({
-      provider: "gemini-cli",
-      version: probe.version,
-      executable: probe.executable,
-      requested,
-      claims: mapped,
-      verifications: input.verifications,
-      notes: probe.notes
-    })
-    if (probe.version === null || probe.executable === null) {
-      return yield* new HarnessError({ reason: "compile_failed", detail: "the provider version is unknown" })
-    }
+    const { home, spec } = input
+    yield* checkInput("gemini-cli", input)
+    const assessed = yield* assess("gemini-cli", input, claims(spec, home))
     const settings = Canonical.stringify(settingsOf(spec, home, host))
     const policy = policyOf(spec)
     if (Either.isLeft(settings) || Either.isLeft(policy)) {
@@ -310,26 +291,13 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
       new ConfigFile({ path: settingsFile(home), content: settings.right }),
       new ConfigFile({ path: policyFile(home), content: policy.right }),
       new ConfigFile({ path: sandboxFile(home), content: sandboxModes }),
-      ...(spec.tools.callback
-        ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: host.hookScript(callbackFile(home)) })]
-        : [])
+      ...hookFiles(spec, home, host.hookScript)
     ]
-    const plan = new HarnessPlan({
-      plan_version: 1,
-      provider: "gemini-cli",
-      provider_version: probe.version,
-      executable: probe.executable,
+    const plan = planOf(input, assessed, "gemini-cli", scenarios, {
       argv: argvOf(spec, input.prompt, home),
       config_files: files,
-      secret_files: spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : [],
-      environment: environmentOf(spec, home),
-      workspace: spec.workspace,
-      home,
-      wall_clock_seconds: spec.budget.wall_clock_seconds,
-      declared_controls: mapped.map((claim) => claim.control),
-      expected_evidence: mapped.flatMap((claim) =>
-        (scenarios[claim.control] ?? []).map((scenario) => new ExpectedEvidence({ control: claim.control, scenario }))
-      )
+      secret_files: callbackFiles(spec, home),
+      environment: environmentOf(spec, home)
     })
-    return { plan, report }
+    return { plan, report: assessed.report }
   })
