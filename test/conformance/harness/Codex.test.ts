@@ -2,27 +2,25 @@
 // model on 127.0.0.1: each control the mapping claims enforced is verified by the effect of the forbidden act, and each
 // scenario's loosened control shows the same act succeeding, so none of these can pass vacuously.
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Redacted } from "effect"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import * as CodexHarness from "../../../adapters/node/CodexHarness.ts"
 import * as Verify from "../../../adapters/node/CodexVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as ClaudeCodeHook from "../../../adapters/node/internal/claudeCodeHook.ts"
-import * as NodeDigest from "../../../adapters/node/NodeDigest.ts"
-import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as Scripted from "../../../adapters/node/ScriptedOpenAI.ts"
 import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import { ConfigFile, HarnessPlan } from "../../../core/harness/HarnessPlan.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { Denial, ToolResult, ToolUse, Usage } from "../../../core/harness/ProviderObservation.ts"
+import { assertAllPassed, layers, loosenedSuite, reportsAroundRecord } from "../../fixtures/harnessConformance.ts"
 
 // Not under /tmp: codex refuses to create its sandbox helpers in a CODEX_HOME there.
 mkdirSync("/var/tmp", { recursive: true })
 const data = realpathSync(mkdtempSync("/var/tmp/writ-codex-data-"))
 const store = HarnessStore.make(data)
 const homes = CodexHarness.homesDir(store)
-const layers = Layer.merge(NodeHarnessProcess.layer, NodeDigest.layer)
 const adapter = CodexHarness.make({ store })
 
 const slow = { timeout: 180_000 }
@@ -36,31 +34,13 @@ describe("codex, real CLI: --verify makes the CLI attempt each forbidden act und
       Effect.gen(function*() {
         const service = yield* adapter
         const results = yield* Verify.verify(service, homes)
-        for (const { result } of results) {
-          assert.isTrue(result.exercised, `${result.scenario}: the allowed act happened`)
-          assert.isTrue(result.effect_absent, `${result.scenario}: the forbidden effect did not happen`)
-        }
-        const probe = yield* service.probe
+        assertAllPassed(results)
+        const { after, probe } = yield* reportsAroundRecord(service, store, results, {
+          provider: "codex",
+          filesystem: { deny_read: ["/srv/secret"] },
+          tools: { callback: true }
+        }, "/srv/home")
         assert.strictEqual(probe.version, "0.169.0")
-        const compile = (verifications: HarnessAdapter.CompileInput["verifications"]) =>
-          service.compile({
-            spec: HarnessSpec.decode({
-              spec_version: 1,
-              provider: "codex",
-              model: { name: "m" },
-              workspace: "/srv/ws",
-              filesystem: { deny_read: ["/srv/secret"] },
-              tools: { callback: true }
-            }).pipe((e) => (e._tag === "Right" ? e.right : assert.fail(e.left.message))),
-            probe,
-            prompt: "p",
-            home: "/srv/home",
-            verifications
-          })
-        const before = yield* compile([])
-        assert.isFalse(before.report.controls.some((c) => c.level === "enforced"), "nothing enforced before verify")
-        yield* store.record(results.map((r) => r.run))
-        const after = yield* compile(yield* store.verifications)
         const enforced = after.report.controls.filter((c) => c.level === "enforced").map((c) => c.control)
         assert.deepStrictEqual(enforced.sort(), [
           "budget.wall_clock@1",
@@ -87,16 +67,12 @@ describe("codex, real CLI: --verify makes the CLI attempt each forbidden act und
   )
 })
 
-describe("codex, real CLI: each scenario can fail (its control loosened, the effect happens)", () => {
-  for (const scenario of Verify.scenarios) {
-    it.live(`${scenario.control} ${scenario.id}: loosened, the forbidden act succeeds`, () =>
-      Effect.gen(function*() {
-        const result = yield* Verify.runScenario(yield* adapter, scenario, homes, true)
-        assert.isTrue(result.exercised)
-        assert.isFalse(result.effect_absent)
-      }).pipe(Effect.provide(layers)), slow)
-  }
-})
+loosenedSuite(
+  "codex",
+  Verify.scenarios,
+  (scenario) => Effect.flatMap(adapter, (service) => Verify.runScenario(service, scenario, homes, true)),
+  slow
+)
 
 describe("codex, real CLI: an allowed call runs and the stream is observed", () => {
   it.live(

@@ -2,23 +2,21 @@
 // Gemini model on 127.0.0.1: each control the mapping claims enforced is verified by the effect of the forbidden act,
 // and each scenario's loosened control shows the same act succeeding, so none of these can pass vacuously.
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as GeminiCliHarness from "../../../adapters/node/GeminiCliHarness.ts"
 import * as Verify from "../../../adapters/node/GeminiCliVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
-import * as NodeDigest from "../../../adapters/node/NodeDigest.ts"
-import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as Scripted from "../../../adapters/node/ScriptedGemini.ts"
 import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { Denial, ToolResult, ToolUse, Usage } from "../../../core/harness/ProviderObservation.ts"
+import { assertAllPassed, layers, loosenedSuite, reportsAroundRecord } from "../../fixtures/harnessConformance.ts"
 
 const data = mkdtempSync(join(tmpdir(), "writ-harness-gemini-data-"))
 const store = HarnessStore.make(data)
-const layers = Layer.merge(NodeHarnessProcess.layer, NodeDigest.layer)
 const adapter = GeminiCliHarness.make({ store })
 
 const slow = { timeout: 300_000 }
@@ -32,31 +30,13 @@ describe("gemini-cli, real CLI: --verify makes the CLI attempt each forbidden ac
       Effect.gen(function*() {
         const service = yield* adapter
         const results = yield* Verify.verify(service)
-        for (const { result } of results) {
-          assert.isTrue(result.exercised, `${result.scenario}: the allowed act happened`)
-          assert.isTrue(result.effect_absent, `${result.scenario}: the forbidden effect did not happen`)
-        }
-        const probe = yield* service.probe
+        assertAllPassed(results)
+        const { after, probe } = yield* reportsAroundRecord(service, store, results, {
+          provider: "gemini-cli",
+          tools: { allow: ["run_shell_command"], callback: true },
+          budget: { max_turns: 5 }
+        }, "/tmp/writ-home")
         assert.strictEqual(probe.version, "0.61.0")
-        const compile = (verifications: ReadonlyArray<HarnessAdapter.CompileInput["verifications"][number]>) =>
-          service.compile({
-            spec: HarnessSpec.decode({
-              spec_version: 1,
-              provider: "gemini-cli",
-              model: { name: "m" },
-              workspace: "/srv/ws",
-              tools: { allow: ["run_shell_command"], callback: true },
-              budget: { max_turns: 5 }
-            }).pipe((e) => (e._tag === "Right" ? e.right : assert.fail(e.left.message))),
-            probe,
-            prompt: "p",
-            home: "/tmp/writ-home",
-            verifications
-          })
-        const before = yield* compile([])
-        assert.isFalse(before.report.controls.some((c) => c.level === "enforced"), "nothing enforced before verify")
-        yield* store.record(results.map((r) => r.run))
-        const after = yield* compile(yield* store.verifications)
         const enforced = after.report.controls.filter((c) => c.level === "enforced").map((c) => c.control)
         assert.deepStrictEqual(enforced.sort(), [
           "budget.turns@1",
@@ -92,16 +72,12 @@ describe("gemini-cli, real CLI: --verify makes the CLI attempt each forbidden ac
   )
 })
 
-describe("gemini-cli, real CLI: each scenario can fail (its control loosened, the effect happens)", () => {
-  for (const scenario of [...Verify.scenarios, Verify.denyCommand]) {
-    it.live(`${scenario.control} ${scenario.id}: loosened, the forbidden act succeeds`, () =>
-      Effect.gen(function*() {
-        const result = yield* Verify.runScenario(yield* adapter, scenario, true)
-        assert.isTrue(result.exercised)
-        assert.isFalse(result.effect_absent)
-      }).pipe(Effect.provide(layers)), slow)
-  }
-})
+loosenedSuite(
+  "gemini-cli",
+  [...Verify.scenarios, Verify.denyCommand],
+  (scenario) => Effect.flatMap(adapter, (service) => Verify.runScenario(service, scenario, true)),
+  slow
+)
 
 describe("gemini-cli, real CLI: a degraded control still holds where it can be checked", () => {
   it.live(
