@@ -181,11 +181,12 @@ export const scenarios: ReadonlyArray<Scenario> = [
   {
     id: GeminiCli.scenarios["budget.wall_clock@1"]![0]!,
     control: "budget.wall_clock@1",
-    // The CLI takes seconds to start (over ten on a loaded machine): the deadline falls while the command sleeps.
+    // The CLI takes seconds to start (over ten on a loaded machine), so the deadline is generous; the command sleeps
+    // longer than the whole deadline, so however early it starts, only writ's deadline can stop it writing.
     spec: (_, loosen) => ({ budget: { wall_clock_seconds: loosen ? 120 : 25 } }),
-    calls: ({ ws }) => [shell(`touch ${join(ws, "started.txt")}; sleep 20; touch ${join(ws, "late.txt")}`)],
+    calls: ({ ws }) => [shell(`touch ${join(ws, "started.txt")}; sleep 40; touch ${join(ws, "late.txt")}`)],
     settleUntil: ({ ws }) =>
-      existsSync(join(ws, "started.txt")) ? statSync(join(ws, "started.txt")).mtimeMs + 22_000 : Date.now(),
+      existsSync(join(ws, "started.txt")) ? statSync(join(ws, "started.txt")).mtimeMs + 42_000 : Date.now(),
     check: ({ ws }) => ({ absent: !existsSync(join(ws, "late.txt")), ...touched(join(ws, "started.txt")) })
   }
 ]
