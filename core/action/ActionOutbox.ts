@@ -7,7 +7,20 @@
  */
 import { Context, Effect, Either, ParseResult, Schema } from "effect"
 import * as Canonical from "../base/Canonical.ts"
-import { IntentDraft } from "../state/StateStore.ts"
+import { Identifier } from "../base/Refs.ts"
+
+const parseJson = Schema.decodeEither(Schema.parseJson())
+
+/** A string that parses as JSON. */
+export const JsonText = Schema.String.pipe(
+  Schema.filter((text) => Either.isRight(parseJson(text)) || "not JSON text")
+)
+
+/** An outbox intent as staged with its attempt; the store gives it an id, its run, attempt and time. */
+export class IntentDraft extends Schema.Class<IntentDraft>("IntentDraft")({
+  topic: Identifier,
+  payload_json: JsonText
+}) {}
 
 /** An intent that was not staged, and why: not a durable profile, a malformed intent, or a call already concluded. */
 export class ActionOutboxError extends Schema.TaggedError<ActionOutboxError>()("ActionOutboxError", {

@@ -3,6 +3,7 @@
  * with its outbox intents in one transaction; only an intent's delivery fields ever change after that.
  */
 import { Either, Schema } from "effect"
+import { IntentDraft, JsonText } from "../action/ActionOutbox.ts"
 import * as Canonical from "../base/Canonical.ts"
 import { Sha256Hex } from "../base/Digest.ts"
 import { Uuid } from "../base/IdGenerator.ts"
@@ -58,18 +59,7 @@ export class OperationAttempt extends Schema.Class<OperationAttempt>("OperationA
   policy: Schema.optional(PolicySnapshotRef)
 }) {}
 
-const parseJson = Schema.decodeEither(Schema.parseJson())
-
-/** A string that parses as JSON. */
-export const JsonText = Schema.String.pipe(
-  Schema.filter((text) => Either.isRight(parseJson(text)) || "not JSON text")
-)
-
-/** An outbox intent as staged with its attempt; the store gives it an id, its run, attempt and time. */
-export class IntentDraft extends Schema.Class<IntentDraft>("IntentDraft")({
-  topic: Identifier,
-  payload_json: JsonText
-}) {}
+export { IntentDraft, JsonText } from "../action/ActionOutbox.ts"
 
 /** Where an intent's delivery stands: pending (including retries), delivered, or failed for good. */
 export const DeliveryState = Schema.Literal("pending", "delivered", "failed")

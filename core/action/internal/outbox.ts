@@ -1,5 +1,5 @@
 import { Effect, Either } from "effect"
-import type { IntentDraft } from "../../state/StateStore.ts"
+import type { IntentDraft } from "../ActionOutbox.ts"
 import { ActionOutbox, ActionOutboxError, draftOf } from "../ActionOutbox.ts"
 
 /** One durable invocation's outbox: the service its callable stages to, closed with the intents staged. */
