@@ -192,20 +192,24 @@ export const toolsWith = <E>(backend: Layer.Layer<ActionExecutionBackend, E> = I
 export const tools = toolsWith()
 
 /**
- * Compile, store and activate the demo policy (unless a database retired it: then the executor refuses what pins it,
+ * Compile, store and activate a demo policy (unless a database retired it: then the executor refuses what pins it,
  * `policy.not_active`); the reference a context pins.
  */
-export const installPolicy = Effect.gen(function*() {
-  const store = yield* PolicySnapshotStore
-  const declaration = yield* Effect.orDie(PermissionPolicy.decode(policy))
-  const snapshot = yield* Effect.orDie(PolicySnapshot.compile(declaration))
-  yield* Effect.orDie(store.put(snapshot))
-  const stored = yield* Effect.orDie(store.get(snapshot.policy_id, snapshot.version))
-  if (stored.release_state !== "retired") {
-    yield* Effect.orDie(store.activate(snapshot.policy_id, snapshot.version, "demo", yield* Time.now))
-  }
-  return { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
-})
+export const install = (declared: PermissionPolicy.PermissionPolicyEncoded) =>
+  Effect.gen(function*() {
+    const store = yield* PolicySnapshotStore
+    const declaration = yield* Effect.orDie(PermissionPolicy.decode(declared))
+    const snapshot = yield* Effect.orDie(PolicySnapshot.compile(declaration))
+    yield* Effect.orDie(store.put(snapshot))
+    const stored = yield* Effect.orDie(store.get(snapshot.policy_id, snapshot.version))
+    if (stored.release_state !== "retired") {
+      yield* Effect.orDie(store.activate(snapshot.policy_id, snapshot.version, "demo", yield* Time.now))
+    }
+    return { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
+  })
+
+/** Install the demo policy (`install(policy)`). */
+export const installPolicy = install(policy)
 
 const invocationFor = (origin: "USER" | "SELF") =>
   origin === "SELF"

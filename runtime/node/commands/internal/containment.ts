@@ -11,17 +11,13 @@ import * as InProcessBackend from "../../../../adapters/memory/InProcessBackend.
 import * as BubblewrapBackend from "../../../../adapters/node/BubblewrapBackend.ts"
 import { ActionExecutionBackend } from "../../../../core/action/ActionExecutionBackend.ts"
 import * as ActionRegistry from "../../../../core/action/ActionRegistry.ts"
-import { PrincipalRef } from "../../../../core/base/Refs.ts"
-import * as Time from "../../../../core/base/Time.ts"
 import { EvidenceStore } from "../../../../core/evidence/EvidenceStore.ts"
 import { openBoundary } from "../../../../core/evidence/EvidenceWriter.ts"
 import { ActionExecutor } from "../../../../core/execution/ActionExecutor.ts"
 import type { ExecutionOutcome } from "../../../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../../../core/execution/Ingress.ts"
 import * as InvocationContext from "../../../../core/policy/InvocationContext.ts"
-import * as PermissionPolicy from "../../../../core/policy/PermissionPolicy.ts"
-import * as PolicySnapshot from "../../../../core/policy/PolicySnapshot.ts"
-import { PolicySnapshotStore } from "../../../../core/policy/PolicySnapshotStore.ts"
+import type * as PermissionPolicy from "../../../../core/policy/PermissionPolicy.ts"
 import * as Demo from "../../../Demo.ts"
 import * as Embedded from "../../../Embedded.ts"
 import { peek } from "../../DemoHostile.ts"
@@ -46,17 +42,6 @@ export interface Contained {
   readonly preflight_digest: string | undefined
 }
 
-const install = Effect.gen(function*() {
-  const store = yield* PolicySnapshotStore
-  const snapshot = yield* Effect.orDie(Effect.flatMap(PermissionPolicy.decode(policy), PolicySnapshot.compile))
-  yield* Effect.orDie(store.put(snapshot))
-  const stored = yield* Effect.orDie(store.get(snapshot.policy_id, snapshot.version))
-  if (stored.release_state !== "retired") {
-    yield* Effect.orDie(store.activate(snapshot.policy_id, snapshot.version, "demo", yield* Time.now))
-  }
-  return { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
-})
-
 // The two digests an `operation_started` payload carries: the backend's capability report and the preflight report.
 const decodeStarted = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({
   backend: Schema.Struct({ capability_digest: Schema.String }),
@@ -68,7 +53,7 @@ const attempt = (canary: string, secret: string) =>
   Effect.gen(function*() {
     const backend = yield* ActionExecutionBackend
     const report = yield* backend.probe
-    const ref = yield* install
+    const ref = yield* Demo.install(policy)
     const boundary = yield* openBoundary(ref)
     const { context, request } = yield* Ingress.prepare(
       { request_id: `demo-containment-${backend.ref.id}`, action: peek.name, arguments: { path: canary } },
@@ -80,22 +65,24 @@ const attempt = (canary: string, secret: string) =>
       InvocationContext.user(
         InvocationContext.human("demo-user"),
         Demo.agent,
-        PrincipalRef.make({ id: "demo-user" }).id,
+        "demo-user",
         {}
       )
     )
     yield* Ingress.closeAndCertify(boundary, false)
     const records = yield* Stream.runCollect((yield* EvidenceStore).read(boundary.chain_id))
     const started = [...records].find((record) => record.record_type === "operation_started")
-    const operation = started === undefined ? Option.none() : decodeStarted(started.payload_json)
+    const operation = Option.getOrUndefined(
+      started === undefined ? Option.none() : decodeStarted(started.payload_json)
+    )
     return {
       backend: backend.ref.id,
       outcome,
       escaped: outcome._tag === "succeeded" && outcome.result === secret,
       enforced: (report.capabilities ?? []).filter((c) => c.level === "enforced").map((c) => c.name),
       chain_id: boundary.chain_id,
-      capability_digest: Option.getOrUndefined(Option.map(operation, (o) => o.backend.capability_digest)),
-      preflight_digest: Option.getOrUndefined(Option.map(operation, (o) => o.preflight.digest))
+      capability_digest: operation?.backend.capability_digest,
+      preflight_digest: operation?.preflight.digest
     } satisfies Contained
   })
 
