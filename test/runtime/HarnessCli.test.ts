@@ -3,18 +3,15 @@
  * a plan whose required control has no verify run exits 1 and spawns nothing; `probe --verify` records the runs that
  * make the same plan exit 0; `run` spawns under the plan with writ's policy deciding each tool call.
  */
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import { assert, describe, it } from "@effect/vitest"
+import { existsSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
-import { build, writ } from "../fixtures/cli.ts"
+import { writ } from "../fixtures/cli.ts"
+import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
-const dir = realpathSync(mkdtempSync(join(tmpdir(), "writ-harness-cli-")))
-const ws = join(dir, "ws")
-const specFile = join(dir, "spec.yaml")
-const policyFile = join(dir, "policy.yaml")
-const before = process.env.WRIT_DATA_DIR
+const { policyFile, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-cli-", "sk-scripted")
 
 const spec = (endpoint: string, callback: boolean) =>
   writeFileSync(
@@ -32,24 +29,6 @@ const spec = (endpoint: string, callback: boolean) =>
   )
 
 describe("writ harness", () => {
-  beforeAll(async () => {
-    const built = await build()
-    assert.strictEqual(built.status, 0, built.stdout)
-    mkdirSync(ws)
-    process.env.WRIT_DATA_DIR = join(dir, "data")
-    process.env.SCRIPTED_KEY = "sk-scripted"
-    writeFileSync(
-      policyFile,
-      "policy_id: cli-harness\nversion: \"1\"\nmode: rules\nallow:\n  shell.exec: [\"touch *\"]\n"
-    )
-  }, 240_000)
-
-  afterAll(() => {
-    if (before === undefined) delete process.env.WRIT_DATA_DIR
-    else process.env.WRIT_DATA_DIR = before
-    rmSync(dir, { recursive: true, force: true })
-  })
-
   it("plan: without a verify run a required control is degraded, and the plan exits 1 with the report", async () => {
     spec("http://127.0.0.1:9", true)
     const planned = await writ("harness", "plan", "claude-code", "--spec", specFile, "--json")

@@ -3,19 +3,17 @@
  * a plan whose required control has no verify run exits 1 and spawns nothing; `probe --verify` records the runs that
  * make the same plan exit 0; `run` spawns under the plan with writ's policy deciding each shell call.
  */
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs"
+import { assert, describe, it } from "@effect/vitest"
+import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as Scripted from "../../adapters/node/ScriptedOpenAI.ts"
-import { build, writ } from "../fixtures/cli.ts"
+import { writ } from "../fixtures/cli.ts"
+import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
 // Not under /tmp: the codex homes live in writ's data directory, and codex refuses its sandbox helpers under /tmp.
 mkdirSync("/var/tmp", { recursive: true })
-const dir = realpathSync(mkdtempSync("/var/tmp/writ-harness-codex-cli-"))
-const ws = join(dir, "ws")
-const specFile = join(dir, "spec.yaml")
-const policyFile = join(dir, "policy.yaml")
-const before = process.env.WRIT_DATA_DIR
+
+const { dir, policyFile, specFile, ws } = harnessCliFiles("/var/tmp", "writ-harness-codex-cli-", "sk-scripted-codex")
 
 const spec = (endpoint: string) =>
   writeFileSync(
@@ -33,24 +31,6 @@ const spec = (endpoint: string) =>
   )
 
 describe("writ harness ... codex", () => {
-  beforeAll(async () => {
-    const built = await build()
-    assert.strictEqual(built.status, 0, built.stdout)
-    mkdirSync(ws)
-    process.env.WRIT_DATA_DIR = join(dir, "data")
-    process.env.SCRIPTED_KEY = "sk-scripted-codex"
-    writeFileSync(
-      policyFile,
-      "policy_id: cli-harness\nversion: \"1\"\nmode: rules\nallow:\n  shell.exec: [\"touch *\"]\n"
-    )
-  }, 240_000)
-
-  afterAll(() => {
-    if (before === undefined) delete process.env.WRIT_DATA_DIR
-    else process.env.WRIT_DATA_DIR = before
-    rmSync(dir, { recursive: true, force: true })
-  })
-
   it(
     "plan: without a verify run the required controls are degraded, and the plan exits 1 with the report",
     async () => {
