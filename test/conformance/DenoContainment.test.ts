@@ -23,7 +23,7 @@ import * as Governance from "../../core/evidence/Governance.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
-import { installPolicy } from "../fixtures/policy.ts"
+import { installPolicy, secretPolicy } from "../fixtures/policy.ts"
 import { actions, options as plainOptions, plain, runOn } from "../fixtures/subprocess.ts"
 
 const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), "writ-deno-")))
@@ -404,14 +404,7 @@ describe("deno containment", () => {
 
   it.live("governed: a granted secret reaches its handler and appears in no argv, outcome or evidence record", () =>
     Effect.gen(function*() {
-      const ref = yield* installPolicy({
-        policy_id: "secrets",
-        version: "1",
-        rules: [
-          { kind: "action", effect: "allow", action_patterns: ["*"] },
-          { kind: "secret_exposure", effect: "allow", secret_namespaces: ["writ.granted"], exposure: "inject" }
-        ]
-      })
+      const ref = yield* installPolicy(secretPolicy)
       const boundary = yield* Governance.openBoundary(ref)
       const args = { ungranted: "writ.ungranted", file: secretsFile }
       const outcome = yield* run("hostile.read_secret", args, {}, { policy_snapshot: ref, effect_backend: deno.ref }, {
