@@ -136,7 +136,8 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       seccomp: true
     })
 
-    // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own.
+    // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own, after a sweep
+    // of the groups a writ that died mid-call left behind.
     const state = yield* Effect.cached(Effect.gen(function*() {
       const failed = (why: string) => ({
         report: Report.unsupported(claimsOf(unixSockets, false), why),
@@ -149,6 +150,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
         "unknown"
       const args = Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial(unixSockets)])
       const { charged, tried } = yield* Effect.scoped(Effect.gen(function*() {
+        yield* Effect.sync(() => Cgroup.sweep(cgroupRoot))
         const made = yield* Effect.either(group(`probe-${randomBytes(8).toString("hex")}`))
         if (made._tag === "Left") return { charged: false, tried: yield* Report.run(bwrap, args, {}, [filter]) }
         const wrapped = Cgroup.wrap(made.right, bwrap, args)

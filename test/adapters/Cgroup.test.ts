@@ -48,6 +48,29 @@ describe("per-call cgroups", () => {
       assert.isFalse(fs.existsSync(group.memory) || fs.existsSync(group.pids))
     }), 30_000)
 
+  it.live(
+    "a sweep takes the empty groups a dead writ left, once stale, and never a fresh or a busy one",
+    () =>
+      Effect.gen(function*() {
+        const left = Cgroup.create(root, name(), limits)
+        const busy = Cgroup.create(root, name(), limits)
+        const wrapped = Cgroup.wrap(busy, "/bin/sleep", ["60"])
+        const child = spawn(wrapped.command, [...wrapped.args], { env: {}, stdio: "ignore" })
+        for (let i = 0; i < 100 && fs.readFileSync(path.join(busy.pids, "cgroup.procs"), "utf-8") === ""; i++) {
+          yield* Effect.sleep("20 millis")
+        }
+        Cgroup.sweep(root)
+        assert.isTrue(fs.existsSync(left.memory) && fs.existsSync(left.pids), "a fresh group stays")
+        Cgroup.sweep(root, Date.now() + 2 * Cgroup.staleAfterMs)
+        assert.isFalse(fs.existsSync(left.memory) || fs.existsSync(left.pids), "a stale empty group is swept")
+        assert.isTrue(fs.existsSync(busy.memory) && fs.existsSync(busy.pids), "a group with a process stays")
+        const exited = new Promise<string | null>((resolve) => child.on("exit", (_, signal) => resolve(signal)))
+        yield* Cgroup.remove(busy)
+        assert.strictEqual(yield* Effect.promise(() => exited), "SIGKILL")
+      }),
+    30_000
+  )
+
   it("a root with no controllers mounted refuses, and leaves nothing behind", () => {
     const missing = fs.mkdtempSync("/var/tmp/writ-cgroup-")
     assert.throws(() => Cgroup.create(missing, name(), limits))

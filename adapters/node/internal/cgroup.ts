@@ -1,7 +1,8 @@
 /**
  * Per-call cgroups on the v1 `memory` and `pids` controllers: a pair created for one call with its limits, the
  * launch moved into both before bwrap starts (so every process of the sandbox is charged there), whether the memory
- * limit killed something, and the pair's removal once every process in it is gone.
+ * limit killed something, and the pair's removal once every process in it is gone; groups left behind by a writ that
+ * died mid-call are swept once they are empty and stale.
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
@@ -117,3 +118,37 @@ export const remove = (group: Group): Effect.Effect<void> =>
       }
     }
   })
+
+/** How long an empty group must have stood unchanged before a sweep takes it: a fresh one may not have its launch yet. */
+export const staleAfterMs = 60_000
+
+/**
+ * Remove writ's empty groups under `root` that have not changed for `staleAfterMs`: those of calls whose writ died
+ * before removing them. A group with a process in it is never taken (the kernel refuses), nor one just made. Returns
+ * how many were removed.
+ */
+export const sweep = (root: string, now: number = Date.now()): number => {
+  let removed = 0
+  for (const controller of ["memory", "pids"]) {
+    const parent = path.join(root, controller, "writ")
+    let names: ReadonlyArray<string>
+    try {
+      names = fs.readdirSync(parent)
+    } catch {
+      continue
+    }
+    for (const name of names) {
+      const dir = path.join(parent, name)
+      try {
+        const stat = fs.statSync(dir)
+        if (!stat.isDirectory() || now - stat.mtimeMs < staleAfterMs) continue
+        if (read(path.join(dir, "cgroup.procs")) !== "") continue
+        fs.rmdirSync(dir)
+        removed++
+      } catch {
+        // Gone already, busy, or not a group.
+      }
+    }
+  }
+  return removed
+}
