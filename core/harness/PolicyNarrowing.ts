@@ -225,14 +225,16 @@ const mcpRefusal = (spec: HarnessSpec, snapshot: PolicySnapshot): Refusal | unde
 }
 
 /**
- * With the callback, each call is decided by the snapshot: a tool only needs an allow for its action and no outright
- * deny. Without it, the CLI runs whatever the model asks: the action must be allowed for every argument (an allow
+ * With the callback, each call is decided by the snapshot: a named tool only needs an allow for its action and no
+ * outright deny (no allow list grants nothing past the snapshot). Without it, the CLI runs whatever the model asks: the action must be allowed for every argument (an allow
  * whose operations hold `*`) and met by no deny or approval rule; no allow list at all is every tool (`*`).
  */
 const toolsRefusal = (spec: HarnessSpec, snapshot: PolicySnapshot): Refusal | undefined => {
   const actions = rulesOf(snapshot, "action")
   const approvals = rulesOf(snapshot, "approval")
   const callback = spec.tools.callback
+  // With the callback and no allow list, every call is the snapshot's to decide: nothing here is granted past it.
+  if (callback && spec.tools.allow.length === 0) return undefined
   const tools = spec.tools.allow.length === 0
     ? [{ tool: "(every tool)", action: "*", path: "$.tools.allow" }]
     : spec.tools.allow.map((tool, i) => ({ tool, action: actionOf(tool), path: `$.tools.allow.${i}` }))

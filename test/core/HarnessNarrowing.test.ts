@@ -198,6 +198,8 @@ describe("PolicyNarrowing", () => {
     }])
     const s = spec({ tools: { allow: ["Bash"], callback: true } })
     assert.isTrue(Either.isRight(PolicyNarrowing.check(s, actionsOnly)))
+    // With the callback, no allow list is every tool, each call decided by the snapshot: nothing granted past it.
+    assert.isTrue(Either.isRight(PolicyNarrowing.check(spec({ tools: { callback: true } }), actionsOnly)))
   })
 
   it.effect("prepare refuses a wider spec before the adapter compiles anything", () =>
