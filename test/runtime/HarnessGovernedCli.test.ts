@@ -77,8 +77,28 @@ describe("writ harness run --db", () => {
       assert.isTrue(verification.valid)
       assert.strictEqual(verification.chains.length, 1)
       assert.strictEqual(verification.chains[0].checked_records, 6)
+      // The certificate counts writ's two decisions; the seven observations count for nothing.
+      const { chain_id, verified_head } = verification.chains[0]
+      const minted = await writ(
+        "certificate",
+        "mint",
+        "--db",
+        db,
+        "--chain",
+        chain_id,
+        "--expected-head",
+        verified_head
+      )
+      assert.strictEqual(minted.status, 0, minted.stderr)
+      const summary = JSON.parse(minted.stdout).gate_summary
+      assert.deepStrictEqual([summary.hard_allow, summary.hard_deny, summary.soft_deny, summary.exceptions], [
+        1,
+        1,
+        0,
+        0
+      ])
 
-      const read = new Database(db, { readonly: true })
+      const read = new Database(db)
       try {
         const records = read.prepare(
           "SELECT record_type, operation_id, payload_json FROM evidence_records ORDER BY sequence"
@@ -146,6 +166,9 @@ describe("writ harness run --db", () => {
         ""
       ].join("\n")
     )
+    const planned = await writ("harness", "plan", "claude-code", "--spec", specFile, "--policy", narrow)
+    assert.strictEqual(planned.status, 2, planned.stderr)
+    assert.include(planned.stderr, "$.network.allow_domains.0")
     const db = join(dir, "wide.db")
     const ran = await writ(
       "harness",
@@ -162,10 +185,10 @@ describe("writ harness run --db", () => {
     )
     assert.strictEqual(ran.status, 2, ran.stderr)
     assert.include(ran.stderr, "$.network.allow_domains.0")
-    const read = new Database(db, { readonly: true })
+    const read = new Database(db)
     try {
-      const count = read.prepare("SELECT count(*) AS n FROM evidence_records").get() as { readonly n: number }
-      assert.strictEqual(count.n, 0)
+      const [count] = read.prepare("SELECT count(*) AS n FROM evidence_records").all() as Array<{ readonly n: number }>
+      assert.strictEqual(count?.n, 0)
     } finally {
       read.close()
     }

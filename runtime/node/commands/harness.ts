@@ -218,11 +218,16 @@ const planCommand = Command.make("plan", {
   provider,
   spec: specFile,
   json,
-  prompt: Options.text("prompt").pipe(Options.withDefault(""), Options.withDescription("the prompt the plan carries"))
+  prompt: Options.text("prompt").pipe(Options.withDefault(""), Options.withDescription("the prompt the plan carries")),
+  policy: Options.file("policy", { exists: "yes" }).pipe(
+    Options.optional,
+    Options.withDescription("the policy declaration the spec narrows: a spec wider than it is refused")
+  )
 }, (options) =>
   Effect.gen(function*() {
     const spec = yield* readSpec(options.spec)
-    const ready = yield* prepared(options.provider, spec, options.prompt, options.json)
+    const snapshot = Option.isSome(options.policy) ? (yield* load(options.policy.value)).snapshot : undefined
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot)
     if (ready === undefined) return
     const { plan, report } = ready.admitted
     const digest = yield* HarnessPlan.digest(plan)
