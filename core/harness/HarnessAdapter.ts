@@ -5,12 +5,14 @@
  */
 import { Context, Effect, Either, Schema } from "effect"
 import type { Redacted } from "effect"
+import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import type { CapabilityReport } from "./CapabilityReport.ts"
 import { ExecutableIdentity } from "./CapabilityReport.ts"
 import * as Report from "./CapabilityReport.ts"
 import { Provider } from "./HarnessControl.ts"
 import type { HarnessPlan } from "./HarnessPlan.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
+import * as PolicyNarrowing from "./PolicyNarrowing.ts"
 import type { ProviderObservation } from "./ProviderObservation.ts"
 
 /** What a probe found: the resolved executable, its identity and version (null: unknown), and notes. */
@@ -45,6 +47,8 @@ export interface CompileInput {
   /** The fresh, empty config home the CLI is to start in. */
   readonly home: string
   readonly verifications: ReadonlyArray<Report.VerifyRun>
+  /** The snapshot the spec narrows: with one, a spec wider than it is refused before anything is compiled. */
+  readonly policy?: PolicySnapshot
 }
 
 /** A plan with its report. */
@@ -93,23 +97,30 @@ export declare namespace HarnessAdapter {
   }
 }
 
-/** Probe, compile and admit: a compile failure reports every control unsupported; an unmet requirement refuses. */
+/**
+ * Check, probe, compile and admit: a spec wider than its policy is refused first; a compile failure reports every
+ * control unsupported; an unmet requirement refuses.
+ */
 export const prepare = (
   adapter: HarnessAdapter.Service,
   input: Omit<CompileInput, "probe">
-): Effect.Effect<Admitted, HarnessError | Report.RequiredControlUnmet> =>
+): Effect.Effect<Admitted, HarnessError | Report.RequiredControlUnmet | PolicyNarrowing.SpecWiderThanPolicy> =>
   Effect.gen(function*() {
+    if (input.policy !== undefined) yield* PolicyNarrowing.check(input.spec, input.policy)
     const probe = yield* adapter.probe
     const compiled = yield* adapter.compile({ ...input, probe }).pipe(
-      Effect.catchTag("HarnessError", (error): Effect.Effect<never, HarnessError | Report.RequiredControlUnmet> =>
-        error.reason === "compile_failed"
-          ? Effect.fail(
-            new Report.RequiredControlUnmet({
-              unmet: input.spec.required,
-              report: Report.uncompiled(adapter.provider, input.spec.required, error.detail)
-            })
-          )
-          : Effect.fail(error))
+      Effect.catchTag(
+        "HarnessError",
+        (error): Effect.Effect<never, HarnessError | Report.RequiredControlUnmet> =>
+          error.reason === "compile_failed"
+            ? Effect.fail(
+              new Report.RequiredControlUnmet({
+                unmet: input.spec.required,
+                report: Report.uncompiled(adapter.provider, input.spec.required, error.detail)
+              })
+            )
+            : Effect.fail(error)
+      )
     )
     const admitted = Report.admit(compiled.report, input.spec.required)
     if (Either.isLeft(admitted)) {

@@ -339,13 +339,17 @@ const refusedAs = (record_type: string) => (error: { readonly _tag: string }) =>
 }
 
 describe("gate 1: evidence", () => {
-  it("only the executor's governed stages and recovery hold the evidence append capability", () => {
-    assert.deepStrictEqual(callers("appendOperation"), ["core/execution/internal/executor/governed.ts"])
+  it("only the executor's governed stages, a governed harness run and recovery hold the evidence append capability", () => {
+    assert.deepStrictEqual(callers("appendOperation"), [
+      "core/execution/internal/executor/governed.ts",
+      "core/harness/GovernedRun.ts"
+    ])
     assert.deepStrictEqual(callers("closeOperation"), ["core/evidence/EvidenceProjector.ts"])
     assert.deepStrictEqual(importers("core/evidence/internal/writer.ts"), [
       "core/evidence/EvidenceProjector.ts",
       "core/evidence/EvidenceWriter.ts",
-      "core/execution/internal/executor/governed.ts"
+      "core/execution/internal/executor/governed.ts",
+      "core/harness/GovernedRun.ts"
     ])
     assert.deepStrictEqual(callers("grantRecords"), ["core/evidence/internal/writer.ts"])
     assert.deepStrictEqual(importers("core/evidence/internal/capability.ts"), [

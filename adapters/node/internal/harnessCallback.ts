@@ -1,7 +1,8 @@
 /**
  * The blocking callback's server, for one run: HTTP on 127.0.0.1 only, on a free port, for the life of a scope. A
- * request without the run's bearer token is refused (401), an oversized or malformed one too (400), and the hook
- * denies on anything but a 200 `allow`; each decision is writ's, through `decide`, and is kept for the run's result.
+ * request without the run's bearer token is refused (401), an oversized or malformed one too (400), a replay of a call
+ * already decided (its tool-use id seen before) too (409), and the hook denies on anything but a 200 `allow`; each
+ * decision is writ's, through `decide`, and is kept for the run's result. A refused request never reaches `decide`.
  */
 import { Effect, Runtime } from "effect"
 import { timingSafeEqual } from "node:crypto"
@@ -49,6 +50,7 @@ export const serve = (token: string, decide: (call: ToolCall) => Effect.Effect<C
   Effect.gen(function*() {
     const runtime = yield* Effect.runtime<never>()
     const decisions: Array<CallbackRecord> = []
+    const seen = new Set<string>()
     const server = http.createServer((req, res) => {
       if (req.method !== "POST" || !authorised(req.headers.authorization, token)) {
         req.resume()
@@ -63,6 +65,10 @@ export const serve = (token: string, decide: (call: ToolCall) => Effect.Effect<C
       req.on("end", () => {
         const call = size > maxBody ? undefined : toolCallOf(Buffer.concat(chunks).toString("utf-8"))
         if (call === undefined) return answer(res, 400, { decision: "deny", reason: "malformed callback request" })
+        if (call.call_id !== "" && seen.has(call.call_id)) {
+          return answer(res, 409, { decision: "deny", reason: "this call was already decided" })
+        }
+        if (call.call_id !== "") seen.add(call.call_id)
         Runtime.runPromise(runtime)(decide(call)).then(
           (decision) => {
             decisions.push({ call, decision })

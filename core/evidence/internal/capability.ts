@@ -1,8 +1,8 @@
 /**
  * The executor's private append capability: a store admits an operation record (every type but `task_closed` and
- * `record_superseded`) only if a writer sealed it for the governed executor or recovery, which alone reach that writer
- * path. The mark lives in a module-private WeakSet keyed by the sealed, frozen record: it cannot be read, copied or
- * transferred to another record, so a store or writer substituted to capture it captures nothing it can reuse.
+ * `record_superseded`) only if a writer sealed it for the governed executor, a governed harness run or recovery, which
+ * alone reach that writer path. The mark lives in a module-private WeakSet keyed by the sealed, frozen record: it
+ * cannot be read, copied or transferred to another record, so a store or writer substituted to capture it captures nothing it can reuse.
  */
 import type { EvidenceRecord } from "./record.ts"
 import { RecordType } from "./record.ts"

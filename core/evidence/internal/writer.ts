@@ -268,8 +268,8 @@ const writerOf = (service: object, chain_id: Uuid, draft: Evidence.Draft) => {
 }
 
 /**
- * The executor's private append capability (its governed stages only): seal an operation's records at the chain's
- * head and append them in one commit, as `EvidenceWriter.appendAll` does for other records. `ifCommitted`: the terminal
+ * The executor's private append capability (its governed stages, and a governed harness run's): seal an operation's
+ * records at the chain's head and append them in one commit, as `EvidenceWriter.appendAll` does for other records. `ifCommitted`: the terminal
  * records owed should the append fail yet turn out committed (its answer lost), asked for only then; the writer appends
  * them, once, ahead of the chain's next records. A writer this module did not make has no capability to lend.
  */

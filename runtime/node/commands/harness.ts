@@ -6,7 +6,7 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
-import { Console, Effect, Either, Option, Redacted, Schema } from "effect"
+import { Console, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { realpathSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -21,17 +21,27 @@ import * as GeminiCliHarness from "../../../adapters/node/GeminiCliHarness.ts"
 import * as GeminiVerify from "../../../adapters/node/GeminiCliVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
+import * as SqlObservationLog from "../../../adapters/sql/SqlObservationLog.ts"
+import * as Digest from "../../../core/base/Digest.ts"
+import * as Time from "../../../core/base/Time.ts"
+import { EvidenceWriter, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
+import * as Ingress from "../../../core/execution/Ingress.ts"
 import * as Report from "../../../core/harness/CapabilityReport.ts"
 import * as ClaudeCode from "../../../core/harness/ClaudeCode.ts"
 import * as Codex from "../../../core/harness/Codex.ts"
 import * as GeminiCli from "../../../core/harness/GeminiCli.ts"
+import * as GovernedRun from "../../../core/harness/GovernedRun.ts"
 import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import { ControlName } from "../../../core/harness/HarnessControl.ts"
 import * as HarnessPlan from "../../../core/harness/HarnessPlan.ts"
 import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
+import { ObservationLog } from "../../../core/harness/ObservationLog.ts"
 import { ProviderObservation } from "../../../core/harness/ProviderObservation.ts"
-import { CliInputError, json, setExitCode } from "./internal/input.ts"
+import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
+import * as Embedded from "../../Embedded.ts"
+import { checkDatabase, CliInputError, json, onDatabase, setExitCode } from "./internal/input.ts"
 import { load } from "./internal/policyFile.ts"
 import { table } from "./internal/render.ts"
 
@@ -161,8 +171,17 @@ const readSpec = (path: string) =>
     )
   })
 
-/** Probe, compile and admit a spec; a refusal is printed with its report and exits 1. */
-const prepared = (name: Provider, spec: HarnessSpec.HarnessSpec, prompt: string, asJson: boolean) =>
+/**
+ * Probe, compile and admit a spec (narrowing `policy`, when given); a refusal is printed with its report and exits 1,
+ * a spec wider than its policy is bad input naming the field.
+ */
+const prepared = (
+  name: Provider,
+  spec: HarnessSpec.HarnessSpec,
+  prompt: string,
+  asJson: boolean,
+  policy?: PolicySnapshot
+) =>
   Effect.gen(function*() {
     if (spec.provider !== name) {
       return yield* new CliInputError({ message: `the spec is for ${spec.provider}, not ${name}` })
@@ -170,9 +189,21 @@ const prepared = (name: Provider, spec: HarnessSpec.HarnessSpec, prompt: string,
     const store = HarnessStore.make()
     const adapter = yield* adapterOf(name, store)
     const home = providers[name].home(store)
-    const input = { spec, prompt, home, verifications: yield* store.verifications }
+    const input = {
+      spec,
+      prompt,
+      home,
+      verifications: yield* store.verifications,
+      ...(policy === undefined ? {} : { policy })
+    }
     return yield* HarnessAdapter.prepare(adapter, input).pipe(
       Effect.map((admitted) => ({ adapter, admitted })),
+      Effect.catchTag("SpecWiderThanPolicy", (wider) =>
+        Effect.fail(
+          new CliInputError({
+            message: `the spec is ${wider.reason === "wider" ? "wider than" : "not"} its policy: ${wider.message}`
+          })
+        )),
       Effect.catchTag("RequiredControlUnmet", (refused) =>
         Effect.zipRight(
           asJson
@@ -187,11 +218,16 @@ const planCommand = Command.make("plan", {
   provider,
   spec: specFile,
   json,
-  prompt: Options.text("prompt").pipe(Options.withDefault(""), Options.withDescription("the prompt the plan carries"))
+  prompt: Options.text("prompt").pipe(Options.withDefault(""), Options.withDescription("the prompt the plan carries")),
+  policy: Options.file("policy", { exists: "yes" }).pipe(
+    Options.optional,
+    Options.withDescription("the policy declaration the spec narrows: a spec wider than it is refused")
+  )
 }, (options) =>
   Effect.gen(function*() {
     const spec = yield* readSpec(options.spec)
-    const ready = yield* prepared(options.provider, spec, options.prompt, options.json)
+    const snapshot = Option.isSome(options.policy) ? (yield* load(options.policy.value)).snapshot : undefined
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot)
     if (ready === undefined) return
     const { plan, report } = ready.admitted
     const digest = yield* HarnessPlan.digest(plan)
@@ -241,6 +277,118 @@ const resolveSecrets = (plan: HarnessPlan.HarnessPlan) =>
     return secrets
   })
 
+type Ready = NonNullable<Effect.Effect.Success<ReturnType<typeof prepared>>>
+
+const encodeObservation = Schema.encodeSync(ProviderObservation)
+
+// Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
+const print = (observation: ProviderObservation) => Console.log(JSON.stringify(encodeObservation(observation)))
+
+/** Spawn under the admitted plan with `decide` as the blocking callback; print the exit and writ's decisions. */
+const spawnPrinted = (ready: Ready, decide: HarnessAdapter.Launch["decide"]) =>
+  Effect.gen(function*() {
+    const secrets = yield* resolveSecrets(ready.admitted.plan)
+    const result = yield* ready.adapter.spawn(ready.admitted, { secrets, decide, observe: print })
+    yield* print(result.observations.at(-1)!)
+    for (const { call, decision } of result.decisions) {
+      yield* Console.error(
+        `writ ${decision.decision} ${call.tool}${decision.decision === "deny" ? `: ${decision.reason}` : ""}`
+      )
+    }
+    const exit = result.observations.at(-1)
+    if (exit?._tag !== "exit" || exit.code !== 0) yield* setExitCode(1)
+    return result
+  })
+
+/** The spec's snapshot from the database's policy store, after `--policy FILE` (if given) is stored and activated. */
+const storedPolicy = (spec: HarnessSpec.HarnessSpec, file: Option.Option<string>) =>
+  Effect.gen(function*() {
+    const store = yield* PolicySnapshotStore
+    if (Option.isSome(file)) {
+      const { snapshot } = yield* load(file.value)
+      yield* store.put(snapshot).pipe(Effect.mapError((e) => new CliInputError({ message: `--policy: ${e.message}` })))
+      const stored = yield* Effect.orDie(store.get(snapshot.policy_id, snapshot.version))
+      if (stored.release_state === "staged") {
+        yield* Effect.orDie(store.activate(snapshot.policy_id, snapshot.version, "writ-harness", yield* Time.now))
+      }
+    }
+    if (spec.policy === undefined) {
+      return yield* new CliInputError({
+        message: "--db runs the governed profile: the spec must name its policy (policy: {policy_id, version})"
+      })
+    }
+    const { policy_id, version } = spec.policy
+    const snapshot = yield* store.get(policy_id, version).pipe(
+      Effect.mapError(() =>
+        new CliInputError({ message: `the database holds no policy ${policy_id}@${version} (give --policy FILE)` })
+      )
+    )
+    if (snapshot.release_state !== "active") {
+      return yield* new CliInputError({ message: `policy ${policy_id}@${version} is ${snapshot.release_state}` })
+    }
+    return snapshot
+  })
+
+/** How a spawn ended, as the governed run's terminal record states it. */
+const endOf = (
+  result: Either.Either<HarnessAdapter.RunResult, HarnessAdapter.HarnessError | CliInputError>
+): GovernedRun.End => {
+  if (Either.isLeft(result)) return { _tag: "spawn_failed", detail: result.left.message }
+  const exit = result.right.observations.at(-1)
+  return exit?._tag === "exit"
+    ? { _tag: "exited", code: exit.code, signal: exit.signal, killed: exit.killed_by_harness }
+    : { _tag: "spawn_failed", detail: "the run ended without an exit" }
+}
+
+/**
+ * The governed profile: the run is one governed operation on a new task boundary's chain (started with the plan's and
+ * report's digests, one gate record per callback decision, one terminal), closed and verified after; its
+ * observations go to their own table, keyed by the operation id, never into the chain.
+ */
+const runGoverned = (
+  options: { readonly provider: Provider; readonly prompt: string; readonly json: boolean },
+  spec: HarnessSpec.HarnessSpec,
+  file: Option.Option<string>
+) =>
+  Effect.gen(function*() {
+    const snapshot = yield* storedPolicy(spec, file)
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot)
+    if (ready === undefined) return
+    const { plan, report } = ready.admitted
+    const plan_digest = yield* HarnessPlan.digest(plan)
+    const report_digest = yield* Digest.canonical(encodeReport(report))
+    const boundary = yield* openBoundary(snapshot)
+    const writer = yield* EvidenceWriter
+    const run = yield* GovernedRun.start({
+      boundary,
+      snapshot,
+      plan,
+      plan_digest,
+      report,
+      report_digest,
+      prompt: options.prompt,
+      principal: "harness"
+    })
+    const files = yield* Effect.context<FileSystem.FileSystem>()
+    const spawned = yield* writer.track(
+      boundary.chain_id,
+      Effect.either(spawnPrinted(ready, run.decide)).pipe(
+        Effect.tap((result) => run.end(endOf(result))),
+        Effect.provide(files)
+      )
+    )
+    const observations = Either.isRight(spawned) ? spawned.right.observations : []
+    yield* (yield* ObservationLog).append(run.operation.operation_id, observations)
+    const { closed, verification } = yield* Ingress.closeAndCertify(boundary, false)
+    yield* Console.error(
+      `evidence: chain ${boundary.chain_id}, ${closed.sequence + 1} records, verification ${
+        verification.valid ? "valid" : `FAILED (${verification.failure_code})`
+      }; operation ${run.operation.operation_id}; ${observations.length} observations kept apart`
+    )
+    if (!verification.valid) yield* setExitCode(1)
+    if (Either.isLeft(spawned)) return yield* spawned.left
+  })
+
 const runCommand = Command.make("run", {
   provider,
   spec: specFile,
@@ -249,10 +397,24 @@ const runCommand = Command.make("run", {
     Options.optional,
     Options.withDescription("the policy declaration the blocking callback decides by (required with tools.callback)")
   ),
+  db: Options.file("db").pipe(
+    Options.optional,
+    Options.withDescription(
+      "a writ SQLite file (created if missing): the governed profile, the run one operation on a new evidence chain"
+    )
+  ),
   prompt: Args.text({ name: "PROMPT" })
 }, (options) =>
   Effect.gen(function*() {
     const spec = yield* readSpec(options.spec)
+    if (Option.isSome(options.db)) {
+      const filename = options.db.value
+      yield* checkDatabase(filename, "new_or_existing")
+      return yield* runGoverned(options, spec, options.policy).pipe(
+        Effect.provide(SqlObservationLog.layer.pipe(Layer.provideMerge(Embedded.layerStores({ filename })))),
+        onDatabase(filename)
+      )
+    }
     const snapshot = Option.isSome(options.policy) ? (yield* load(options.policy.value)).snapshot : undefined
     if (spec.tools.callback && snapshot === undefined) {
       return yield* new CliInputError({ message: "tools.callback needs --policy FILE: writ decides each call by it" })
@@ -265,25 +427,17 @@ const runCommand = Command.make("run", {
         message: `--policy is ${snapshot.policy_id}@${snapshot.version}, not the spec's`
       })
     }
-    const ready = yield* prepared(options.provider, spec, options.prompt, options.json)
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot)
     if (ready === undefined) return
     const decide = snapshot === undefined
       ? () => Effect.succeed<HarnessAdapter.CallbackDecision>({ decision: "deny", reason: "no policy" })
       : HarnessPolicy.decider(snapshot, "harness")
-    const secrets = yield* resolveSecrets(ready.admitted.plan)
-    const encode = Schema.encodeSync(ProviderObservation)
-    // Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
-    const print = (observation: ProviderObservation) => Console.log(JSON.stringify(encode(observation)))
-    const result = yield* ready.adapter.spawn(ready.admitted, { secrets, decide, observe: print })
-    yield* print(result.observations.at(-1)!)
-    for (const { call, decision } of result.decisions) {
-      yield* Console.error(
-        `writ ${decision.decision} ${call.tool}${decision.decision === "deny" ? `: ${decision.reason}` : ""}`
-      )
-    }
-    const exit = result.observations.at(-1)
-    if (exit?._tag !== "exit" || exit.code !== 0) yield* setExitCode(1)
-  })).pipe(Command.withDescription("spawn the CLI under the compiled plan; print its observations live (JSON lines)"))
+    yield* spawnPrinted(ready, decide)
+  })).pipe(
+    Command.withDescription(
+      "spawn the CLI under the compiled plan; print its observations live (JSON lines); --db: governed, with evidence"
+    )
+  )
 
 /** `writ harness`: native coding agents under a compiled, verified plan. */
 export const command = Command.make("harness").pipe(
