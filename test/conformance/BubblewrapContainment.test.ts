@@ -8,6 +8,7 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
+import * as dgram from "node:dgram"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -113,6 +114,116 @@ const watchingCgroups = <A, E>(effect: Effect.Effect<A, E>) =>
     return { result, seen }
   })
 
+// --- Network: listeners on the host's loopback, and calls run under a policy granting destinations ---
+
+/** A TCP listener on the host: it answers a client's first bytes with `writ-reached`, and counts connections. */
+const tcpListener = (host: string, port = 0) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly server: net.Server; readonly port: number; readonly seen: () => number }>((resume) => {
+      let connections = 0
+      const server = net.createServer((socket) => {
+        connections++
+        socket.on("error", () => socket.destroy())
+        socket.once("data", () => socket.end("writ-reached\n"))
+      })
+      server.listen(port, host, () =>
+        resume(Effect.succeed({
+          server,
+          port: (server.address() as net.AddressInfo).port,
+          seen: () => connections
+        })))
+    }),
+    ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+  )
+
+/** A UDP listener on the host's 127.0.0.1 (where a DNS query would go), counting datagrams. */
+const udpListener = Effect.acquireRelease(
+  Effect.async<{ readonly socket: dgram.Socket; readonly port: number; readonly seen: () => number }>((resume) => {
+    let datagrams = 0
+    const socket = dgram.createSocket("udp4", () => datagrams++)
+    socket.bind(
+      0,
+      "127.0.0.1",
+      () => resume(Effect.succeed({ socket, port: socket.address().port, seen: () => datagrams }))
+    )
+  }),
+  ({ socket }) => Effect.async<void>((resume) => void socket.close(() => resume(Effect.void)))
+)
+
+let networkPolicies = 0
+/** Run `action` governed, under a policy allowing every action and granting `destinations` to connect to. */
+const runGranted = (
+  backend: ActionExecutionBackend.Service,
+  destinations: ReadonlyArray<string>,
+  action: string,
+  args: Record<string, unknown>
+) =>
+  Effect.gen(function*() {
+    const ref = yield* installPolicy({
+      policy_id: `network-${++networkPolicies}`,
+      version: "1",
+      rules: [
+        { kind: "action", effect: "allow", action_patterns: ["*"] },
+        { kind: "network", effect: "allow", destinations: [...destinations], modes: ["connect"] }
+      ]
+    })
+    const boundary = yield* Governance.openBoundary(ref)
+    return yield* run(action, args, {}, { policy_snapshot: ref, effect_backend: backend.ref }, { boundary })
+  }).pipe(Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, backend))))
+
+const u8 = (value: number) => Buffer.from([value])
+const u16 = (value: number) => Buffer.from([value >> 8, value & 0xff])
+
+/** A TLS 1.2-framed ClientHello naming `name` in its SNI (one cipher suite, no other extension). */
+const clientHello = (name: string) => {
+  const host = Buffer.from(name)
+  const list = Buffer.concat([u8(0), u16(host.length), host])
+  const sni = Buffer.concat([u16(0), u16(list.length + 2), u16(list.length), list])
+  const body = Buffer.concat([
+    u16(0x0303),
+    randomBytes(32),
+    u8(0),
+    u16(2),
+    u16(0x1301),
+    u8(1),
+    u8(0),
+    u16(sni.length),
+    sni
+  ])
+  const handshake = Buffer.concat([u8(1), u8(0), u16(body.length), body])
+  return Buffer.concat([u8(0x16), u16(0x0301), u16(handshake.length), handshake])
+}
+
+/** The two loopback listeners the smuggling attacks use: 127.0.0.2 (granted) and 127.0.0.3 on the same port. */
+const smugglingListeners = Effect.gen(function*() {
+  const granted = yield* tcpListener("127.0.0.2")
+  const other = yield* tcpListener("127.0.0.3", granted.port)
+  return { granted, other, port: granted.port }
+})
+
+/** A smuggling attempt: what the proxy (or, uncontained, the listener at 127.0.0.3) answered, and who saw it. */
+const smuggled = (
+  backend: ActionExecutionBackend.Service,
+  destinations: (port: number) => ReadonlyArray<string>,
+  request: (port: number) => string,
+  refused: string,
+  after = Buffer.alloc(0)
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { granted, other, port } = yield* smugglingListeners
+    const seen = succeeded(
+      yield* runGranted(backend, destinations(port), "hostile.smuggle", {
+        request: request(port),
+        after: after.toString("hex"),
+        fallback: { host: "127.0.0.3", port }
+      })
+    )
+    yield* Effect.sleep("50 millis")
+    // Contained, the attempt reached the proxy, which refused it: so its being blocked is the proxy's doing.
+    if (backend !== uncontained) assert.strictEqual(seen.value, refused, "the proxy answered the attempt")
+    return other.seen() > 0 || granted.seen() > 0 || seen.ok ? "escaped" : "blocked"
+  }))
+
 type Verdict = "blocked" | "escaped"
 const matrix: Array<{ capability: string; attack: string; bubblewrap: string; uncontained: string }> = []
 const verified = new Map<ContainmentKind, Set<string>>()
@@ -187,6 +298,84 @@ const attacks: ReadonlyArray<Attack> = [
             return seen() > 0 || result.ok ? "escaped" : "blocked"
           }),
         ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+      )
+  },
+  {
+    capability: "network",
+    claim: "writ.network.loopback@1",
+    name: "with one loopback port granted, reach another (directly and through the proxy)",
+    control: uncontained,
+    run: (backend) =>
+      Effect.scoped(Effect.gen(function*() {
+        const granted = yield* tcpListener("127.0.0.1")
+        const ungranted = yield* tcpListener("127.0.0.1")
+        const seen = succeeded(
+          yield* runGranted(backend, [`127.0.0.1:${granted.port}`], "hostile.loopback", {
+            granted: granted.port,
+            ungranted: ungranted.port
+          })
+        )
+        assert.deepStrictEqual(seen.proxied_granted, { ok: true, value: "reached" }, "the granted port is reachable")
+        assert.isAbove(granted.seen(), 0)
+        return ungranted.seen() > 0 || seen.direct_ungranted.ok || seen.proxied_ungranted.ok ? "escaped" : "blocked"
+      }))
+  },
+  {
+    capability: "network",
+    claim: "writ.network.loopback@1",
+    name: "resolve a name (system resolver, a resolver and a raw query aimed at a loopback DNS listener)",
+    control: uncontained,
+    run: (backend) =>
+      Effect.scoped(Effect.gen(function*() {
+        const listener = yield* udpListener
+        const seen = succeeded(
+          yield* runGranted(backend, [`127.0.0.1:${listener.port}`], "hostile.resolve", {
+            name: "writ-canary.test",
+            port: listener.port
+          })
+        )
+        yield* Effect.sleep("50 millis")
+        return listener.seen() > 0 || seen.resolver.ok || seen.system.ok ? "escaped" : "blocked"
+      }))
+  },
+  {
+    capability: "network",
+    claim: "writ.network.destinations@1",
+    name: "reach 127.0.0.3 through the proxy as 127.0.0.3\\0.writ.test (a NUL byte past a *.writ.test grant)",
+    control: uncontained,
+    run: (backend) =>
+      smuggled(
+        backend,
+        (port) => [`127.0.0.2:${port}`, `*.writ.test:${port}`],
+        (port) => `CONNECT 127.0.0.3\0.writ.test:${port} HTTP/1.1\r\n\r\n`,
+        "HTTP/1.1 403 Forbidden"
+      )
+  },
+  {
+    capability: "network",
+    claim: "writ.network.destinations@1",
+    name: "a plain-HTTP request to granted 127.0.0.2 whose Host header names 127.0.0.3",
+    control: uncontained,
+    run: (backend) =>
+      smuggled(
+        backend,
+        (port) => [`127.0.0.2:${port}`],
+        (port) => `GET http://127.0.0.2:${port}/ HTTP/1.1\r\nHost: 127.0.0.3:${port}\r\n\r\n`,
+        "HTTP/1.1 403 Forbidden"
+      )
+  },
+  {
+    capability: "network",
+    claim: "writ.network.destinations@1",
+    name: "a CONNECT to granted 127.0.0.2 whose TLS ClientHello's SNI names 127.0.0.3",
+    control: uncontained,
+    run: (backend) =>
+      smuggled(
+        backend,
+        (port) => [`127.0.0.2:${port}`],
+        (port) => `CONNECT 127.0.0.2:${port} HTTP/1.1\r\nHost: 127.0.0.2:${port}\r\n\r\n`,
+        "closed",
+        clientHello("127.0.0.3")
       )
   },
   {
