@@ -8,7 +8,6 @@
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
-import * as dgram from "node:dgram"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -23,6 +22,7 @@ import * as Governance from "../../core/evidence/Governance.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
+import { clientHello, runGranted, tcpListener, udpListener } from "../fixtures/network.ts"
 import { installPolicy, secretPolicy } from "../fixtures/policy.ts"
 import { actions, execArgv, options, plain, runOn } from "../fixtures/subprocess.ts"
 
@@ -113,86 +113,6 @@ const watchingCgroups = <A, E>(effect: Effect.Effect<A, E>) =>
     const result = yield* Effect.ensuring(effect, Effect.sync(() => (sample(), clearInterval(timer))))
     return { result, seen }
   })
-
-// --- Network: listeners on the host's loopback, and calls run under a policy granting destinations ---
-
-/** A TCP listener on the host: it answers a client's first bytes with `writ-reached`, and counts connections. */
-const tcpListener = (host: string, port = 0) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly server: net.Server; readonly port: number; readonly seen: () => number }>((resume) => {
-      let connections = 0
-      const server = net.createServer((socket) => {
-        connections++
-        socket.on("error", () => socket.destroy())
-        socket.once("data", () => socket.end("writ-reached\n"))
-      })
-      server.listen(port, host, () =>
-        resume(Effect.succeed({
-          server,
-          port: (server.address() as net.AddressInfo).port,
-          seen: () => connections
-        })))
-    }),
-    ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
-  )
-
-/** A UDP listener on the host's 127.0.0.1 (where a DNS query would go), counting datagrams. */
-const udpListener = Effect.acquireRelease(
-  Effect.async<{ readonly socket: dgram.Socket; readonly port: number; readonly seen: () => number }>((resume) => {
-    let datagrams = 0
-    const socket = dgram.createSocket("udp4", () => datagrams++)
-    socket.bind(
-      0,
-      "127.0.0.1",
-      () => resume(Effect.succeed({ socket, port: socket.address().port, seen: () => datagrams }))
-    )
-  }),
-  ({ socket }) => Effect.async<void>((resume) => void socket.close(() => resume(Effect.void)))
-)
-
-let networkPolicies = 0
-/** Run `action` governed, under a policy allowing every action and granting `destinations` to connect to. */
-const runGranted = (
-  backend: ActionExecutionBackend.Service,
-  destinations: ReadonlyArray<string>,
-  action: string,
-  args: Record<string, unknown>
-) =>
-  Effect.gen(function*() {
-    const ref = yield* installPolicy({
-      policy_id: `network-${++networkPolicies}`,
-      version: "1",
-      rules: [
-        { kind: "action", effect: "allow", action_patterns: ["*"] },
-        { kind: "network", effect: "allow", destinations: [...destinations], modes: ["connect"] }
-      ]
-    })
-    const boundary = yield* Governance.openBoundary(ref)
-    return yield* run(action, args, {}, { policy_snapshot: ref, effect_backend: backend.ref }, { boundary })
-  }).pipe(Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, backend))))
-
-const u8 = (value: number) => Buffer.from([value])
-const u16 = (value: number) => Buffer.from([value >> 8, value & 0xff])
-
-/** A TLS 1.2-framed ClientHello naming `name` in its SNI (one cipher suite, no other extension). */
-const clientHello = (name: string) => {
-  const host = Buffer.from(name)
-  const list = Buffer.concat([u8(0), u16(host.length), host])
-  const sni = Buffer.concat([u16(0), u16(list.length + 2), u16(list.length), list])
-  const body = Buffer.concat([
-    u16(0x0303),
-    randomBytes(32),
-    u8(0),
-    u16(2),
-    u16(0x1301),
-    u8(1),
-    u8(0),
-    u16(sni.length),
-    sni
-  ])
-  const handshake = Buffer.concat([u8(1), u8(0), u16(body.length), body])
-  return Buffer.concat([u8(0x16), u16(0x0301), u16(handshake.length), handshake])
-}
 
 /** The two loopback listeners the smuggling attacks use: 127.0.0.2 (granted) and 127.0.0.3 on the same port. */
 const smugglingListeners = Effect.gen(function*() {
