@@ -10,6 +10,7 @@ import { Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
+import * as os from "node:os"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
@@ -487,6 +488,43 @@ describe("bubblewrap containment", () => {
       assert.strictEqual(level("writ.unix_sockets@1"), "enforced")
       assert.strictEqual(report.containment.filesystem, "enforced")
     }))
+
+  it.live(
+    "a granted call's bridge and proxy end with it; a call granted no destination gets neither",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const bridges = () =>
+          fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+            try {
+              return fs.readFileSync(`/proc/${pid}/cmdline`, "utf-8").includes("/writ-proxy-")
+            } catch {
+              return false
+            }
+          })
+        const proxies = () => fs.readdirSync(os.tmpdir()).filter((name) => name.startsWith("writ-proxy-"))
+        const before = proxies()
+        const granted = yield* tcpListener("127.0.0.1")
+        const args = { granted: granted.port, ungranted: granted.port }
+        const reached = succeeded(
+          yield* runGranted(bubblewrap, [`127.0.0.1:${granted.port}`], "hostile.loopback", args)
+        )
+        assert.deepStrictEqual(reached.proxied_granted, { ok: true, value: "reached" })
+        assert.deepStrictEqual(bridges(), [], "no bridge outlives its call")
+        assert.deepStrictEqual(
+          proxies().filter((name) => !before.includes(name)),
+          [],
+          "no proxy socket outlives its call"
+        )
+        const seen = granted.seen()
+        // A policy whose only network rule grants listening: no destination to connect to, so no proxy and no bridge.
+        const listenOnly = succeeded(
+          yield* runGranted(bubblewrap, [`127.0.0.1:${granted.port}`], "hostile.loopback", args, ["listen"])
+        )
+        assert.isFalse(listenOnly.proxied_granted.ok, JSON.stringify(listenOnly))
+        assert.strictEqual(granted.seen(), seen, "the listener saw no connection")
+      })),
+    120_000
+  )
 
   it.live("a read root is readable, a write root writable, a declared variable present", () =>
     Effect.gen(function*() {
