@@ -61,14 +61,15 @@ export const parseAuthority = (authority: string, defaultPort?: number): Target 
   return { destination, host, dial: host.startsWith("[") ? host.slice(1, -1) : host, port }
 }
 
-/** A request head: its method, target, version and headers (names lowercased), or why it is malformed. */
-interface Head {
+/** A request head: its method, target, version and headers (names lowercased). */
+export interface Head {
   readonly method: string
   readonly target: string
   readonly version: string
   readonly headers: ReadonlyArray<readonly [string, string]>
 }
 
+/** A request head's text (without its blank line) parsed, or why it is malformed. */
 export const parseHead = (text: string): Head | string => {
   const [line, ...rest] = text.split("\r\n")
   const found = /^([A-Z]+) (\S+) (HTTP\/1\.[01])$/.exec(line ?? "")
