@@ -1,29 +1,38 @@
 /**
  * The bubblewrap effect backend: each invocation runs in a fresh child runner inside a bubblewrap sandbox that sees,
- * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots; it has no
- * network, an empty environment (the variables an action declares it reads come on the request's pipe), a private
- * /tmp and /proc, and no capabilities; a seccomp filter refuses unix and vsock sockets, namespace creation and
- * io_uring; and, where the v1 cgroup controllers can be written, a per-call cgroup bounds its memory and tasks.
- * Runtimes: Node on Linux, with `bwrap` installed.
+ * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots; it has its own
+ * network namespace (no network; or, where the call's policy grants destinations, a bridge to a destination proxy
+ * outside it: internal/sandboxNetwork.ts and internal/destinationProxy.ts), an empty environment (the variables an
+ * action declares it reads come on the request's pipe), a private /tmp and /proc, and no capabilities; a seccomp
+ * filter refuses unix and vsock sockets, namespace creation and io_uring; and, where the v1 cgroup controllers can be
+ * written, a per-call cgroup bounds its memory and tasks.
+ * Runtimes: Node on Linux, with `bwrap` installed (and `nsenter`, `setpriv` and `socat` for a granted network).
  *
  * Its report claims only what the containment suite (test/conformance/BubblewrapContainment.test.ts) verifies, and
- * only once a trial sandbox with the same flags has run: filesystem, network, environment and secrets (those an action
- * declares with `exposure: inject` are resolved from the SecretStore in context and come on the request's pipe; no
- * other reaches the sandbox, so a store's file must lie outside the read roots), unix sockets, and memory and process
- * count when the trial ran in its cgroup. Subprocesses (a child may spawn inside its sandbox) are unsupported.
+ * only once a trial sandbox with the same flags has run: filesystem, network (none; loopback and named destinations
+ * once a second trial reached a granted host listener through its bridge and proxy, and no other), environment and
+ * secrets (those an action declares with `exposure: inject` are resolved from the SecretStore in context and come on
+ * the request's pipe; no other reaches the sandbox, so a store's file must lie outside the read roots), unix sockets,
+ * and memory and process count when the trial ran in its cgroup. Subprocesses (a child may spawn inside its sandbox)
+ * are unsupported.
  */
 import { Duration, Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
+import * as net from "node:net"
 import * as os from "node:os"
 import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
 import type { ActionBackendError } from "../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../core/action/internal/backendFailure.ts"
 import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
+import * as NetworkGrant from "../../core/policy/NetworkGrant.ts"
 import * as Bwrap from "./internal/bwrap.ts"
 import * as Report from "./internal/capabilityReport.ts"
 import * as Cgroup from "./internal/cgroup.ts"
+import { filesFd } from "./internal/childWire.ts"
+import * as DestinationProxy from "./internal/destinationProxy.ts"
 import * as HostPaths from "./internal/hostPaths.ts"
+import * as SandboxNetwork from "./internal/sandboxNetwork.ts"
 import * as Seccomp from "./internal/seccomp.ts"
 import * as SubprocessBackend from "./internal/subprocessBackend.ts"
 
@@ -63,6 +72,8 @@ export const claimed: ReadonlyArray<string> = [
   "writ.filesystem.read_roots@1",
   "writ.filesystem.write_roots@1",
   "writ.network.none@1",
+  "writ.network.loopback@1",
+  "writ.network.destinations@1",
   "writ.environment.allowlist@1",
   "writ.secrets.by_reference@1",
   "writ.wall_clock@1",
@@ -72,17 +83,19 @@ export const claimed: ReadonlyArray<string> = [
 ]
 
 /** The capabilities this backend knows of and does not enforce (yet). */
-export const unclaimed: ReadonlyArray<string> = [
-  "writ.network.loopback@1",
-  "writ.network.destinations@1",
-  "writ.subprocess.spawn@1"
-]
+export const unclaimed: ReadonlyArray<string> = ["writ.subprocess.spawn@1"]
 
 const limited = ["writ.memory@1", "writ.process_count@1"]
+const proxied = ["writ.network.loopback@1", "writ.network.destinations@1"]
 
-// What this instance claims: its unix sockets only when refused, its limits only when its trial ran in a cgroup.
-const claimsOf = (unixSockets: boolean, cgroups: boolean): Report.Claims => {
-  const dropped = [...(unixSockets ? ["writ.unix_sockets@1"] : []), ...(cgroups ? [] : limited)]
+// What this instance claims: its unix sockets only when refused, its limits only when its trial ran in a cgroup, the
+// network a policy grants only when its trial reached a granted listener through the bridge and proxy, and no other.
+const claimsOf = (unixSockets: boolean, cgroups: boolean, bridged: boolean): Report.Claims => {
+  const dropped = [
+    ...(unixSockets ? ["writ.unix_sockets@1"] : []),
+    ...(cgroups ? [] : limited),
+    ...(bridged ? [] : proxied)
+  ]
   return {
     ref,
     by: "os",
@@ -104,6 +117,51 @@ ${
       : `require("net").connect({ path: "/writ-probe" }).on("error", (e) => done(e.code === "EAFNOSUPPORT"))`
   }`
 
+// The bridge's trial: from the sandbox, a loopback listener of the host is unreachable directly, reached through the
+// bridge and proxy where granted (it answers "reached"), and refused (403) where not.
+const bridgeTrial = (granted: number, ungranted: number) =>
+  `const net = require("net");
+const direct = new Promise((done) => {
+  const socket = net.connect({ host: "127.0.0.1", port: ${granted} });
+  socket.on("connect", () => (socket.destroy(), done(false)));
+  socket.on("error", () => done(true));
+});
+const via = (target) => new Promise((done) => {
+  const socket = net.connect({ host: "127.0.0.1", port: ${SandboxNetwork.bridgePort} });
+  let seen = "", sent = false;
+  socket.setTimeout(8000, () => (socket.destroy(), done("timeout")));
+  socket.on("connect", () => socket.write("CONNECT " + target + " HTTP/1.1\\r\\n\\r\\n"));
+  socket.on("data", (chunk) => {
+    seen += chunk;
+    if (!sent && seen.startsWith("HTTP/1.1 200 ") && seen.includes("\\r\\n\\r\\n")) (sent = true, socket.write("ping\\n"));
+    if (seen.includes("writ-reached")) (socket.destroy(), done("reached"));
+  });
+  socket.on("error", () => done("error"));
+  socket.on("close", () => done(seen.split("\\r\\n")[0]));
+});
+Promise.all([direct, via("127.0.0.1:${granted}"), via("127.0.0.1:${ungranted}")]).then(([refused, granted, other]) =>
+  process.stdout.write(refused && granted === "reached" && other.startsWith("HTTP/1.1 403 ") ? "writ-probe:ok" :
+    "writ-probe:exposed"));`
+
+// Two loopback listeners on the host for the bridge's trial: one answers, the other counts what reached it.
+const trialListeners = Effect.acquireRelease(
+  Effect.async<
+    { readonly servers: ReadonlyArray<net.Server>; readonly ports: ReadonlyArray<number>; readonly seen: () => number }
+  >((resume) => {
+    let reached = 0
+    const answering = net.createServer((socket) => socket.once("data", () => socket.end("writ-reached\n")))
+    const counting = net.createServer((socket) => (reached++, socket.destroy()))
+    answering.listen(0, "127.0.0.1", () =>
+      counting.listen(0, "127.0.0.1", () =>
+        resume(Effect.succeed({
+          servers: [answering, counting],
+          ports: [answering, counting].map((server) => (server.address() as net.AddressInfo).port),
+          seen: () => reached
+        }))))
+  }),
+  ({ servers }) => Effect.sync(() => servers.forEach((server) => server.close()))
+)
+
 /**
  * A bubblewrap backend; its probe runs a trial sandbox with the backend's own flags once, and is cached. It injects
  * secrets from the SecretStore in context, when there is one.
@@ -117,6 +175,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const write = options.write ?? []
     const secrets = Option.getOrUndefined(yield* Effect.serviceOption(SecretStore))
     const unixSockets = options.unixSockets ?? false
+    const bridgeTools = SandboxNetwork.tools(process.env.PATH)
     const filter = Seccomp.program({ unixSockets })
     const cgroupRoot = options.cgroupRoot ?? "/sys/fs/cgroup"
     const limits: Cgroup.Limits = {
@@ -137,11 +196,36 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     })
 
     // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own, after a sweep
-    // of the groups a writ that died mid-call left behind.
+    // of the groups a writ that died mid-call left behind. The bridge's
+    // trial then runs a second sandbox with the same flags, holding it until the bridge to a trial proxy listens.
+    const bridgeTried = Effect.scoped(Effect.gen(function*() {
+      if (bridgeTools === undefined) return false
+      const listeners = yield* trialListeners
+      const [granted, ungranted] = listeners.ports as [number, number]
+      const grant = { gates: [{ gate_id: "probe", allow: [`127.0.0.1:${granted}`], deny: [] }] }
+      const proxy = yield* Effect.either(DestinationProxy.listen(grant))
+      if (proxy._tag === "Left") return false
+      const started = yield* SandboxNetwork.bridges
+      const args = Bwrap.argv({ ...sandbox([]), hold: filesFd + 1 }, [
+        node,
+        ...execArgv,
+        "-e",
+        bridgeTrial(granted, ungranted)
+      ])
+      const tried = yield* Report.run(
+        bwrap!,
+        args,
+        {},
+        [filter],
+        SandboxNetwork.setup(bridgeTools, proxy.right.path, started)
+      )
+      return tried.ok && tried.stdout === "writ-probe:ok" && listeners.seen() === 0
+    }))
     const state = yield* Effect.cached(Effect.gen(function*() {
       const failed = (why: string) => ({
-        report: Report.unsupported(claimsOf(unixSockets, false), why),
-        cgroups: false
+        report: Report.unsupported(claimsOf(unixSockets, false, false), why),
+        cgroups: false,
+        bridged: false
       })
       if (bwrap === undefined) return failed("probe failed: no bwrap executable")
       if (runtime._tag === "Left") return failed(`probe failed: the runtime ${node} could not be resolved`)
@@ -163,41 +247,64 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       if (!tried.ok || tried.stdout !== "writ-probe:ok") {
         return {
           report: Report.unsupported(
-            claimsOf(unixSockets, false),
+            claimsOf(unixSockets, false, false),
             `probe failed: the trial sandbox (${mechanism}) did not run contained`,
             identity
           ),
-          cgroups: false
+          cgroups: false,
+          bridged: false
         }
       }
+      const bridged = yield* bridgeTried
       const report = Report.verified(
-        claimsOf(unixSockets, charged),
+        claimsOf(unixSockets, charged, bridged),
         ["filesystem", "network", "environment", "secrets"],
         `probe: a trial sandbox (${mechanism}) ran as uid ${Bwrap.sandboxUid} with no environment, ` +
           `no host root and its seccomp filter${
             charged ? ", in a cgroup of its own" : " (no cgroup could be made)"
           }; ` +
+          (bridged
+            ? "a second reached a granted loopback listener only through its bridge and proxy; "
+            : "no bridge to a proxy could be run, so it has no network; ") +
           "the claims are those the containment suite verifies",
         identity
       )
-      return { report, cgroups: charged }
+      return { report, cgroups: charged, bridged }
     }))
     const probe = Effect.map(state, ({ report }) => report)
 
     return SubprocessBackend.make({
       ref,
       probe,
-      launch: (command, definition) =>
+      launch: (command, definition, invocation) =>
         Effect.gen(function*() {
           if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left") {
             return yield* SubprocessBackend.failed("spawn_failed", "bubblewrap or the runtime is unavailable")
           }
-          const args = yield* Effect.try({
-            try: () => Bwrap.argv(sandbox(HostPaths.moduleRoots([definition.module!])), command),
+          const { bridged, cgroups } = yield* state
+          // A call its policy grants a destination gets a proxy of its own and a bridge to it; any other, no network.
+          const grant = invocation.network ?? NetworkGrant.none
+          const networked = bridged && bridgeTools !== undefined && NetworkGrant.grantsAny(grant)
+          const modules = yield* Effect.try({
+            try: () => HostPaths.moduleRoots([definition.module!]),
             catch: () =>
               SubprocessBackend.issued("module_unavailable", "the action's module graph could not be resolved")
           })
-          if (!(yield* state).cgroups) return { command: bwrap, args, env: {}, files: [filter] }
+          const args = Bwrap.argv({ ...sandbox(modules), ...(networked ? { hold: filesFd + 1 } : {}) }, command)
+          const network = networked
+            ? {
+              environment: SandboxNetwork.environment,
+              setup: SandboxNetwork.setup(
+                bridgeTools,
+                (yield* Effect.mapError(
+                  DestinationProxy.listen(grant),
+                  () => SubprocessBackend.issued("spawn_failed", "the call's destination proxy could not listen")
+                )).path,
+                yield* SandboxNetwork.bridges
+              )
+            }
+            : {}
+          if (!cgroups) return { command: bwrap, args, env: {}, files: [filter], ...network }
           const made = yield* Effect.mapError(
             group(`call-${randomBytes(8).toString("hex")}`),
             () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
@@ -206,6 +313,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
             ...Cgroup.wrap(made, bwrap, args),
             env: {},
             files: [filter],
+            ...network,
             exceeded: (failure: ActionBackendError) =>
               Cgroup.oomKills(made) === 0 ? undefined : issue({
                 outcome: failure.outcome,

@@ -1,7 +1,7 @@
 /**
  * The Deno effect backend: each invocation runs in a fresh child runner under `deno run` with exactly the permissions
  * the call's grants imply: read the module graph's packages and the read and write roots, write the write roots,
- * reach the declared hosts only, read the variables the action declares it reads; no subprocess, FFI or system
+ * reach the backend's hosts and the destinations the call's policy grants (`--allow-net`) only, read the variables the action declares it reads; no subprocess, FFI or system
  * information, no prompt, no remote module or npm download, an environment of deno's own settings only.
  * Runtime: Node on Linux, with deno 2 (the npm package `deno`, or on the PATH).
  *
@@ -21,6 +21,7 @@ import type { ActionDefinition } from "../../core/action/Action.ts"
 import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
 import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
+import * as NetworkGrant from "../../core/policy/NetworkGrant.ts"
 import * as Report from "./internal/capabilityReport.ts"
 import * as Deno from "./internal/deno.ts"
 import * as HostPaths from "./internal/hostPaths.ts"
@@ -54,6 +55,8 @@ export const claimed: ReadonlyArray<string> = [
   "writ.filesystem.read_roots@1",
   "writ.filesystem.write_roots@1",
   "writ.network.none@1",
+  "writ.network.loopback@1",
+  "writ.network.destinations@1",
   "writ.subprocess.spawn@1",
   "writ.environment.allowlist@1",
   "writ.secrets.by_reference@1",
@@ -62,31 +65,48 @@ export const claimed: ReadonlyArray<string> = [
 
 /** The capabilities this backend knows of and does not enforce (besides the network one it does not claim). */
 export const unclaimed: ReadonlyArray<string> = [
-  "writ.network.loopback@1",
   "writ.unix_sockets@1",
   "writ.memory@1",
   "writ.process_count@1",
   "writ.process.separate_uid@1"
 ]
 
+// A backend granting hosts to every call (`net`) leaves no call without network, so it does not claim none.
 const claimsFor = (net: ReadonlyArray<string>): Report.Claims => ({
   ref,
   by: "runtime",
-  claimed: net.length === 0
-    ? claimed
-    : claimed.map((name) => name === "writ.network.none@1" ? "writ.network.destinations@1" : name),
-  unclaimed: [net.length === 0 ? "writ.network.destinations@1" : "writ.network.none@1", ...unclaimed]
+  claimed: net.length === 0 ? claimed : claimed.filter((name) => name !== "writ.network.none@1"),
+  unclaimed: [...(net.length === 0 ? [] : ["writ.network.none@1"]), ...unclaimed]
 })
+
+/**
+ * The destinations a call's grant permits, as `--allow-net` can say them exactly: its literal `host:port` patterns that
+ * the whole grant permits. A pattern with `*` is dropped (deno's list has no such glob), so a call gets less, never more.
+ */
+export const allowNet = (grant: NetworkGrant.NetworkGrant): ReadonlyArray<string> => [
+  ...new Set(
+    grant.gates.flatMap((gate) => gate.allow).filter((pattern) =>
+      !pattern.includes("*") && NetworkGrant.permits(grant, pattern)
+    )
+  )
+]
 
 const limits = "deno permissions, not the OS: the action runs as writ's own uid with no memory or process limit; " +
   "the module graph's packages are readable; no --allow-run or --allow-ffi is granted, as either would end containment"
 
-// The trial: a read inside its root allowed, one outside it, the environment and a subprocess refused.
+// The trial: a read inside its root allowed, one outside it, the environment and a subprocess refused; a connection
+// to its one granted loopback port let through to the socket layer, one to the next port refused by permission.
+const trialPort = 9
 const trial =
   `const refused = (f) => { try { f(); return false } catch (e) { return e instanceof Deno.errors.NotCapable } };
+const connects = async (port) => {
+  try { (await Deno.connect({ hostname: "127.0.0.1", port })).close(); return "open" }
+  catch (e) { return e instanceof Deno.errors.NotCapable ? "refused" : "unreachable" }
+};
 const [inside, outside] = Deno.args;
 const ok = Deno.readTextFileSync(inside) === "inside" && refused(() => Deno.readTextFileSync(outside)) &&
-  refused(() => Deno.env.get("PATH")) && refused(() => new Deno.Command("/bin/true").outputSync());
+  refused(() => Deno.env.get("PATH")) && refused(() => new Deno.Command("/bin/true").outputSync()) &&
+  (await connects(${trialPort})) !== "refused" && (await connects(${trialPort + 1})) === "refused";
 console.log(ok ? "writ-probe:ok" : "writ-probe:exposed")`
 
 const trialRun = (deno: string, denoDir: string) =>
@@ -100,7 +120,10 @@ const trialRun = (deno: string, denoDir: string) =>
       return fs.realpathSync(dir)
     }),
     (dir) => {
-      const args = Deno.argv({ read: [path.join(dir, "inside")], write: [], net: [], env: [] }, `${dir}/trial.js`)
+      const args = Deno.argv(
+        { read: [path.join(dir, "inside")], write: [], net: [`127.0.0.1:${trialPort}`], env: [] },
+        `${dir}/trial.js`
+      )
       return Report.run(deno, [...args, `${dir}/inside/file`, `${dir}/outside/file`], Deno.environment(denoDir))
     },
     (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
@@ -146,7 +169,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
         claims,
         ["filesystem", "network", "subprocess", "environment", "secrets"],
         `probe: a trial run (deno ${version} at ${deno}) with the backend's flags was refused a read outside its ` +
-          `root, the environment and a subprocess; ${limits}`,
+          `root, the environment, a subprocess and a connection to a loopback port next to its granted one; ${limits}`,
         identity
       )
     }))
@@ -162,7 +185,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       ref,
       probe,
       admits: uncontainable,
-      launch: (_node, definition) => {
+      launch: (_node, definition, invocation) => {
         if (deno === undefined || roots._tag === "Left") {
           return SubprocessBackend.failed("spawn_failed", "deno or a root is unavailable")
         }
@@ -175,7 +198,8 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
             args: Deno.argv({
               read: [...new Set([...modules, ...HostPaths.moduleRoots([definition.module!]), ...read, ...write])],
               write,
-              net,
+              // The backend's own hosts, and the destinations the call's policy grants.
+              net: [...new Set([...net, ...allowNet(invocation.network ?? NetworkGrant.none)])],
               env: (definition.environment ?? []).filter((need) => need.exposure === "read").map((need) =>
                 need.variable
               )

@@ -5,6 +5,7 @@
 import { Context, Schema } from "effect"
 import type { Effect, Redacted } from "effect"
 import { ActionBackendRef } from "../base/Refs.ts"
+import type { NetworkGrant } from "../policy/NetworkGrant.ts"
 import type { ActionDefinition, ContainmentKind, HandlerContext } from "./Action.ts"
 import type { ActionOutbox } from "./ActionOutbox.ts"
 import type { ActionUsage } from "./ActionUsage.ts"
@@ -143,6 +144,8 @@ export interface Invocation {
   readonly outbox: ActionOutbox.Service
   /** The secrets injected for this call, by name: what the handler's `context.secret` answers (absent: none). */
   readonly secrets?: ReadonlyMap<string, Redacted.Redacted<string>>
+  /** What the call may connect to under its pinned policy (governed calls); absent: no policy, so no network. */
+  readonly network?: NetworkGrant
 }
 
 /** Where handlers run. */

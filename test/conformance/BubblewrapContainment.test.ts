@@ -10,6 +10,7 @@ import { Effect, Layer } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
+import * as os from "node:os"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
@@ -22,6 +23,7 @@ import * as Governance from "../../core/evidence/Governance.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
+import { clientHello, runGranted, tcpListener, udpListener } from "../fixtures/network.ts"
 import { installPolicy, secretPolicy } from "../fixtures/policy.ts"
 import { actions, execArgv, options, plain, runOn } from "../fixtures/subprocess.ts"
 
@@ -113,6 +115,36 @@ const watchingCgroups = <A, E>(effect: Effect.Effect<A, E>) =>
     return { result, seen }
   })
 
+/** The two loopback listeners the smuggling attacks use: 127.0.0.2 (granted) and 127.0.0.3 on the same port. */
+const smugglingListeners = Effect.gen(function*() {
+  const granted = yield* tcpListener("127.0.0.2")
+  const other = yield* tcpListener("127.0.0.3", granted.port)
+  return { granted, other, port: granted.port }
+})
+
+/** A smuggling attempt: what the proxy (or, uncontained, the listener at 127.0.0.3) answered, and who saw it. */
+const smuggled = (
+  backend: ActionExecutionBackend.Service,
+  destinations: (port: number) => ReadonlyArray<string>,
+  request: (port: number) => string,
+  refused: string,
+  after = Buffer.alloc(0)
+) =>
+  Effect.scoped(Effect.gen(function*() {
+    const { granted, other, port } = yield* smugglingListeners
+    const seen = succeeded(
+      yield* runGranted(backend, destinations(port), "hostile.smuggle", {
+        request: request(port),
+        after: after.toString("hex"),
+        fallback: { host: "127.0.0.3", port }
+      })
+    )
+    yield* Effect.sleep("50 millis")
+    // Contained, the attempt reached the proxy, which refused it: so its being blocked is the proxy's doing.
+    if (backend !== uncontained) assert.strictEqual(seen.value, refused, "the proxy answered the attempt")
+    return other.seen() > 0 || granted.seen() > 0 || seen.ok ? "escaped" : "blocked"
+  }))
+
 type Verdict = "blocked" | "escaped"
 const matrix: Array<{ capability: string; attack: string; bubblewrap: string; uncontained: string }> = []
 const verified = new Map<ContainmentKind, Set<string>>()
@@ -187,6 +219,84 @@ const attacks: ReadonlyArray<Attack> = [
             return seen() > 0 || result.ok ? "escaped" : "blocked"
           }),
         ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+      )
+  },
+  {
+    capability: "network",
+    claim: "writ.network.loopback@1",
+    name: "with one loopback port granted, reach another (directly and through the proxy)",
+    control: uncontained,
+    run: (backend) =>
+      Effect.scoped(Effect.gen(function*() {
+        const granted = yield* tcpListener("127.0.0.1")
+        const ungranted = yield* tcpListener("127.0.0.1")
+        const seen = succeeded(
+          yield* runGranted(backend, [`127.0.0.1:${granted.port}`], "hostile.loopback", {
+            granted: granted.port,
+            ungranted: ungranted.port
+          })
+        )
+        assert.deepStrictEqual(seen.proxied_granted, { ok: true, value: "reached" }, "the granted port is reachable")
+        assert.isAbove(granted.seen(), 0)
+        return ungranted.seen() > 0 || seen.direct_ungranted.ok || seen.proxied_ungranted.ok ? "escaped" : "blocked"
+      }))
+  },
+  {
+    capability: "network",
+    claim: "writ.network.loopback@1",
+    name: "resolve a name (system resolver, a resolver and a raw query aimed at a loopback DNS listener)",
+    control: uncontained,
+    run: (backend) =>
+      Effect.scoped(Effect.gen(function*() {
+        const listener = yield* udpListener
+        const seen = succeeded(
+          yield* runGranted(backend, [`127.0.0.1:${listener.port}`], "hostile.resolve", {
+            name: "writ-canary.test",
+            port: listener.port
+          })
+        )
+        yield* Effect.sleep("50 millis")
+        return listener.seen() > 0 || seen.resolver.ok || seen.system.ok ? "escaped" : "blocked"
+      }))
+  },
+  {
+    capability: "network",
+    claim: "writ.network.destinations@1",
+    name: "reach 127.0.0.3 through the proxy as 127.0.0.3\\0.writ.test (a NUL byte past a *.writ.test grant)",
+    control: uncontained,
+    run: (backend) =>
+      smuggled(
+        backend,
+        (port) => [`127.0.0.2:${port}`, `*.writ.test:${port}`],
+        (port) => `CONNECT 127.0.0.3\0.writ.test:${port} HTTP/1.1\r\n\r\n`,
+        "HTTP/1.1 403 Forbidden"
+      )
+  },
+  {
+    capability: "network",
+    claim: "writ.network.destinations@1",
+    name: "a plain-HTTP request to granted 127.0.0.2 whose Host header names 127.0.0.3",
+    control: uncontained,
+    run: (backend) =>
+      smuggled(
+        backend,
+        (port) => [`127.0.0.2:${port}`],
+        (port) => `GET http://127.0.0.2:${port}/ HTTP/1.1\r\nHost: 127.0.0.3:${port}\r\n\r\n`,
+        "HTTP/1.1 403 Forbidden"
+      )
+  },
+  {
+    capability: "network",
+    claim: "writ.network.destinations@1",
+    name: "a CONNECT to granted 127.0.0.2 whose TLS ClientHello's SNI names 127.0.0.3",
+    control: uncontained,
+    run: (backend) =>
+      smuggled(
+        backend,
+        (port) => [`127.0.0.2:${port}`],
+        (port) => `CONNECT 127.0.0.2:${port} HTTP/1.1\r\nHost: 127.0.0.2:${port}\r\n\r\n`,
+        "closed",
+        clientHello("127.0.0.3")
       )
   },
   {
@@ -378,6 +488,43 @@ describe("bubblewrap containment", () => {
       assert.strictEqual(level("writ.unix_sockets@1"), "enforced")
       assert.strictEqual(report.containment.filesystem, "enforced")
     }))
+
+  it.live(
+    "a granted call's bridge and proxy end with it; a call granted no destination gets neither",
+    () =>
+      Effect.scoped(Effect.gen(function*() {
+        const bridges = () =>
+          fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+            try {
+              return fs.readFileSync(`/proc/${pid}/cmdline`, "utf-8").includes("/writ-proxy-")
+            } catch {
+              return false
+            }
+          })
+        const proxies = () => fs.readdirSync(os.tmpdir()).filter((name) => name.startsWith("writ-proxy-"))
+        const before = proxies()
+        const granted = yield* tcpListener("127.0.0.1")
+        const args = { granted: granted.port, ungranted: granted.port }
+        const reached = succeeded(
+          yield* runGranted(bubblewrap, [`127.0.0.1:${granted.port}`], "hostile.loopback", args)
+        )
+        assert.deepStrictEqual(reached.proxied_granted, { ok: true, value: "reached" })
+        assert.deepStrictEqual(bridges(), [], "no bridge outlives its call")
+        assert.deepStrictEqual(
+          proxies().filter((name) => !before.includes(name)),
+          [],
+          "no proxy socket outlives its call"
+        )
+        const seen = granted.seen()
+        // A policy whose only network rule grants listening: no destination to connect to, so no proxy and no bridge.
+        const listenOnly = succeeded(
+          yield* runGranted(bubblewrap, [`127.0.0.1:${granted.port}`], "hostile.loopback", args, ["listen"])
+        )
+        assert.isFalse(listenOnly.proxied_granted.ok, JSON.stringify(listenOnly))
+        assert.strictEqual(granted.seen(), seen, "the listener saw no connection")
+      })),
+    120_000
+  )
 
   it.live("a read root is readable, a write root writable, a declared variable present", () =>
     Effect.gen(function*() {

@@ -23,6 +23,7 @@ import * as Governance from "../../core/evidence/Governance.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import { chainRecords, governedInMemory, run } from "../fixtures/layers.ts"
+import { runGranted, tcpListener, udpListener } from "../fixtures/network.ts"
 import { installPolicy, secretPolicy } from "../fixtures/policy.ts"
 import { actions, options as plainOptions, plain, runOn } from "../fixtures/subprocess.ts"
 
@@ -186,6 +187,64 @@ const attacks: ReadonlyArray<Attack> = [
         const downloaded = fs.existsSync(path.join(denoDir, "npm", "registry.npmjs.org", "left-pad"))
         return downloaded || succeeded(outcome).ok ? "escaped" : "blocked"
       })
+  },
+  {
+    capability: "network",
+    claim: "writ.network.loopback@1",
+    name: "with one loopback port granted by the policy, reach another",
+    control: uncontained,
+    run: (backend) =>
+      Effect.scoped(Effect.gen(function*() {
+        const granted = yield* tcpListener("127.0.0.1")
+        const ungranted = yield* tcpListener("127.0.0.1")
+        const seen = succeeded(
+          yield* runGranted(backend, [`127.0.0.1:${granted.port}`], "hostile.loopback", {
+            granted: granted.port,
+            ungranted: ungranted.port
+          })
+        )
+        assert.deepStrictEqual(seen.direct_granted, { ok: true, value: "reached" }, "the granted port is reachable")
+        return ungranted.seen() > 0 || seen.direct_ungranted.ok || seen.proxied_ungranted.ok ? "escaped" : "blocked"
+      }))
+  },
+  {
+    capability: "network",
+    claim: "writ.network.loopback@1",
+    name:
+      "with a loopback port granted, resolve a name (system resolver, a resolver and a raw query at a DNS listener)",
+    control: uncontained,
+    run: (backend) =>
+      Effect.scoped(Effect.gen(function*() {
+        const listener = yield* udpListener
+        const granted = yield* tcpListener("127.0.0.1")
+        const seen = succeeded(
+          yield* runGranted(backend, [`127.0.0.1:${granted.port}`], "hostile.resolve", {
+            name: "writ-canary.test",
+            port: listener.port
+          })
+        )
+        yield* Effect.sleep("50 millis")
+        return listener.seen() > 0 || seen.resolver.ok || seen.system.ok ? "escaped" : "blocked"
+      }))
+  },
+  {
+    capability: "network",
+    claim: "writ.network.destinations@1",
+    name: "with 127.0.0.2 granted, reach 127.0.0.3 on the same port",
+    control: uncontained,
+    run: (backend) =>
+      Effect.scoped(Effect.gen(function*() {
+        const granted = yield* tcpListener("127.0.0.2")
+        const other = yield* tcpListener("127.0.0.3", granted.port)
+        const seen = succeeded(
+          yield* runGranted(backend, [`127.0.0.2:${granted.port}`, `*.writ.test:${granted.port}`], "hostile.smuggle", {
+            request: "",
+            after: "",
+            fallback: { host: "127.0.0.3", port: granted.port }
+          })
+        )
+        return other.seen() > 0 || seen.ok ? "escaped" : "blocked"
+      }))
   },
   {
     capability: "subprocess",

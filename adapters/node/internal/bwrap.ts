@@ -42,6 +42,8 @@ export interface Sandbox {
   readonly write: ReadonlyArray<string>
   /** Whether the launch hands bwrap a seccomp program on its first extra descriptor (`filesFd`). */
   readonly seccomp?: boolean
+  /** The first of two pipes bwrap reports its child's pid on (`--info-fd`) and holds on (`--block-fd`) before it runs anything. */
+  readonly hold?: number
 }
 
 /** The flags every sandbox starts with, before its binds. */
@@ -71,6 +73,7 @@ export const flags: ReadonlyArray<string> = [
 export const argv = (sandbox: Sandbox, command: ReadonlyArray<string>): ReadonlyArray<string> => [
   ...flags,
   ...(sandbox.seccomp === true ? ["--add-seccomp-fd", String(filesFd)] : []),
+  ...(sandbox.hold === undefined ? [] : ["--info-fd", String(sandbox.hold), "--block-fd", String(sandbox.hold + 1)]),
   ...sandbox.runtime.flatMap((bind) => ["--ro-bind", bind.source, bind.target]),
   ...sandbox.read.flatMap((root) => ["--ro-bind", root, root]),
   ...sandbox.write.flatMap((root) => ["--bind", root, root]),

@@ -4,9 +4,9 @@
  * enforce, and the report of a failed probe, in which every capability is unsupported. Also the probe's runner of
  * the mechanism's own commands.
  */
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import { spawn } from "node:child_process"
-import type { Writable } from "node:stream"
+import type { Duplex, Writable } from "node:stream"
 import type { ContainmentKind } from "../../../core/action/Action.ts"
 import {
   ActionBackendCapabilityReport,
@@ -72,20 +72,29 @@ export const unsupported = (claims: Claims, verified_by: string, mechanism?: Bac
     capabilities: capabilities(claims, false)
   })
 
+/** A trial's setup around the started command, as a launch's (`ChildProcess.Launch["setup"]`). */
+export interface Setup {
+  readonly pipes: number
+  readonly run: (pipes: ReadonlyArray<Duplex>) => Effect.Effect<void, string>
+}
+
 /**
  * Run a command of the mechanism with an empty environment (killed after 20 seconds): whether it exited 0, and its
- * stdout; `files` are written to pipes on the descriptors from `filesFd` on, as a launch hands them.
+ * stdout; `files` are written to pipes on the descriptors from `filesFd` on, as a launch hands them, and `setup` runs
+ * on the pipes after them (a failed setup kills the command).
  */
 export const run = (
   command: string,
   args: ReadonlyArray<string>,
   env: Readonly<Record<string, string>> = {},
-  files: ReadonlyArray<Uint8Array> = []
+  files: ReadonlyArray<Uint8Array> = [],
+  setup?: Setup
 ) =>
   Effect.async<{ readonly ok: boolean; readonly stdout: string }>((resume) => {
+    const pipes = files.length + (setup?.pipes ?? 0)
     const child = spawn(command, [...args], {
       env,
-      stdio: ["ignore", "pipe", "ignore", ...Array(filesFd - 3).fill("ignore"), ...files.map(() => "pipe" as const)]
+      stdio: ["ignore", "pipe", "ignore", ...Array(filesFd - 3).fill("ignore"), ...Array(pipes).fill("pipe" as const)]
     })
     const out: Array<Buffer> = []
     child.stdout!.on("data", (chunk: Buffer) => out.push(chunk))
@@ -94,12 +103,21 @@ export const run = (
       file.on("error", () => undefined)
       file.end(bytes)
     })
+    const cancel = setup === undefined ? undefined : Effect.runCallback(
+      setup.run(Array.from({ length: setup.pipes }, (_, index) => {
+        const pipe = child.stdio[filesFd + files.length + index] as Duplex
+        pipe.on("error", () => undefined)
+        return pipe
+      })),
+      { onExit: (exit) => Exit.isFailure(exit) && child.kill("SIGKILL") }
+    )
     const timer = setTimeout(() => child.kill("SIGKILL"), 20_000)
     let done = false
     const finish = (ok: boolean) => {
       if (done) return
       done = true
       clearTimeout(timer)
+      cancel?.()
       resume(Effect.succeed({ ok, stdout: Buffer.concat(out).toString("utf-8") }))
     }
     child.on("error", () => finish(false))

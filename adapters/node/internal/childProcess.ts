@@ -4,10 +4,10 @@
  * killed at the wall clock or on interruption (and waited for), and what came back classified: the child's answer, or
  * an ActionBackendError saying whether the action's code had started.
  */
-import { Duration, Effect, Either } from "effect"
+import { Duration, Effect, Either, Exit } from "effect"
 import { spawn } from "node:child_process"
 import { timingSafeEqual } from "node:crypto"
-import type { Readable, Writable } from "node:stream"
+import type { Duplex, Readable, Writable } from "node:stream"
 import type { ActionBackendError } from "../../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../../core/action/internal/backendFailure.ts"
 import * as Wire from "./childWire.ts"
@@ -24,6 +24,16 @@ export interface Launch {
   readonly channels?: "fds" | "stdio"
   /** Bytes the command reads on inherited descriptors from `Wire.filesFd` on (a pipe each, written and closed). */
   readonly files?: ReadonlyArray<Uint8Array>
+  /** Variables the launch adds to the request's environment (a proxy's address), set before the module loads. */
+  readonly environment?: Readonly<Record<string, string>>
+  /**
+   * Set up around the started command before its request is written (a bridge into its network namespace): `pipes`
+   * more pipes follow the files, handed to `run`; when `run` fails the group is killed and the call never started.
+   */
+  readonly setup?: {
+    readonly pipes: number
+    readonly run: (pipes: ReadonlyArray<Duplex>) => Effect.Effect<void, string>
+  }
   /** Checked when the runner died without answering: the failure renamed for the limit it hit (its memory). */
   readonly exceeded?: (failure: ActionBackendError) => ActionBackendError | undefined
 }
@@ -73,11 +83,12 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
   Effect.async<Ended & { readonly stderr: string }>((resume) => {
     const stdio = launch.channels === "stdio"
     const files = launch.files ?? []
+    const extra = files.length + (launch.setup?.pipes ?? 0)
     const child = spawn(launch.command, [...launch.args], {
       stdio: [
         ...(stdio ? ["pipe", "pipe", "pipe"] as const : ["ignore", "pipe", "pipe", "pipe", "pipe"] as const),
-        ...(files.length > 0 ? Array(Wire.filesFd - (stdio ? 3 : 5)).fill("ignore") : []),
-        ...files.map(() => "pipe" as const)
+        ...(extra > 0 ? Array(Wire.filesFd - (stdio ? 3 : 5)).fill("ignore") : []),
+        ...Array(extra).fill("pipe" as const)
       ],
       env: { ...launch.env },
       // Its own process group, so a kill reaches whatever it started.
@@ -101,12 +112,30 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
     const requests = child.stdio[stdio ? 0 : 3] as Writable
     // A child that exits without reading its request breaks the pipe: that is its exit, not an error here.
     requests.on("error", () => undefined)
-    requests.end(request)
     files.forEach((bytes, index) => {
       const file = child.stdio[Wire.filesFd + index] as Writable
       file.on("error", () => undefined)
       file.end(bytes)
     })
+    let setupError: string | undefined
+    let stopSetup: (() => void) | undefined
+    if (launch.setup === undefined) requests.end(request)
+    else {
+      const pipes = Array.from({ length: launch.setup.pipes }, (_, index) => {
+        const pipe = child.stdio[Wire.filesFd + files.length + index] as Duplex
+        pipe.on("error", () => undefined)
+        return pipe
+      })
+      const cancel = Effect.runCallback(launch.setup.run(pipes), {
+        onExit: (exit) => {
+          stopSetup = undefined
+          if (Exit.isSuccess(exit)) return void requests.end(request)
+          setupError = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : "its setup was stopped"
+          killGroup(child.pid)
+        }
+      })
+      stopSetup = () => cancel()
+    }
     const timer = setTimeout(() => {
       overran = true
       killGroup(child.pid)
@@ -115,7 +144,10 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
       if (done) return
       done = true
       clearTimeout(timer)
-      resume(Effect.succeed({ ...ended, stderr: stderr() }))
+      stopSetup?.()
+      resume(
+        Effect.succeed({ ...ended, ...(setupError === undefined ? {} : { spawnError: setupError }), stderr: stderr() })
+      )
     }
     child.on("error", (error) => {
       finish({ code: null, signal: null, result: "", oversized, overran, spawnError: error.message })
@@ -147,7 +179,9 @@ const classify = (ended: Ended, token: string): Either.Either<Answer, ActionBack
   const fail =
     (outcome: ActionBackendError["outcome"], reason: ActionBackendError["reason"], started: boolean) =>
     (detail: string) => Either.left(issue({ outcome, reason, started, detail }))
-  if (ended.spawnError !== undefined) return fail("failed", "spawn_failed", false)("the runner could not be started")
+  if (ended.spawnError !== undefined) {
+    return fail("failed", "spawn_failed", false)(`the runner could not be started: ${ended.spawnError}`)
+  }
   if (ended.oversized) {
     return fail("ambiguous", "result_oversized", true)(`the result channel passed ${Wire.maxResultBytes} bytes`)
   }

@@ -16,6 +16,7 @@ import type { Sha256Hex } from "../../../base/Digest.ts"
 import { Digest, sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
+import * as NetworkGrant from "../../../policy/NetworkGrant.ts"
 import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import { Ambiguous, Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../ExecutionOutcome.ts"
 import type { IdempotencyStore } from "../../IdempotencyStore.ts"
@@ -25,6 +26,7 @@ import type { Normalised } from "./admit.ts"
 import { digestWith } from "./admit.ts"
 import { common, denied, describeParseError, reason } from "./call.ts"
 import type { Env, ExecutionError } from "./env.ts"
+import type { Pinned } from "./preflight.ts"
 import { type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
 
 /** After stage 12: how the one invocation ended. */
@@ -150,13 +152,16 @@ const backendAnswer = (
 ): Effect.Effect<unknown, unknown> => {
   const outbox = stages ? (state.call.outbox = stager()) : undefined
   let invoked: Effect.Effect<unknown, unknown>
+  // A governed call carries the snapshot stage 3 pinned: what it may connect to comes from that policy.
+  const pinned = (state as Partial<Pinned>).snapshot
   try {
     invoked = env.backend.invoke(mint(state.action.definition), {
       definition: state.action.definition,
       input: state.input,
       context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
       usage,
-      outbox: outbox?.service ?? refusing
+      outbox: outbox?.service ?? refusing,
+      ...(pinned === undefined ? {} : { network: NetworkGrant.of(pinned, state.action.descriptor.name) })
     })
   } catch (defect) {
     // A backend that throws instead of answering fails the call as a defect inside an Effect would.
