@@ -196,8 +196,8 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     })
 
     // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own, after a sweep
-    // of the groups a writ that died mid-call left behind. The bridge's
-    // trial then runs a second sandbox with the same flags, holding it until the bridge to a trial proxy listens.
+    // of the groups a writ that died mid-call left behind. The bridge's trial then runs a second sandbox with the same
+    // flags, holding it until the bridge to a trial proxy listens.
     const bridgeTried = Effect.scoped(Effect.gen(function*() {
       if (bridgeTools === undefined) return false
       const listeners = yield* trialListeners
