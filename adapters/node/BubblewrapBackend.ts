@@ -29,10 +29,12 @@ import * as SubprocessBackend from "./internal/subprocessBackend.ts"
 
 /** How the sandbox is set up. */
 export interface Options {
-  /** Host paths the action may read (absolute); each must exist. */
+  /** Host paths the action may read (absolute; a glob binds its longest literal prefix, which must exist). */
   readonly read?: ReadonlyArray<string>
-  /** Host paths the action may write (absolute); each must exist. */
+  /** Host paths the action may write (likewise); their shell rc files and `.git` hooks and config stay read-only. */
   readonly write?: ReadonlyArray<string>
+  /** Host paths inside those the action may neither read nor write (a glob: its longest literal prefix). */
+  readonly deny?: ReadonlyArray<string>
   /** More module directories to bind read-only, beyond the writ package and the action's own package. */
   readonly modules?: ReadonlyArray<string>
   /** The bwrap executable (default: `bwrap` on the PATH). */
@@ -113,8 +115,12 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const bwrap = HostPaths.which(options.bwrap ?? "bwrap", process.env.PATH)
     const node = options.node ?? process.execPath
     const execArgv = options.execArgv ?? []
-    const read = options.read ?? []
-    const write = options.write ?? []
+    // The roots resolved once, here: each call's bind opens exactly these real paths, or refuses.
+    const roots = yield* Effect.either(Effect.try(() => ({
+      read: (options.read ?? []).flatMap(Bwrap.resolveRoot),
+      write: (options.write ?? []).flatMap(Bwrap.resolveRoot),
+      deny: (options.deny ?? []).map(Bwrap.resolveDenied)
+    })))
     const secrets = Option.getOrUndefined(yield* Effect.serviceOption(SecretStore))
     const unixSockets = options.unixSockets ?? false
     const filter = Seccomp.program({ unixSockets })
@@ -131,10 +137,23 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     )
     const sandbox = (modules: ReadonlyArray<string>): Bwrap.Sandbox => ({
       runtime: runtime._tag === "Right" ? runtime.right : [],
-      read: [...new Set([...(base._tag === "Right" ? base.right : []), ...modules, ...read])],
-      write,
+      read: [
+        ...[...new Set([...(base._tag === "Right" ? base.right : []), ...modules])].map((dir) => ({
+          source: dir,
+          target: dir
+        })),
+        ...(roots._tag === "Right" ? roots.right.read : [])
+      ],
+      write: roots._tag === "Right" ? roots.right.write : [],
+      deny: roots._tag === "Right" ? roots.right.deny : [],
       seccomp: true
     })
+    // A prepared sandbox for the scope: its descriptors closed once the scope (the call) ends.
+    const prepared = (modules: ReadonlyArray<string>, command: ReadonlyArray<string>) =>
+      Effect.acquireRelease(
+        Effect.try(() => Bwrap.prepare(sandbox(modules), command)),
+        (ready) => Effect.sync(() => Bwrap.close(ready))
+      )
 
     // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own.
     const state = yield* Effect.cached(Effect.gen(function*() {
@@ -145,14 +164,19 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       if (bwrap === undefined) return failed("probe failed: no bwrap executable")
       if (runtime._tag === "Left") return failed(`probe failed: the runtime ${node} could not be resolved`)
       if (base._tag === "Left") return failed("probe failed: the runner's module graph could not be resolved")
+      if (roots._tag === "Left") return failed(`probe failed: a root could not be resolved (${roots.left.message})`)
       const version = /^bubblewrap (\S+)$/.exec((yield* Report.run(bwrap, ["--version"])).stdout.trim())?.[1] ??
         "unknown"
-      const args = Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial(unixSockets)])
       const { charged, tried } = yield* Effect.scoped(Effect.gen(function*() {
+        const ready = yield* Effect.either(prepared([], [node, ...execArgv, "-e", trial(unixSockets)]))
+        if (ready._tag === "Left") return { charged: false, tried: { ok: false, stdout: "" } }
+        const { argv: args, descriptors } = ready.right
         const made = yield* Effect.either(group(`probe-${randomBytes(8).toString("hex")}`))
-        if (made._tag === "Left") return { charged: false, tried: yield* Report.run(bwrap, args, {}, [filter]) }
+        if (made._tag === "Left") {
+          return { charged: false, tried: yield* Report.run(bwrap, args, {}, [filter, ...descriptors]) }
+        }
         const wrapped = Cgroup.wrap(made.right, bwrap, args)
-        const tried = yield* Report.run(wrapped.command, wrapped.args, {}, [filter])
+        const tried = yield* Report.run(wrapped.command, wrapped.args, {}, [filter, ...descriptors])
         return { charged: Cgroup.peakMemory(made.right) > 0, tried }
       }))
       const platform = `${os.type()} ${os.release()}`
@@ -187,15 +211,24 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       probe,
       launch: (command, definition) =>
         Effect.gen(function*() {
-          if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left") {
-            return yield* SubprocessBackend.failed("spawn_failed", "bubblewrap or the runtime is unavailable")
+          if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left" || roots._tag === "Left") {
+            return yield* SubprocessBackend.failed("spawn_failed", "bubblewrap, the runtime or a root is unavailable")
           }
-          const args = yield* Effect.try({
-            try: () => Bwrap.argv(sandbox(HostPaths.moduleRoots([definition.module!])), command),
+          const modules = yield* Effect.try({
+            try: () => HostPaths.moduleRoots([definition.module!]),
             catch: () =>
               SubprocessBackend.issued("module_unavailable", "the action's module graph could not be resolved")
           })
-          if (!(yield* state).cgroups) return { command: bwrap, args, env: {}, files: [filter] }
+          const { argv: args, descriptors } = yield* Effect.mapError(
+            prepared(modules, command),
+            (error) =>
+              SubprocessBackend.issued(
+                "request_refused",
+                `a root is not as the backend resolved it, so nothing was bound: ${(error.error as Error).message}`
+              )
+          )
+          const files = [filter, ...descriptors]
+          if (!(yield* state).cgroups) return { command: bwrap, args, env: {}, files }
           const made = yield* Effect.mapError(
             group(`call-${randomBytes(8).toString("hex")}`),
             () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
@@ -203,7 +236,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
           return {
             ...Cgroup.wrap(made, bwrap, args),
             env: {},
-            files: [filter],
+            files,
             exceeded: (failure: ActionBackendError) =>
               Cgroup.oomKills(made) === 0 ? undefined : issue({
                 outcome: failure.outcome,

@@ -22,8 +22,11 @@ export interface Launch {
   readonly args: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string>>
   readonly channels?: "fds" | "stdio"
-  /** Bytes the command reads on inherited descriptors from `Wire.filesFd` on (a pipe each, written and closed). */
-  readonly files?: ReadonlyArray<Uint8Array>
+  /**
+   * What the command inherits on descriptors from `Wire.filesFd` on: bytes (a pipe each, written and closed), or a
+   * descriptor of this process's, passed as it is.
+   */
+  readonly files?: ReadonlyArray<Uint8Array | number>
   /** Checked when the runner died without answering: the failure renamed for the limit it hit (its memory). */
   readonly exceeded?: (failure: ActionBackendError) => ActionBackendError | undefined
 }
@@ -77,7 +80,7 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
       stdio: [
         ...(stdio ? ["pipe", "pipe", "pipe"] as const : ["ignore", "pipe", "pipe", "pipe", "pipe"] as const),
         ...(files.length > 0 ? Array(Wire.filesFd - (stdio ? 3 : 5)).fill("ignore") : []),
-        ...files.map(() => "pipe" as const)
+        ...files.map((file) => typeof file === "number" ? file : "pipe" as const)
       ],
       env: { ...launch.env },
       // Its own process group, so a kill reaches whatever it started.
@@ -103,6 +106,7 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
     requests.on("error", () => undefined)
     requests.end(request)
     files.forEach((bytes, index) => {
+      if (typeof bytes === "number") return
       const file = child.stdio[Wire.filesFd + index] as Writable
       file.on("error", () => undefined)
       file.end(bytes)
