@@ -16,7 +16,7 @@ import { Duration, Effect, Layer, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import * as os from "node:os"
 import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
-import type { ActionBackendError } from "../../core/action/ActionExecutionBackend.ts"
+import type { ActionBackendError, FilesystemGrant } from "../../core/action/ActionExecutionBackend.ts"
 import { issue } from "../../core/action/internal/backendFailure.ts"
 import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
@@ -135,23 +135,39 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const base = yield* Effect.either(
       Effect.try(() => HostPaths.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])]))
     )
-    const sandbox = (modules: ReadonlyArray<string>): Bwrap.Sandbox => ({
-      runtime: runtime._tag === "Right" ? runtime.right : [],
-      read: [
-        ...[...new Set([...(base._tag === "Right" ? base.right : []), ...modules])].map((dir) => ({
-          source: dir,
-          target: dir
-        })),
-        ...(roots._tag === "Right" ? roots.right.read : [])
-      ],
-      write: roots._tag === "Right" ? roots.right.write : [],
-      deny: roots._tag === "Right" ? roots.right.deny : [],
-      seccomp: true
-    })
+    // A call's roots: the backend's own, or, where its policy has filesystem rules, the policy's allowed roots
+    // narrowed by the backend's (never wider than either), the policy's denied ones over-mounted.
+    const rootsOf = (grant: FilesystemGrant | undefined) => {
+      const own = roots._tag === "Right" ? roots.right : { read: [], write: [], deny: [] }
+      if (grant === undefined) return { ...own, readOnly: [] }
+      const resolved = (pattern: string) => {
+        try {
+          return Bwrap.resolveRoot(pattern)
+        } catch {
+          return [] // a root that does not exist grants nothing to bind
+        }
+      }
+      return {
+        read: Bwrap.narrow(grant.read.flatMap(resolved), [...own.read, ...own.write]),
+        write: Bwrap.narrow(grant.write.flatMap(resolved), own.write),
+        deny: [...own.deny, ...grant.denyRead.map(Bwrap.resolveDenied)],
+        readOnly: grant.denyWrite.map(Bwrap.resolveDenied)
+      }
+    }
+    const sandbox = (modules: ReadonlyArray<string>, grant?: FilesystemGrant): Bwrap.Sandbox => {
+      const own = rootsOf(grant)
+      const graph = [...new Set([...(base._tag === "Right" ? base.right : []), ...modules])]
+      return {
+        runtime: runtime._tag === "Right" ? runtime.right : [],
+        ...own,
+        read: [...graph.map((dir) => ({ source: dir, target: dir })), ...own.read],
+        seccomp: true
+      }
+    }
     // A prepared sandbox for the scope: its descriptors closed once the scope (the call) ends.
-    const prepared = (modules: ReadonlyArray<string>, command: ReadonlyArray<string>) =>
+    const prepared = (modules: ReadonlyArray<string>, command: ReadonlyArray<string>, grant?: FilesystemGrant) =>
       Effect.acquireRelease(
-        Effect.try(() => Bwrap.prepare(sandbox(modules), command)),
+        Effect.try(() => Bwrap.prepare(sandbox(modules, grant), command)),
         (ready) => Effect.sync(() => Bwrap.close(ready))
       )
 
@@ -209,7 +225,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     return SubprocessBackend.make({
       ref,
       probe,
-      launch: (command, definition) =>
+      launch: (command, definition, invocation) =>
         Effect.gen(function*() {
           if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left" || roots._tag === "Left") {
             return yield* SubprocessBackend.failed("spawn_failed", "bubblewrap, the runtime or a root is unavailable")
@@ -220,7 +236,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
               SubprocessBackend.issued("module_unavailable", "the action's module graph could not be resolved")
           })
           const { argv: args, descriptors } = yield* Effect.mapError(
-            prepared(modules, command),
+            prepared(modules, command, invocation.filesystem),
             (error) =>
               SubprocessBackend.issued(
                 "request_refused",

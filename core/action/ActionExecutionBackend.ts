@@ -133,6 +133,17 @@ export class ActionBackendError extends Schema.TaggedError<ActionBackendError>()
 }
 
 /** One invocation, handed to a backend with its token, the usage meter its handler reports to and its outbox. */
+/**
+ * What the call's policy grants of the filesystem: its filesystem rules' roots (patterns) per mode. A sandboxing
+ * backend binds no more than these (narrowed by its own roots); absent, the policy has no filesystem rule.
+ */
+export interface FilesystemGrant {
+  readonly read: ReadonlyArray<string>
+  readonly write: ReadonlyArray<string>
+  readonly denyRead: ReadonlyArray<string>
+  readonly denyWrite: ReadonlyArray<string>
+}
+
 export interface Invocation {
   readonly definition: ActionDefinition
   readonly input: unknown
@@ -143,6 +154,8 @@ export interface Invocation {
   readonly outbox: ActionOutbox.Service
   /** The secrets injected for this call, by name: what the handler's `context.secret` answers (absent: none). */
   readonly secrets?: ReadonlyMap<string, Redacted.Redacted<string>>
+  /** The filesystem the call's pinned policy grants, where it has filesystem rules. */
+  readonly filesystem?: FilesystemGrant
 }
 
 /** Where handlers run. */

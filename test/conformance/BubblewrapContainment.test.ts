@@ -671,6 +671,94 @@ except BlockingIOError: pass`,
       assert.deepStrictEqual(env, { ok: true, value: "granted" })
     }))
 
+  it.live(
+    "policy roots: a governed call binds the policy's filesystem roots narrowed by the backend's, its denials over-mounted",
+    () =>
+      Effect.gen(function*() {
+        // The backend's own roots are wide (the whole suite directory); the policy's are narrow.
+        const wide = yield* BubblewrapBackend.make({ read: [root], write: [root], execArgv })
+        const narrow = yield* BubblewrapBackend.make({ read: [readRoot], execArgv })
+        const locked = path.join(writeRoot, "locked")
+        const rules = [
+          { kind: "action", effect: "allow", action_patterns: ["*"] },
+          { kind: "filesystem", effect: "allow", roots: [`${readRoot}/**`], modes: ["read"] },
+          { kind: "filesystem", effect: "allow", roots: [writeRoot], modes: ["read", "write"] },
+          { kind: "filesystem", effect: "deny", roots: [path.join(readRoot, "hidden")], modes: ["read"] },
+          { kind: "filesystem", effect: "deny", roots: [locked], modes: ["write"] }
+        ]
+        // Run `calls` in a task boundary of its own, under `policy`, on `backend`.
+        const governed = <A>(
+          policy: unknown,
+          backend: ActionExecutionBackend.Service,
+          calls: (
+            call: (action: string, args: Record<string, unknown>) => Effect.Effect<any, any, any>
+          ) => Effect.Effect<A, any, any>
+        ) =>
+          Effect.gen(function*() {
+            const ref = yield* installPolicy(policy as typeof secretPolicy)
+            const boundary = yield* Governance.openBoundary(ref)
+            return yield* calls((action, args) =>
+              Effect.map(
+                run(action, args, {}, { policy_snapshot: ref, effect_backend: backend.ref }, { boundary }),
+                succeeded
+              )
+            )
+          }).pipe(
+            Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, backend)))
+          ) as Effect.Effect<A>
+        const outside = fresh(dirs.outside)
+        const lockedFile = path.join(locked, randomBytes(6).toString("hex"))
+        const inside = fresh(dirs.write)
+        const seen = yield* governed({ policy_id: "roots", version: "1", rules }, wide, (call) =>
+          Effect.all({
+            canary: call("hostile.read_file", { path: canaryPath }),
+            written: call("hostile.write_paths", { paths: [outside, lockedFile, inside] }),
+            hidden: call("hostile.read_file", { path: path.join(readRoot, "hidden", "secret") }),
+            visible: call("hostile.read_file", { path: path.join(readRoot, "visible.txt") })
+          }))
+        // The policy is no wider than the backend either: it allows the whole suite directory, the backend one root.
+        const widened = yield* governed(
+          {
+            policy_id: "wide",
+            version: "1",
+            rules: [rules[0], { kind: "filesystem", effect: "allow", roots: [`${root}/**`], modes: ["read"] }]
+          },
+          narrow,
+          (call) => call("hostile.read_file", { path: canaryPath })
+        )
+        // The control: the same wide backend under a policy with no filesystem rule binds its own roots, canary and all.
+        const control = yield* governed(secretPolicy, wide, (call) => call("hostile.read_file", { path: canaryPath }))
+        const escaped = {
+          canary: seen.canary.ok,
+          outside: fs.existsSync(outside),
+          locked: fs.existsSync(lockedFile),
+          hidden: seen.hidden.ok,
+          widened: widened.ok
+        }
+        const names: Record<keyof typeof escaped, string> = {
+          canary: "read a canary inside the backend's roots and outside the policy's",
+          outside: "write inside the backend's write root and outside the policy's",
+          locked: "write where the policy denies writing, inside its write root",
+          hidden: "read where the policy denies reading, inside its read root",
+          widened: "read a canary the policy allows and the backend's roots do not"
+        }
+        for (const [attack, verdict] of Object.entries(escaped)) {
+          matrix.push({
+            capability: "policy roots",
+            attack: names[attack as keyof typeof escaped],
+            bubblewrap: verdict ? "escaped" : "blocked",
+            uncontained: control.ok && control.value === canary ? "escaped" : "blocked"
+          })
+        }
+        assert.deepStrictEqual(control, { ok: true, value: canary }, "the backend's own roots hold the canary")
+        assert.deepStrictEqual(escaped, { canary: false, outside: false, locked: false, hidden: false, widened: false })
+        assert.deepStrictEqual(seen.visible, { ok: true, value: "visible" }, "the policy's read root is bound")
+        assert.strictEqual(fs.readFileSync(inside, "utf-8"), "escaped", "the policy's write root is bound writable")
+        fs.rmSync(inside)
+      }),
+    240_000
+  )
+
   it.live("wall clock: a sandbox past the backend's wall clock is killed, and its action stops", () =>
     Effect.gen(function*() {
       const backend = yield* BubblewrapBackend.make({ write: [writeRoot], execArgv, wallClock: "8 seconds" })

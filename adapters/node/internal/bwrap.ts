@@ -45,6 +45,8 @@ export interface Sandbox {
   readonly write: ReadonlyArray<Bind>
   /** Paths the action may neither read nor write: each inside a root over-mounted by an empty read-only tmpfs. */
   readonly deny?: ReadonlyArray<string>
+  /** Paths inside the write roots the action may read and not write: each bound read-only over itself. */
+  readonly readOnly?: ReadonlyArray<string>
   /** Whether the launch hands bwrap a seccomp program on its first extra descriptor (`filesFd`). */
   readonly seccomp?: boolean
 }
@@ -188,6 +190,28 @@ const deniedMounts = (sandbox: Sandbox, denied: string): ReadonlyArray<Mount> =>
   )
 }
 
+/** A path kept read-only inside a write root: bound over itself read-only, pre-created (a directory) where missing. */
+const readOnlyMounts = (sandbox: Sandbox, kept: string): ReadonlyArray<Mount> => {
+  if (!sandbox.write.some((root) => within(kept, root.source))) return []
+  if (!fs.existsSync(kept)) fs.mkdirSync(kept, { recursive: true })
+  return targetsOf(kept, sandbox.write).map((target) => ({ _tag: "bind", source: kept, target, writable: false }))
+}
+
+/**
+ * The binds of `granted` no wider than `bounds`: each granted root inside a bound, and each bound inside a granted
+ * root (a directory's real paths compared).
+ */
+export const narrow = (granted: ReadonlyArray<Bind>, bounds: ReadonlyArray<Bind>): ReadonlyArray<Bind> => {
+  const kept = new Map<string, Bind>()
+  for (const grant of granted) {
+    for (const bound of bounds) {
+      const bind = within(grant.source, bound.source) ? grant : within(bound.source, grant.source) ? bound : undefined
+      if (bind !== undefined) kept.set(`${bind.source}\0${bind.target}`, bind)
+    }
+  }
+  return [...kept.values()]
+}
+
 /** A sandbox ready to launch: the descriptors bwrap inherits after the seccomp program's, and bwrap's argv. */
 export interface Prepared {
   readonly descriptors: ReadonlyArray<number>
@@ -211,6 +235,7 @@ export const prepare = (sandbox: Sandbox, command: ReadonlyArray<string>): Prepa
     ...[...new Set(sandbox.write.filter(allowed).map((bind) => bind.source))].flatMap((root) =>
       protectedMounts(root, sandbox.write)
     ),
+    ...(sandbox.readOnly ?? []).flatMap((kept) => readOnlyMounts(sandbox, kept)),
     ...deny.flatMap((denied) => deniedMounts(sandbox, denied))
   ]
   const descriptors: Array<number> = []

@@ -35,7 +35,8 @@ export interface Options {
   /** How to launch the runner: `node` is the runtime's argv; what it acquires is released once the runner ended. */
   readonly launch: (
     node: ReadonlyArray<string>,
-    definition: ActionDefinition
+    definition: ActionDefinition,
+    invocation: Invocation
   ) => Effect.Effect<Launch, ActionBackendError, Scope.Scope>
   /** The node binary and the flags it runs the runner with (a loader, under tests). */
   readonly node: string
@@ -159,7 +160,7 @@ export const make = (options: Options): ActionExecutionBackend.Service => {
       return Effect.gen(function*() {
         const wire = yield* request(invocation, definition.module!, definition.export!)
         const { answer } = yield* Effect.scoped(Effect.flatMap(
-          options.launch(node, definition),
+          options.launch(node, definition, invocation),
           (launch) => ChildProcess.run(launch, wire, { wallClock: options.wallClock, outputBytes: options.outputBytes })
         ))
         return yield* concluded(invocation, answer)

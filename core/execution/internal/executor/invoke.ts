@@ -4,7 +4,7 @@
  */
 import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, identity, Option } from "effect"
 import { captureFailure } from "../../../action/Action.ts"
-import type { ActionBackendError } from "../../../action/ActionExecutionBackend.ts"
+import type { ActionBackendError, FilesystemGrant } from "../../../action/ActionExecutionBackend.ts"
 import type * as ActionUsage from "../../../action/ActionUsage.ts"
 import { isIssued } from "../../../action/internal/backendFailure.ts"
 import { refusing, stager } from "../../../action/internal/outbox.ts"
@@ -16,6 +16,7 @@ import type { Sha256Hex } from "../../../base/Digest.ts"
 import { Digest, sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
+import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import { Ambiguous, Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../ExecutionOutcome.ts"
 import type { IdempotencyStore } from "../../IdempotencyStore.ts"
@@ -141,6 +142,26 @@ const stopWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, bound: Duration
     Fiber.join
   )
 
+// What a snapshot's filesystem rules grant, per mode (null: it has none), once per snapshot.
+const grants = new WeakMap<PolicySnapshot, FilesystemGrant | null>()
+const filesystemOf = (snapshot: PolicySnapshot | undefined): FilesystemGrant | undefined => {
+  if (snapshot === undefined) return undefined
+  let grant = grants.get(snapshot)
+  if (grant === undefined) {
+    const rules = snapshot.compiled_rules.filter((rule) => rule.kind === "filesystem")
+    const roots = (effect: "allow" | "deny", mode: "read" | "write") =>
+      rules.flatMap((rule) => rule.effect === effect && rule.modes.includes(mode) ? rule.roots : [])
+    grant = rules.length === 0 ? null : {
+      read: roots("allow", "read"),
+      write: roots("allow", "write"),
+      denyRead: roots("deny", "read"),
+      denyWrite: roots("deny", "write")
+    }
+    grants.set(snapshot, grant)
+  }
+  return grant ?? undefined
+}
+
 // The backend's answer: the Exit of a callable it ran at once, else the Effect that runs it.
 const backendAnswer = (
   env: Env,
@@ -150,13 +171,16 @@ const backendAnswer = (
 ): Effect.Effect<unknown, unknown> => {
   const outbox = stages ? (state.call.outbox = stager()) : undefined
   let invoked: Effect.Effect<unknown, unknown>
+  // Governed, the state carries the snapshot pinned at stage 3: its filesystem rules go to the backend.
+  const filesystem = filesystemOf((state as { readonly snapshot?: PolicySnapshot }).snapshot)
   try {
     invoked = env.backend.invoke(mint(state.action.definition), {
       definition: state.action.definition,
       input: state.input,
       context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
       usage,
-      outbox: outbox?.service ?? refusing
+      outbox: outbox?.service ?? refusing,
+      ...(filesystem === undefined ? {} : { filesystem })
     })
   } catch (defect) {
     // A backend that throws instead of answering fails the call as a defect inside an Effect would.
