@@ -1,6 +1,8 @@
 /**
  * The bubblewrap effect backend: each invocation runs in a fresh child runner inside a bubblewrap sandbox that sees,
- * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots; it has no
+ * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots (their shell
+ * rc files and `.git` read-only), each bound by a descriptor opened per call, and, under a governed call whose policy
+ * has filesystem rules, only the policy's roots within those (its denials over-mounted); it has no
  * network, an empty environment (the variables an action declares it reads come on the request's pipe), a private
  * /tmp and /proc, and no capabilities; a seccomp filter refuses unix and vsock sockets, namespace creation and
  * io_uring; and, where the v1 cgroup controllers can be written, a per-call cgroup bounds its memory and tasks.
