@@ -1,11 +1,13 @@
 /**
  * The bubblewrap effect backend: each invocation runs in a fresh child runner inside a bubblewrap sandbox that sees,
- * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots; it has its own
- * network namespace (no network; or, where the call's policy grants destinations, a bridge to a destination proxy
- * outside it: internal/sandboxNetwork.ts and internal/destinationProxy.ts), an empty environment (the variables an
- * action declares it reads come on the request's pipe), a private /tmp and /proc, and no capabilities; a seccomp
- * filter refuses unix and vsock sockets, namespace creation and io_uring; and, where the v1 cgroup controllers can be
- * written, a per-call cgroup bounds its memory and tasks.
+ * of the host, only the node runtime, the module graph, the read roots (read-only) and the write roots (their shell
+ * rc files and `.git` read-only), each bound by a descriptor opened per call, and, under a governed call whose policy
+ * has filesystem rules, only the policy's roots within those (its denials over-mounted); it has its own network
+ * namespace (no network; or, where the call's policy grants destinations, a bridge to a destination proxy outside it:
+ * internal/sandboxNetwork.ts and internal/destinationProxy.ts), an empty environment (the variables an action declares
+ * it reads come on the request's pipe), a private /tmp and /proc, and no capabilities; a seccomp filter refuses unix
+ * and vsock sockets, namespace creation and io_uring; and, where the v1 cgroup controllers can be written, a per-call
+ * cgroup bounds its memory and tasks.
  * Runtimes: Node on Linux, with `bwrap` installed (and `nsenter`, `setpriv` and `socat` for a granted network).
  *
  * Its report claims only what the containment suite (test/conformance/BubblewrapContainment.test.ts) verifies, and
@@ -25,11 +27,11 @@ import type { ActionBackendError } from "../../core/action/ActionExecutionBacken
 import { issue } from "../../core/action/internal/backendFailure.ts"
 import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
+import type { FilesystemGrant } from "../../core/policy/FilesystemGrant.ts"
 import * as NetworkGrant from "../../core/policy/NetworkGrant.ts"
 import * as Bwrap from "./internal/bwrap.ts"
 import * as Report from "./internal/capabilityReport.ts"
 import * as Cgroup from "./internal/cgroup.ts"
-import { filesFd } from "./internal/childWire.ts"
 import * as DestinationProxy from "./internal/destinationProxy.ts"
 import * as HostPaths from "./internal/hostPaths.ts"
 import * as SandboxNetwork from "./internal/sandboxNetwork.ts"
@@ -38,10 +40,12 @@ import * as SubprocessBackend from "./internal/subprocessBackend.ts"
 
 /** How the sandbox is set up. */
 export interface Options {
-  /** Host paths the action may read (absolute); each must exist. */
+  /** Host paths the action may read (absolute; a glob binds its longest literal prefix, which must exist). */
   readonly read?: ReadonlyArray<string>
-  /** Host paths the action may write (absolute); each must exist. */
+  /** Host paths the action may write (likewise); their shell rc files and `.git` hooks and config stay read-only. */
   readonly write?: ReadonlyArray<string>
+  /** Host paths inside those the action may neither read nor write (a glob: its longest literal prefix). */
+  readonly deny?: ReadonlyArray<string>
   /** More module directories to bind read-only, beyond the writ package and the action's own package. */
   readonly modules?: ReadonlyArray<string>
   /** The bwrap executable (default: `bwrap` on the PATH). */
@@ -171,8 +175,12 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const bwrap = HostPaths.which(options.bwrap ?? "bwrap", process.env.PATH)
     const node = options.node ?? process.execPath
     const execArgv = options.execArgv ?? []
-    const read = options.read ?? []
-    const write = options.write ?? []
+    // The roots resolved once, here: each call's bind opens exactly these real paths, or refuses.
+    const roots = yield* Effect.either(Effect.try(() => ({
+      read: (options.read ?? []).flatMap(Bwrap.resolveRoot),
+      write: (options.write ?? []).flatMap(Bwrap.resolveRoot),
+      deny: (options.deny ?? []).map(Bwrap.resolveDenied)
+    })))
     const secrets = Option.getOrUndefined(yield* Effect.serviceOption(SecretStore))
     const unixSockets = options.unixSockets ?? false
     const bridgeTools = SandboxNetwork.tools(process.env.PATH)
@@ -188,12 +196,46 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const base = yield* Effect.either(
       Effect.try(() => HostPaths.moduleRoots([SubprocessBackend.runnerEntry().href, ...(options.modules ?? [])]))
     )
-    const sandbox = (modules: ReadonlyArray<string>): Bwrap.Sandbox => ({
-      runtime: runtime._tag === "Right" ? runtime.right : [],
-      read: [...new Set([...(base._tag === "Right" ? base.right : []), ...modules, ...read])],
-      write,
-      seccomp: true
-    })
+    // A call's roots: the backend's own, or, where its policy has filesystem rules, the policy's allowed roots
+    // narrowed by the backend's (never wider than either), the policy's denied ones over-mounted.
+    const rootsOf = (grant: FilesystemGrant | undefined) => {
+      const own = roots._tag === "Right" ? roots.right : { read: [], write: [], deny: [] }
+      if (grant === undefined) return { ...own, readOnly: [] }
+      const resolved = (pattern: string) => {
+        try {
+          return Bwrap.resolveRoot(pattern)
+        } catch {
+          return [] // a root that does not exist grants nothing to bind
+        }
+      }
+      return {
+        read: Bwrap.narrow(grant.read.flatMap(resolved), [...own.read, ...own.write]),
+        write: Bwrap.narrow(grant.write.flatMap(resolved), own.write),
+        deny: [...own.deny, ...grant.denyRead.map(Bwrap.resolveDenied)],
+        readOnly: grant.denyWrite.map(Bwrap.resolveDenied)
+      }
+    }
+    const sandbox = (modules: ReadonlyArray<string>, grant?: FilesystemGrant): Bwrap.Sandbox => {
+      const own = rootsOf(grant)
+      const graph = [...new Set([...(base._tag === "Right" ? base.right : []), ...modules])]
+      return {
+        runtime: runtime._tag === "Right" ? runtime.right : [],
+        ...own,
+        read: [...graph.map((dir) => ({ source: dir, target: dir })), ...own.read],
+        seccomp: true
+      }
+    }
+    // A prepared sandbox for the scope: its descriptors closed once the scope (the call) ends.
+    const prepared = (
+      modules: ReadonlyArray<string>,
+      command: ReadonlyArray<string>,
+      grant?: FilesystemGrant,
+      hold = false
+    ) =>
+      Effect.acquireRelease(
+        Effect.try(() => Bwrap.prepare({ ...sandbox(modules, grant), hold }, command)),
+        (ready) => Effect.sync(() => Bwrap.close(ready))
+      )
 
     // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own, after a sweep
     // of the groups a writ that died mid-call left behind. The bridge's trial then runs a second sandbox with the same
@@ -206,17 +248,15 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       const proxy = yield* Effect.either(DestinationProxy.listen(grant))
       if (proxy._tag === "Left") return false
       const started = yield* SandboxNetwork.bridges
-      const args = Bwrap.argv({ ...sandbox([]), hold: filesFd + 1 }, [
-        node,
-        ...execArgv,
-        "-e",
-        bridgeTrial(granted, ungranted)
-      ])
+      const ready = yield* Effect.either(
+        prepared([], [node, ...execArgv, "-e", bridgeTrial(granted, ungranted)], undefined, true)
+      )
+      if (ready._tag === "Left") return false
       const tried = yield* Report.run(
         bwrap!,
-        args,
+        ready.right.argv,
         {},
-        [filter],
+        [filter, ...ready.right.descriptors],
         SandboxNetwork.setup(bridgeTools, proxy.right.path, started)
       )
       return tried.ok && tried.stdout === "writ-probe:ok" && listeners.seen() === 0
@@ -230,15 +270,20 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       if (bwrap === undefined) return failed("probe failed: no bwrap executable")
       if (runtime._tag === "Left") return failed(`probe failed: the runtime ${node} could not be resolved`)
       if (base._tag === "Left") return failed("probe failed: the runner's module graph could not be resolved")
+      if (roots._tag === "Left") return failed(`probe failed: a root could not be resolved (${roots.left.message})`)
       const version = /^bubblewrap (\S+)$/.exec((yield* Report.run(bwrap, ["--version"])).stdout.trim())?.[1] ??
         "unknown"
-      const args = Bwrap.argv(sandbox([]), [node, ...execArgv, "-e", trial(unixSockets)])
       const { charged, tried } = yield* Effect.scoped(Effect.gen(function*() {
         yield* Effect.sync(() => Cgroup.sweep(cgroupRoot))
+        const ready = yield* Effect.either(prepared([], [node, ...execArgv, "-e", trial(unixSockets)]))
+        if (ready._tag === "Left") return { charged: false, tried: { ok: false, stdout: "" } }
+        const { argv: args, descriptors } = ready.right
         const made = yield* Effect.either(group(`probe-${randomBytes(8).toString("hex")}`))
-        if (made._tag === "Left") return { charged: false, tried: yield* Report.run(bwrap, args, {}, [filter]) }
+        if (made._tag === "Left") {
+          return { charged: false, tried: yield* Report.run(bwrap, args, {}, [filter, ...descriptors]) }
+        }
         const wrapped = Cgroup.wrap(made.right, bwrap, args)
-        const tried = yield* Report.run(wrapped.command, wrapped.args, {}, [filter])
+        const tried = yield* Report.run(wrapped.command, wrapped.args, {}, [filter, ...descriptors])
         return { charged: Cgroup.peakMemory(made.right) > 0, tried }
       }))
       const platform = `${os.type()} ${os.release()}`
@@ -278,8 +323,8 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       probe,
       launch: (command, definition, invocation) =>
         Effect.gen(function*() {
-          if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left") {
-            return yield* SubprocessBackend.failed("spawn_failed", "bubblewrap or the runtime is unavailable")
+          if (bwrap === undefined || runtime._tag === "Left" || base._tag === "Left" || roots._tag === "Left") {
+            return yield* SubprocessBackend.failed("spawn_failed", "bubblewrap, the runtime or a root is unavailable")
           }
           const { bridged, cgroups } = yield* state
           // A call its policy grants a destination gets a proxy of its own and a bridge to it; any other, no network.
@@ -290,7 +335,15 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
             catch: () =>
               SubprocessBackend.issued("module_unavailable", "the action's module graph could not be resolved")
           })
-          const args = Bwrap.argv({ ...sandbox(modules), ...(networked ? { hold: filesFd + 1 } : {}) }, command)
+          const { argv: args, descriptors } = yield* Effect.mapError(
+            prepared(modules, command, invocation.filesystem, networked),
+            (error) =>
+              SubprocessBackend.issued(
+                "request_refused",
+                `a root is not as the backend resolved it, so nothing was bound: ${(error.error as Error).message}`
+              )
+          )
+          const files = [filter, ...descriptors]
           const network = networked
             ? {
               environment: SandboxNetwork.environment,
@@ -304,7 +357,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
               )
             }
             : {}
-          if (!cgroups) return { command: bwrap, args, env: {}, files: [filter], ...network }
+          if (!cgroups) return { command: bwrap, args, env: {}, files, ...network }
           const made = yield* Effect.mapError(
             group(`call-${randomBytes(8).toString("hex")}`),
             () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
@@ -312,7 +365,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
           return {
             ...Cgroup.wrap(made, bwrap, args),
             env: {},
-            files: [filter],
+            files,
             ...network,
             exceeded: (failure: ActionBackendError) =>
               Cgroup.oomKills(made) === 0 ? undefined : issue({

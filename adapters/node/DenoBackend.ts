@@ -1,8 +1,9 @@
 /**
  * The Deno effect backend: each invocation runs in a fresh child runner under `deno run` with exactly the permissions
- * the call's grants imply: read the module graph's packages and the read and write roots, write the write roots,
- * reach the backend's hosts and the destinations the call's policy grants (`--allow-net`) only, read the variables the action declares it reads; no subprocess, FFI or system
- * information, no prompt, no remote module or npm download, an environment of deno's own settings only.
+ * the call's grants imply: read the module graph's packages and the read and write roots, write the write roots
+ * (but not their shell rc files or `.git`), reach the backend's hosts and the destinations the call's policy grants
+ * (`--allow-net`) only, read the variables the action declares it reads; no subprocess, FFI or system information, no
+ * prompt, no remote module or npm download, an environment of deno's own settings only.
  * Runtime: Node on Linux, with deno 2 (the npm package `deno`, or on the PATH).
  *
  * These are a runtime's permissions, not the OS's: the action runs as writ's own uid with no memory or process limit,

@@ -5,6 +5,7 @@
 import { Context, Schema } from "effect"
 import type { Effect, Redacted } from "effect"
 import { ActionBackendRef } from "../base/Refs.ts"
+import type { FilesystemGrant } from "../policy/FilesystemGrant.ts"
 import type { NetworkGrant } from "../policy/NetworkGrant.ts"
 import type { ActionDefinition, ContainmentKind, HandlerContext } from "./Action.ts"
 import type { ActionOutbox } from "./ActionOutbox.ts"
@@ -146,6 +147,8 @@ export interface Invocation {
   readonly secrets?: ReadonlyMap<string, Redacted.Redacted<string>>
   /** What the call may connect to under its pinned policy (governed calls); absent: no policy, so no network. */
   readonly network?: NetworkGrant
+  /** The filesystem the call's pinned policy grants, where the gates covering its action have filesystem rules. */
+  readonly filesystem?: FilesystemGrant
 }
 
 /** Where handlers run. */

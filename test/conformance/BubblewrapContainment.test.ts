@@ -7,6 +7,7 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { execFileSync } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -15,7 +16,8 @@ import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
 import * as EnvFileSecretStore from "../../adapters/node/EnvFileSecretStore.ts"
-import { runtimeBinds } from "../../adapters/node/internal/bwrap.ts"
+import { flags, runtimeBinds } from "../../adapters/node/internal/bwrap.ts"
+import * as HostPaths from "../../adapters/node/internal/hostPaths.ts"
 import * as SubprocessBackend from "../../adapters/node/internal/subprocessBackend.ts"
 import type { ContainmentKind } from "../../core/action/Action.ts"
 import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
@@ -29,7 +31,16 @@ import { actions, execArgv, options, plain, runOn } from "../fixtures/subprocess
 
 // Outside /tmp, which a sandbox replaces with its own: a host directory the sandbox must not see unless bound.
 const root = fs.mkdtempSync("/var/tmp/writ-bwrap-")
-const dirs = { canary: "canary", read: "read", write: "write", outside: "outside", secrets: "secrets" }
+const dirs = {
+  canary: "canary",
+  read: "read",
+  write: "write",
+  bare: "bare",
+  outside: "outside",
+  secrets: "secrets",
+  modules: "modules",
+  swap: "swap"
+}
 for (const dir of Object.values(dirs)) fs.mkdirSync(path.join(root, dir), { mode: 0o700 })
 const canaryPath = path.join(root, dirs.canary, "secret")
 const canary = randomBytes(16).toString("hex")
@@ -37,6 +48,18 @@ fs.writeFileSync(canaryPath, canary, { mode: 0o600 })
 const readRoot = path.join(root, dirs.read)
 const writeRoot = path.join(root, dirs.write)
 fs.writeFileSync(path.join(readRoot, "visible.txt"), "visible")
+// A denied directory inside the read root (denied by a glob) holding a canary of its own.
+fs.mkdirSync(path.join(readRoot, "hidden"))
+fs.writeFileSync(path.join(readRoot, "hidden", "secret"), canary)
+// The write root is a git repository with the user's own .bashrc; a second write root has no repository.
+execFileSync("git", ["init", "-q", writeRoot])
+const bashrc = "# the user's own\n"
+fs.writeFileSync(path.join(writeRoot, ".bashrc"), bashrc)
+const bareRoot = path.join(root, dirs.bare)
+// A module directory the backend binds (read-only) for the action's imports.
+const moduleFile = path.join(root, dirs.modules, "module.js")
+fs.writeFileSync(path.join(root, dirs.modules, "package.json"), "{}")
+fs.writeFileSync(moduleFile, "export {}\n")
 const envCanary = randomBytes(16).toString("hex")
 process.env.WRIT_CANARY = envCanary
 process.env.WRIT_GRANTED = "granted"
@@ -49,8 +72,34 @@ const secretStore = EnvFileSecretStore.layer({ path: secretsFile })
 const grantedDigest = createHash("sha256").update(grantedSecret).digest("hex")
 
 const bubblewrap = Effect.runSync(
-  BubblewrapBackend.make({ read: [readRoot], write: [writeRoot], execArgv }).pipe(Effect.provide(secretStore))
+  BubblewrapBackend.make({
+    read: [readRoot],
+    write: [writeRoot, bareRoot],
+    deny: [path.join(readRoot, "hidden", "**"), path.join(writeRoot, "private")],
+    modules: [moduleFile],
+    execArgv
+  }).pipe(Effect.provide(secretStore))
 )
+// A read root that is swapped for a symlink to the canary's directory: once after the backend resolved it (before a
+// call), once after the call opened it (by the bwrap it starts: a wrapper swaps, then execs the real one).
+const swapRoot = path.join(root, dirs.swap)
+const swapTrigger = path.join(root, "swap-now")
+const swapWrapper = path.join(root, "bwrap-swapping")
+fs.writeFileSync(
+  swapWrapper,
+  `#!/bin/sh\nif [ -e ${swapTrigger} ]; then /bin/rm ${swapTrigger}; /bin/mv ${swapRoot} ${swapRoot}.orig; ` +
+    `/bin/ln -s ${path.join(root, dirs.canary)} ${swapRoot}; fi\nexec ${
+      HostPaths.which("bwrap", process.env.PATH)
+    } "$@"\n`,
+  { mode: 0o755 }
+)
+const swapping = Effect.runSync(BubblewrapBackend.make({ read: [swapRoot], bwrap: swapWrapper, execArgv }))
+const unswap = () => {
+  if (fs.existsSync(`${swapRoot}.orig`)) {
+    fs.rmSync(swapRoot, { force: true })
+    fs.renameSync(`${swapRoot}.orig`, swapRoot)
+  }
+}
 const uncontained = plain()
 // A plain child process injecting from the same store: the secrets attack's control.
 const uncontainedWithSecrets = SubprocessBackend.make({
@@ -62,7 +111,10 @@ const uncontainedWithSecrets = SubprocessBackend.make({
 // no AF_VSOCK socket) and util-linux's unshare.
 const python = fs.realpathSync("/usr/bin/python3")
 const unshare = "/usr/bin/unshare"
-const tools = [...new Set([python, unshare].flatMap((tool) => runtimeBinds(tool).map((bind) => bind.target)))]
+const bwrapPath = HostPaths.which("bwrap", process.env.PATH)!
+const tools = [
+  ...new Set([python, unshare, bwrapPath].flatMap((tool) => runtimeBinds(tool).map((bind) => bind.target)))
+]
 const tooled = Effect.runSync(
   BubblewrapBackend.make({ read: [readRoot, `/usr/lib/${path.basename(python)}`, ...tools], execArgv })
 )
@@ -163,8 +215,40 @@ interface Attack {
   readonly claim: string
   readonly name: string
   readonly control: ActionExecutionBackend.Service
+  /** The contained backend it runs on (default: the suite's bubblewrap backend). */
+  readonly contained?: ActionExecutionBackend.Service
   readonly run: (backend: ActionExecutionBackend.Service) => Effect.Effect<Verdict, unknown>
 }
+
+/** An attack whose effect is a change to host files: escaped when `changed` says so, then the files restored. */
+const changing = (
+  claim: string,
+  name: string,
+  action: string,
+  args: Record<string, unknown>,
+  changed: () => boolean,
+  restore: () => void
+): Attack => ({
+  capability: "filesystem",
+  claim,
+  name,
+  control: uncontained,
+  run: (backend) =>
+    Effect.map(runOn(backend, action, args), (outcome): Verdict => {
+      succeeded(outcome)
+      const escaped = changed()
+      restore()
+      return escaped ? "escaped" : "blocked"
+    })
+})
+
+const gitConfig = path.join(writeRoot, ".git", "config")
+const gitConfigBytes = fs.readFileSync(gitConfig)
+const hook = path.join(writeRoot, ".git", "hooks", "pre-commit")
+const bareHook = path.join(bareRoot, ".git", "hooks", "pre-commit")
+const moduleBytes = fs.readFileSync(moduleFile)
+const secretsBytes = fs.readFileSync(secretsFile)
+const isEmpty = (file: string) => !fs.existsSync(file) || fs.statSync(file).size === 0
 
 const attacks: ReadonlyArray<Attack> = [
   {
@@ -324,6 +408,132 @@ const attacks: ReadonlyArray<Attack> = [
           return Object.values(tried).some((seen: any) => seen.value.includes(ungrantedSecret)) ? "escaped" : "blocked"
         }
       )
+  },
+  {
+    capability: "filesystem",
+    claim: "writ.filesystem.write_roots@1",
+    name: "make a symlink in a write root to a path outside it, and write through it",
+    control: uncontained,
+    run: (backend) => {
+      const link = fresh(dirs.write)
+      const target = fresh(dirs.outside)
+      return Effect.map(runOn(backend, "hostile.symlink_write", { link, target }), (outcome): Verdict => {
+        succeeded(outcome)
+        const escaped = fs.existsSync(target)
+        for (const file of [link, target]) fs.rmSync(file, { force: true })
+        return escaped ? "escaped" : "blocked"
+      })
+    }
+  },
+  changing(
+    "writ.filesystem.write_roots@1",
+    "write .git/hooks/pre-commit in a repository in a write root",
+    "hostile.write_paths",
+    { paths: [hook] },
+    () => fs.existsSync(hook),
+    () => fs.rmSync(hook, { force: true })
+  ),
+  changing(
+    "writ.filesystem.write_roots@1",
+    "rewrite .git/config (core.hooksPath) in a write root",
+    "hostile.write_paths",
+    { paths: [gitConfig] },
+    () => !fs.readFileSync(gitConfig).equals(gitConfigBytes),
+    () => fs.writeFileSync(gitConfig, gitConfigBytes)
+  ),
+  changing(
+    "writ.filesystem.write_roots@1",
+    "move .git away in a write root and make a new one with a hook",
+    "hostile.replace_directory",
+    { dir: path.join(writeRoot, ".git"), file: hook },
+    () => fs.existsSync(`${path.join(writeRoot, ".git")}.moved`) || fs.existsSync(hook),
+    () => {
+      if (!fs.existsSync(`${path.join(writeRoot, ".git")}.moved`)) return
+      fs.rmSync(path.join(writeRoot, ".git"), { recursive: true, force: true })
+      fs.renameSync(`${path.join(writeRoot, ".git")}.moved`, path.join(writeRoot, ".git"))
+    }
+  ),
+  changing(
+    "writ.filesystem.write_roots@1",
+    "make .git/hooks/pre-commit in a write root with no repository",
+    "hostile.write_paths",
+    { paths: [bareHook] },
+    () => fs.existsSync(bareHook),
+    () => fs.rmSync(path.join(bareRoot, ".git", "hooks"), { recursive: true, force: true })
+  ),
+  changing(
+    "writ.filesystem.write_roots@1",
+    "rewrite .bashrc and make .zshrc and .profile in a write root",
+    "hostile.write_paths",
+    { paths: [".bashrc", ".zshrc", ".profile"].map((name) => path.join(writeRoot, name)) },
+    () =>
+      fs.readFileSync(path.join(writeRoot, ".bashrc"), "utf-8") !== bashrc ||
+      !isEmpty(path.join(writeRoot, ".zshrc")) || !isEmpty(path.join(writeRoot, ".profile")),
+    () => {
+      fs.writeFileSync(path.join(writeRoot, ".bashrc"), bashrc)
+      for (const name of [".zshrc", ".profile"]) fs.rmSync(path.join(writeRoot, name), { force: true })
+    }
+  ),
+  {
+    capability: "filesystem",
+    claim: "writ.filesystem.read_roots@1",
+    name: "read a file under a denied glob inside a read root",
+    control: uncontained,
+    run: (backend) =>
+      Effect.map(
+        runOn(backend, "hostile.read_file", { path: path.join(readRoot, "hidden", "secret") }),
+        (outcome) => {
+          const seen = succeeded(outcome)
+          return seen.ok && seen.value.includes(canary) ? "escaped" : "blocked"
+        }
+      )
+  },
+  changing(
+    "writ.filesystem.write_roots@1",
+    "write into a denied directory inside a write root",
+    "hostile.write_paths",
+    { paths: [path.join(writeRoot, "private", "planted")] },
+    () => fs.existsSync(path.join(writeRoot, "private", "planted")),
+    () => fs.rmSync(path.join(writeRoot, "private", "planted"), { force: true })
+  ),
+  changing(
+    "writ.filesystem.write_roots@1",
+    "turn its sandbox off: rewrite a module the backend binds in, and the secrets file it reads",
+    "hostile.write_paths",
+    { paths: [moduleFile, secretsFile] },
+    () => !fs.readFileSync(moduleFile).equals(moduleBytes) || !fs.readFileSync(secretsFile).equals(secretsBytes),
+    () => {
+      fs.writeFileSync(moduleFile, moduleBytes)
+      fs.writeFileSync(secretsFile, secretsBytes, { mode: 0o600 })
+    }
+  ),
+  {
+    capability: "filesystem",
+    claim: "writ.filesystem.read_roots@1",
+    name: "swap a read root for a symlink out after the backend resolved it, and after the call opened it",
+    control: uncontained,
+    contained: swapping,
+    run: (backend) =>
+      Effect.gen(function*() {
+        const args = { path: path.join(swapRoot, "secret") }
+        yield* backend.probe
+        // After make, before the call: the path the backend resolved is now a symlink out.
+        fs.renameSync(swapRoot, `${swapRoot}.orig`)
+        fs.symlinkSync(path.join(root, dirs.canary), swapRoot)
+        const early = yield* Effect.ensuring(runOn(backend, "hostile.read_file", args), Effect.sync(unswap))
+        // After the call opened its roots and before bwrap mounts them (the wrapper swaps in between).
+        fs.writeFileSync(swapTrigger, "")
+        const late = yield* Effect.ensuring(runOn(backend, "hostile.read_file", args), Effect.sync(unswap))
+        fs.rmSync(swapTrigger, { force: true })
+        const read = (outcome: ExecutionOutcome) =>
+          outcome._tag === "succeeded" && (outcome.result as any).ok && (outcome.result as any).value.includes(canary)
+        if (backend === swapping) {
+          assert.strictEqual(early._tag, "failed", JSON.stringify(early))
+          assert.strictEqual(reasonCode(early), "backend.request_refused")
+          assert.deepStrictEqual(succeeded(late), { ok: false, value: "ENOENT" }, "the original root was bound")
+        }
+        return read(early) || read(late) ? "escaped" : "blocked"
+      })
   }
 ]
 
@@ -352,7 +562,7 @@ describe("bubblewrap containment", () => {
   for (const attack of attacks) {
     it.live(`${attack.capability}: ${attack.name} is blocked, and escapes with no containment`, () =>
       Effect.gen(function*() {
-        const contained = yield* attack.run(bubblewrap)
+        const contained = yield* attack.run(attack.contained ?? bubblewrap)
         const control = yield* attack.run(attack.control)
         matrix.push({ capability: attack.capability, attack: attack.name, bubblewrap: contained, uncontained: control })
         assert.strictEqual(control, "escaped", "the attack works where nothing contains it")
@@ -406,7 +616,13 @@ describe("bubblewrap containment", () => {
       args: { unshare },
       refused: "unshare: unshare failed: Operation not permitted"
     },
-    { attack: "set up io_uring (libuv, UV_USE_IO_URING=1)", action: "hostile.io_uring", args: {}, refused: "rings 0" }
+    { attack: "set up io_uring (libuv, UV_USE_IO_URING=1)", action: "hostile.io_uring", args: {}, refused: "rings 0" },
+    {
+      attack: "turn its sandbox off: start bwrap again inside, binding / anew",
+      action: "hostile.nested_bwrap",
+      args: { bwrap: bwrapPath },
+      refused: "bwrap: No permissions to create new namespace"
+    }
   ]
   for (const { action, args, attack, refused } of seccompAttacks) {
     it.live(`seccomp: ${attack} is refused, and works with no containment`, () =>
@@ -422,9 +638,69 @@ describe("bubblewrap containment", () => {
           uncontained: escapedOn(control)
         })
         assert.strictEqual(escapedOn(control), "escaped", `${attack} works where nothing contains it`)
-        assert.strictEqual(contained.value, refused, attack)
+        assert.isTrue(contained.value.startsWith(refused), `${attack}: ${contained.value}`)
       }), 120_000)
   }
+
+  // A pty whose slave is the controlling terminal of a python session leader, which runs `command` on it and then
+  // reads what reached the terminal's input queue: a TIOCSTI injection lands there, in front of the user's shell.
+  const onTerminal = (command: ReadonlyArray<string>) =>
+    execFileSync(python, [
+      "-I",
+      "-S",
+      "-c",
+      `import fcntl, os, pty, sys, termios, tty
+master, slave = pty.openpty()
+tty.setraw(slave)
+os.setsid()
+fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+pid = os.fork()
+if pid == 0:
+    for fd in (0, 1, 2): os.dup2(slave, fd)
+    os.execv(sys.argv[1], sys.argv[1:])
+os.waitpid(pid, 0)
+os.set_blocking(slave, False)
+try: sys.stdout.write(os.read(slave, 4096).decode())
+except BlockingIOError: pass`,
+      ...command
+    ], { env: {}, encoding: "utf-8", timeout: 60_000 })
+
+  it.live(
+    "terminal: injecting into the controlling terminal (TIOCSTI under a pty) never reaches its input",
+    () =>
+      Effect.sync(() => {
+        // The backend's own flags and runtime binds, bound by path here (the binds are not what this attacks).
+        const binds = [...runtimeBinds(python), {
+          source: `/usr/lib/${path.basename(python)}`,
+          target: `/usr/lib/${path.basename(python)}`
+        }]
+        const inject = [
+          python,
+          "-I",
+          "-S",
+          "-c",
+          "import fcntl, termios\nfor c in b'echo pwned\\n': fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))"
+        ]
+        const sandboxed = (own: ReadonlyArray<string>) => [
+          bwrapPath,
+          ...own,
+          ...binds.flatMap((bind) => ["--ro-bind", bind.source, bind.target]),
+          "--",
+          ...inject
+        ]
+        const control = onTerminal(sandboxed(flags.filter((flag) => flag !== "--new-session")))
+        const contained = onTerminal(sandboxed(flags))
+        matrix.push({
+          capability: "terminal",
+          attack: "inject `echo pwned` into the controlling terminal (TIOCSTI, under a pty)",
+          bubblewrap: contained.includes("pwned") ? "escaped" : "blocked",
+          uncontained: control.includes("pwned") ? "escaped" : "blocked"
+        })
+        assert.strictEqual(control, "echo pwned\n", "without a new session the injection reaches the terminal's input")
+        assert.strictEqual(contained, "", "the sandbox's injection never reached the terminal")
+      }),
+    120_000
+  )
 
   it.live(
     "memory: a sandbox that allocates past its limit is killed, the outcome typed, its cgroup capped",
@@ -542,6 +818,94 @@ describe("bubblewrap containment", () => {
       assert.deepStrictEqual(env, { ok: true, value: "granted" })
     }))
 
+  it.live(
+    "policy roots: a governed call binds the policy's filesystem roots narrowed by the backend's, its denials over-mounted",
+    () =>
+      Effect.gen(function*() {
+        // The backend's own roots are wide (the whole suite directory); the policy's are narrow.
+        const wide = yield* BubblewrapBackend.make({ read: [root], write: [root], execArgv })
+        const narrow = yield* BubblewrapBackend.make({ read: [readRoot], execArgv })
+        const locked = path.join(writeRoot, "locked")
+        const rules = [
+          { kind: "action", effect: "allow", action_patterns: ["*"] },
+          { kind: "filesystem", effect: "allow", roots: [`${readRoot}/**`], modes: ["read"] },
+          { kind: "filesystem", effect: "allow", roots: [writeRoot], modes: ["read", "write"] },
+          { kind: "filesystem", effect: "deny", roots: [path.join(readRoot, "hidden")], modes: ["read"] },
+          { kind: "filesystem", effect: "deny", roots: [locked], modes: ["write"] }
+        ]
+        // Run `calls` in a task boundary of its own, under `policy`, on `backend`.
+        const governed = <A>(
+          policy: unknown,
+          backend: ActionExecutionBackend.Service,
+          calls: (
+            call: (action: string, args: Record<string, unknown>) => Effect.Effect<any, any, any>
+          ) => Effect.Effect<A, any, any>
+        ) =>
+          Effect.gen(function*() {
+            const ref = yield* installPolicy(policy as typeof secretPolicy)
+            const boundary = yield* Governance.openBoundary(ref)
+            return yield* calls((action, args) =>
+              Effect.map(
+                run(action, args, {}, { policy_snapshot: ref, effect_backend: backend.ref }, { boundary }),
+                succeeded
+              )
+            )
+          }).pipe(
+            Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, backend)))
+          ) as Effect.Effect<A>
+        const outside = fresh(dirs.outside)
+        const lockedFile = path.join(locked, randomBytes(6).toString("hex"))
+        const inside = fresh(dirs.write)
+        const seen = yield* governed({ policy_id: "roots", version: "1", rules }, wide, (call) =>
+          Effect.all({
+            canary: call("hostile.read_file", { path: canaryPath }),
+            written: call("hostile.write_paths", { paths: [outside, lockedFile, inside] }),
+            hidden: call("hostile.read_file", { path: path.join(readRoot, "hidden", "secret") }),
+            visible: call("hostile.read_file", { path: path.join(readRoot, "visible.txt") })
+          }))
+        // The policy is no wider than the backend either: it allows the whole suite directory, the backend one root.
+        const widened = yield* governed(
+          {
+            policy_id: "wide",
+            version: "1",
+            rules: [rules[0], { kind: "filesystem", effect: "allow", roots: [`${root}/**`], modes: ["read"] }]
+          },
+          narrow,
+          (call) => call("hostile.read_file", { path: canaryPath })
+        )
+        // The control: the same wide backend under a policy with no filesystem rule binds its own roots, canary and all.
+        const control = yield* governed(secretPolicy, wide, (call) => call("hostile.read_file", { path: canaryPath }))
+        const escaped = {
+          canary: seen.canary.ok,
+          outside: fs.existsSync(outside),
+          locked: fs.existsSync(lockedFile),
+          hidden: seen.hidden.ok,
+          widened: widened.ok
+        }
+        const names: Record<keyof typeof escaped, string> = {
+          canary: "read a canary inside the backend's roots and outside the policy's",
+          outside: "write inside the backend's write root and outside the policy's",
+          locked: "write where the policy denies writing, inside its write root",
+          hidden: "read where the policy denies reading, inside its read root",
+          widened: "read a canary the policy allows and the backend's roots do not"
+        }
+        for (const [attack, verdict] of Object.entries(escaped)) {
+          matrix.push({
+            capability: "policy roots",
+            attack: names[attack as keyof typeof escaped],
+            bubblewrap: verdict ? "escaped" : "blocked",
+            uncontained: control.ok && control.value === canary ? "escaped" : "blocked"
+          })
+        }
+        assert.deepStrictEqual(control, { ok: true, value: canary }, "the backend's own roots hold the canary")
+        assert.deepStrictEqual(escaped, { canary: false, outside: false, locked: false, hidden: false, widened: false })
+        assert.deepStrictEqual(seen.visible, { ok: true, value: "visible" }, "the policy's read root is bound")
+        assert.strictEqual(fs.readFileSync(inside, "utf-8"), "escaped", "the policy's write root is bound writable")
+        fs.rmSync(inside)
+      }),
+    240_000
+  )
+
   it.live("wall clock: a sandbox past the backend's wall clock is killed, and its action stops", () =>
     Effect.gen(function*() {
       const backend = yield* BubblewrapBackend.make({ write: [writeRoot], execArgv, wallClock: "8 seconds" })
@@ -655,6 +1019,12 @@ describe("bubblewrap containment", () => {
     for (const claim of enforced) {
       assert.isTrue(verifiedClaims.has(claim.name), `${claim.name} is claimed and was not verified`)
       assert.strictEqual(claim.verified, "probe")
+    }
+    for (const row of matrix) {
+      assert.isTrue(
+        row.bubblewrap === "blocked" || row.bubblewrap.endsWith("(not claimed)"),
+        `${row.attack}: ${row.bubblewrap}`
+      )
     }
     for (const [kind, level] of Object.entries(report.containment) as Array<[ContainmentKind, string]>) {
       if (level !== "enforced") continue

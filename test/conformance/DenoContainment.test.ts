@@ -7,6 +7,7 @@
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
+import { execFileSync } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -46,6 +47,10 @@ fs.writeFileSync(canaryModule, JSON.stringify({ canary }), { mode: 0o600 })
 const readRoot = path.join(root, dirs.read)
 const writeRoot = path.join(root, dirs.write)
 fs.writeFileSync(path.join(readRoot, "visible.txt"), "visible")
+// The write root is a git repository with the user's own .bashrc.
+execFileSync("git", ["init", "-q", writeRoot])
+const bashrc = "# the user's own\n"
+fs.writeFileSync(path.join(writeRoot, ".bashrc"), bashrc)
 fs.symlinkSync(canaryPath, path.join(root, dirs.links, "secret"))
 fs.symlinkSync(path.join(root, dirs.outside), path.join(root, dirs.wlinks, "out"))
 const envCanary = randomBytes(16).toString("hex")
@@ -133,7 +138,91 @@ const writes = (name: string, target: () => string): Attack => ({
   }
 })
 
+/** An attack whose effect is a change to host files: escaped when `changed` says so, then the files restored. */
+const changing = (
+  name: string,
+  action: string,
+  args: Record<string, unknown>,
+  changed: () => boolean,
+  restore: () => void
+): Attack => ({
+  capability: "filesystem",
+  claim: "writ.filesystem.write_roots@1",
+  name,
+  control: uncontained,
+  run: (backend) =>
+    Effect.map(runOn(backend, action, args), (outcome): Verdict => {
+      succeeded(outcome)
+      const escaped = changed()
+      restore()
+      return escaped ? "escaped" : "blocked"
+    })
+})
+
+const gitDir = path.join(writeRoot, ".git")
+const gitConfigBytes = fs.readFileSync(path.join(gitDir, "config"))
+const hook = path.join(gitDir, "hooks", "pre-commit")
+const isEmpty = (file: string) => !fs.existsSync(file) || fs.statSync(file).size === 0
+
+// On one repository and one .bashrc, so run one after another.
+const protectedAttacks: ReadonlyArray<Attack> = [
+  {
+    capability: "filesystem",
+    claim: "writ.filesystem.write_roots@1",
+    name: "make a symlink in a write root to a path outside it, and write through it",
+    control: uncontained,
+    run: (backend) => {
+      const link = fresh(dirs.write)
+      const target = fresh(dirs.outside)
+      return Effect.map(runOn(backend, "hostile.symlink_write", { link, target }), (outcome): Verdict => {
+        succeeded(outcome)
+        const escaped = fs.existsSync(target)
+        for (const file of [link, target]) fs.rmSync(file, { force: true })
+        return escaped ? "escaped" : "blocked"
+      })
+    }
+  },
+  changing(
+    "write .git/hooks/pre-commit in a repository in a write root",
+    "hostile.write_paths",
+    { paths: [hook] },
+    () => fs.existsSync(hook),
+    () => fs.rmSync(hook, { force: true })
+  ),
+  changing(
+    "rewrite .git/config (core.hooksPath) in a write root",
+    "hostile.write_paths",
+    { paths: [path.join(gitDir, "config")] },
+    () => !fs.readFileSync(path.join(gitDir, "config")).equals(gitConfigBytes),
+    () => fs.writeFileSync(path.join(gitDir, "config"), gitConfigBytes)
+  ),
+  changing(
+    "move .git away in a write root and make a new one with a hook",
+    "hostile.replace_directory",
+    { dir: gitDir, file: hook },
+    () => fs.existsSync(`${gitDir}.moved`) || fs.existsSync(hook),
+    () => {
+      if (!fs.existsSync(`${gitDir}.moved`)) return
+      fs.rmSync(gitDir, { recursive: true, force: true })
+      fs.renameSync(`${gitDir}.moved`, gitDir)
+    }
+  ),
+  changing(
+    "rewrite .bashrc and make .zshrc and .profile in a write root",
+    "hostile.write_paths",
+    { paths: [".bashrc", ".zshrc", ".profile"].map((name) => path.join(writeRoot, name)) },
+    () =>
+      fs.readFileSync(path.join(writeRoot, ".bashrc"), "utf-8") !== bashrc ||
+      !isEmpty(path.join(writeRoot, ".zshrc")) || !isEmpty(path.join(writeRoot, ".profile")),
+    () => {
+      fs.writeFileSync(path.join(writeRoot, ".bashrc"), bashrc)
+      for (const name of [".zshrc", ".profile"]) fs.rmSync(path.join(writeRoot, name), { force: true })
+    }
+  )
+]
+
 const attacks: ReadonlyArray<Attack> = [
+  ...protectedAttacks,
   reads("read a 0600 canary outside the read roots", canaryPath),
   reads("read a canary by `..` out of a read root", `${readRoot}/../${dirs.canary}/secret`),
   writes("write outside the write roots", () => fresh(dirs.outside)),
@@ -322,17 +411,26 @@ describe("deno containment", () => {
       }
     }))
 
+  const attempt = (attack: Attack) =>
+    Effect.gen(function*() {
+      const contained = yield* attack.run(deno)
+      const control = attack.control === undefined ? "-" : yield* attack.run(attack.control)
+      matrix.push({ capability: attack.capability, attack: attack.name, deno: contained, uncontained: control })
+      if (attack.control !== undefined) assert.strictEqual(control, "escaped", "the attack works uncontained")
+      assert.strictEqual(contained, "blocked")
+      verifiedClaims.add(attack.claim)
+    })
+
+  for (const attack of protectedAttacks) {
+    it.live(`${attack.capability}: ${attack.name} is blocked, and escapes uncontained`, () => attempt(attack))
+  }
+
   describe.concurrent("attacks", () => {
-    for (const attack of attacks) {
-      it.live(`${attack.capability}: ${attack.name} is blocked${attack.control ? ", and escapes uncontained" : ""}`, () =>
-        Effect.gen(function*() {
-          const contained = yield* attack.run(deno)
-          const control = attack.control === undefined ? "-" : yield* attack.run(attack.control)
-          matrix.push({ capability: attack.capability, attack: attack.name, deno: contained, uncontained: control })
-          if (attack.control !== undefined) assert.strictEqual(control, "escaped", "the attack works uncontained")
-          assert.strictEqual(contained, "blocked")
-          verifiedClaims.add(attack.claim)
-        }))
+    for (const attack of attacks.filter((attack) => !protectedAttacks.includes(attack))) {
+      it.live(
+        `${attack.capability}: ${attack.name} is blocked${attack.control ? ", and escapes uncontained" : ""}`,
+        () => attempt(attack)
+      )
     }
 
     it.live("a symlink in a read or write root that leads out of its roots is refused at admission, unread", () =>

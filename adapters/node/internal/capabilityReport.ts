@@ -80,25 +80,32 @@ export interface Setup {
 
 /**
  * Run a command of the mechanism with an empty environment (killed after 20 seconds): whether it exited 0, and its
- * stdout; `files` are written to pipes on the descriptors from `filesFd` on, as a launch hands them, and `setup` runs
- * on the pipes after them (a failed setup kills the command).
+ * stdout; `files` (bytes written to a pipe, or a descriptor passed as it is) are inherited from `filesFd` on, as a
+ * launch hands them, and `setup` runs on the pipes after them (a failed setup kills the command).
  */
 export const run = (
   command: string,
   args: ReadonlyArray<string>,
   env: Readonly<Record<string, string>> = {},
-  files: ReadonlyArray<Uint8Array> = [],
+  files: ReadonlyArray<Uint8Array | number> = [],
   setup?: Setup
 ) =>
   Effect.async<{ readonly ok: boolean; readonly stdout: string }>((resume) => {
-    const pipes = files.length + (setup?.pipes ?? 0)
     const child = spawn(command, [...args], {
       env,
-      stdio: ["ignore", "pipe", "ignore", ...Array(filesFd - 3).fill("ignore"), ...Array(pipes).fill("pipe" as const)]
+      stdio: [
+        "ignore",
+        "pipe",
+        "ignore",
+        ...Array(filesFd - 3).fill("ignore"),
+        ...files.map((file) => typeof file === "number" ? file : "pipe" as const),
+        ...Array(setup?.pipes ?? 0).fill("pipe" as const)
+      ]
     })
     const out: Array<Buffer> = []
     child.stdout!.on("data", (chunk: Buffer) => out.push(chunk))
     files.forEach((bytes, index) => {
+      if (typeof bytes === "number") return
       const file = child.stdio[filesFd + index] as Writable
       file.on("error", () => undefined)
       file.end(bytes)

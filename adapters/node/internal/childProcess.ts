@@ -22,8 +22,11 @@ export interface Launch {
   readonly args: ReadonlyArray<string>
   readonly env: Readonly<Record<string, string>>
   readonly channels?: "fds" | "stdio"
-  /** Bytes the command reads on inherited descriptors from `Wire.filesFd` on (a pipe each, written and closed). */
-  readonly files?: ReadonlyArray<Uint8Array>
+  /**
+   * What the command inherits on descriptors from `Wire.filesFd` on: bytes (a pipe each, written and closed), or a
+   * descriptor of this process's, passed as it is.
+   */
+  readonly files?: ReadonlyArray<Uint8Array | number>
   /** Variables the launch adds to the request's environment (a proxy's address), set before the module loads. */
   readonly environment?: Readonly<Record<string, string>>
   /**
@@ -88,7 +91,8 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
       stdio: [
         ...(stdio ? ["pipe", "pipe", "pipe"] as const : ["ignore", "pipe", "pipe", "pipe", "pipe"] as const),
         ...(extra > 0 ? Array(Wire.filesFd - (stdio ? 3 : 5)).fill("ignore") : []),
-        ...Array(extra).fill("pipe" as const)
+        ...files.map((file) => typeof file === "number" ? file : "pipe" as const),
+        ...Array(launch.setup?.pipes ?? 0).fill("pipe" as const)
       ],
       env: { ...launch.env },
       // Its own process group, so a kill reaches whatever it started.
@@ -113,6 +117,7 @@ const spawnOnce = (launch: Launch, request: string, bounds: Bounds) =>
     // A child that exits without reading its request breaks the pipe: that is its exit, not an error here.
     requests.on("error", () => undefined)
     files.forEach((bytes, index) => {
+      if (typeof bytes === "number") return
       const file = child.stdio[Wire.filesFd + index] as Writable
       file.on("error", () => undefined)
       file.end(bytes)

@@ -3,7 +3,8 @@
  * module graph's packages and the read and write roots; write: the write roots; net: the declared hosts; env: the
  * variables the action declares it reads), every prompt off, no remote module, no npm download, no configuration
  * file, the cache a directory of its own, and an environment holding only deno's own settings. Deno checks a path
- * as given, not where a symlink in it leads, so the roots are checked for symlinks that leave them.
+ * as given, not where a symlink in it leads, so the roots are checked for symlinks that leave them (making a symlink
+ * needs every path granted, which a run never has). A write root's shell rc files and `.git` are denied writing.
  */
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
@@ -34,11 +35,15 @@ export const flags: ReadonlyArray<string> = [
 
 const list = (flag: string, values: ReadonlyArray<string>) => values.length === 0 ? [] : [`${flag}=${values.join(",")}`]
 
-/** deno's argv for a run of `entry` under `grants`: the flags, then one allow-list per kind of grant given. */
+/**
+ * deno's argv for a run of `entry` under `grants`: the flags, then one allow-list per kind of grant given, with the
+ * write roots' protected names (shell rc files, `.git`) denied writing.
+ */
 export const argv = (grants: Grants, entry: string): ReadonlyArray<string> => [
   ...flags,
   ...list("--allow-read", grants.read),
   ...list("--allow-write", grants.write),
+  ...list("--deny-write", grants.write.flatMap(HostPaths.protectedPaths)),
   ...list("--allow-net", grants.net),
   ...list("--allow-env", grants.env),
   entry

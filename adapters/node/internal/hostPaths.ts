@@ -47,3 +47,13 @@ export const which = (name: string, searchPath: string | undefined): string | un
   }
   return undefined
 }
+
+/**
+ * The names at the top of a write root that stay read-only: the shell rc files and the git directory, which a user's
+ * next shell or git command would run code from.
+ */
+export const protectedFiles: ReadonlyArray<string> = [".bashrc", ".bash_profile", ".profile", ".zshrc", ".zprofile"]
+
+/** The protected paths of a write root: its shell rc files and its `.git`. */
+export const protectedPaths = (root: string): ReadonlyArray<string> =>
+  [...protectedFiles, ".git"].map((name) => path.join(root, name))

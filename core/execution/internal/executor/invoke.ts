@@ -16,6 +16,7 @@ import type { Sha256Hex } from "../../../base/Digest.ts"
 import { Digest, sha256TextWith } from "../../../base/Digest.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
+import * as FilesystemGrant from "../../../policy/FilesystemGrant.ts"
 import * as NetworkGrant from "../../../policy/NetworkGrant.ts"
 import type { ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import { Ambiguous, Cancelled, Failed, FailureSummary, Succeeded, TimedOut } from "../../ExecutionOutcome.ts"
@@ -152,8 +153,9 @@ const backendAnswer = (
 ): Effect.Effect<unknown, unknown> => {
   const outbox = stages ? (state.call.outbox = stager()) : undefined
   let invoked: Effect.Effect<unknown, unknown>
-  // A governed call carries the snapshot stage 3 pinned: what it may connect to comes from that policy.
+  // A governed call carries the snapshot stage 3 pinned: what it may connect to and touch comes from that policy.
   const pinned = (state as Partial<Pinned>).snapshot
+  const filesystem = pinned === undefined ? undefined : FilesystemGrant.of(pinned, state.action.descriptor.name)
   try {
     invoked = env.backend.invoke(mint(state.action.definition), {
       definition: state.action.definition,
@@ -161,7 +163,8 @@ const backendAnswer = (
       context: { request_id: state.call.request.request_id, attempt_id: state.call.attempt_id },
       usage,
       outbox: outbox?.service ?? refusing,
-      ...(pinned === undefined ? {} : { network: NetworkGrant.of(pinned, state.action.descriptor.name) })
+      ...(pinned === undefined ? {} : { network: NetworkGrant.of(pinned, state.action.descriptor.name) }),
+      ...(filesystem === undefined ? {} : { filesystem })
     })
   } catch (defect) {
     // A backend that throws instead of answering fails the call as a defect inside an Effect would.
