@@ -2,5 +2,6 @@
 export * as SqlApprovalQueue from "./SqlApprovalQueue.ts"
 export * as SqlBudgetLedger from "./SqlBudgetLedger.ts"
 export * as SqlEvidenceStore from "./SqlEvidenceStore.ts"
+export * as SqlNonceStore from "./SqlNonceStore.ts"
 export * as SqlPolicySnapshotStore from "./SqlPolicySnapshotStore.ts"
 export * as SqlStateStore from "./SqlStateStore.ts"

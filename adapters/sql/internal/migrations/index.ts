@@ -10,6 +10,7 @@ import attemptRecheck from "./0008_attempt_recheck.ts"
 import policyReference from "./0009_policy_reference.ts"
 import policyRetirements from "./0010_policy_retirements.ts"
 import tenantBindings from "./0011_tenant_bindings.ts"
+import nonces from "./0012_nonces.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -23,5 +24,6 @@ export const loader = Migrator.fromRecord({
   "0008_attempt_recheck": attemptRecheck,
   "0009_policy_reference": policyReference,
   "0010_policy_retirements": policyRetirements,
-  "0011_tenant_bindings": tenantBindings
+  "0011_tenant_bindings": tenantBindings,
+  "0012_nonces": nonces
 })
