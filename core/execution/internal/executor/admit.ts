@@ -229,12 +229,16 @@ export const containmentRefusal = (
 export const probed = (env: Env, action: Action) =>
   action.definition.containment.length > 0 || env.backend.admits !== undefined
 
-/** Stage 3: the backend must run the action and prove every kind of containment it requires. */
+/**
+ * Stage 3: the backend must run the action and prove every kind of containment it requires, or the executor's
+ * configured opt-ins waive it.
+ */
 export const containmentWith = (env: Env): EffectStep<Resolved, void> => ({
   _tag: "Effect",
   stage: "bind_context",
   detail: "probe the backend for the containment the action requires",
-  run: ({ action, call }) => Effect.map(env.backend.probe, (report) => containmentRefusal(env, call, action, report))
+  run: ({ action, call }) =>
+    Effect.map(env.backend.probe, (report) => containmentRefusal(env, call, action, report, env.containment))
 })
 
 /** Stage 3: deadline admission; a deadline already past concludes before the callable. */
