@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Fiber, Schema, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Schema, TestClock } from "effect"
 import * as Action from "../../core/action/Action.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
@@ -188,4 +188,55 @@ describe("a lease's expiry in the executor", () => {
     }).pipe(Effect.provide(executor([slow], {
       capacity: [Capacity.bounded({ id: "one", permits: 1, lease_microseconds: 100_000 })]
     }))))
+})
+
+describe("a lease outlives a call whose teardown overruns", () => {
+  // Its interruption waits for the test's signal: the executor stops waiting after its teardown bound, the call goes on.
+  const state = { stopped: 0, runs: 0, release: undefined as Deferred.Deferred<void> | undefined }
+  const stubborn = Action.make({
+    name: "stubborn",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () =>
+      Effect.suspend(() => {
+        state.runs++
+        return Effect.onInterrupt(Effect.as(Effect.never, "done"), () =>
+          Effect.zipRight(
+            state.release === undefined ? Effect.void : Deferred.await(state.release),
+            Effect.sync(() => void state.stopped++)
+          ))
+      })
+  })
+  it.live(
+    "its permit stays held until the call has stopped, however long past the lease's expiry",
+    () =>
+      Effect.gen(function*() {
+        state.release = yield* Deferred.make<void>()
+        const first = yield* run("stubborn", {})
+        assert.strictEqual(first._tag, "timed_out")
+        assert.strictEqual(first._tag === "timed_out" ? first.teardown : undefined, "abandoned")
+        assert.strictEqual(state.stopped, 0, "the call has not stopped")
+        const second = yield* run("stubborn", {})
+        assert.strictEqual(second._tag, "deferred", "its permit is still held")
+        assert.strictEqual(second._tag === "deferred" ? second.reason.code : "", "capacity.unavailable")
+        assert.isDefined(second._tag === "deferred" ? second.retry_at : undefined)
+        assert.strictEqual(state.runs, 1)
+        yield* Deferred.succeed(state.release, undefined)
+        state.release = undefined
+        // Once it has stopped, its permit is freed (on the executor's own fiber, so possibly a moment later).
+        let third = yield* run("stubborn", {})
+        for (let i = 0; i < 200 && third._tag === "deferred"; i++) {
+          yield* Effect.sleep(Duration.millis(10))
+          third = yield* run("stubborn", {})
+        }
+        assert.strictEqual(state.stopped, 2, "the first call stopped, then the third")
+        assert.strictEqual(third._tag, "timed_out")
+        assert.strictEqual(third._tag === "timed_out" ? third.teardown : undefined, "completed")
+        assert.strictEqual(state.runs, 2)
+      }).pipe(Effect.provide(executor([stubborn], {
+        teardown: Duration.millis(50),
+        capacity: [Capacity.bounded({ id: "one", permits: 1, lease_microseconds: 100_000 })]
+      }))),
+    30_000
+  )
 })

@@ -288,7 +288,8 @@ const boundingOf = (capacities: ReadonlyArray<Capacity>, admission: Admission): 
 
 /**
  * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
- * full; the leases taken are released however the call ends, an admission that dies included.
+ * full; the leases taken are released however the call ends, an admission that dies included, and never before its
+ * callable has stopped.
  */
 const noLeases: ReadonlyArray<AdmissionLease> = Object.freeze([])
 
@@ -352,7 +353,14 @@ export const capacityWith = (
           }))
         }
         return yield* restore(inner(Object.assign(state, { leases: held })))
-      }).pipe(Effect.ensuring(Effect.forEach(leases, release, { discard: true })))
+      }).pipe(Effect.ensuring(Effect.suspend(() => {
+        // A callable the executor stopped waiting for holds its leases until it has stopped; the outcome goes on.
+        const releaseAll = Effect.forEach(leases, release, { discard: true })
+        const stopping = state.call.stopping
+        return stopping === undefined
+          ? releaseAll
+          : Effect.asVoid(Effect.forkDaemon(Effect.zipRight(stopping, releaseAll)))
+      })))
     })
   }
 })
