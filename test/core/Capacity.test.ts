@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Duration, Effect, Either, Fiber, Schema, TestClock } from "effect"
 import * as Action from "../../core/action/Action.ts"
+import { PrincipalRef } from "../../core/base/Refs.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import { executor, run } from "../fixtures/layers.ts"
@@ -239,4 +240,32 @@ describe("a lease outlives a call whose teardown overruns", () => {
       }))),
     30_000
   )
+})
+
+describe("a rate in the executor", () => {
+  let ran = 0
+  const ping = Action.make({
+    name: "ping",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () => (ran++, "pong")
+  })
+  it.effect("defers a principal's call past its burst with retry_at its next token; another principal's runs", () =>
+    Effect.gen(function*() {
+      const bob = { authenticated_principal: PrincipalRef.make({ id: "bob" }) }
+      assert.strictEqual((yield* run("ping", {}))._tag, "succeeded")
+      const deferred = yield* run("ping", {})
+      assert.strictEqual(deferred._tag, "deferred")
+      if (deferred._tag !== "deferred") return
+      assert.strictEqual(deferred.reason.code, "capacity.rate_limited")
+      assert.strictEqual(deferred.stage, "bind_context")
+      assert.strictEqual(Time.toMicros(deferred.retry_at!), 1_000_000, "the next token")
+      assert.strictEqual((yield* run("ping", {}, {}, bob))._tag, "succeeded", "bob has his own bucket")
+      assert.strictEqual(ran, 2)
+      yield* TestClock.setTime(1_000)
+      assert.strictEqual((yield* run("ping", {}))._tag, "succeeded", "retried at retry_at, it runs")
+      assert.strictEqual(ran, 3)
+    }).pipe(Effect.provide(executor([ping], {
+      capacity: [Capacity.rate({ id: "per-principal", burst: 1, refill_microseconds: 1_000_000, per: ["principal"] })]
+    }))))
 })
