@@ -11,6 +11,7 @@ import { Effect, Either, Layer, ManagedRuntime, Schema } from "effect"
 import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
 import * as MemoryNonceStore from "../../adapters/memory/MemoryNonceStore.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
+import * as ExecutionLog from "../../adapters/web/EdgeExecutionLog.ts"
 import * as EdgePlatformBackend from "../../adapters/web/EdgePlatformBackend.ts"
 import * as EdgeSignature from "../../adapters/web/EdgeSignature.ts"
 import * as Wire from "../../adapters/web/EdgeWire.ts"
@@ -29,7 +30,6 @@ import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import { ContainmentOptIns } from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
-import * as ExecutionLog from "./ExecutionLog.ts"
 
 /** A caller's key: its id, its secret (at least 32 bytes) and the principal its requests run for. */
 export interface CallerKey extends EdgeSignature.Key {

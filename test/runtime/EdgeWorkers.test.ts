@@ -1,7 +1,9 @@
 /**
- * Two edge handler processes on 127.0.0.1 sharing one SQLite nonce store (SqlNonceStore): a request replayed to the
- * other process is refused there before any policy and runs nothing; the same request sent to both at once runs
- * once; nonces whose retention has passed are purged from the shared table, and their requests stay refused.
+ * Two edge handler processes on 127.0.0.1 sharing one SQLite nonce store (SqlNonceStore) and execution log
+ * (SqlEdgeExecutionLog): a request replayed to the other process is refused there before any policy and runs
+ * nothing; the same request sent to both at once runs once; nonces whose retention has passed are purged from the
+ * shared table, and their requests stay refused; an idempotency key run on one process is replayed, never re-run, by
+ * the other, which reconciles it too.
  */
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
@@ -156,4 +158,51 @@ describe("edge handler workers in two processes sharing one SQLite nonce store",
       }),
     60_000
   )
+
+  it.live(
+    "a key run on one process is replayed by the other, not re-run, and either reconciles it",
+    () =>
+      Effect.promise(async () => {
+        const before = await Promise.all([counters(0), counters(1)])
+        const first = await send(0, await signed("shared-key"))
+        assert.deepStrictEqual([first.status, first.body.replayed, first.body.outcome.result], [200, false, 42])
+        // The same body, signed anew (a fresh nonce): the other process answers the stored outcome.
+        const again = await send(1, await signed("shared-key"))
+        assert.deepStrictEqual([again.status, again.body.replayed, again.body.outcome.result], [200, true, 42])
+        const after = await Promise.all([counters(0), counters(1)])
+        assert.strictEqual(after[0]!["calc.add"]! - before[0]!["calc.add"]!, 1)
+        assert.deepStrictEqual(after[1], before[1])
+        const path = "/v1/executions/shared-key"
+        const headers = await Effect.runPromise(
+          EdgeSignature.sign(key, { method: "GET", path, body: new Uint8Array() })
+        )
+        const record = await (await fetch(new URL(path, workers[1]!.url), { headers })).json()
+        assert.deepInclude(record, { idempotency_key: "shared-key", state: "concluded" })
+        assert.strictEqual(record.outcome.result, 42)
+      }),
+    60_000
+  )
+
+  it.live("one key begun on both processes at once runs once", () =>
+    Effect.promise(async () => {
+      const before = await Promise.all([counters(0), counters(1)])
+      const keys = Array.from({ length: 10 }, (_, i) => `both-at-once-${i}`)
+      const answers = await Promise.all(keys.map(async (k) => {
+        const [one, two] = await Promise.all([signed(k), signed(k)])
+        return Promise.all([send(0, one), send(1, two)])
+      }))
+      for (const pair of answers) {
+        const ran = pair.filter((answer) => answer.status === 200 && answer.body.replayed === false)
+        assert.strictEqual(ran.length, 1, JSON.stringify(pair))
+        const other = pair.find((answer) => answer !== ran[0])!
+        assert.isTrue(
+          (other.status === 200 && other.body.replayed === true) ||
+            (other.status === 409 && other.body.reason === "in_progress"),
+          JSON.stringify(other)
+        )
+      }
+      const after = await Promise.all([counters(0), counters(1)])
+      const total = (counts: Array<Record<string, number>>) => counts[0]!["calc.add"]! + counts[1]!["calc.add"]!
+      assert.strictEqual(total(after) - total(before), keys.length)
+    }), 60_000)
 })
