@@ -4,6 +4,7 @@
  * Runtimes: every one.
  */
 import { Schema } from "effect"
+import { ContainmentKind } from "../../core/action/Action.ts"
 import { Sha256Hex } from "../../core/base/Digest.ts"
 import { RefusalReason } from "./EdgeSignature.ts"
 
@@ -36,7 +37,12 @@ export const RemoteOutcome = Schema.Struct({
   result: Schema.optional(Schema.Unknown),
   reason: Schema.optional(Reason),
   failure: Schema.optional(Failure),
-  call_executed: Schema.optional(Schema.Boolean)
+  call_executed: Schema.optional(Schema.Boolean),
+  /** The required containment the edge's executor admitted on a remote claim or let degrade under its policy. */
+  containment: Schema.optional(Schema.Struct({
+    degraded: Schema.optional(Schema.Array(ContainmentKind)),
+    remote_claims: Schema.optional(Schema.Array(ContainmentKind))
+  }))
 })
 
 /** A remote outcome. */

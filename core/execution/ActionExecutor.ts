@@ -76,6 +76,7 @@ export const make = (config: Config = {}) =>
       teardown: Duration.decode(config.teardown ?? Duration.seconds(1)),
       argumentLimits: { ...StrictJson.defaultLimits, ...config.argumentLimits },
       boundAgent: config.boundAgent,
+      containment: config.containment,
       trace: Option.getOrUndefined(yield* Effect.serviceOption(StageTrace)),
       identities: new Map(
         [...(config.governance?.identities?.entries() ?? [])].flatMap(([interceptor, identity]) =>

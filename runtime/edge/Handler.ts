@@ -1,16 +1,18 @@
 /**
  * writ's edge handler: a standard `fetch(Request) -> Promise<Response>` that runs actions through its own executor
- * under writ's policy, for `deno serve`, a Node HTTP server or an edge platform. Web standard APIs only (WebCrypto,
- * fetch types): no Node module. It serves three signed routes (adapters/web/EdgeSignature.ts): `POST /v1/execute`,
+ * under writ's policy, in-process on the platform whose containment the operator claims (EdgePlatformBackend), for
+ * `deno serve`, a Node HTTP server or an edge platform. Web standard APIs only (WebCrypto, fetch types): no Node
+ * module. It serves three signed routes (adapters/web/EdgeSignature.ts): `POST /v1/execute`,
  * `GET /v1/executions/{idempotency_key}` (what it did under that key: reconciliation) and `GET /v1/capabilities` (the
  * platform's containment claims). A request that is unsigned, expired, replayed or mis-signed is refused (401, a typed
  * `EdgeRequestRefused`) before its body is parsed, any policy is read or any action runs.
  */
 import { Effect, Either, Layer, ManagedRuntime, Schema } from "effect"
-import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as MemoryApprovalQueue from "../../adapters/memory/MemoryApprovalQueue.ts"
 import * as MemoryNonceStore from "../../adapters/memory/MemoryNonceStore.ts"
 import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
+import * as ExecutionLog from "../../adapters/web/EdgeExecutionLog.ts"
+import * as EdgePlatformBackend from "../../adapters/web/EdgePlatformBackend.ts"
 import * as EdgeSignature from "../../adapters/web/EdgeSignature.ts"
 import * as Wire from "../../adapters/web/EdgeWire.ts"
 import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
@@ -25,9 +27,9 @@ import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../core/execution/Ingress.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
+import { ContainmentOptIns } from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
-import * as ExecutionLog from "./ExecutionLog.ts"
 
 /** A caller's key: its id, its secret (at least 32 bytes) and the principal its requests run for. */
 export interface CallerKey extends EdgeSignature.Key {
@@ -46,7 +48,11 @@ export interface Options extends EdgeSignature.Bounds {
   readonly nonces?: NonceStore.Service
   /** The execution log its workers share (default: a fresh in-memory one). */
   readonly log?: ExecutionLog.ExecutionLog
-  /** The platform's containment claims, as the operator declares them (default: none). */
+  /**
+   * The platform's containment claims, as the operator declares them (default: none): the handler's own backend
+   * reports them `remote` and `claimed`, and its executor admits a required kind they cover only where `policy` opts
+   * in with `containment.remote_claims`.
+   */
   readonly claims?: ReadonlyArray<typeof Wire.PlatformClaim.Type>
   /** What the claims rest on, in words (the platform, its isolation). */
   readonly platform?: string
@@ -79,7 +85,8 @@ const runtimeName = () => {
 }
 
 const encodeOutcome = Schema.encodeSync(ExecutionOutcome)
-const decodeRequest = Schema.decodeUnknownEither(Wire.ExecuteRequest)
+// A field the wire does not define (a caller's claimed preflight or containment) refuses the body: nothing is ignored.
+const decodeRequest = Schema.decodeUnknownEither(Wire.ExecuteRequest, { onExcessProperty: "error" })
 const decoder = new TextDecoder("utf-8", { fatal: true })
 
 // The body's bytes, read no further than the limit (a Content-Length over it is refused unread).
@@ -151,7 +158,7 @@ const executeWith =
         version: call.version,
         arguments: call.arguments as Record<string, unknown>,
         idempotency_key: call.idempotency_key
-      }, { principal, effect_backend: InProcessBackend.make.ref, policy_snapshot: pinned.right }))
+      }, { principal, effect_backend: EdgePlatformBackend.ref, policy_snapshot: pinned.right }))
       if (Either.isLeft(prepared)) return invalid("body_invalid", "the call's fields do not decode")
       const begun = yield* log.begin(principal, call.idempotency_key, digest)
       if (begun !== true) {
@@ -179,11 +186,22 @@ const executeWith =
  * a caller key it cannot use safely (a malformed or duplicate id, a secret under 32 bytes), so it never serves one.
  */
 export const make = (options: Options): EdgeHandler => {
-  const layer = ActionExecutor.layerPolicyGated(options.config ?? {}).pipe(
+  // The policy's containment opt-ins are the executor's: a required kind the platform claims is admitted only where
+  // the policy accepts remote claims for it, as on the caller's side.
+  const optIns = Schema.decodeUnknownEither(ContainmentOptIns)(options.policy.containment ?? {})
+  const layer = ActionExecutor.layerPolicyGated({
+    ...options.config,
+    ...(Either.isRight(optIns) ? { containment: optIns.right } : {})
+  }).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
         ActionRegistry.layerWith(options.actions),
-        InProcessBackend.layer,
+        EdgePlatformBackend.layer({
+          claims: options.claims ?? [],
+          platform: options.platform ?? "the operator declared no platform containment",
+          runtime: runtimeName(),
+          version
+        }),
         MemoryPolicySnapshotStore.layer,
         MemoryApprovalQueue.layer
       )

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Either, Fiber, Schema, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Schema, TestClock } from "effect"
 import * as Action from "../../core/action/Action.ts"
+import { PrincipalRef } from "../../core/base/Refs.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as Capacity from "../../core/execution/Capacity.ts"
 import { executor, run } from "../fixtures/layers.ts"
@@ -187,5 +188,84 @@ describe("a lease's expiry in the executor", () => {
       assert.strictEqual((yield* Fiber.join(next))._tag, "timed_out", "the permit was free again")
     }).pipe(Effect.provide(executor([slow], {
       capacity: [Capacity.bounded({ id: "one", permits: 1, lease_microseconds: 100_000 })]
+    }))))
+})
+
+describe("a lease outlives a call whose teardown overruns", () => {
+  // Its interruption waits for the test's signal: the executor stops waiting after its teardown bound, the call goes on.
+  const state = { stopped: 0, runs: 0, release: undefined as Deferred.Deferred<void> | undefined }
+  const stubborn = Action.make({
+    name: "stubborn",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () =>
+      Effect.suspend(() => {
+        state.runs++
+        return Effect.onInterrupt(Effect.as(Effect.never, "done"), () =>
+          Effect.zipRight(
+            state.release === undefined ? Effect.void : Deferred.await(state.release),
+            Effect.sync(() => void state.stopped++)
+          ))
+      })
+  })
+  it.live(
+    "its permit stays held until the call has stopped, however long past the lease's expiry",
+    () =>
+      Effect.gen(function*() {
+        state.release = yield* Deferred.make<void>()
+        const first = yield* run("stubborn", {})
+        assert.strictEqual(first._tag, "timed_out")
+        assert.strictEqual(first._tag === "timed_out" ? first.teardown : undefined, "abandoned")
+        assert.strictEqual(state.stopped, 0, "the call has not stopped")
+        const second = yield* run("stubborn", {})
+        assert.strictEqual(second._tag, "deferred", "its permit is still held")
+        assert.strictEqual(second._tag === "deferred" ? second.reason.code : "", "capacity.unavailable")
+        assert.isDefined(second._tag === "deferred" ? second.retry_at : undefined)
+        assert.strictEqual(state.runs, 1)
+        yield* Deferred.succeed(state.release, undefined)
+        state.release = undefined
+        // Once it has stopped, its permit is freed (on the executor's own fiber, so possibly a moment later).
+        let third = yield* run("stubborn", {})
+        for (let i = 0; i < 200 && third._tag === "deferred"; i++) {
+          yield* Effect.sleep(Duration.millis(10))
+          third = yield* run("stubborn", {})
+        }
+        assert.strictEqual(state.stopped, 2, "the first call stopped, then the third")
+        assert.strictEqual(third._tag, "timed_out")
+        assert.strictEqual(third._tag === "timed_out" ? third.teardown : undefined, "completed")
+        assert.strictEqual(state.runs, 2)
+      }).pipe(Effect.provide(executor([stubborn], {
+        teardown: Duration.millis(50),
+        capacity: [Capacity.bounded({ id: "one", permits: 1, lease_microseconds: 100_000 })]
+      }))),
+    30_000
+  )
+})
+
+describe("a rate in the executor", () => {
+  let ran = 0
+  const ping = Action.make({
+    name: "ping",
+    input: Schema.Struct({}),
+    output: Schema.String,
+    handler: () => (ran++, "pong")
+  })
+  it.effect("defers a principal's call past its burst with retry_at its next token; another principal's runs", () =>
+    Effect.gen(function*() {
+      const bob = { authenticated_principal: PrincipalRef.make({ id: "bob" }) }
+      assert.strictEqual((yield* run("ping", {}))._tag, "succeeded")
+      const deferred = yield* run("ping", {})
+      assert.strictEqual(deferred._tag, "deferred")
+      if (deferred._tag !== "deferred") return
+      assert.strictEqual(deferred.reason.code, "capacity.rate_limited")
+      assert.strictEqual(deferred.stage, "bind_context")
+      assert.strictEqual(Time.toMicros(deferred.retry_at!), 1_000_000, "the next token")
+      assert.strictEqual((yield* run("ping", {}, {}, bob))._tag, "succeeded", "bob has his own bucket")
+      assert.strictEqual(ran, 2)
+      yield* TestClock.setTime(1_000)
+      assert.strictEqual((yield* run("ping", {}))._tag, "succeeded", "retried at retry_at, it runs")
+      assert.strictEqual(ran, 3)
+    }).pipe(Effect.provide(executor([ping], {
+      capacity: [Capacity.rate({ id: "per-principal", burst: 1, refill_microseconds: 1_000_000, per: ["principal"] })]
     }))))
 })

@@ -2,16 +2,21 @@
  * The policy's containment opt-ins at admission: without one, a required kind of containment the backend does not
  * enforce is denied before `operation_started`; `degrade` lets the call run degraded (the outcome and the evidence say
  * so); `remote_claims` lets the edge backend's `remote` claim satisfy it (the real handler, over an in-memory fetch).
+ * An executor that pins no snapshot (minimal) takes its opt-ins from its configuration (the edge handler's policy's).
  * A policy that declares no opt-in digests as it did before the field existed.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as EdgeBackend from "../../adapters/web/EdgeBackend.ts"
+import * as EdgePlatformBackend from "../../adapters/web/EdgePlatformBackend.ts"
 import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import * as Action from "../../core/action/Action.ts"
 import { ActionExecutionBackend } from "../../core/action/ActionExecutionBackend.ts"
+import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Governance from "../../core/evidence/Governance.ts"
+import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import { reasonCode } from "../../core/execution/ExecutionOutcome.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
@@ -164,7 +169,7 @@ describe("containment opt-ins", () => {
       assert.deepStrictEqual(started.containment, { remote_claims: ["subprocess"] })
       assert.deepStrictEqual(outcome.containment, { remote_claims: ["subprocess"] })
       assert.strictEqual(edge.executed, 1, "the call reached the edge's executor")
-      // The edge's own executor runs the action in-process, which contains nothing: it refuses the action there.
+      // The edge's own policy does not accept its platform's remote claim: its executor refuses the action there.
       assert.strictEqual(reasonCode(outcome), "backend.remote_denied")
       assert.strictEqual(ran.spawns, 0)
     })))
@@ -188,6 +193,34 @@ describe("containment opt-ins", () => {
       assert.deepStrictEqual(outcome.containment, { degraded: ["subprocess"] })
       assert.strictEqual(edge.executed, 1)
     })))
+
+  it.effect("a minimal executor's configured remote_claims admit a kind its backend's remote claims cover, and no other", () =>
+    Effect.gen(function*() {
+      const platform = EdgePlatformBackend.make({
+        claims: [{ name: "writ.subprocess.spawn@1", level: "enforced" }],
+        platform: "test platform",
+        runtime: "test",
+        version: "1"
+      })
+      const minimal = (config: ActionExecutor.Config) =>
+        ActionExecutor.layerMinimal(config).pipe(
+          Layer.provideMerge(
+            Layer.mergeAll(ActionRegistry.layerWith([spawns, reads]), Layer.succeed(ActionExecutionBackend, platform))
+          ),
+          Layer.provideMerge(Layer.merge(WebCryptoDigest.layer, IdGenerator.layerSeeded(3)))
+        )
+      const call = (action: string, config: ActionExecutor.Config) =>
+        Effect.provide(run(action, {}, {}, { effect_backend: platform.ref }), minimal(config))
+      const before = ran.spawns
+      const admitted = yield* call("proc.build", { containment: { remote_claims: ["subprocess"] } })
+      assert.strictEqual(admitted._tag, "succeeded", JSON.stringify(admitted))
+      assert.deepStrictEqual(admitted.containment, { remote_claims: ["subprocess"] })
+      assert.strictEqual(ran.spawns, before + 1)
+      assert.strictEqual(reasonCode(yield* call("proc.build", {})), "containment.unsupported")
+      const unclaimed = yield* call("fs.read_config", { containment: { remote_claims: ["filesystem"] } })
+      assert.strictEqual(reasonCode(unclaimed), "containment.unsupported")
+      assert.strictEqual(ran.spawns, before + 1)
+    }))
 
   it.effect("a composed policy keeps only the opt-ins both parent and child make (a child never widens by them)", () =>
     Effect.gen(function*() {

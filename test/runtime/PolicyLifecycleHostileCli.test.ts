@@ -204,7 +204,7 @@ describe("writ policy put|activate|retire on hostile input", () => {
       assert.strictEqual(certified.status, 0, certified.stderr)
       const certificate = join(dir, "certificate.json")
       writeFileSync(certificate, JSON.stringify(certified.out.certificate))
-      // Back to the schema as migration 0009 left it: no retirements, bindings without tenants.
+      // Back to the schema as migration 0009 left it: no retirements, bindings without tenants, no harness or edge tables.
       const old = new Database(db)
       old.exec(`DROP TABLE policy_retirements;
       CREATE TABLE bindings_0003 (scope_kind TEXT NOT NULL, scope_value TEXT NOT NULL, policy_id TEXT NOT NULL,
@@ -212,6 +212,9 @@ describe("writ policy put|activate|retire on hostile input", () => {
       INSERT INTO bindings_0003 SELECT scope_kind, scope_value, policy_id, version FROM policy_bindings;
       DROP TABLE policy_bindings;
       ALTER TABLE bindings_0003 RENAME TO policy_bindings;
+      DROP TABLE harness_observations;
+      DROP TABLE nonces;
+      DROP TABLE edge_executions;
       DELETE FROM effect_sql_migrations WHERE migration_id >= 10;`)
       old.close()
       const before = contents(dir)

@@ -11,6 +11,8 @@ import policyReference from "./0009_policy_reference.ts"
 import policyRetirements from "./0010_policy_retirements.ts"
 import tenantBindings from "./0011_tenant_bindings.ts"
 import harnessObservations from "./0012_harness_observations.ts"
+import nonces from "./0013_nonces.ts"
+import edgeExecutions from "./0014_edge_executions.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -25,5 +27,7 @@ export const loader = Migrator.fromRecord({
   "0009_policy_reference": policyReference,
   "0010_policy_retirements": policyRetirements,
   "0011_tenant_bindings": tenantBindings,
-  "0012_harness_observations": harnessObservations
+  "0012_harness_observations": harnessObservations,
+  "0013_nonces": nonces,
+  "0014_edge_executions": edgeExecutions
 })

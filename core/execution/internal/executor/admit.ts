@@ -229,12 +229,16 @@ export const containmentRefusal = (
 export const probed = (env: Env, action: Action) =>
   action.definition.containment.length > 0 || env.backend.admits !== undefined
 
-/** Stage 3: the backend must run the action and prove every kind of containment it requires. */
+/**
+ * Stage 3: the backend must run the action and prove every kind of containment it requires, or the executor's
+ * configured opt-ins waive it.
+ */
 export const containmentWith = (env: Env): EffectStep<Resolved, void> => ({
   _tag: "Effect",
   stage: "bind_context",
   detail: "probe the backend for the containment the action requires",
-  run: ({ action, call }) => Effect.map(env.backend.probe, (report) => containmentRefusal(env, call, action, report))
+  run: ({ action, call }) =>
+    Effect.map(env.backend.probe, (report) => containmentRefusal(env, call, action, report, env.containment))
 })
 
 /** Stage 3: deadline admission; a deadline already past concludes before the callable. */
@@ -284,7 +288,8 @@ const boundingOf = (capacities: ReadonlyArray<Capacity>, admission: Admission): 
 
 /**
  * Stage 3: a lease on every capacity, held while the rest of the call runs, or the deferral of the first one that is
- * full; the leases taken are released however the call ends, an admission that dies included.
+ * full; the leases taken are released however the call ends, an admission that dies included, and never before its
+ * callable has stopped.
  */
 const noLeases: ReadonlyArray<AdmissionLease> = Object.freeze([])
 
@@ -348,7 +353,14 @@ export const capacityWith = (
           }))
         }
         return yield* restore(inner(Object.assign(state, { leases: held })))
-      }).pipe(Effect.ensuring(Effect.forEach(leases, release, { discard: true })))
+      }).pipe(Effect.ensuring(Effect.suspend(() => {
+        // A callable the executor stopped waiting for holds its leases until it has stopped; the outcome goes on.
+        const releaseAll = Effect.forEach(leases, release, { discard: true })
+        const stopping = state.call.stopping
+        return stopping === undefined
+          ? releaseAll
+          : Effect.asVoid(Effect.forkDaemon(Effect.zipRight(stopping, releaseAll)))
+      })))
     })
   }
 })

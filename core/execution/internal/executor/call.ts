@@ -63,6 +63,8 @@ export class Call {
   containment: ContainmentWaiver | undefined = undefined
   /** Set by stage 12 as the token is released (and reset if the backend refused it). */
   invoked = false
+  /** Set by stage 12 when it stopped waiting for an interrupted callable: completes once the callable has stopped. */
+  stopping: Effect.Effect<void> | undefined = undefined
   /** Governed: its operation's start is committed (or being committed), set by stage 4. */
   operated = false
   /** Durable: the outbox its invocation stages intents to, set by stage 12 and closed by stage 14. */

@@ -16,6 +16,7 @@ import type {
   TaskBoundary
 } from "../../../evidence/Governance.ts"
 import type { AgentSubject } from "../../../policy/InvocationContext.ts"
+import type { ContainmentOptIns } from "../../../policy/PermissionPolicy.ts"
 import type { InterceptorBinding } from "../../../policy/PolicyRule.ts"
 import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
 import type { AttemptStore } from "../../../state/AttemptStore.ts"
@@ -86,6 +87,11 @@ export interface Config {
   readonly argumentLimits?: Partial<Limits>
   /** Governed profiles: pin the snapshot at stage 3 and commit evidence as control flow. */
   readonly governance?: Governor
+  /**
+   * Profiles that pin no snapshot at stage 3 (minimal, durable): the containment opt-ins every call is admitted under,
+   * as a policy declares them (the edge handler passes its one policy's); governed profiles read the pinned snapshot's.
+   */
+  readonly containment?: ContainmentOptIns
   /** The real executing agent this executor acts as; an action's declared origins require the invocation's agent to be it. */
   readonly boundAgent?: AgentSubject
   /** Runs resolved at stage 3 (and a one-shot call's Run created at stage 12, durable profile). */
@@ -110,6 +116,8 @@ export interface Env {
   readonly teardown: Duration.Duration
   readonly argumentLimits: Limits
   readonly boundAgent: AgentSubject | undefined
+  /** The configured containment opt-ins of a profile that pins no snapshot (Config.containment). */
+  readonly containment: ContainmentOptIns | undefined
   /** Told of every stage each call enters. */
   readonly trace: StageTrace.Service | undefined
   /** Governed: the identity each configured interceptor's gate records name it by, by its id. */

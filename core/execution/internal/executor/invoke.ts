@@ -25,7 +25,7 @@ import { keyOf } from "../../IdempotencyStore.ts"
 import type { Interceptor } from "../../Interceptor.ts"
 import type { Normalised } from "./admit.ts"
 import { digestWith } from "./admit.ts"
-import { common, denied, describeParseError, reason } from "./call.ts"
+import { type Call, common, denied, describeParseError, reason } from "./call.ts"
 import type { Env, ExecutionError } from "./env.ts"
 import type { Pinned } from "./preflight.ts"
 import { type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
@@ -136,12 +136,16 @@ const refusalOf = (exit: Exit.Exit<unknown, unknown>): InvocationTokenError | un
 
 /**
  * Interrupt the callable's fiber and wait for its teardown at most `bound`: whether it finished in time. The wait runs
- * on a fiber of its own, so the bound holds even in the finalizer of an interrupted caller.
+ * on a fiber of its own, so the bound holds even in the finalizer of an interrupted caller. A callable still stopping
+ * after it is left to the call's `stopping`, which its leases wait for before they are released.
  */
-const stopWithin = (fiber: Fiber.RuntimeFiber<unknown, unknown>, bound: Duration.Duration) =>
+const stopWithin = (call: Call, fiber: Fiber.RuntimeFiber<unknown, unknown>, bound: Duration.Duration) =>
   Effect.flatMap(
     Effect.forkDaemon(Effect.interruptible(Effect.isSuccess(Effect.timeout(Fiber.interrupt(fiber), bound)))),
-    Fiber.join
+    (waiting) =>
+      Effect.tap(Fiber.join(waiting), (stopped) => {
+        if (!stopped) call.stopping = Effect.asVoid(Fiber.await(fiber))
+      })
   )
 
 // The backend's answer: the Exit of a callable it ran at once, else the Effect that runs it.
@@ -196,7 +200,7 @@ const supervised = <A>(
       if (Exit.isExit(invoked)) return Effect.succeed([undefined, settled(invoked)] as const)
       return Effect.flatMap(Effect.forkDaemon(restore(invoked)), (fiber) =>
         restore(watch(fiber)).pipe(
-          Effect.onInterrupt(() => stopWithin(fiber, env.teardown)),
+          Effect.onInterrupt(() => stopWithin(state.call, fiber, env.teardown)),
           Effect.map((watched) => [fiber, watched] as const)
         ))
     }
@@ -235,7 +239,7 @@ export const invokeWith = (
     const fields = {
       ...common(state.call),
       call_executed: true,
-      teardown: (yield* Effect.uninterruptible(stopWithin(fiber, env.teardown)))
+      teardown: (yield* Effect.uninterruptible(stopWithin(state.call, fiber, env.teardown)))
         ? "completed" as const
         : "abandoned" as const
     }

@@ -4,7 +4,7 @@
  * process or isolate). Runtimes: every one.
  */
 import { Effect } from "effect"
-import type { RemoteOutcome } from "../../adapters/web/EdgeWire.ts"
+import type { RemoteOutcome } from "./EdgeWire.ts"
 
 /** One key's entry: the digest of the request body it was begun with, its state and, once concluded, its outcome. */
 export type Entry =
