@@ -1,10 +1,13 @@
 /**
  * `writ backend probe NAME`: the report a backend gives here, from bubblewrap's and deno's trial runs, with the
- * digest a governed call admitted on it records; an unknown backend is bad input.
+ * digest a governed call admitted on it records; an unknown backend is bad input. With `--verify`, the attack matrix
+ * run live: every claim of bubblewrap and deno holds, a bubblewrap whose read roots include the canary's directory
+ * still claims read roots and escapes, and the in-process backend claims nothing.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { beforeAll } from "vitest"
+import * as fs from "node:fs"
+import { afterAll, beforeAll } from "vitest"
 import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
 import * as DenoBackend from "../../adapters/node/DenoBackend.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
@@ -12,12 +15,12 @@ import { ActionBackendCapabilityReport } from "../../core/action/ActionExecution
 import * as Digest from "../../core/base/Digest.ts"
 import { build, writ } from "../fixtures/cli.ts"
 
-describe("writ backend probe", () => {
-  beforeAll(async () => {
-    const built = await build()
-    assert.strictEqual(built.status, 0, built.stdout)
-  }, 240_000)
+beforeAll(async () => {
+  const built = await build()
+  assert.strictEqual(built.status, 0, built.stdout)
+}, 240_000)
 
+describe("writ backend probe", () => {
   it("prints bubblewrap's verified report and its digest, which recomputes from the report", async () => {
     const probed = await writ("backend", "probe", "bubblewrap", "--json")
     assert.strictEqual(probed.status, 0, probed.stderr)
@@ -77,4 +80,123 @@ describe("writ backend probe", () => {
     assert.strictEqual(refused.status, 2)
     assert.include(refused.stderr + refused.stdout, "in-process, bubblewrap, deno")
   }, 60_000)
+})
+
+describe("writ backend probe --verify", () => {
+  // Outside /tmp, which a bubblewrap sandbox replaces with its own.
+  const planted = fs.mkdtempSync("/var/tmp/writ-verify-test-")
+  // Small limits, so passing them is cheap on a shared machine; a short wall clock, so looping past it is quick.
+  const limits = ["--wall-clock", "8", "--memory-mb", "160", "--processes", "24"]
+  const matrix = (stdout: string) => {
+    const parsed = JSON.parse(stdout)
+    return {
+      escaped: parsed.escaped as number,
+      rows: new Map<string, { verdict: string; detail: string }>(
+        parsed.matrix.map((row: { claim: string; verdict: string; detail: string }) => [row.claim, row])
+      ),
+      enforced: (parsed.report.capabilities ?? []).filter((claim: { level: string }) => claim.level === "enforced")
+        .map((claim: { name: string }) => claim.name) as Array<string>
+    }
+  }
+
+  afterAll(() => fs.rmSync(planted, { recursive: true, force: true }))
+
+  it("bubblewrap: every claimed row is attacked and blocked, exit 0", async () => {
+    const verified = await writ("backend", "probe", "bubblewrap", "--verify", "--json", ...limits)
+    assert.strictEqual(verified.status, 0, verified.stdout + verified.stderr)
+    const { enforced, escaped, rows } = matrix(verified.stdout)
+    assert.strictEqual(escaped, 0)
+    assert.deepStrictEqual(enforced, [...BubblewrapBackend.claimed])
+    for (const claim of enforced) assert.strictEqual(rows.get(claim)?.verdict, "blocked", claim)
+    assert.strictEqual(rows.get("writ.subprocess.spawn@1")?.verdict, "not claimed")
+    assert.strictEqual(rows.get("writ.unix_sockets@1")?.detail, "refused: EAFNOSUPPORT")
+    assert.match(rows.get("writ.memory@1")?.detail ?? "", /memory_exceeded/)
+    assert.match(rows.get("writ.wall_clock@1")?.detail ?? "", /^timed_out/)
+  }, 240_000)
+
+  it("deno: every claimed row is attacked and blocked, the rest not claimed, exit 0", async () => {
+    const verified = await writ("backend", "probe", "deno", "--verify", "--json", "--wall-clock", "8")
+    assert.strictEqual(verified.status, 0, verified.stdout + verified.stderr)
+    const { enforced, escaped, rows } = matrix(verified.stdout)
+    assert.strictEqual(escaped, 0)
+    assert.deepStrictEqual(enforced, [...DenoBackend.claimed])
+    for (const claim of enforced) assert.strictEqual(rows.get(claim)?.verdict, "blocked", claim)
+    for (const claim of ["writ.unix_sockets@1", "writ.memory@1", "writ.process_count@1"]) {
+      assert.strictEqual(rows.get(claim)?.verdict, "not claimed", claim)
+    }
+    assert.include(rows.get("writ.subprocess.spawn@1")?.detail, "NotCapable")
+  }, 240_000)
+
+  it(
+    "a bubblewrap whose read roots include the canary's directory still claims read roots, escapes, exit 1",
+    async () => {
+      const verified = await writ(
+        "backend",
+        "probe",
+        "bubblewrap",
+        "--verify",
+        "--json",
+        "--read",
+        planted,
+        "--verify-dir",
+        planted,
+        ...limits
+      )
+      assert.strictEqual(verified.status, 1, verified.stdout + verified.stderr)
+      const { enforced, escaped, rows } = matrix(verified.stdout)
+      assert.include(enforced, "writ.filesystem.read_roots@1")
+      assert.deepStrictEqual(rows.get("writ.filesystem.read_roots@1"), {
+        claim: "writ.filesystem.read_roots@1",
+        attack: "read a 0600 canary file outside the read roots",
+        verdict: "escaped",
+        detail: "the canary's text came back"
+      } as any)
+      // The store's file lies in the same directory, so the ungranted secret is read from it too; nothing else escapes.
+      assert.strictEqual(rows.get("writ.secrets.by_reference@1")?.verdict, "escaped")
+      assert.strictEqual(escaped, 2)
+      assert.strictEqual(rows.get("writ.filesystem.write_roots@1")?.detail, "refused: EROFS")
+      assert.deepStrictEqual(fs.readdirSync(planted), [], "the planted directory was removed")
+      const text = await writ(
+        "backend",
+        "probe",
+        "bubblewrap",
+        "--verify",
+        "--read",
+        planted,
+        "--verify-dir",
+        planted,
+        ...limits
+      )
+      assert.strictEqual(text.status, 1)
+      assert.match(
+        text.stdout,
+        /writ\.filesystem\.read_roots@1 +read a 0600 canary file outside the read roots +escaped/
+      )
+      assert.include(text.stdout, "2 enforced claim(s) escaped")
+    },
+    360_000
+  )
+
+  it("in-process claims nothing: every row not claimed, no attack run, exit 0", async () => {
+    const verified = await writ("backend", "probe", "in-process", "--verify", "--json")
+    assert.strictEqual(verified.status, 0, verified.stderr)
+    const { escaped, rows } = matrix(verified.stdout)
+    assert.strictEqual(escaped, 0)
+    assert.strictEqual(rows.size, 10)
+    for (const [claim, row] of rows) assert.deepStrictEqual([claim, row.verdict], [claim, "not claimed"])
+  }, 60_000)
+
+  it("options a backend cannot honour, and --verify on edge, are bad input", async () => {
+    for (
+      const args of [
+        ["in-process", "--verify", "--read", planted],
+        ["deno", "--memory-mb", "64"],
+        ["bubblewrap", "--verify-dir", planted],
+        ["edge", "--verify"]
+      ]
+    ) {
+      const refused = await writ("backend", "probe", ...args)
+      assert.strictEqual(refused.status, 2, args.join(" ") + refused.stdout + refused.stderr)
+    }
+  }, 240_000)
 })
