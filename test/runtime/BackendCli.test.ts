@@ -6,14 +6,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
+import { createHmac, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import * as BubblewrapBackend from "../../adapters/node/BubblewrapBackend.ts"
 import * as DenoBackend from "../../adapters/node/DenoBackend.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import { ActionBackendCapabilityReport } from "../../core/action/ActionExecutionBackend.ts"
 import * as Digest from "../../core/base/Digest.ts"
-import { build, writ } from "../fixtures/cli.ts"
+import { bin, build, run, writ } from "../fixtures/cli.ts"
 
 beforeAll(async () => {
   const built = await build()
@@ -199,4 +201,53 @@ describe("writ backend probe --verify", () => {
       assert.strictEqual(refused.status, 2, args.join(" ") + refused.stdout + refused.stderr)
     }
   }, 240_000)
+})
+
+describe("writ exec --secrets", () => {
+  // The store's file, and the database, outside every root the sandbox is given.
+  const dir = fs.mkdtempSync("/var/tmp/writ-exec-secrets-")
+  const key = randomBytes(16).toString("hex")
+  const file = path.join(dir, "secrets.env")
+  fs.writeFileSync(file, `demo.api_key=${key}\n`, { mode: 0o600 })
+  const signed = createHmac("sha256", key).update("hello").digest("hex")
+  const args = ["exec", "api.sign", "--args", "{\"message\":\"hello\"}", "--json"]
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
+
+  it("bubblewrap, governed: the declared secret is injected and used, and is in no output or evidence", async () => {
+    const db = path.join(dir, "governed.db")
+    const ran = await writ(...args, "--backend", "bubblewrap", "--secrets", file, "--profile", "governed", "--db", db)
+    assert.strictEqual(ran.status, 0, ran.stdout + ran.stderr)
+    const outcome = JSON.parse(ran.stdout)
+    assert.strictEqual(outcome.result, signed, "the handler signed with the key from the store")
+    assert.notInclude(ran.stdout + ran.stderr, key)
+    assert.isAbove(outcome.records, 2)
+    const stored = fs.readdirSync(dir).filter((name) => name.startsWith("governed.db"))
+    assert.include(stored, "governed.db")
+    for (const name of stored) assert.notInclude(fs.readFileSync(path.join(dir, name), "latin1"), key, name)
+    const evidence = await writ("evidence", "log", "--db", db, "--chain", outcome.chain_id, "--json")
+    assert.strictEqual(evidence.status, 0, evidence.stderr)
+    assert.include(evidence.stdout, "operation_started")
+    assert.notInclude(evidence.stdout, key)
+  }, 240_000)
+
+  it("deno, from WRIT_SECRETS_FILE: the secret is injected, and absent from the outcome", async () => {
+    const ran = await run("node", [bin, ...args, "--backend", "deno"], undefined, { WRIT_SECRETS_FILE: file })
+    assert.strictEqual(ran.status, 0, ran.stdout + ran.stderr)
+    assert.strictEqual(JSON.parse(ran.stdout).result, signed)
+    assert.notInclude(ran.stdout + ran.stderr, key)
+  }, 240_000)
+
+  it(
+    "with no store the call is denied before it starts; --secrets on a backend that injects none is bad input",
+    async () => {
+      const denied = await run("node", [bin, ...args, "--backend", "bubblewrap"], undefined, { WRIT_SECRETS_FILE: "" })
+      assert.strictEqual(denied.status, 1, denied.stdout + denied.stderr)
+      assert.strictEqual(JSON.parse(denied.stdout)._tag, "denied")
+      assert.include(denied.stdout, "containment.unsupported")
+      const refused = await writ(...args, "--secrets", file)
+      assert.strictEqual(refused.status, 2, refused.stdout + refused.stderr)
+      assert.include(refused.stdout + refused.stderr, "--secrets is for bubblewrap and deno")
+    },
+    240_000
+  )
 })
