@@ -4,6 +4,7 @@
  */
 import { spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import * as Backends from "./backends.ts"
 import * as Evidence from "./evidence.ts"
 import * as Executor from "./executor.ts"
 import * as Governed from "./governed.ts"
@@ -16,7 +17,8 @@ const benchmarks: ReadonlyArray<Benchmark> = [
   Governed.benchmark,
   Policy.benchmark,
   Evidence.benchmark,
-  Testing.benchmark
+  Testing.benchmark,
+  Backends.benchmark
 ]
 
 const main = async (names: ReadonlyArray<string>): Promise<number> => {

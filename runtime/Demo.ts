@@ -168,12 +168,13 @@ export interface Row {
  * executor whose stages 5-7 enforce the policy pinned in each call's context. */
 export const layerWith = <E = never>(
   config: ActionExecutor.Config = {},
-  backend: Layer.Layer<ActionExecutionBackend, E> = InProcessBackend.layer as Layer.Layer<ActionExecutionBackend, E>
+  backend: Layer.Layer<ActionExecutionBackend, E> = InProcessBackend.layer as Layer.Layer<ActionExecutionBackend, E>,
+  tools: ReadonlyArray<Action.ActionDefinition> = actions
 ) =>
   ActionExecutor.layerPolicyGated(config, { boundAgent: agent }).pipe(
     Layer.provideMerge(
       Layer.mergeAll(
-        ActionRegistry.layerWith(actions),
+        ActionRegistry.layerWith(tools),
         backend,
         MemoryPolicySnapshotStore.layer,
         MemoryApprovalQueue.layer
@@ -185,8 +186,10 @@ export const layerWith = <E = never>(
 export const layer = layerWith()
 
 /** The demo's actions and a backend (the in-process one by default), for an executor composed elsewhere (needs a Digest). */
-export const toolsWith = <E>(backend: Layer.Layer<ActionExecutionBackend, E> = InProcessBackend.layer) =>
-  Layer.merge(ActionRegistry.layerWith(actions), backend)
+export const toolsWith = <E>(
+  backend: Layer.Layer<ActionExecutionBackend, E> = InProcessBackend.layer,
+  tools: ReadonlyArray<Action.ActionDefinition> = actions
+) => Layer.merge(ActionRegistry.layerWith(tools), backend)
 
 /** The demo's actions and the in-process backend, for an executor composed elsewhere (needs a Digest). */
 export const tools = toolsWith()

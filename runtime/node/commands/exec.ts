@@ -1,11 +1,15 @@
 /**
  * `writ exec`: one of the demo's actions under the demo policy through the executor of a profile: minimal in memory,
  * durable in a new Run, governed in a new task boundary, certifiable with a certificate; on the backend `--backend`
- * names (in-process by default; edge sends it, signed, to a writ edge handler). Exit codes: 0 ok, 1 a
- * negative outcome or a chain that does not hold, 2 bad input.
+ * names (in-process by default; edge sends it, signed, to a writ edge handler), set up by `--read`, `--write`,
+ * `--wall-clock`, `--memory-mb` and `--processes`, injecting the secrets an action declares from the environment file
+ * `--secrets` (or `WRIT_SECRETS_FILE`) names. Exit codes: 0 ok, 1 a negative outcome or a chain that does not hold,
+ * 2 bad input.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Deferred, Effect, Layer, Option } from "effect"
+import { Config, Console, Deferred, Effect, Layer, Option } from "effect"
+import * as nodePath from "node:path"
+import * as EnvFileSecretStore from "../../../adapters/node/EnvFileSecretStore.ts"
 import { ActionExecutionBackend } from "../../../core/action/ActionExecutionBackend.ts"
 import { actionNameIssue } from "../../../core/base/Refs.ts"
 import { closeBoundary, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
@@ -16,6 +20,7 @@ import type { Run } from "../../../core/state/Run.ts"
 import { RunStore } from "../../../core/state/RunStore.ts"
 import * as Demo from "../../Demo.ts"
 import type * as Embedded from "../../Embedded.ts"
+import * as DemoTools from "../DemoTools.ts"
 import * as Backends from "./internal/backends.ts"
 import { certificateHolds, certificateJson, embedded, encodeOutcome, evidenceLines } from "./internal/boundary.ts"
 import {
@@ -45,8 +50,17 @@ const profileOption = choice("profile", ["minimal", "durable", "governed", "cert
 const backendOption = choice("backend", Backends.names).pipe(
   Options.withDefault("in-process" as const),
   Options.withDescription(
-    "where the action runs: in-process (contains nothing), bubblewrap or deno (a demo action declares no module, so " +
-      "either refuses it), edge (a signed call to a writ edge handler: --edge-url, --edge-key-id, secret in WRIT_EDGE_KEY)"
+    "where the action runs: in-process (contains nothing), bubblewrap or deno (for an action that declares its " +
+      "module, such as api.sign), edge (a signed call to a writ edge handler: --edge-url, --edge-key-id, secret in " +
+      "WRIT_EDGE_KEY)"
+  )
+)
+const secretsVariable = "WRIT_SECRETS_FILE"
+const secretsOption = Options.file("secrets", { exists: "yes" }).pipe(
+  Options.optional,
+  Options.withDescription(
+    `bubblewrap, deno: the environment file (NAME=value a line) the secrets an action declares are injected from ` +
+      `(default: ${secretsVariable} when set); keep it outside every --read and --write root`
   )
 )
 const edgeUrlOption = Options.text("edge-url").pipe(
@@ -61,6 +75,19 @@ const dbOption = Options.file("db").pipe(
   Options.optional,
   Options.withDescription("the SQLite file (created if missing); required by durable, governed and certifiable")
 )
+
+/** The demo's actions, and those that declare their module for a subprocess backend. */
+const tools = [...Demo.actions, ...DemoTools.actions]
+
+/** The secret store `--secrets FILE`, else `WRIT_SECRETS_FILE`, names; none when neither does. */
+const secretStore = (file: Option.Option<string>) =>
+  Effect.map(
+    Option.match(file, {
+      onSome: (path) => Effect.succeed(Option.some(path)),
+      onNone: () => Config.option(Config.nonEmptyString(secretsVariable)).pipe(Effect.orElseSucceed(Option.none))
+    }),
+    Option.map((path) => EnvFileSecretStore.make({ path: nodePath.resolve(path) }))
+  )
 
 /** One demo action under the demo policy, on the backend in context, through the minimal profile's executor. */
 const execMinimal = (step: Demo.Step) =>
@@ -103,9 +130,11 @@ export const command = Command.make(
     edgeUrl: edgeUrlOption,
     edgeKeyId: edgeKeyIdOption,
     db: dbOption,
-    json
+    secrets: secretsOption,
+    json,
+    ...Backends.sandboxOptions
   },
-  ({ action, args, backend, db, edgeKeyId, edgeUrl, json, profile }) =>
+  ({ action, args, backend, db, edgeKeyId, edgeUrl, json, profile, secrets, ...sandbox }) =>
     Effect.gen(function*() {
       const issue = actionNameIssue(action)
       if (Option.isSome(issue)) {
@@ -114,9 +143,19 @@ export const command = Command.make(
       const parsed = yield* parseJsonObject(args, "--args")
       const step: Demo.Step = { action, arguments: parsed, note: "" }
       // Built (and, for edge, checked) before anything runs: an incomplete edge address is bad input.
+      const store = yield* secretStore(secrets)
+      if (Option.isSome(secrets) && backend !== "bubblewrap" && backend !== "deno") {
+        return yield* new CliInputError({ message: `--secrets is for bubblewrap and deno, not ${backend}` })
+      }
       const selected = Layer.succeed(
         ActionExecutionBackend,
-        yield* Backends.make(backend, { url: edgeUrl, keyId: edgeKeyId }, { url: "--edge-url", keyId: "--edge-key-id" })
+        yield* Backends.make(
+          backend,
+          { url: edgeUrl, keyId: edgeKeyId },
+          { url: "--edge-url", keyId: "--edge-key-id" },
+          sandbox,
+          Option.getOrUndefined(store)
+        )
       )
       const row = (outcome: ExecutionOutcome) =>
         table(["action", "outcome", "reason", "stage"], [[action, ...outcomeCells(outcome)]])
@@ -129,7 +168,7 @@ export const command = Command.make(
         // The in-process default runs on the executor the CLI's root provides; another backend on its own.
         const outcome = backend === "in-process"
           ? yield* execMinimal(step)
-          : yield* Effect.provide(execMinimal(step), Demo.layerWith({}, selected))
+          : yield* Effect.provide(execMinimal(step), Demo.layerWith({}, selected, tools))
         yield* Console.log(json ? JSON.stringify(encodeOutcome(outcome), null, 2) : row(outcome))
         if (outcome._tag !== "succeeded") yield* setExitCode(1)
         return
@@ -138,9 +177,10 @@ export const command = Command.make(
         return yield* new CliInputError({ message: `--db FILE is required by the ${profile} profile` })
       }
       yield* checkDatabase(db.value, "new_or_existing")
-      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile, selected)).pipe(
-        onDatabase(db.value)
-      )
+      const result = yield* Effect.provide(execEmbedded(profile, step), embedded(db.value, profile, selected, tools))
+        .pipe(
+          onDatabase(db.value)
+        )
       const { boundary, certified, outcome, run } = result
       if (json) {
         yield* Console.log(JSON.stringify(

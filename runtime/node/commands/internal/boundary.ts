@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import type { Layer } from "effect"
+import type { ActionDefinition } from "../../../../core/action/Action.ts"
 import type { ActionExecutionBackend } from "../../../../core/action/ActionExecutionBackend.ts"
 import type { TaskBoundary } from "../../../../core/evidence/TaskBoundary.ts"
 import * as TaskCertificate from "../../../../core/evidence/TaskCertificate.ts"
@@ -21,8 +22,9 @@ const encodeCertificate = Schema.encodeSync(TaskCertificate.TaskCertificate)
 export const embedded = <E = never>(
   filename: string,
   profile: Embedded.Profile,
-  backend?: Layer.Layer<ActionExecutionBackend, E>
-) => Embedded.layerExecutor({ filename, profile }, Demo.toolsWith(backend), {}, { boundAgent: Demo.agent })
+  backend?: Layer.Layer<ActionExecutionBackend, E>,
+  tools?: ReadonlyArray<ActionDefinition>
+) => Embedded.layerExecutor({ filename, profile }, Demo.toolsWith(backend, tools), {}, { boundAgent: Demo.agent })
 
 /** The certificate, or why none was minted, as JSON fields. */
 export const certificateJson = (certificate: Certified["certificate"]) =>
