@@ -22,8 +22,8 @@ import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import * as PermissionPolicy from "../../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../../core/policy/PolicySnapshot.ts"
+import * as HarnessMcp from "../HarnessMcp.ts"
 import type { ScriptedCall, ScriptedModel } from "../ScriptedAnthropic.ts"
-import * as HarnessMcp from "./harnessMcp.ts"
 
 /** What one scenario run found. */
 export interface ScenarioResult {

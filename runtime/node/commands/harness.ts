@@ -19,6 +19,7 @@ import * as CodexHarness from "../../../adapters/node/CodexHarness.ts"
 import * as CodexVerify from "../../../adapters/node/CodexVerify.ts"
 import * as GeminiCliHarness from "../../../adapters/node/GeminiCliHarness.ts"
 import * as GeminiVerify from "../../../adapters/node/GeminiCliVerify.ts"
+import * as HarnessMcp from "../../../adapters/node/HarnessMcp.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as Report from "../../../core/harness/CapabilityReport.ts"
@@ -31,6 +32,7 @@ import * as HarnessPlan from "../../../core/harness/HarnessPlan.ts"
 import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { ProviderObservation } from "../../../core/harness/ProviderObservation.ts"
+import * as Demo from "../../Demo.ts"
 import { CliInputError, json, setExitCode } from "./internal/input.ts"
 import { load } from "./internal/policyFile.ts"
 import { table } from "./internal/render.ts"
@@ -257,6 +259,11 @@ const runCommand = Command.make("run", {
     if (spec.tools.callback && snapshot === undefined) {
       return yield* new CliInputError({ message: "tools.callback needs --policy FILE: writ decides each call by it" })
     }
+    if (HarnessSpec.servesWritMcp(spec) && snapshot === undefined) {
+      return yield* new CliInputError({
+        message: "tools.permission_prompt and tools.writ_only need --policy FILE: writ's MCP server runs by it"
+      })
+    }
     if (
       snapshot !== undefined && spec.policy !== undefined &&
       (spec.policy.policy_id !== snapshot.policy_id || spec.policy.version !== snapshot.version)
@@ -274,7 +281,22 @@ const runCommand = Command.make("run", {
     const encode = Schema.encodeSync(ProviderObservation)
     // Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
     const print = (observation: ProviderObservation) => Console.log(JSON.stringify(encode(observation)))
-    const result = yield* ready.adapter.spawn(ready.admitted, { secrets, decide, observe: print })
+    // writ's MCP server serves the demo's actions under the same snapshot, and answers claude's permission prompts.
+    const mcp = snapshot !== undefined && HarnessSpec.servesWritMcp(spec)
+      ? yield* HarnessMcp.make({
+        actions: Demo.actions,
+        snapshot,
+        principal: "harness",
+        decide,
+        permissionTool: ClaudeCode.permissionTool
+      })
+      : undefined
+    const result = yield* ready.adapter.spawn(ready.admitted, {
+      secrets,
+      decide,
+      observe: print,
+      ...(mcp === undefined ? {} : { mcp })
+    })
     yield* print(result.observations.at(-1)!)
     for (const { call, decision } of result.decisions) {
       yield* Console.error(

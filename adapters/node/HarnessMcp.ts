@@ -4,19 +4,19 @@
  * permission tool deciding by the same decider as the run's hook. Runtimes: Node.
  */
 import { Effect, Layer } from "effect"
-import type { ActionDefinition } from "../../../core/action/Action.ts"
-import * as ActionRegistry from "../../../core/action/ActionRegistry.ts"
-import type { Digest } from "../../../core/base/Digest.ts"
-import * as IdGenerator from "../../../core/base/IdGenerator.ts"
-import * as Time from "../../../core/base/Time.ts"
-import * as ActionExecutor from "../../../core/execution/ActionExecutor.ts"
-import type { CallbackDecision, ToolCall } from "../../../core/harness/HarnessAdapter.ts"
-import * as McpServer from "../../../core/mcp/McpServer.ts"
-import * as InvocationContext from "../../../core/policy/InvocationContext.ts"
-import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
-import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
-import * as InProcessBackend from "../../memory/InProcessBackend.ts"
-import * as MemoryPolicySnapshotStore from "../../memory/MemoryPolicySnapshotStore.ts"
+import type { ActionDefinition } from "../../core/action/Action.ts"
+import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
+import type { Digest } from "../../core/base/Digest.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
+import * as Time from "../../core/base/Time.ts"
+import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
+import type { CallbackDecision, ToolCall } from "../../core/harness/HarnessAdapter.ts"
+import * as McpServer from "../../core/mcp/McpServer.ts"
+import * as InvocationContext from "../../core/policy/InvocationContext.ts"
+import type { PolicySnapshot } from "../../core/policy/PolicySnapshot.ts"
+import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
+import * as InProcessBackend from "../memory/InProcessBackend.ts"
+import * as MemoryPolicySnapshotStore from "../memory/MemoryPolicySnapshotStore.ts"
 
 /** The agent a harness run's MCP calls are made by. */
 export const agent = InvocationContext.agent("writ-harness")
