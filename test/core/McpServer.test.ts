@@ -155,7 +155,11 @@ describe("McpServer: tools/call runs through the executor under the server's con
       ran.length = 0
       const { send } = yield* session("USER")
       const answer = yield* send(callTool(1, "calc_add", { a: 2, b: 40 }))
-      assert.deepStrictEqual(answer.result, { content: [{ type: "text", text: "42" }], isError: false })
+      assert.deepStrictEqual(answer.result, {
+        content: [{ type: "text", text: "42" }],
+        isError: false,
+        structuredContent: { result: 42 }
+      })
       assert.deepStrictEqual(ran, ["calc.add"])
     }).pipe(Effect.provide(layer)))
 

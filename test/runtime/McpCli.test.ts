@@ -55,7 +55,11 @@ describe("writ mcp serve (built binary, real stdio)", () => {
       const byId = new Map(ran.out.map((m) => [m.id, m]))
       assert.strictEqual(byId.get(0).result.protocolVersion, "2025-06-18")
       assert.include(byId.get(1).result.tools.map((t: { name: string }) => t.name), "calc_add")
-      assert.deepStrictEqual(byId.get(2).result, { content: [{ type: "text", text: "42" }], isError: false })
+      assert.deepStrictEqual(byId.get(2).result, {
+        content: [{ type: "text", text: "42" }],
+        isError: false,
+        structuredContent: { result: 42 }
+      })
       assert.isTrue(byId.get(3).result.isError)
       assert.match(byId.get(3).result.content[0].text, /^denied: /)
       assert.isTrue(byId.get(4).result.isError)
@@ -70,7 +74,8 @@ describe("writ mcp serve (built binary, real stdio)", () => {
     const ran = await session(["--origin", "user"], [init, call(1, "notes_read", { id: "todo" })])
     assert.deepStrictEqual(ran.out[1].result, {
       content: [{ type: "text", text: "\"ship the executor\"" }],
-      isError: false
+      isError: false,
+      structuredContent: { result: "ship the executor" }
     })
   }, 60_000)
 

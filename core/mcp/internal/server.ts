@@ -47,12 +47,15 @@ const toolResult = (body: string, isError: boolean) => ({ content: [{ type: "tex
 // A shown string is cut: an error names what was wrong, it never echoes a hostile value whole.
 const shown = (value: string) => (value.length > 64 ? `${value.slice(0, 64)}...` : value)
 
-/** What an outcome tells the client: the result on success, else its tag and reason code. */
+/**
+ * What an outcome tells the client: the result on success (as text, and as `structuredContent.result`: some clients
+ * read a JSON text as structured content, which must be an object), else its tag and reason code.
+ */
 const outcomeResult = (outcome: ExecutionOutcome) =>
   outcome._tag === "succeeded"
     ? Either.match(Canonical.stringify(outcome.result ?? null), {
       onLeft: (e) => toolResult(`the action's result has no canonical JSON form (${e.reason})`, true),
-      onRight: (body) => toolResult(body, false)
+      onRight: (body) => ({ ...toolResult(body, false), structuredContent: { result: outcome.result ?? null } })
     })
     : toolResult(`${outcome._tag}: ${reasonCode(outcome)}`, true)
 
