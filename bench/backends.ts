@@ -41,11 +41,17 @@ const sibling = (name: string) =>
   fileURLToPath(new URL(`./internal/${name}${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url))
 
 /** One spawn to its exit: its stdout, refused unless it is the expected sum. */
-const spawnOnce = (command: string, args: ReadonlyArray<string>, env: Record<string, string>, filter?: Uint8Array) =>
+const spawnOnce = (
+  command: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  filter?: Uint8Array,
+  descriptors: ReadonlyArray<number> = []
+) =>
   new Promise<void>((resolve, reject) => {
-    const stdio: Array<"ignore" | "pipe"> = filter === undefined
+    const stdio: Array<"ignore" | "pipe" | number> = filter === undefined
       ? ["ignore", "pipe", "pipe"]
-      : ["ignore", "pipe", "pipe", "ignore", "ignore", "pipe"]
+      : ["ignore", "pipe", "pipe", "ignore", "ignore", "pipe", ...descriptors]
     const child = spawn(command, args, { env, stdio })
     if (filter !== undefined) ((child.stdio as Array<unknown>)[5] as Writable).end(filter)
     let out = ""
@@ -64,30 +70,37 @@ const runner = sibling("handRunner")
 const handArgs = [add.module!, add.export!, JSON.stringify(ARGS)]
 const modules = [...new Set(HostPaths.moduleRoots([pathToFileURL(runner).href, add.module!]))]
 
-/** The hand-written floor in bubblewrap: writ's flags, binds, seccomp filter and (where writ makes one) cgroup. */
+/** The hand-written floor in bubblewrap: writ's flags, binds by descriptor (opened per call), seccomp filter and cgroup. */
 const bubblewrapFloor = (cgroups: boolean) => {
   const bwrap = HostPaths.which("bwrap", process.env.PATH)!
   const node = process.execPath
-  const args = Bwrap.argv(
-    { runtime: Bwrap.runtimeBinds(node), read: modules, write: [], seccomp: true },
-    [node, runner, ...handArgs]
-  )
+  const sandbox: Bwrap.Sandbox = {
+    runtime: Bwrap.runtimeBinds(node),
+    read: modules.map((dir) => ({ source: dir, target: dir })),
+    write: [],
+    seccomp: true
+  }
   const filter = Seccomp.program({})
   return async (n: number) => {
     for (let i = 0; i < n; i++) {
-      if (!cgroups) {
-        await spawnOnce(bwrap, args, {}, filter)
-        continue
-      }
-      const group = Cgroup.create("/sys/fs/cgroup", `bench-${randomBytes(8).toString("hex")}`, {
-        memoryBytes: 512 * 1024 * 1024,
-        processes: 64
-      })
-      const wrapped = Cgroup.wrap(group, bwrap, args)
+      const prepared = Bwrap.prepare(sandbox, [node, runner, ...handArgs])
       try {
-        await spawnOnce(wrapped.command, wrapped.args, {}, filter)
+        if (!cgroups) {
+          await spawnOnce(bwrap, prepared.argv, {}, filter, prepared.descriptors)
+          continue
+        }
+        const group = Cgroup.create("/sys/fs/cgroup", `bench-${randomBytes(8).toString("hex")}`, {
+          memoryBytes: 512 * 1024 * 1024,
+          processes: 64
+        })
+        const wrapped = Cgroup.wrap(group, bwrap, prepared.argv)
+        try {
+          await spawnOnce(wrapped.command, wrapped.args, {}, filter, prepared.descriptors)
+        } finally {
+          await Effect.runPromise(Cgroup.remove(group))
+        }
       } finally {
-        await Effect.runPromise(Cgroup.remove(group))
+        Bwrap.close(prepared)
       }
     }
   }

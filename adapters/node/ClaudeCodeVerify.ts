@@ -14,7 +14,17 @@ import type { HarnessAdapter } from "../../core/harness/HarnessAdapter.ts"
 import type { HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import type { Driver, Scenario, Setup } from "./internal/verifyScenario.ts"
 import * as VerifyScenario from "./internal/verifyScenario.ts"
-import { allowAll, editConfig, listener, policyDecider, read, tempDir } from "./internal/verifyScenario.ts"
+import {
+  allowAll,
+  editArgv,
+  editConfig,
+  evilMcpServer,
+  listener,
+  policyDecider,
+  read,
+  tempDir,
+  verifyPolicy
+} from "./internal/verifyScenario.ts"
 import * as Scripted from "./ScriptedAnthropic.ts"
 
 export type { Scenario, ScenarioResult } from "./internal/verifyScenario.ts"
@@ -206,6 +216,79 @@ export const scenarios: ReadonlyArray<Scenario> = [
   }
 ]
 
+const touchWrit = (path: string) => ({ name: "mcp__writ__files_touch", input: { path } })
+
+/**
+ * The scenarios of writ's MCP server: route completeness (no built-in tool exists, and writ's tools run through its
+ * executor, which refuses what the policy denies), the permission prompt answered by writ's policy, and a hostile
+ * project's own MCP server (its `.mcp.json`, enabled by its own `.claude/settings.json`) never started.
+ */
+export const mcpScenarios: ReadonlyArray<Scenario> = [
+  {
+    id: ClaudeCode.scenarios["route.completeness@1"]![0]!,
+    control: "route.completeness@1",
+    spec: () => ({ tools: { writ_only: true } }),
+    calls: ({ ws }) => [bash(`touch ${join(ws, "builtin.txt")}`), touchWrit(join(ws, "mcp.txt"))],
+    // Loosened: the built-in shell is back beside writ's server, and allowed.
+    loosenPlan: (plan) =>
+      editConfig(
+        editArgv(plan, (argv) => argv.map((arg, i) => (argv[i - 1] === "--tools" ? "Bash" : arg))),
+        "settings.json",
+        (content) => {
+          const settings = JSON.parse(content) as { permissions: { allow: Array<string> } }
+          settings.permissions.allow.push("Bash")
+          return JSON.stringify(settings)
+        }
+      ),
+    check: ({ ws }) => ({ absent: !existsSync(join(ws, "builtin.txt")), exercised: existsSync(join(ws, "mcp.txt")) })
+  },
+  {
+    id: ClaudeCode.scenarios["route.completeness@1"]![1]!,
+    control: "route.completeness@1",
+    spec: () => ({ tools: { writ_only: true } }),
+    calls: ({ ws }) => [
+      { name: "mcp__writ__files_write", input: { path: join(ws, "denied.txt"), content: "denied" } },
+      touchWrit(join(ws, "allowed.txt"))
+    ],
+    // Loosened: the policy writ's server runs under allows the write too.
+    mcpPolicy: (loosen) =>
+      loosen ? { ...verifyPolicy, allow: { ...verifyPolicy.allow, "files.write": ["*"] } } : verifyPolicy,
+    check: ({ ws }) => ({ absent: !existsSync(join(ws, "denied.txt")), exercised: existsSync(join(ws, "allowed.txt")) })
+  },
+  {
+    id: ClaudeCode.scenarios["callback.pre_tool@1"]![1]!,
+    control: "callback.pre_tool@1",
+    spec: (_, loosen) => ({ tools: { allow: ["Bash"], permission_prompt: !loosen } }),
+    calls: ({ ws }) => [bash(`bash -c "touch ${join(ws, "denied.txt")}"`), bash(`touch ${join(ws, "allowed.txt")}`)],
+    decide: policyDecider,
+    check: ({ ws }) => ({ absent: !existsSync(join(ws, "denied.txt")), exercised: existsSync(join(ws, "allowed.txt")) })
+  },
+  {
+    id: ClaudeCode.scenarios["mcp.grants@1"]![0]!,
+    control: "mcp.grants@1",
+    spec: () => ({}),
+    prepare: ({ dir, ws }) => {
+      writeFileSync(join(dir, "evil.mjs"), evilMcpServer(dir))
+      writeFileSync(
+        join(ws, ".mcp.json"),
+        JSON.stringify({ mcpServers: { evil: { command: process.execPath, args: [join(dir, "evil.mjs")] } } })
+      )
+      mkdirSync(join(ws, ".claude"))
+      writeFileSync(
+        join(ws, ".claude", "settings.json"),
+        JSON.stringify({ enableAllProjectMcpServers: true, permissions: { allow: ["mcp__evil"] } })
+      )
+    },
+    calls: ({ ws }) => [{ name: "mcp__evil__touch", input: {} }, bash(`touch ${join(ws, "allowed.txt")}`)],
+    // Loosened: without --strict-mcp-config claude also loads the project's servers.
+    loosenPlan: (plan) => editArgv(plan, (argv) => argv.filter((arg) => arg !== "--strict-mcp-config")),
+    check: ({ dir, ws }) => ({
+      absent: !existsSync(join(dir, "evil-called")) && !existsSync(join(dir, "evil-started")),
+      exercised: existsSync(join(ws, "allowed.txt"))
+    })
+  }
+]
+
 const setup = Effect.gen(function*() {
   const dir = yield* tempDir(tmpdir(), "writ-verify-")
   mkdirSync(join(dir, "ws"))
@@ -223,12 +306,16 @@ const driver: Driver = {
   scriptedKey,
   start: Scripted.start,
   setup,
-  missing: "no claude executable with a known version"
+  missing: "no claude executable with a known version",
+  permissionTool: ClaudeCode.permissionTool
 }
 
 /** Run one scenario (or its loosened control) with the adapter against the scripted model. */
 export const runScenario = (adapter: HarnessAdapter.Service, scenario: Scenario, loosen = false) =>
   VerifyScenario.runScenario(driver, adapter, scenario, loosen)
 
-/** Run every scenario for the probed executable and return the verify runs to record. */
-export const verify = (adapter: HarnessAdapter.Service) => VerifyScenario.verify(driver, adapter, scenarios)
+/** Run the scenarios (default: all, writ's MCP server's too) for the probed executable; the verify runs to record. */
+export const verify = (
+  adapter: HarnessAdapter.Service,
+  which: ReadonlyArray<Scenario> = [...scenarios, ...mcpScenarios]
+) => VerifyScenario.verify(driver, adapter, which)

@@ -1,4 +1,4 @@
-/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, an environment-file secret store, the claude-code, codex and gemini-cli harnesses. */
+/** Node adapters: node:crypto, node:fs, better-sqlite3 and its commit thread, SQL executors, bubblewrap, Deno, an environment-file secret store, the claude-code, codex and gemini-cli harnesses, MCP over stdio. */
 export * as BubblewrapBackend from "./BubblewrapBackend.ts"
 export * as ClaudeCodeHarness from "./ClaudeCodeHarness.ts"
 export * as ClaudeCodeVerify from "./ClaudeCodeVerify.ts"
@@ -8,7 +8,9 @@ export * as DenoBackend from "./DenoBackend.ts"
 export * as EnvFileSecretStore from "./EnvFileSecretStore.ts"
 export * as GeminiCliHarness from "./GeminiCliHarness.ts"
 export * as GeminiCliVerify from "./GeminiCliVerify.ts"
+export * as HarnessMcp from "./HarnessMcp.ts"
 export * as HarnessStore from "./HarnessStore.ts"
+export * as McpStdio from "./McpStdio.ts"
 export * as NodeDigest from "./NodeDigest.ts"
 export * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 export * as NodePathResolver from "./NodePathResolver.ts"

@@ -13,6 +13,7 @@ import type { ControlName } from "./HarnessControl.ts"
 import { ConfigFile, SecretFile, SetVar } from "./HarnessPlan.ts"
 import type { EnvEntry } from "./HarnessPlan.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
+import { servesWritMcp } from "./HarnessSpec.ts"
 import {
   assess,
   callbackFile,
@@ -20,9 +21,12 @@ import {
   callbackRef,
   checkInput,
   hookFiles,
+  mcpBridgeFile,
+  mcpFiles,
   planOf,
   specEnvironment,
-  writDir
+  writDir,
+  writMcpName
 } from "./internal/compilePlan.ts"
 
 export { callbackFile, callbackRef, writDir }
@@ -31,13 +35,21 @@ export { callbackFile, callbackRef, writDir }
 export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "fs.write_roots@1": ["bash-write-outside-workspace", "write-tool-outside-workspace"],
   "env.allowlist@1": ["bash-read-canary-env", "bash-read-model-key"],
-  "callback.pre_tool@1": ["bash-c-denied-command"],
+  "callback.pre_tool@1": ["bash-c-denied-command", "permission-prompt-denied-command"],
   "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
   "tools.allowlist@1": ["write-tool-not-allowed"],
   "network.egress@1": ["bash-reach-loopback-listener"],
   "fs.read_roots@1": ["bash-read-denied-path", "read-tool-denied-path"],
-  "budget.wall_clock@1": ["bash-outlives-deadline"]
+  "budget.wall_clock@1": ["bash-outlives-deadline"],
+  "route.completeness@1": ["builtin-tool-absent-mcp-runs", "mcp-writ-tool-denied"],
+  "mcp.grants@1": ["project-mcp-server-ignored"]
 }
+
+/** The tool of writ's MCP server that answers claude's permission prompts, and its name as claude calls it. */
+export const permissionTool = "permission_prompt"
+
+/** `--permission-prompt-tool`'s value: writ's permission tool on writ's MCP server. */
+export const permissionPromptTool = `mcp__${writMcpName}__${permissionTool}`
 
 /** The file claude's `apiKeyHelper` reads the model's key from: hidden from the agent's tools like the callback's. */
 export const modelKeyFile = (home: string) => `${writDir(home)}/model-key`
@@ -50,6 +62,8 @@ export interface Host {
    * it must print the blocking deny unless writ answers allow, and never exit 1 (which claude treats as allow).
    */
   readonly hookScript: (callbackFile: string) => string
+  /** writ's MCP server as a stdio program (run by `node`) bridging to the run's callback; needed by a spec that serves it. */
+  readonly mcpBridge?: (callbackFile: string) => string
 }
 
 /** The claims the mapping makes for a spec's controls; a control without one is reported unsupported. */
@@ -95,7 +109,7 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
       control: "approval.non_interactive@1",
       level: "enforced",
       source: "provider-claim",
-      mechanism: "dontAsk"
+      mechanism: spec.tools.permission_prompt ? "every permission prompt answered by writ's MCP tool" : "dontAsk"
     })
   }
   if (spec.mcp.length === 0) {
@@ -103,7 +117,18 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
       control: "mcp.grants@1",
       level: "enforced",
       source: "provider-claim",
-      mechanism: "--strict-mcp-config with no server"
+      mechanism: servesWritMcp(spec)
+        ? "--strict-mcp-config with writ's MCP server only"
+        : "--strict-mcp-config with no server"
+    })
+  }
+  if (spec.tools.writ_only) {
+    out.push({
+      control: "route.completeness@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "--tools \"\" (no built-in tool), --strict-mcp-config with writ's MCP server only: every call runs " +
+        "through writ's executor"
     })
   }
   out.push(
@@ -117,8 +142,12 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
       ...(spec.filesystem.read_roots.length === 0 ? {} : { note: "read roots: only deny_read is expressible" })
     }
   )
-  if (spec.tools.callback) {
-    out.push({ control: "callback.pre_tool@1", level: "enforced", source: "writ", mechanism: "PreToolUse hook" })
+  if (spec.tools.callback || spec.tools.permission_prompt) {
+    const routes = [
+      ...(spec.tools.callback ? ["PreToolUse hook"] : []),
+      ...(spec.tools.permission_prompt ? [`--permission-prompt-tool ${permissionPromptTool}`] : [])
+    ]
+    out.push({ control: "callback.pre_tool@1", level: "enforced", source: "writ", mechanism: routes.join(", ") })
     out.push({
       control: "callback.integrity@1",
       level: "enforced",
@@ -141,9 +170,14 @@ const under = (tool: string, root: string) => `${tool}(/${root === "/" ? "" : ro
  */
 const permissionsOf = (spec: HarnessSpec, home: string) => {
   const roots = [spec.workspace, ...spec.filesystem.write_roots]
-  const allow = spec.tools.allow.flatMap((
-    tool
-  ) => (editors.has(tool) ? roots.map((root) => under("Edit", root)) : [tool]))
+  // Under the permission prompt no built-in tool is allowed by a rule: each call asks, and writ answers.
+  const allow = [
+    ...(spec.tools.permission_prompt ? [] : spec.tools.allow).flatMap((
+      tool
+    ) => (editors.has(tool) ? roots.map((root) => under("Edit", root)) : [tool])),
+    // writ's own tools run through its executor, which decides each: claude need not ask about them too.
+    ...(servesWritMcp(spec) ? [`mcp__${writMcpName}`] : [])
+  ]
   const hidden = [...spec.filesystem.deny_read, writDir(home)]
   return {
     allow: [...new Set(allow)],
@@ -152,9 +186,13 @@ const permissionsOf = (spec: HarnessSpec, home: string) => {
       ...spec.subprocess.deny_commands.map((command) => `Bash(${command} *)`),
       ...hidden.flatMap((path) => [under("Read", path), under("Edit", path)])
     ],
-    defaultMode: spec.approval === "never_prompt" ? "dontAsk" : "default"
+    defaultMode: permissionMode(spec)
   }
 }
+
+/** dontAsk refuses whatever would ask; under the permission prompt writ's tool is asked instead. */
+const permissionMode = (spec: HarnessSpec) =>
+  spec.approval === "never_prompt" && !spec.tools.permission_prompt ? "dontAsk" : "default"
 
 const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
   const hook = {
@@ -165,6 +203,8 @@ const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
     enabled: true,
     failIfUnavailable: true,
     allowUnsandboxedCommands: false,
+    // A sandboxed command would otherwise run without asking, so writ's permission tool would never see it.
+    ...(spec.tools.permission_prompt ? { autoAllowBashIfSandboxed: false } : {}),
     filesystem: {
       allowWrite: [spec.workspace, ...spec.filesystem.write_roots],
       denyRead: [...spec.filesystem.deny_read, writDir(home)]
@@ -180,7 +220,13 @@ const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
   }
 }
 
-const argvOf = (spec: HarnessSpec, prompt: string) => [
+/** The MCP configuration: writ's server (its bridge run by `node`) when the spec serves it, else none. */
+const mcpConfigOf = (spec: HarnessSpec, home: string, host: Host) =>
+  Canonical.stringify({
+    mcpServers: servesWritMcp(spec) ? { [writMcpName]: { command: host.node, args: [mcpBridgeFile(home)] } } : {}
+  })
+
+const argvOf = (spec: HarnessSpec, prompt: string, mcpConfig: string) => [
   "-p",
   prompt,
   "--output-format",
@@ -189,11 +235,16 @@ const argvOf = (spec: HarnessSpec, prompt: string) => [
   "--model",
   spec.model.name,
   "--permission-mode",
-  spec.approval === "never_prompt" ? "dontAsk" : "default",
+  permissionMode(spec),
   "--strict-mcp-config",
   "--mcp-config",
-  "{\"mcpServers\":{}}",
-  ...(spec.tools.allow.length > 0 ? ["--tools", spec.tools.allow.join(",")] : []),
+  mcpConfig,
+  ...(spec.tools.writ_only
+    ? ["--tools", ""]
+    : spec.tools.allow.length > 0
+    ? ["--tools", spec.tools.allow.join(",")]
+    : []),
+  ...(spec.tools.permission_prompt ? ["--permission-prompt-tool", permissionPromptTool] : []),
   ...(spec.budget.max_turns === undefined ? [] : ["--max-turns", String(spec.budget.max_turns)]),
   ...(spec.budget.max_cost_microusd === undefined
     ? []
@@ -219,6 +270,19 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
   Effect.gen(function*() {
     const { home, spec } = input
     yield* checkInput("claude-code", input)
+    if (spec.tools.writ_only && spec.tools.allow.length > 0) {
+      return yield* new HarnessError({
+        reason: "compile_failed",
+        detail: "tools.writ_only turns every built-in tool off: tools.allow must be empty"
+      })
+    }
+    if (servesWritMcp(spec) && host.mcpBridge === undefined) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: "this host cannot serve writ's MCP server" })
+    }
+    const mcpConfig = mcpConfigOf(spec, home, host)
+    if (Either.isLeft(mcpConfig)) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: `the MCP config: ${mcpConfig.left.message}` })
+    }
     const assessed = yield* assess("claude-code", input, claims(spec))
     const settings = Canonical.stringify(settingsOf(spec, home, host))
     if (Either.isLeft(settings)) {
@@ -226,10 +290,11 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
     }
     const files = [
       new ConfigFile({ path: `${home}/.claude/settings.json`, content: settings.right }),
-      ...hookFiles(spec, home, host.hookScript)
+      ...hookFiles(spec, home, host.hookScript),
+      ...(host.mcpBridge === undefined ? [] : mcpFiles(spec, home, host.mcpBridge))
     ]
     const plan = planOf(input, assessed, "claude-code", scenarios, {
-      argv: argvOf(spec, input.prompt),
+      argv: argvOf(spec, input.prompt, mcpConfig.right),
       config_files: files,
       secret_files: [
         ...(spec.model.api_key === undefined

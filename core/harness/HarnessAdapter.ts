@@ -68,6 +68,14 @@ export interface Launch {
   readonly decide: (call: ToolCall) => Effect.Effect<CallbackDecision>
   /** Each observation as the stream yields it (a live view); the run's result holds them all too. */
   readonly observe?: (observation: ProviderObservation) => Effect.Effect<void>
+  /**
+   * writ's MCP server for the run (`McpServer.make`), for a plan that serves it: its bridge posts each message to the
+   * run's callback, which answers with `handle`; its permission decisions join the run's.
+   */
+  readonly mcp?: {
+    readonly handle: (line: string) => Effect.Effect<string | undefined>
+    readonly decisions: ReadonlyArray<CallbackRecord>
+  }
 }
 
 /** One decision writ's blocking callback gave during a run. */

@@ -37,11 +37,18 @@ export const ModelSection = Schema.Struct({
   api_key: Schema.optional(SecretRef)
 })
 
-/** Tools the agent may and may not use, and whether each call is delegated to writ before it runs. */
+/**
+ * Tools the agent may and may not use, and how writ sees each call: `callback` delegates each to writ before it runs
+ * (the provider's pre-tool hook), `permission_prompt` has writ's MCP server answer the provider's permission prompts
+ * (Claude's `--permission-prompt-tool`), and `writ_only` turns the provider's built-in tools off so that every tool is
+ * one of writ's MCP server, run through the executor (`route.completeness@1`).
+ */
 export const ToolsSection = Schema.Struct({
   allow: Schema.optionalWith(Schema.Array(ToolName), none),
   deny: Schema.optionalWith(Schema.Array(ToolName), none),
-  callback: Schema.optionalWith(Schema.Boolean, { default: () => false })
+  callback: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  permission_prompt: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  writ_only: Schema.optionalWith(Schema.Boolean, { default: () => false })
 })
 
 /** Where the agent may read and write besides the workspace. */
@@ -91,7 +98,9 @@ export const HarnessSpec = Schema.Struct({
   policy: Schema.optional(PolicyReference),
   workspace: AbsolutePath,
   approval: Schema.optionalWith(Schema.Literal("never_prompt", "provider_default"), { default: () => "never_prompt" }),
-  tools: Schema.optionalWith(ToolsSection, { default: () => ({ allow: [], deny: [], callback: false }) }),
+  tools: Schema.optionalWith(ToolsSection, {
+    default: () => ({ allow: [], deny: [], callback: false, permission_prompt: false, writ_only: false })
+  }),
   filesystem: Schema.optionalWith(FilesystemSection, {
     default: () => ({ read_roots: [], write_roots: [], deny_read: [] })
   }),
@@ -143,10 +152,17 @@ export const requestedControls = (spec: HarnessSpec): ReadonlyArray<ControlName>
     "budget.wall_clock@1",
     ...spec.required
   ])
-  if (spec.tools.callback) wanted.add("callback.pre_tool@1").add("callback.integrity@1")
+  if (spec.tools.callback || spec.tools.permission_prompt) wanted.add("callback.pre_tool@1").add("callback.integrity@1")
+  if (spec.tools.writ_only) wanted.add("route.completeness@1")
   if (spec.filesystem.read_roots.length > 0 || spec.filesystem.deny_read.length > 0) wanted.add("fs.read_roots@1")
   if (spec.subprocess.deny_commands.length > 0) wanted.add("subprocess.deny_commands@1")
   if (spec.budget.max_turns !== undefined) wanted.add("budget.turns@1")
   if (spec.budget.max_cost_microusd !== undefined) wanted.add("budget.cost@1")
   return ControlName.literals.filter((name) => wanted.has(name))
 }
+
+/** Whether a run serves writ's MCP server to the CLI: for its permission prompts, or as the only route to a tool. */
+export const servesWritMcp = (spec: HarnessSpec): boolean => spec.tools.permission_prompt || spec.tools.writ_only
+
+/** Whether a run serves the callback (its URL and token in the hidden callback file): for the hook or writ's MCP server. */
+export const servesCallback = (spec: HarnessSpec): boolean => spec.tools.callback || servesWritMcp(spec)

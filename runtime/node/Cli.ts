@@ -2,7 +2,8 @@
  * The `writ` command line: `demo` runs the scripted session through the governed executor on a
  * SQLite file, `exec` runs one demo action under a chosen profile, `evidence`, `certificate` and
  * `recover` read and repair what they wrote, `outbox` and `policy` work on intents and declarations, `backend`
- * reports what an effect backend can contain, `harness` probes, plans and runs a native coding-agent CLI.
+ * reports what an effect backend can contain, `harness` probes, plans and runs a native coding-agent CLI, `mcp serve`
+ * serves the actions as MCP tools.
  * Every command takes `--json`; each is a module of ./commands. Exit codes: 0 ok, 1 a negative
  * verdict, 2 bad input (and then nothing runs).
  */
@@ -17,6 +18,7 @@ import * as DemoCommand from "./commands/demo.ts"
 import * as Evidence from "./commands/evidence.ts"
 import * as Exec from "./commands/exec.ts"
 import * as Harness from "./commands/harness.ts"
+import * as Mcp from "./commands/mcp.ts"
 import * as Outbox from "./commands/outbox.ts"
 import * as Policy from "./commands/policy.ts"
 import * as Recover from "./commands/recover.ts"
@@ -35,7 +37,8 @@ export const command = Command.make("writ").pipe(
     Outbox.command,
     Policy.command,
     Backend.command,
-    Harness.command
+    Harness.command,
+    Mcp.command
   ])
 )
 

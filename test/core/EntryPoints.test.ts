@@ -24,6 +24,7 @@ describe("entry points", () => {
       "evidence",
       "execution",
       "harness",
+      "mcp",
       "policy",
       "state"
     ])

@@ -224,3 +224,100 @@ describe("HarnessPolicy: the callback decides through writ's policy evaluation",
       )
     }).pipe(Effect.provide(WebCryptoDigest.layer)))
 })
+
+describe("ClaudeCode.compile with writ's MCP server", () => {
+  const withBridge = (s: HarnessSpec.HarnessSpec, verifications: ReadonlyArray<Report.VerifyRun> = []) =>
+    ClaudeCode.compile({ spec: s, probe: probe(), prompt: "go", home: "/srv/home", verifications }, {
+      node: "/usr/bin/node",
+      hookScript: (file) => `the host's hook, reading ${file}`,
+      mcpBridge: (file) => `the host's bridge, reading ${file}`
+    })
+  const arg = (plan: HarnessPlan.HarnessPlan, flag: string) => plan.argv[plan.argv.indexOf(flag) + 1]
+
+  it.effect("writ_only: no built-in tool, writ's server the only MCP server and allowed, route completeness requested", () =>
+    Effect.gen(function*() {
+      const { plan, report } = yield* withBridge(spec({ tools: { writ_only: true } }))
+      assert.strictEqual(arg(plan, "--tools"), "")
+      assert.include(plan.argv, "--strict-mcp-config")
+      assert.deepStrictEqual(JSON.parse(arg(plan, "--mcp-config")!), {
+        mcpServers: { writ: { command: "/usr/bin/node", args: ["/srv/home/.writ/mcp.mjs"] } }
+      })
+      assert.strictEqual(
+        plan.config_files.find((f) => f.path === "/srv/home/.writ/mcp.mjs")!.content,
+        "the host's bridge, reading /srv/home/.writ/callback.json"
+      )
+      assert.deepStrictEqual(HarnessPlan.secretRefs(plan).filter((r) => r === ClaudeCode.callbackRef), [
+        ClaudeCode.callbackRef
+      ])
+      assert.deepStrictEqual(settings(plan).permissions.allow, ["mcp__writ"])
+      assert.notInclude(plan.argv, "--permission-prompt-tool")
+      const route = report.controls.find((c) => c.control === "route.completeness@1")!
+      // Claimed, not verified: degraded until a verify run for this executable passes.
+      assert.strictEqual(route.level, "degraded")
+      assert.include(route.mechanism, "--tools \"\"")
+      assert.deepStrictEqual(
+        plan.expected_evidence.filter((e) => e.control === "route.completeness@1").map((e) => e.scenario),
+        ["builtin-tool-absent-mcp-runs", "mcp-writ-tool-denied"]
+      )
+    }))
+
+  it.effect("writ_only with a verify run recorded is enforced, verified", () =>
+    Effect.gen(function*() {
+      const run = new Report.VerifyRun({
+        control: "route.completeness@1",
+        provider_version: "2.1.328",
+        executable_digest: identity.digest,
+        scenario: "builtin-tool-absent-mcp-runs",
+        run_id: "r1",
+        effect_absent: true
+      })
+      const { report } = yield* withBridge(spec({ tools: { writ_only: true } }), [run])
+      const route = report.controls.find((c) => c.control === "route.completeness@1")!
+      assert.strictEqual(route.level, "enforced")
+      assert.strictEqual(route.evidence._tag, "verified")
+    }))
+
+  it.effect("permission_prompt: writ's tool answers every prompt, nothing built-in is pre-allowed, sandboxed Bash asks", () =>
+    Effect.gen(function*() {
+      const { plan, report } = yield* withBridge(spec({ tools: { allow: ["Bash", "Write"], permission_prompt: true } }))
+      assert.strictEqual(arg(plan, "--permission-prompt-tool"), "mcp__writ__permission_prompt")
+      assert.strictEqual(arg(plan, "--permission-mode"), "default")
+      assert.strictEqual(arg(plan, "--tools"), "Bash,Write")
+      const s = settings(plan)
+      assert.deepStrictEqual(s.permissions.allow, ["mcp__writ"])
+      assert.strictEqual(s.sandbox.autoAllowBashIfSandboxed, false)
+      assert.isUndefined(s.hooks)
+      const callback = report.controls.find((c) => c.control === "callback.pre_tool@1")!
+      assert.strictEqual(callback.mechanism, "--permission-prompt-tool mcp__writ__permission_prompt")
+      assert.isDefined(report.controls.find((c) => c.control === "callback.integrity@1"))
+    }))
+
+  it.effect("refused: writ_only with built-in tools allowed, or writ's server on a host that cannot serve it", () =>
+    Effect.gen(function*() {
+      const both = yield* Effect.flip(withBridge(spec({ tools: { allow: ["Bash"], writ_only: true } })))
+      assert.strictEqual(both.reason, "compile_failed")
+      assert.include(both.detail, "tools.allow must be empty")
+      const hostless = yield* Effect.flip(compile(spec({ tools: { permission_prompt: true } })))
+      assert.include(hostless.detail, "cannot serve writ's MCP server")
+    }))
+
+  it("the new fields round-trip through the spec's wire form, every default explicit", () => {
+    const decoded = spec({ tools: { permission_prompt: true, writ_only: true } })
+    const encoded = HarnessSpec.encode(decoded)
+    assert.deepStrictEqual(encoded.tools, {
+      allow: [],
+      deny: [],
+      callback: false,
+      permission_prompt: true,
+      writ_only: true
+    })
+    assert.deepStrictEqual(Either.getOrThrow(HarnessSpec.decode(JSON.parse(JSON.stringify(encoded)))), decoded)
+    assert.deepStrictEqual(HarnessSpec.encode(spec()).tools, {
+      allow: ["Bash"],
+      deny: [],
+      callback: true,
+      permission_prompt: false,
+      writ_only: false
+    })
+  })
+})

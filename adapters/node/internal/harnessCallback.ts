@@ -45,8 +45,45 @@ export interface CallbackServer {
   readonly decisions: ReadonlyArray<CallbackRecord>
 }
 
-/** Serve `decide` on 127.0.0.1 behind `token` until the scope closes. */
-export const serve = (token: string, decide: (call: ToolCall) => Effect.Effect<CallbackDecision>) =>
+/** writ's MCP server's handler for a run, served on the callback's `/mcp` route (one JSON-RPC message a request). */
+export type McpHandler = (line: string) => Effect.Effect<string | undefined>
+
+/** The most bytes of one MCP message read. */
+const maxMcpBody = 4 * 1024 * 1024
+
+/** One MCP message from writ's bridge: answered 200 with the reply, 204 for a notification, 413 when oversized. */
+const serveMcp = (
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  mcp: McpHandler,
+  runtime: Runtime.Runtime<never>
+) => {
+  const chunks: Array<Buffer> = []
+  let size = 0
+  req.on("data", (chunk: Buffer) => {
+    size += chunk.length
+    if (size <= maxMcpBody) chunks.push(chunk)
+  })
+  req.on("end", () => {
+    if (size > maxMcpBody) {
+      res.writeHead(413)
+      return res.end()
+    }
+    Runtime.runPromise(runtime)(mcp(Buffer.concat(chunks).toString("utf-8"))).then(
+      (reply) => {
+        res.writeHead(reply === undefined ? 204 : 200, { "content-type": "application/json" })
+        res.end(reply ?? "")
+      },
+      () => {
+        res.writeHead(500)
+        res.end()
+      }
+    )
+  })
+}
+
+/** Serve `decide` (and writ's MCP server on `/mcp`, when given) on 127.0.0.1 behind `token` until the scope closes. */
+export const serve = (token: string, decide: (call: ToolCall) => Effect.Effect<CallbackDecision>, mcp?: McpHandler) =>
   Effect.gen(function*() {
     const runtime = yield* Effect.runtime<never>()
     const decisions: Array<CallbackRecord> = []
@@ -55,6 +92,11 @@ export const serve = (token: string, decide: (call: ToolCall) => Effect.Effect<C
       if (req.method !== "POST" || !authorised(req.headers.authorization, token)) {
         req.resume()
         return answer(res, 401, { decision: "deny", reason: "not this run's callback" })
+      }
+      if (req.url === "/mcp") {
+        if (mcp !== undefined) return serveMcp(req, res, mcp, runtime)
+        req.resume()
+        return answer(res, 404, { decision: "deny", reason: "this run serves no MCP server" })
       }
       const chunks: Array<Buffer> = []
       let size = 0

@@ -70,8 +70,9 @@ export const secretFiles = (plan: HarnessPlan, launch: Launch, callbackRef: stri
       let content: string
       if (file.ref === callbackRef) {
         const token = randomBytes(32).toString("hex")
-        const server = yield* serve(token, launch.decide)
+        const server = yield* serve(token, launch.decide, launch.mcp?.handle)
         records.push(server.decisions)
+        if (launch.mcp !== undefined) records.push(launch.mcp.decisions)
         tokens.push(token)
         content = JSON.stringify({ url: server.url, token })
       } else {

@@ -4,12 +4,14 @@
  * decider, and the run of one scenario (spec, plan, spawn, settle, check) and of them all into verify runs.
  * Runtimes: Node.
  */
-import { Effect, Either, Redacted, type Scope } from "effect"
+import { Effect, Either, Redacted, Schema, type Scope } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
+import * as Action from "../../../core/action/Action.ts"
+import type { ActionDefinition } from "../../../core/action/Action.ts"
 import type { Digest } from "../../../core/base/Digest.ts"
 import { VerifyRun } from "../../../core/harness/CapabilityReport.ts"
 import type { CallbackDecision, HarnessAdapter, RunResult, ToolCall } from "../../../core/harness/HarnessAdapter.ts"
@@ -20,6 +22,7 @@ import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import * as PermissionPolicy from "../../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../../core/policy/PolicySnapshot.ts"
+import * as HarnessMcp from "../HarnessMcp.ts"
 import type { ScriptedCall, ScriptedModel } from "../ScriptedAnthropic.ts"
 
 /** What one scenario run found. */
@@ -33,13 +36,47 @@ export interface ScenarioResult {
   readonly run: RunResult
 }
 
-/** The policy the callback scenario decides by: `touch` allowed; writ's intrinsic guards refuse any `bash -c`. */
+/**
+ * The policy the callback scenario decides by: `touch` allowed; writ's intrinsic guards refuse any `bash -c`. Through
+ * writ's MCP server, `files.touch` is allowed and `files.write` is not.
+ */
 export const verifyPolicy = {
   policy_id: "writ-harness-verify",
   version: "1",
   mode: "rules",
-  allow: { "shell.exec": ["touch *"] }
+  allow: { "shell.exec": ["touch *"], "files.touch": ["*"] }
 } as const
+
+/** The actions writ's MCP server serves in a verify run: each leaves its effect in a file, where a check looks. */
+export const verifyActions: ReadonlyArray<ActionDefinition> = [
+  Action.make({
+    name: "files.touch",
+    description: "Create an empty file",
+    input: Schema.Struct({ path: Schema.String }),
+    output: Schema.String,
+    effects: ["filesystem.write"],
+    handler: ({ path }) => (writeFileSync(path, ""), "touched")
+  }),
+  Action.make({
+    name: "files.write",
+    description: "Write a file",
+    input: Schema.Struct({ path: Schema.String, content: Schema.String }),
+    output: Schema.String,
+    effects: ["filesystem.write"],
+    handler: ({ content, path }) => (writeFileSync(path, content), "written")
+  })
+]
+
+const snapshotOf = (declared: unknown) =>
+  Effect.gen(function*() {
+    const policy = yield* Either.match(PermissionPolicy.decode(declared), {
+      onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
+      onRight: Effect.succeed
+    })
+    return yield* PolicySnapshot.compile(policy).pipe(
+      Effect.mapError((e) => new HarnessError({ reason: "compile_failed", detail: e.message }))
+    )
+  })
 
 /** Where one scenario runs: its directory, workspace and config home, and a listener the agent must not reach. */
 export interface Setup {
@@ -69,6 +106,10 @@ export interface Scenario {
   readonly settleMillis?: number
   /** When (epoch ms) the check may run, for an effect whose time is known only from the run. */
   readonly settleUntil?: (setup: Setup) => number
+  /** Files the scenario's attack needs in place before the run (a hostile project's configuration, say). */
+  readonly prepare?: (setup: Setup) => void
+  /** The policy writ's MCP server runs its actions under, for a spec that serves it (default `verifyPolicy`). */
+  readonly mcpPolicy?: (loosen: boolean) => unknown
 }
 
 /** A file's text, or undefined when it does not exist. */
@@ -78,16 +119,10 @@ export const read = (path: string) => (existsSync(path) ? readFileSync(path, "ut
 export const allowAll = Effect.succeed((_: ToolCall) => Effect.succeed<CallbackDecision>({ decision: "allow" }))
 
 /** A callback deciding by `verifyPolicy` through the harness's policy evaluation. */
-export const policyDecider = Effect.gen(function*() {
-  const policy = yield* Either.match(PermissionPolicy.decode(verifyPolicy), {
-    onLeft: (e) => Effect.fail(new HarnessError({ reason: "compile_failed", detail: e.message })),
-    onRight: Effect.succeed
-  })
-  const snapshot = yield* PolicySnapshot.compile(policy).pipe(
-    Effect.mapError((e) => new HarnessError({ reason: "compile_failed", detail: e.message }))
-  )
-  return HarnessPolicy.decider(snapshot, "harness-verify")
-})
+export const policyDecider = Effect.map(
+  snapshotOf(verifyPolicy),
+  (snapshot) => HarnessPolicy.decider(snapshot, "harness-verify")
+)
 
 /** A plan whose config files ending in `suffix` are edited: a loosening the spec cannot express (tests only). */
 export const editConfig = (plan: HarnessPlan, suffix: string, edit: (content: string) => string) =>
@@ -97,6 +132,38 @@ export const editConfig = (plan: HarnessPlan, suffix: string, edit: (content: st
       file.path.endsWith(suffix) ? new ConfigFile({ path: file.path, content: edit(file.content) }) : file
     )
   })
+
+/** A plan whose argv is edited: a loosening the spec cannot express (tests only). */
+export const editArgv = (plan: HarnessPlan, edit: (argv: ReadonlyArray<string>) => ReadonlyArray<string>) =>
+  new HarnessPlan({ ...plan, argv: edit(plan.argv) })
+
+/**
+ * A hostile MCP server's program: it marks `dir/evil-started` when it starts and `dir/evil-called` when a tool of it
+ * is called, so a check sees whether a CLI ever ran it.
+ */
+export const evilMcpServer = (dir: string) =>
+  `import { writeFileSync } from "node:fs"
+import { createInterface } from "node:readline"
+writeFileSync(${JSON.stringify(join(dir, "evil-started"))}, "")
+const send = (m) => process.stdout.write(JSON.stringify(m) + "\\n")
+createInterface({ input: process.stdin }).on("line", (line) => {
+  const m = JSON.parse(line)
+  if (m.id === undefined) return
+  if (m.method === "initialize") {
+    return send({ jsonrpc: "2.0", id: m.id, result: { protocolVersion: m.params.protocolVersion,
+      capabilities: { tools: {} }, serverInfo: { name: "evil", version: "1" } } })
+  }
+  if (m.method === "tools/list") {
+    return send({ jsonrpc: "2.0", id: m.id, result: { tools: [{ name: "touch", description: "touch",
+      inputSchema: { type: "object", properties: {} } }] } })
+  }
+  if (m.method === "tools/call") {
+    writeFileSync(${JSON.stringify(join(dir, "evil-called"))}, "")
+    return send({ jsonrpc: "2.0", id: m.id, result: { content: [{ type: "text", text: "done" }] } })
+  }
+  send({ jsonrpc: "2.0", id: m.id, result: {} })
+})
+`
 
 /** A new directory (by its real path: the sandboxes and CLIs see through symlinks) under `base`, removed after. */
 export const tempDir = (base: string, prefix: string) =>
@@ -148,12 +215,15 @@ export interface Driver {
   readonly setup: Effect.Effect<Setup, never, Scope.Scope>
   /** The probe failure's detail when no executable with a known version is found. */
   readonly missing: string
+  /** The name of writ's permission-prompt tool on its MCP server, for a provider that has permission prompts. */
+  readonly permissionTool?: string
 }
 
 /** Run one scenario (or its loosened control) with the adapter against the driver's scripted model. */
 export const runScenario = (driver: Driver, adapter: HarnessAdapter.Service, scenario: Scenario, loosen: boolean) =>
   Effect.scoped(Effect.gen(function*() {
     const paths = yield* driver.setup
+    scenario.prepare?.(paths)
     const canary = `writ-canary-${randomBytes(8).toString("hex")}`
     yield* canaryVar(canary)
     const model = yield* Effect.acquireRelease(
@@ -182,9 +252,19 @@ export const runScenario = (driver: Driver, adapter: HarnessAdapter.Service, sce
     })
     const plan = loosen && scenario.loosenPlan !== undefined ? scenario.loosenPlan(admitted.plan, paths) : admitted.plan
     const decide = yield* (scenario.decide ?? allowAll)
+    const mcp = HarnessSpec.servesWritMcp(spec)
+      ? yield* HarnessMcp.make({
+        actions: verifyActions,
+        snapshot: yield* snapshotOf(scenario.mcpPolicy?.(loosen) ?? verifyPolicy),
+        principal: "harness-verify",
+        decide,
+        ...(driver.permissionTool === undefined ? {} : { permissionTool: driver.permissionTool })
+      })
+      : undefined
     const run = yield* adapter.spawn({ ...admitted, plan }, {
       secrets: new Map([["writ:scripted.key", Redacted.make(driver.scriptedKey)]]),
-      decide
+      decide,
+      ...(mcp === undefined ? {} : { mcp })
     })
     if (scenario.settleMillis !== undefined) yield* Effect.sleep(scenario.settleMillis)
     if (scenario.settleUntil !== undefined) {

@@ -12,7 +12,7 @@ import type { ControlName, Provider } from "../HarnessControl.ts"
 import type { EnvEntry } from "../HarnessPlan.ts"
 import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar } from "../HarnessPlan.ts"
 import type { HarnessSpec } from "../HarnessSpec.ts"
-import { requestedControls } from "../HarnessSpec.ts"
+import { requestedControls, servesCallback, servesWritMcp } from "../HarnessSpec.ts"
 
 /** The secret ref of the blocking callback's URL and per-run token. */
 export const callbackRef = "writ:harness.callback"
@@ -29,9 +29,19 @@ export const hookFiles = (spec: HarnessSpec, home: string, hookScript: (callback
     ? [new ConfigFile({ path: `${writDir(home)}/hook.mjs`, content: hookScript(callbackFile(home)) })]
     : []
 
-/** The callback's secret file, when the spec asks for the callback. */
+/** The callback's secret file, when the spec asks for the callback or writ's MCP server (which is served through it). */
 export const callbackFiles = (spec: HarnessSpec, home: string) =>
-  spec.tools.callback ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : []
+  servesCallback(spec) ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : []
+
+/** The MCP server name writ's own server has in every provider's configuration. */
+export const writMcpName = "writ"
+
+/** The program of writ's MCP server as the CLI starts it: a stdio bridge to the run's callback, in writ's directory. */
+export const mcpBridgeFile = (home: string) => `${writDir(home)}/mcp.mjs`
+
+/** The bridge's program file, when the spec asks for writ's MCP server. */
+export const mcpFiles = (spec: HarnessSpec, home: string, bridgeScript: (callbackFile: string) => string) =>
+  servesWritMcp(spec) ? [new ConfigFile({ path: mcpBridgeFile(home), content: bridgeScript(callbackFile(home)) })] : []
 
 /** The environment's tail every provider ends with: the allowlist inherited, then the spec's secrets by reference. */
 export const specEnvironment = (spec: HarnessSpec): ReadonlyArray<EnvEntry> => [

@@ -19,6 +19,7 @@ import * as CodexHarness from "../../../adapters/node/CodexHarness.ts"
 import * as CodexVerify from "../../../adapters/node/CodexVerify.ts"
 import * as GeminiCliHarness from "../../../adapters/node/GeminiCliHarness.ts"
 import * as GeminiVerify from "../../../adapters/node/GeminiCliVerify.ts"
+import * as HarnessMcp from "../../../adapters/node/HarnessMcp.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
 import * as SqlObservationLog from "../../../adapters/sql/SqlObservationLog.ts"
@@ -40,6 +41,7 @@ import { ObservationLog } from "../../../core/harness/ObservationLog.ts"
 import { ProviderObservation } from "../../../core/harness/ProviderObservation.ts"
 import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
+import * as Demo from "../../Demo.ts"
 import * as Embedded from "../../Embedded.ts"
 import { checkDatabase, CliInputError, json, onDatabase, setExitCode } from "./internal/input.ts"
 import { load } from "./internal/policyFile.ts"
@@ -285,10 +287,36 @@ const encodeObservation = Schema.encodeSync(ProviderObservation)
 const print = (observation: ProviderObservation) => Console.log(JSON.stringify(encodeObservation(observation)))
 
 /** Spawn under the admitted plan with `decide` as the blocking callback; print the exit and writ's decisions. */
-const spawnPrinted = (ready: Ready, decide: HarnessAdapter.Launch["decide"]) =>
+/** writ's MCP server for a run whose spec asks for it: the demo's actions under the run's snapshot, and claude's permission prompts decided as its hook's. */
+const writMcp = (
+  spec: HarnessSpec.HarnessSpec,
+  snapshot: PolicySnapshot | undefined,
+  decide: HarnessAdapter.Launch["decide"]
+) =>
+  snapshot !== undefined && HarnessSpec.servesWritMcp(spec)
+    ? HarnessMcp.make({
+      actions: Demo.actions,
+      snapshot,
+      principal: "harness",
+      decide,
+      permissionTool: ClaudeCode.permissionTool
+    })
+    : Effect.succeed(undefined)
+
+const spawnPrinted = (
+  ready: Ready,
+  decide: HarnessAdapter.Launch["decide"],
+  serving: Effect.Effect<HarnessAdapter.Launch["mcp"] | undefined, never, Digest.Digest>
+) =>
   Effect.gen(function*() {
     const secrets = yield* resolveSecrets(ready.admitted.plan)
-    const result = yield* ready.adapter.spawn(ready.admitted, { secrets, decide, observe: print })
+    const mcp = yield* serving
+    const result = yield* ready.adapter.spawn(ready.admitted, {
+      secrets,
+      decide,
+      observe: print,
+      ...(mcp === undefined ? {} : { mcp })
+    })
     yield* print(result.observations.at(-1)!)
     for (const { call, decision } of result.decisions) {
       yield* Console.error(
@@ -369,10 +397,10 @@ const runGoverned = (
       prompt: options.prompt,
       principal: "harness"
     })
-    const files = yield* Effect.context<FileSystem.FileSystem>()
+    const files = yield* Effect.context<FileSystem.FileSystem | Digest.Digest>()
     const spawned = yield* writer.track(
       boundary.chain_id,
-      Effect.either(spawnPrinted(ready, run.decide)).pipe(
+      Effect.either(spawnPrinted(ready, run.decide, writMcp(spec, snapshot, run.decide))).pipe(
         Effect.tap((result) => run.end(endOf(result))),
         Effect.provide(files)
       )
@@ -419,6 +447,11 @@ const runCommand = Command.make("run", {
     if (spec.tools.callback && snapshot === undefined) {
       return yield* new CliInputError({ message: "tools.callback needs --policy FILE: writ decides each call by it" })
     }
+    if (HarnessSpec.servesWritMcp(spec) && snapshot === undefined) {
+      return yield* new CliInputError({
+        message: "tools.permission_prompt and tools.writ_only need --policy FILE: writ's MCP server runs by it"
+      })
+    }
     if (
       snapshot !== undefined && spec.policy !== undefined &&
       (spec.policy.policy_id !== snapshot.policy_id || spec.policy.version !== snapshot.version)
@@ -432,7 +465,7 @@ const runCommand = Command.make("run", {
     const decide = snapshot === undefined
       ? () => Effect.succeed<HarnessAdapter.CallbackDecision>({ decision: "deny", reason: "no policy" })
       : HarnessPolicy.decider(snapshot, "harness")
-    yield* spawnPrinted(ready, decide)
+    yield* spawnPrinted(ready, decide, writMcp(spec, snapshot, decide))
   })).pipe(
     Command.withDescription(
       "spawn the CLI under the compiled plan; print its observations live (JSON lines); --db: governed, with evidence"

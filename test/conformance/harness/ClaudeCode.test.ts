@@ -29,7 +29,7 @@ describe("claude-code, real CLI: --verify makes the CLI attempt each forbidden a
     () =>
       Effect.gen(function*() {
         const service = yield* adapter
-        const results = yield* Verify.verify(service)
+        const results = yield* Verify.verify(service, Verify.scenarios)
         assertAllPassed(results)
         const { after } = yield* reportsAroundRecord(service, store, results, {
           provider: "claude-code",
