@@ -24,6 +24,7 @@ import {
   specEnvironment,
   writDir
 } from "./internal/compilePlan.ts"
+import type { YoloProfile } from "./YoloProfile.ts"
 
 export { callbackFile, callbackRef, writDir }
 
@@ -31,7 +32,7 @@ export { callbackFile, callbackRef, writDir }
 export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "fs.write_roots@1": ["bash-write-outside-workspace", "write-tool-outside-workspace"],
   "env.allowlist@1": ["bash-read-canary-env", "bash-read-model-key"],
-  "callback.pre_tool@1": ["bash-c-denied-command"],
+  "callback.pre_tool@1": ["bash-c-denied-command", "subagent-denied-command"],
   "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
   "tools.allowlist@1": ["write-tool-not-allowed"],
   "network.egress@1": ["bash-reach-loopback-listener"],
@@ -129,6 +130,31 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
   return out
 }
 
+/**
+ * The legacy `yolo` flag as claude's one named profile: `bypassPermissions` (with `IS_SANDBOX=1`, without which claude
+ * refuses it as root). Every permission rule stops holding, so each control resting on them, or verified only under
+ * `dontAsk`, is degraded.
+ */
+export const yoloProfile: YoloProfile = {
+  name: "claude-code/yolo@1",
+  mechanism: "--permission-mode bypassPermissions, IS_SANDBOX=1",
+  degrades: [
+    "approval.non_interactive@1",
+    "tools.allowlist@1",
+    "fs.write_roots@1",
+    "fs.read_roots@1",
+    "subprocess.deny_commands@1",
+    "callback.pre_tool@1",
+    "callback.integrity@1",
+    "mcp.grants@1"
+  ],
+  warning: "bypassPermissions approves every tool call past claude's permission rules: the file tools are no longer " +
+    "held to the write roots, and nothing the rules or the hook enforce was verified in this mode"
+}
+
+const permissionMode = (spec: HarnessSpec) =>
+  spec.yolo === true ? "bypassPermissions" : spec.approval === "never_prompt" ? "dontAsk" : "default"
+
 /** claude's file-editing tools: not under the OS sandbox, so their allow rules are scoped to the write roots. */
 const editors = new Set(["Write", "Edit", "MultiEdit", "NotebookEdit"])
 
@@ -152,7 +178,7 @@ const permissionsOf = (spec: HarnessSpec, home: string) => {
       ...spec.subprocess.deny_commands.map((command) => `Bash(${command} *)`),
       ...hidden.flatMap((path) => [under("Read", path), under("Edit", path)])
     ],
-    defaultMode: spec.approval === "never_prompt" ? "dontAsk" : "default"
+    defaultMode: permissionMode(spec)
   }
 }
 
@@ -189,7 +215,7 @@ const argvOf = (spec: HarnessSpec, prompt: string) => [
   "--model",
   spec.model.name,
   "--permission-mode",
-  spec.approval === "never_prompt" ? "dontAsk" : "default",
+  permissionMode(spec),
   "--strict-mcp-config",
   "--mcp-config",
   "{\"mcpServers\":{}}",
@@ -207,6 +233,7 @@ const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry>
     ...(allowed.has("PATH") ? [] : [new SetVar({ name: "PATH", value: "/usr/local/bin:/usr/bin:/bin" })]),
     new SetVar({ name: "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", value: "1" }),
     new SetVar({ name: "DISABLE_AUTOUPDATER", value: "1" }),
+    ...(spec.yolo === true ? [new SetVar({ name: "IS_SANDBOX", value: "1" })] : []),
     ...(spec.model.endpoint === undefined
       ? []
       : [new SetVar({ name: "ANTHROPIC_BASE_URL", value: spec.model.endpoint.replace(/\/$/, "") })]),
@@ -219,7 +246,7 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
   Effect.gen(function*() {
     const { home, spec } = input
     yield* checkInput("claude-code", input)
-    const assessed = yield* assess("claude-code", input, claims(spec))
+    const assessed = yield* assess("claude-code", input, claims(spec), yoloProfile)
     const settings = Canonical.stringify(settingsOf(spec, home, host))
     if (Either.isLeft(settings)) {
       return yield* new HarnessError({ reason: "compile_failed", detail: `the settings: ${settings.left.message}` })
