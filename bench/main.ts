@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url"
 import * as Evidence from "./evidence.ts"
 import * as Executor from "./executor.ts"
 import * as Governed from "./governed.ts"
+import * as Harness from "./harness.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import * as Policy from "./policy.ts"
 import * as Testing from "./testing.ts"
@@ -16,7 +17,8 @@ const benchmarks: ReadonlyArray<Benchmark> = [
   Governed.benchmark,
   Policy.benchmark,
   Evidence.benchmark,
-  Testing.benchmark
+  Testing.benchmark,
+  Harness.benchmark
 ]
 
 const main = async (names: ReadonlyArray<string>): Promise<number> => {
