@@ -198,7 +198,6 @@ const benchProvider = async (target: Target) => {
   const { layer, seen } = recording()
   try {
     const store = HarnessStore.make(data)
-    const adapter = await Effect.runPromise(Effect.provide(target.make(store), layer))
     const spec = Either.getOrThrow(HarnessSpec.decode({
       spec_version: 1,
       provider: target.provider,
@@ -214,11 +213,13 @@ const benchProvider = async (target: Target) => {
     const decide = HarnessPolicy.decider(snapshot, "harness")
     const secrets = new Map([["writ:bench.key", Redacted.make(KEY)]])
 
-    // `writ harness run`'s library path: the verify store, probe, compile and admit, then spawn under the plan.
+    // `writ harness run`'s library path: the adapter, the verify store, probe, compile and admit, then spawn.
     const viaWrit = (home: string) =>
       Effect.gen(function*() {
         const started = performance.now()
         let first = 0
+        // A fresh adapter each run, as each `writ harness run` process has: nothing of the last run's probe is kept.
+        const adapter = yield* Effect.provide(target.make(store), layer)
         const verifications = yield* store.verifications
         const admitted = yield* HarnessAdapter.prepare(adapter, { spec, prompt: "go", home, verifications })
         const prepared = performance.now() - started
