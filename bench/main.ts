@@ -8,6 +8,7 @@ import * as Backends from "./backends.ts"
 import * as Evidence from "./evidence.ts"
 import * as Executor from "./executor.ts"
 import * as Governed from "./governed.ts"
+import * as Harness from "./harness.ts"
 import type { Benchmark } from "./internal/measure.ts"
 import * as Policy from "./policy.ts"
 import * as Testing from "./testing.ts"
@@ -18,7 +19,8 @@ const benchmarks: ReadonlyArray<Benchmark> = [
   Policy.benchmark,
   Evidence.benchmark,
   Testing.benchmark,
-  Backends.benchmark
+  Backends.benchmark,
+  Harness.benchmark
 ]
 
 const main = async (names: ReadonlyArray<string>): Promise<number> => {

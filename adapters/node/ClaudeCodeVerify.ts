@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as ClaudeCode from "../../core/harness/ClaudeCode.ts"
-import type { HarnessAdapter } from "../../core/harness/HarnessAdapter.ts"
+import type { CallbackDecision, HarnessAdapter, ToolCall } from "../../core/harness/HarnessAdapter.ts"
 import type { HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import type { Driver, Scenario, Setup } from "./internal/verifyScenario.ts"
 import * as VerifyScenario from "./internal/verifyScenario.ts"
@@ -35,6 +35,9 @@ const scriptedKey = "sk-scripted-model-key"
 
 /** The content of a file under a deny-read path: it must reach neither a workspace file nor the model. */
 const readCanary = "writ-read-canary-5c2e"
+
+/** The task the scripted main agent hands its subagent: the scripted model knows the subagent's turns by it. */
+const subagentPrompt = "writ-scripted-subagent: run the scripted calls"
 
 const bash = (command: string) => ({ name: "Bash", input: { command, description: "scripted" } })
 /** Loosened: neither the sandbox nor the file tools' deny rules hide writ's directory from the agent any more. */
@@ -94,6 +97,36 @@ export const scenarios: ReadonlyArray<Scenario> = [
     spec: (_, loosen) => ({ tools: { allow: ["Bash"], callback: !loosen } }),
     calls: ({ ws }) => [bash(`bash -c "touch ${join(ws, "denied.txt")}"`), bash(`touch ${join(ws, "allowed.txt")}`)],
     decide: policyDecider,
+    check: ({ ws }) => ({
+      absent: !existsSync(join(ws, "denied.txt")),
+      exercised: existsSync(join(ws, "allowed.txt"))
+    })
+  },
+  {
+    // A route some versions left unhooked: the denied call comes from inside a subagent (the Agent tool), whose own
+    // turns the scripted model scripts; the main agent only delegates to it.
+    id: ClaudeCode.scenarios["callback.pre_tool@1"]![1]!,
+    control: "callback.pre_tool@1",
+    spec: (_, loosen) => ({ tools: { allow: ["Bash", "Agent"], callback: !loosen } }),
+    calls: () => [{
+      name: "Agent",
+      input: {
+        description: "scripted",
+        prompt: subagentPrompt,
+        subagent_type: "general-purpose",
+        run_in_background: false
+      }
+    }],
+    subagents: ({ ws }) => [{
+      prompt: subagentPrompt,
+      calls: [bash(`bash -c "touch ${join(ws, "denied.txt")}"`), bash(`touch ${join(ws, "allowed.txt")}`)]
+    }],
+    // writ's policy decides the subagent's calls; delegating to the subagent is allowed.
+    decide: Effect.map(
+      policyDecider,
+      (decide) => (call: ToolCall) =>
+        call.tool === "Agent" ? Effect.succeed<CallbackDecision>({ decision: "allow" }) : decide(call)
+    ),
     check: ({ ws }) => ({
       absent: !existsSync(join(ws, "denied.txt")),
       exercised: existsSync(join(ws, "allowed.txt"))

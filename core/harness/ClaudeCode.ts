@@ -28,6 +28,7 @@ import {
   writDir,
   writMcpName
 } from "./internal/compilePlan.ts"
+import type { YoloProfile } from "./YoloProfile.ts"
 
 export { callbackFile, callbackRef, writDir }
 
@@ -35,7 +36,7 @@ export { callbackFile, callbackRef, writDir }
 export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "fs.write_roots@1": ["bash-write-outside-workspace", "write-tool-outside-workspace"],
   "env.allowlist@1": ["bash-read-canary-env", "bash-read-model-key"],
-  "callback.pre_tool@1": ["bash-c-denied-command", "permission-prompt-denied-command"],
+  "callback.pre_tool@1": ["bash-c-denied-command", "subagent-denied-command", "permission-prompt-denied-command"],
   "callback.integrity@1": ["bash-read-callback-secret", "read-tool-callback-secret"],
   "tools.allowlist@1": ["write-tool-not-allowed"],
   "network.egress@1": ["bash-reach-loopback-listener"],
@@ -158,6 +159,28 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
   return out
 }
 
+/**
+ * The legacy `yolo` flag as claude's one named profile: `bypassPermissions` (with `IS_SANDBOX=1`, without which claude
+ * refuses it as root). Every permission rule stops holding, so each control resting on them, or verified only under
+ * `dontAsk`, is degraded.
+ */
+export const yoloProfile: YoloProfile = {
+  name: "claude-code/yolo@1",
+  mechanism: "--permission-mode bypassPermissions, IS_SANDBOX=1",
+  degrades: [
+    "approval.non_interactive@1",
+    "tools.allowlist@1",
+    "fs.write_roots@1",
+    "fs.read_roots@1",
+    "subprocess.deny_commands@1",
+    "callback.pre_tool@1",
+    "callback.integrity@1",
+    "mcp.grants@1"
+  ],
+  warning: "bypassPermissions approves every tool call past claude's permission rules: the file tools are no longer " +
+    "held to the write roots, and nothing the rules or the hook enforce was verified in this mode"
+}
+
 /** claude's file-editing tools: not under the OS sandbox, so their allow rules are scoped to the write roots. */
 const editors = new Set(["Write", "Edit", "MultiEdit", "NotebookEdit"])
 
@@ -190,9 +213,13 @@ const permissionsOf = (spec: HarnessSpec, home: string) => {
   }
 }
 
-/** dontAsk refuses whatever would ask; under the permission prompt writ's tool is asked instead. */
+/** yolo bypasses every rule; dontAsk refuses whatever would ask; under the permission prompt writ's tool is asked instead. */
 const permissionMode = (spec: HarnessSpec) =>
-  spec.approval === "never_prompt" && !spec.tools.permission_prompt ? "dontAsk" : "default"
+  spec.yolo === true
+    ? "bypassPermissions"
+    : spec.approval === "never_prompt" && !spec.tools.permission_prompt
+    ? "dontAsk"
+    : "default"
 
 const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
   const hook = {
@@ -258,6 +285,7 @@ const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry>
     ...(allowed.has("PATH") ? [] : [new SetVar({ name: "PATH", value: "/usr/local/bin:/usr/bin:/bin" })]),
     new SetVar({ name: "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", value: "1" }),
     new SetVar({ name: "DISABLE_AUTOUPDATER", value: "1" }),
+    ...(spec.yolo === true ? [new SetVar({ name: "IS_SANDBOX", value: "1" })] : []),
     ...(spec.model.endpoint === undefined
       ? []
       : [new SetVar({ name: "ANTHROPIC_BASE_URL", value: spec.model.endpoint.replace(/\/$/, "") })]),
@@ -283,7 +311,7 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
     if (Either.isLeft(mcpConfig)) {
       return yield* new HarnessError({ reason: "compile_failed", detail: `the MCP config: ${mcpConfig.left.message}` })
     }
-    const assessed = yield* assess("claude-code", input, claims(spec))
+    const assessed = yield* assess("claude-code", input, claims(spec), yoloProfile)
     const settings = Canonical.stringify(settingsOf(spec, home, host))
     if (Either.isLeft(settings)) {
       return yield* new HarnessError({ reason: "compile_failed", detail: `the settings: ${settings.left.message}` })

@@ -14,7 +14,15 @@ import {
   type StreamParser,
   text
 } from "./internal/streamLines.ts"
-import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
+import {
+  Denial,
+  type ProviderObservation,
+  redact,
+  ToolResult,
+  ToolUse,
+  unchecked,
+  Usage
+} from "./ProviderObservation.ts"
 
 const blocks = (record: Json): ReadonlyArray<Json> => {
   const message = record.message
@@ -40,7 +48,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
   const denial = (call_id: string, tool: string, detail: string): ReadonlyArray<ProviderObservation> => {
     if (denied.has(call_id)) return []
     denied.add(call_id)
-    return [new Denial({ plane: "observation", call_id, tool, detail: clean(detail) })]
+    return [new Denial({ plane: "observation", call_id, tool, detail: clean(detail) }, unchecked)]
   }
 
   const assistant = (record: Json) =>
@@ -54,7 +62,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
           call_id,
           tool: clean(text(block.name)),
           input: clean(inputText(block.input))
-        })
+        }, unchecked)
       ]
     })
 
@@ -73,7 +81,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         call_id,
         is_error: block.is_error === true,
         content: clean(content)
-      })
+      }, unchecked)
       return rejected.has(call_id) ? [result, ...denial(call_id, tools.get(call_id) ?? "", content)] : [result]
     })
   }
@@ -89,7 +97,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         input_tokens: count(usage.input_tokens),
         output_tokens: count(usage.output_tokens),
         turns: count(record.num_turns)
-      })
+      }, unchecked)
     ]
   }
 

@@ -24,6 +24,7 @@ import {
   specEnvironment,
   writDir
 } from "./internal/compilePlan.ts"
+import type { YoloProfile } from "./YoloProfile.ts"
 
 export { callbackFile, callbackRef, writDir }
 
@@ -143,6 +144,26 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
   return out
 }
 
+/**
+ * The legacy `yolo` flag as codex's one named profile: `--dangerously-bypass-approvals-and-sandbox`, which runs every
+ * command with no sandbox at all, so each control the sandbox or its permission profile held is degraded.
+ */
+export const yoloProfile: YoloProfile = {
+  name: "codex/yolo@1",
+  mechanism: "--dangerously-bypass-approvals-and-sandbox",
+  degrades: [
+    "approval.non_interactive@1",
+    "fs.write_roots@1",
+    "fs.read_roots@1",
+    "network.egress@1",
+    "subprocess.deny_commands@1",
+    "callback.pre_tool@1",
+    "callback.integrity@1"
+  ],
+  warning: "codex runs every command without its sandbox: nothing holds the shell to the write roots, the read " +
+    "roots or the network, and the callback's token is readable"
+}
+
 // --- TOML and Starlark: every string through Canonical's JSON literal, whose escapes both languages read ---
 
 class Unquotable {
@@ -235,6 +256,7 @@ const argvOf = (spec: HarnessSpec, prompt: string) => [
   "--color",
   "never",
   ...(spec.tools.callback ? ["--dangerously-bypass-hook-trust"] : []),
+  ...(spec.yolo === true ? ["--dangerously-bypass-approvals-and-sandbox"] : []),
   "-m",
   spec.model.name,
   "--",
@@ -269,7 +291,7 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
     yield* checkInput("codex", input)
     // codex refuses to create its sandbox helpers under /tmp, and every sandboxed command then fails.
     if (home === "/tmp" || home.startsWith("/tmp/")) return yield* failed("CODEX_HOME must not be under /tmp")
-    const assessed = yield* assess("codex", input, claims(spec))
+    const assessed = yield* assess("codex", input, claims(spec), yoloProfile)
     const executable = assessed.executable.path
     let config: string
     let rules: string

@@ -6,7 +6,15 @@
  * observation type carries) is skipped, never guessed at.
  */
 import { byType, count, isObject, type Json, parseWith, type StreamParser, text } from "./internal/streamLines.ts"
-import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
+import {
+  Denial,
+  type ProviderObservation,
+  redact,
+  ToolResult,
+  ToolUse,
+  unchecked,
+  Usage
+} from "./ProviderObservation.ts"
 
 /** The tool name codex's hooks give its shell tool: the observations name it the same. */
 export const shellTool = "Bash"
@@ -23,7 +31,9 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     const call_id = text(item.id)
     if (started.has(call_id)) return []
     started.add(call_id)
-    return [new ToolUse({ plane: "observation", call_id, tool: shellTool, input: clean(text(item.command)) })]
+    return [
+      new ToolUse({ plane: "observation", call_id, tool: shellTool, input: clean(text(item.command)) }, unchecked)
+    ]
   }
 
   const item = (record: Json, completed: boolean): ReadonlyArray<ProviderObservation> => {
@@ -37,7 +47,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         call_id: text(item.id),
         is_error: item.status !== "completed" || item.exit_code !== 0,
         content: clean(text(item.aggregated_output))
-      })
+      }, unchecked)
     ]
   }
 
@@ -50,7 +60,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         input_tokens: count(usage.input_tokens),
         output_tokens: count(usage.output_tokens),
         turns: null
-      })
+      }, unchecked)
     ]
   }
 
@@ -74,7 +84,7 @@ export const denials = (stderr: string, secrets: ReadonlyArray<string>): Readonl
         call_id: null,
         tool: shellTool,
         detail: redact(`${match[1]}: ${match[2]}`, secrets)
-      })
+      }, unchecked)
     ]
   })
 

@@ -24,6 +24,7 @@ import {
   specEnvironment,
   writDir
 } from "./internal/compilePlan.ts"
+import type { YoloProfile } from "./YoloProfile.ts"
 
 export { callbackFile, callbackRef, writDir }
 
@@ -244,7 +245,7 @@ const argvOf = (spec: HarnessSpec, prompt: string, home: string) => [
   "--model",
   spec.model.name,
   "--approval-mode",
-  "default",
+  spec.yolo === true ? "yolo" : "default",
   "--admin-policy",
   policyFile(home)
 ]
@@ -266,22 +267,30 @@ const environmentOf = (spec: HarnessSpec, home: string): ReadonlyArray<EnvEntry>
 }
 
 /**
- * The legacy `yolo` flag as gemini's one named profile: never a portable claim, always with its warning. YOLO
- * approves every call and gives the tool sandbox the network whatever its mode file says.
+ * The legacy `yolo` flag as gemini's one named profile: `--approval-mode yolo`, which approves every call and gives
+ * the tool sandbox the network whatever its mode file says (the admin policy's deny rules still hold).
  */
-export const yoloProfile = {
+export const yoloProfile: YoloProfile = {
   name: "gemini-cli/yolo@1",
-  argv: ["--approval-mode", "yolo"],
-  degrades: ["approval.non_interactive@1", "network.egress@1", "tools.allowlist@1"] as ReadonlyArray<ControlName>,
-  warning: "yolo approves every tool call and forces the tool sandbox's network on: network.egress is not enforced"
-} as const
+  mechanism: "--approval-mode yolo",
+  degrades: [
+    "approval.non_interactive@1",
+    "tools.allowlist@1",
+    "network.egress@1",
+    "fs.write_roots@1",
+    "callback.pre_tool@1",
+    "callback.integrity@1"
+  ],
+  warning: "yolo approves every tool call and forces the tool sandbox's network on: network.egress is not " +
+    "enforced, and nothing else was verified in this mode"
+}
 
 /** Compile a spec into gemini's plan and its report; a spec this adapter cannot express fails `compile_failed`. */
 export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled, HarnessError> =>
   Effect.gen(function*() {
     const { home, spec } = input
     yield* checkInput("gemini-cli", input)
-    const assessed = yield* assess("gemini-cli", input, claims(spec, home))
+    const assessed = yield* assess("gemini-cli", input, claims(spec, home), yoloProfile)
     const settings = Canonical.stringify(settingsOf(spec, home, host))
     const policy = policyOf(spec)
     if (Either.isLeft(settings) || Either.isLeft(policy)) {

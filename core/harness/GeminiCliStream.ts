@@ -14,7 +14,15 @@ import {
   type StreamParser,
   text
 } from "./internal/streamLines.ts"
-import { Denial, type ProviderObservation, redact, ToolResult, ToolUse, Usage } from "./ProviderObservation.ts"
+import {
+  Denial,
+  type ProviderObservation,
+  redact,
+  ToolResult,
+  ToolUse,
+  unchecked,
+  Usage
+} from "./ProviderObservation.ts"
 
 /** A parser over one run's stream: each line's observations. */
 export type { StreamParser }
@@ -33,7 +41,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         call_id,
         tool: clean(text(record.tool_name)),
         input: clean(inputText(record.parameters))
-      })
+      }, unchecked)
     ]
   }
 
@@ -45,7 +53,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
       call_id,
       is_error: record.status !== "success",
       content: clean(text(record.output) || text(error?.message))
-    })
+    }, unchecked)
     if (error?.type !== "policy_violation") return [result]
     return [
       result,
@@ -54,7 +62,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         call_id,
         tool: clean(tools.get(call_id) ?? ""),
         detail: clean(text(error.message))
-      })
+      }, unchecked)
     ]
   }
 
@@ -66,7 +74,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
         input_tokens: count(stats.input_tokens),
         output_tokens: count(stats.output_tokens),
         turns: null
-      })
+      }, unchecked)
     ]
   }
 

@@ -109,7 +109,9 @@ export const HarnessSpec = Schema.Struct({
   mcp: Schema.optionalWith(Schema.Array(McpGrant), none),
   environment: Schema.optionalWith(EnvironmentSection, { default: () => ({ allow: [], secrets: [] }) }),
   budget: Schema.optionalWith(BudgetSection, { default: () => ({ wall_clock_seconds: 600 }) }),
-  required: Schema.optionalWith(Schema.Array(ControlName), none)
+  required: Schema.optionalWith(Schema.Array(ControlName), none),
+  /** The legacy flag: the provider's own yolo profile, every control it touches degraded, never a portable claim. */
+  yolo: Schema.optional(Schema.Boolean)
 })
 
 /** The provider-neutral spec of one native agent run. */

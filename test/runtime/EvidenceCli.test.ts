@@ -122,7 +122,8 @@ describe("writ exec, evidence, certificate, recover", () => {
     const run = await writJson("demo", "--db", demoDb)
     assert.strictEqual(run.status, 0, run.stderr)
     demo = run.out
-  }, 240_000)
+    // The build, then one demo, whose harness step runs the real claude CLI: generous for a loaded machine.
+  }, 420_000)
 
   it("demo: every step in one task boundary, a chain that verifies against its closing head, a verified certificate", async () => {
     assert.strictEqual(demo.profile, "certifiable")
@@ -172,6 +173,28 @@ describe("writ exec, evidence, certificate, recover", () => {
     assert.deepStrictEqual(readdirSync(dir).filter((name) => name.startsWith("writ-demo-canary-")), [])
   })
 
+  it("demo: the harness step's real claude ran the touch writ allowed and not the cp writ's hook denied, with its report", () => {
+    const harness = demo.harness
+    assert.isTrue(harness.ran, harness.reason)
+    assert.strictEqual(harness.provider, "claude-code")
+    // By effect: the allowed call's file exists, the blocked call's does not.
+    assert.isTrue(harness.allowed_file_exists)
+    assert.isFalse(harness.blocked_file_exists)
+    assert.strictEqual(harness.exit_code, 0)
+    assert.deepStrictEqual(
+      harness.decisions.map((d: any) => [d.call.input.command.split(" ")[0], d.decision.decision]),
+      [["cp", "deny"], ["touch", "allow"]]
+    )
+    assert.match(harness.decisions[0].decision.reason, /^policy\.no_match/)
+    assert.strictEqual(harness.report.provider, "claude-code")
+    assert.includeMembers(harness.report.controls.map((c: any) => c.control), [
+      "callback.pre_tool@1",
+      "fs.write_roots@1"
+    ])
+    // The step's temporary directory is gone.
+    assert.isFalse(existsSync(harness.dir))
+  })
+
   it("demo twice on the same db: a new task boundary each time, and every chain verifies", async () => {
     const db = join(freshDir(), "twice.db")
     const first = await writJson("demo", "--db", db)
@@ -195,7 +218,7 @@ describe("writ exec, evidence, certificate, recover", () => {
       ...containment
     ])
     assert.isTrue(chains.every(([, valid]: any) => valid === true))
-  }, 240_000)
+  }, 420_000)
 
   it(
     "exec under each profile: minimal keeps nothing, durable a Run and its attempt, governed a chain that verifies, certifiable a certificate",

@@ -23,7 +23,7 @@ import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import * as PermissionPolicy from "../../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../../core/policy/PolicySnapshot.ts"
 import * as HarnessMcp from "../HarnessMcp.ts"
-import type { ScriptedCall, ScriptedModel } from "../ScriptedAnthropic.ts"
+import type { ScriptedCall, ScriptedModel, ScriptedSubagent } from "../ScriptedAnthropic.ts"
 
 /** What one scenario run found. */
 export interface ScenarioResult {
@@ -94,6 +94,8 @@ export interface Scenario {
   readonly control: ControlName
   readonly spec: (setup: Setup, loosen: boolean) => Record<string, unknown>
   readonly calls: (setup: Setup) => ReadonlyArray<ScriptedCall>
+  /** The subagents' own scripts, for a provider whose model server can script them. */
+  readonly subagents?: (setup: Setup) => ReadonlyArray<ScriptedSubagent>
   readonly decide?: Effect.Effect<(call: ToolCall) => Effect.Effect<CallbackDecision>, HarnessError, Digest>
   /** A loosening the spec cannot express, applied to the compiled plan (tests only). */
   readonly loosenPlan?: (plan: HarnessPlan, setup: Setup) => HarnessPlan
@@ -211,7 +213,10 @@ export interface Driver {
   readonly tools?: ReadonlyArray<string>
   /** The scripted model's key: a secret like any, which the agent's tools must not see. */
   readonly scriptedKey: string
-  readonly start: (calls: ReadonlyArray<ScriptedCall>) => Promise<ScriptedModel>
+  readonly start: (
+    calls: ReadonlyArray<ScriptedCall>,
+    subagents?: ReadonlyArray<ScriptedSubagent>
+  ) => Promise<ScriptedModel>
   readonly setup: Effect.Effect<Setup, never, Scope.Scope>
   /** The probe failure's detail when no executable with a known version is found. */
   readonly missing: string
@@ -227,7 +232,7 @@ export const runScenario = (driver: Driver, adapter: HarnessAdapter.Service, sce
     const canary = `writ-canary-${randomBytes(8).toString("hex")}`
     yield* canaryVar(canary)
     const model = yield* Effect.acquireRelease(
-      Effect.promise(() => driver.start(scenario.calls(paths))),
+      Effect.promise(() => driver.start(scenario.calls(paths), scenario.subagents?.(paths))),
       (model) => Effect.promise(() => model.close())
     )
     const spec = yield* Either.match(

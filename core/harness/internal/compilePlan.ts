@@ -13,6 +13,7 @@ import type { EnvEntry } from "../HarnessPlan.ts"
 import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar } from "../HarnessPlan.ts"
 import type { HarnessSpec } from "../HarnessSpec.ts"
 import { requestedControls, servesCallback, servesWritMcp } from "../HarnessSpec.ts"
+import * as YoloProfile from "../YoloProfile.ts"
 
 /** The secret ref of the blocking callback's URL and per-run token. */
 export const callbackRef = "writ:harness.callback"
@@ -60,12 +61,24 @@ export const checkInput = (provider: Provider, { home, spec }: CompileInput) =>
     ? Effect.fail(new HarnessError({ reason: "compile_failed", detail: "the config home overlaps the workspace" }))
     : Effect.void
 
-/** The report over the mapping's claims for the requested controls; an unknown provider version fails compile. */
-export const assess = (provider: Provider, input: CompileInput, claims: ReadonlyArray<Claim>) =>
+/**
+ * The report over the mapping's claims for the requested controls, under the provider's yolo profile when the spec
+ * sets the flag (its controls degraded, its warning in the notes); an unknown provider version fails compile.
+ */
+export const assess = (
+  provider: Provider,
+  input: CompileInput,
+  claims: ReadonlyArray<Claim>,
+  yolo?: YoloProfile.YoloProfile
+) =>
   Effect.gen(function*() {
     const { probe, spec } = input
+    const profile = spec.yolo === true ? yolo : undefined
+    if (spec.yolo === true && profile === undefined) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: `${provider} has no yolo profile` })
+    }
     const requested = requestedControls(spec)
-    const mapped = claims.filter((claim) => requested.includes(claim.control))
+    const mapped = YoloProfile.degrade(claims, profile).filter((claim) => requested.includes(claim.control))
     const report = Report.assess({
       provider,
       version: probe.version,
@@ -73,7 +86,7 @@ export const assess = (provider: Provider, input: CompileInput, claims: Readonly
       requested,
       claims: mapped,
       verifications: input.verifications,
-      notes: probe.notes
+      notes: [...probe.notes, ...(profile === undefined ? [] : [YoloProfile.note(profile)])]
     })
     if (probe.version === null || probe.executable === null) {
       return yield* new HarnessError({ reason: "compile_failed", detail: "the provider version is unknown" })

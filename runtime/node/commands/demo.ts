@@ -1,19 +1,21 @@
 /**
  * `writ demo`: the scripted agent session through the certifiable executor on a SQLite file, in one task boundary,
- * then its chain verified and a certificate minted and verified. Exit codes: 0 ok, 1 a chain or certificate that
- * does not hold, 2 bad input.
+ * then its chain verified and a certificate minted and verified; then the containment and harness steps. Exit codes:
+ * 0 ok, 1 a chain or certificate that does not hold or a harness call whose effect was not the policy's, 2 bad input.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
 import { ActionExecutor } from "../../../core/execution/ActionExecutor.ts"
 import * as Ingress from "../../../core/execution/Ingress.ts"
+import { CapabilityReport } from "../../../core/harness/CapabilityReport.ts"
 import * as Demo from "../../Demo.ts"
 import { certificateHolds, certificateJson, embedded, encodeOutcome, evidenceLines } from "./internal/boundary.ts"
 import { type Contained, containmentStep } from "./internal/containment.ts"
+import { type HarnessStep, harnessStep } from "./internal/harnessStep.ts"
 import { checkDatabase, exitOneOnFailure, json, onDatabase, setExitCode } from "./internal/input.ts"
 import { outcomeCells, short, table } from "./internal/render.ts"
 
@@ -50,6 +52,33 @@ const containmentLines = (contained: ReadonlyArray<Contained>) => [
   "each call ran in a task boundary of its own; its operation_started record carries both digests"
 ]
 
+const encodeReport = Schema.encodeSync(CapabilityReport)
+
+const harnessJson = (step: HarnessStep) => (step.ran ? { ...step, report: encodeReport(step.report) } : step)
+
+const harnessLines = (step: HarnessStep) => {
+  if (!step.ran) return [`\nharness: skipped (${step.reason})`]
+  return [
+    "\nharness: the real claude CLI against a scripted model, each shell call delegated to writ's hook (policy: touch only)",
+    table(
+      ["tool call", "writ's decision", "its file"],
+      step.decisions.map(({ call, decision }) => {
+        const command = String((call.input as { command?: unknown } | null)?.command ?? "")
+        const file = command.startsWith("touch") ? step.allowed_file_exists : step.blocked_file_exists
+        return [
+          `${call.tool}: ${command}`,
+          decision.decision === "allow" ? "allow" : `deny (${decision.reason})`,
+          file ? "exists" : "absent"
+        ]
+      })
+    ),
+    `capability report (claude ${step.report.provider_version ?? "?"}): ${
+      step.report.controls.map((c) => `${c.control} ${c.level}`).join(", ")
+    }`,
+    "enforced only where `writ harness probe claude-code --verify` recorded a passing scenario for this executable"
+  ]
+}
+
 /** `writ demo`. */
 export const command = Command.make(
   "demo",
@@ -70,6 +99,7 @@ export const command = Command.make(
         onDatabase(filename)
       )
       const contained = yield* containmentStep(filename).pipe(onDatabase(filename))
+      const harness = yield* harnessStep
       const { boundary, certified, plan, profile, rows } = session
       const holds = certified.verification.valid && certificateHolds(certified.certificate)
       if (json) {
@@ -88,7 +118,8 @@ export const command = Command.make(
               arguments: step.arguments,
               outcome: encodeOutcome(outcome)
             })),
-            containment: contained.map((c) => ({ ...c, outcome: encodeOutcome(c.outcome) }))
+            containment: contained.map((c) => ({ ...c, outcome: encodeOutcome(c.outcome) })),
+            harness: harnessJson(harness)
           },
           null,
           2
@@ -116,9 +147,12 @@ export const command = Command.make(
         )
         yield* Console.log(evidenceLines(certified, boundary).join("\n"))
         yield* Console.log(containmentLines(contained).join("\n"))
+        yield* Console.log(harnessLines(harness).join("\n"))
         yield* Console.log(`\nread it: writ evidence log --db ${filename} --chain ${boundary.chain_id}`)
       }
-      if (!holds) yield* setExitCode(1)
+      // The harness step's effects must be the policy's: the allowed call's file made, the blocked one's not.
+      const escaped = harness.ran && (harness.blocked_file_exists || !harness.allowed_file_exists)
+      if (!holds || escaped) yield* setExitCode(1)
     }).pipe(exitOneOnFailure)
 ).pipe(Command.withDescription(
   "Run a scripted agent session through the certifiable (governed) executor on SQLite, in one task boundary; then verify its chain and mint and verify a certificate"
