@@ -1,7 +1,9 @@
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
 import type { Context } from "effect"
 import { Deferred, Effect, Layer, Schema } from "effect"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
@@ -15,6 +17,7 @@ import * as Governed from "../../core/execution/Governed.ts"
 import { BudgetLedger } from "../../core/policy/BudgetLedger.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
 import { install, minute, summary } from "../fixtures/budgets.ts"
+import { root } from "../fixtures/child.ts"
 import { chainRecords, run } from "../fixtures/layers.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
 
@@ -196,4 +199,61 @@ describe("budget places committed with the call's evidence (ledger and evidence 
       }),
     60_000
   )
+})
+
+/** The crash child run from source on `filename` until it exits or dies: its signal and output. */
+const crashChild = (filename: string, markers: string, budget: string, when: string) =>
+  Effect.async<{ readonly signal: string | null; readonly stdout: string; readonly stderr: string }>((resume) => {
+    const child = spawn(process.execPath, [
+      "--import",
+      path.join(root, "test/fixtures/typescript-hooks.mjs"),
+      path.join(root, "test/fixtures/budget-crash-child.ts"),
+      filename,
+      markers
+    ], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        NODE_PATH: path.join(root, "node_modules"),
+        BUDGET: budget,
+        KILL_WHEN: when
+      },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk) => stdout += chunk)
+    child.stderr.on("data", (chunk) => stderr += chunk)
+    child.on("close", (_, signal) => resume(Effect.succeed({ signal, stdout, stderr })))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+describe("a crash around the commit that carries a budget place", () => {
+  for (const [budget, carrier] of [["windowed", "operation_started"], ["lifetime", "gate_evaluated"]] as const) {
+    for (const when of ["before", "after"] as const) {
+      it.scoped(
+        `${budget}: killed ${when} the commit, the place and its records are both there or neither`,
+        () =>
+          Effect.gen(function*() {
+            const dir = yield* tempDir
+            const [filename, markers] = [path.join(dir, "writ.db"), path.join(dir, "markers")]
+            const died = yield* crashChild(filename, markers, budget, when)
+            assert.strictEqual(died.signal, "SIGKILL", `${died.stdout}${died.stderr}`)
+            const database = new Database(filename)
+            const count = (query: string) => Number((database.prepare(query).all()[0] as { readonly n: number }).n)
+            const places = count("SELECT count(*) AS n FROM budget_admissions")
+            const carried = count(`SELECT count(*) AS n FROM evidence_records WHERE record_type = '${carrier}'`)
+            database.close()
+            assert.deepStrictEqual(
+              { places, carried: carried > 0 },
+              when === "before"
+                ? { places: 0, carried: false }
+                : { places: 1, carried: true }
+            )
+            // The kill came before the call either way: the action never ran.
+            assert.isFalse(fs.existsSync(markers))
+          }),
+        120_000
+      )
+    }
+  }
 })
