@@ -77,6 +77,34 @@ for (const driver of ["sqlclient", "sync"] as const) {
         assert.deepStrictEqual([stored(gaps[0]!), stored(gaps[1]!), stored(other)], [false, false, true])
       })))
 
+    it.scoped("an append whose budget place is taken is refused whole; the rest of its batch commits", () =>
+      provided(Effect.gen(function*() {
+        const { commit, foreign, stored } = yield* setup(driver)
+        const place = (attempt_id: string, limit: number, rule_id = "calls") => ({
+          window: { snapshot_digest: "d".repeat(64), rule_id, principal: "alice", window: 0 },
+          attempt_id,
+          limit
+        })
+        const [a, b, c] = [
+          yield* sealAt(yield* IdGenerator.uuid, 0, null),
+          yield* sealAt(yield* IdGenerator.uuid, 0, null)
+        ]
+          .concat([yield* sealAt(yield* IdGenerator.uuid, 0, null)])
+        // The window holds one place: `a` takes it, `b` finds it taken (its other place, free, is undone with it).
+        const placed = yield* commit([
+          { records: [a!], admissions: [place("a", 1)] },
+          { records: [b!], admissions: [place("b", 5, "other"), place("b", 1)] },
+          { records: [c!] }
+        ])
+        assert.isTrue(Exit.isSuccess(placed[0]!) && Exit.isSuccess(placed[2]!))
+        const refused = failureOf(placed[1]!)
+        assert.strictEqual(refused?._tag, "BudgetSpentError")
+        assert.deepStrictEqual([(refused as { index: number }).index, (refused as { count: number }).count], [1, 1])
+        assert.deepStrictEqual([stored(a!), stored(b!), stored(c!)], [true, false, true])
+        const holders = foreign.prepare("SELECT rule_id, attempt_id FROM budget_admissions ORDER BY attempt_id").all()
+        assert.deepStrictEqual(holders, [{ rule_id: "calls", attempt_id: "a" }])
+      })))
+
     it.scoped("a sequence 0 on a chain that holds records is refused, even where sequence 0 is missing", () =>
       provided(Effect.gen(function*() {
         const { commit, foreign, stored } = yield* setup(driver)
