@@ -341,7 +341,11 @@ const refusedAs = (record_type: string) => (error: { readonly _tag: string }) =>
 describe("gate 1: evidence", () => {
   it("only the executor's governed stages and recovery hold the evidence append capability", () => {
     assert.deepStrictEqual(callers("appendOperation"), ["core/execution/internal/executor/governed.ts"])
-    assert.deepStrictEqual(callers("appendAdmitting"), ["core/execution/internal/executor/governed.ts"])
+    // appendOperation is appendAdmitting with no budget place: the writer's own call.
+    assert.deepStrictEqual(callers("appendAdmitting"), [
+      "core/evidence/internal/writer.ts",
+      "core/execution/internal/executor/governed.ts"
+    ])
     assert.deepStrictEqual(callers("closeOperation"), ["core/evidence/EvidenceProjector.ts"])
     assert.deepStrictEqual(importers("core/evidence/internal/writer.ts"), [
       "core/evidence/EvidenceProjector.ts",
