@@ -15,9 +15,11 @@ const loadHead = Effect.fnUntraced(function*(store: EvidenceStore.Service, chain
   return { ...head.value, closed: Option.isSome(last) && last.value.record_type === "task_closed" }
 })
 
-// The chain's head after a failed append, with what the records since tell about this writer's operations: one
-// another writer concluded, a start whose answer was lost but which committed (its terminal is owed), and an owed
-// terminal that committed after all.
+/**
+ * The chain's head after a failed append, with what the records since tell about this writer's operations: one
+ * another writer concluded, a start whose answer was lost but which committed (its terminal is owed), and an owed
+ * terminal that committed after all.
+ */
 export const catchUp = Effect.fnUntraced(function*(
   store: EvidenceStore.Service,
   chain_id: string,
