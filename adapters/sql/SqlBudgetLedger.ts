@@ -3,7 +3,10 @@
  * admissions and charges. An admission is one conditional INSERT (the window's count checked in the same statement)
  * and a read of whether the attempt holds a place, in one write transaction, so two executors never give a window
  * more than its limit; a charge is one upsert. A window's rows are deleted once a later window of its rule and
- * principal is written. A storage failure has no place in the port's errors and is a defect.
+ * principal is written. Its `database` is its SqlClient: a governed executor whose SQL EvidenceStore is on the same
+ * client only reads the count at its gate (`peek`), and the evidence commit that carries the call's next records runs
+ * the same admission (internal/admission.ts), so an admission adds no commit. A storage failure has no place in the
+ * port's errors and is a defect.
  *
  * Runtimes: any with a SqlClient (tested on @effect/sql-sqlite-node).
  */
@@ -11,31 +14,33 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import type { Admission, BudgetWindow } from "../../core/policy/BudgetLedger.ts"
 import { BudgetLedger } from "../../core/policy/BudgetLedger.ts"
+import * as AdmissionSql from "./internal/admission.ts"
 import { writeTransaction } from "./internal/transaction.ts"
 
-/** A BudgetLedger over the SqlClient in context. */
+/** A BudgetLedger over the SqlClient in context; its `database` is that client, as the SQL EvidenceStore's is. */
 export const make: Effect.Effect<BudgetLedger.Service, never, SqlClient.SqlClient> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const transaction = writeTransaction(sql)
   const same = (window: BudgetWindow) =>
     sql`snapshot_digest = ${window.snapshot_digest} AND rule_id = ${window.rule_id} AND principal = ${window.principal}`
-  const forgetEarlier = (table: "budget_admissions" | "budget_consumption", window: BudgetWindow) =>
-    sql`DELETE FROM ${sql(table)} WHERE ${same(window)} AND window < ${window.window}`
+  const heldBy = (window: BudgetWindow, attempt_id: string) =>
+    Effect.map(AdmissionSql.held(sql, window, attempt_id), ([row]): Admission => AdmissionSql.admissionOf(row))
 
   const admit = (window: BudgetWindow, attempt_id: string, limit: number) =>
     transaction(() =>
       Effect.gen(function*() {
-        yield* forgetEarlier("budget_admissions", window)
-        yield* sql`INSERT INTO budget_admissions (snapshot_digest, rule_id, principal, window, attempt_id)
-          SELECT ${window.snapshot_digest}, ${window.rule_id}, ${window.principal}, ${window.window}, ${attempt_id}
-          WHERE (SELECT count(*) FROM budget_admissions WHERE ${same(window)} AND window = ${window.window}) < ${limit}
-          ON CONFLICT DO NOTHING`
-        const [row] = yield* sql<{ readonly count: number; readonly held: number }>`
-          SELECT count(*) AS count, coalesce(sum(attempt_id = ${attempt_id}), 0) AS held
-          FROM budget_admissions WHERE ${same(window)} AND window = ${window.window}`
-        return { admitted: Number(row?.held ?? 0) > 0, count: Number(row?.count ?? 0) } satisfies Admission
+        yield* AdmissionSql.forget(sql, "budget_admissions", window)
+        yield* AdmissionSql.insert(sql, { window, attempt_id, limit })
+        return yield* heldBy(window, attempt_id)
       })
     ).pipe(Effect.orDie, Effect.withSpan("SqlBudgetLedger.admit"))
+
+  const peek = (window: BudgetWindow, attempt_id: string, limit: number) =>
+    heldBy(window, attempt_id).pipe(
+      Effect.map(({ admitted, count }): Admission => ({ admitted: admitted || count < limit, count })),
+      Effect.orDie,
+      Effect.withSpan("SqlBudgetLedger.peek")
+    )
 
   const consumed = (window: BudgetWindow) =>
     sql<{ readonly consumed: number }>`SELECT consumed FROM budget_consumption
@@ -48,7 +53,7 @@ export const make: Effect.Effect<BudgetLedger.Service, never, SqlClient.SqlClien
   const charge = (window: BudgetWindow, amount: number) =>
     transaction(() =>
       Effect.gen(function*() {
-        yield* forgetEarlier("budget_consumption", window)
+        yield* AdmissionSql.forget(sql, "budget_consumption", window)
         yield* sql`INSERT INTO budget_consumption (snapshot_digest, rule_id, principal, window, consumed)
           VALUES (${window.snapshot_digest}, ${window.rule_id}, ${window.principal}, ${window.window}, ${amount})
           ON CONFLICT (snapshot_digest, rule_id, principal, window)
@@ -56,7 +61,7 @@ export const make: Effect.Effect<BudgetLedger.Service, never, SqlClient.SqlClien
       })
     ).pipe(Effect.asVoid, Effect.orDie, Effect.withSpan("SqlBudgetLedger.charge"))
 
-  return { admit, consumed, charge }
+  return { admit, peek, consumed, charge, database: sql }
 })
 
 /** The BudgetLedger over SQL (needs a migrated SqlClient, e.g. `Sqlite.layer`). */

@@ -12,7 +12,7 @@ import type { Scope } from "effect"
 import { Chunk, Context, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import { Digest, Sha256Hex } from "../../core/base/Digest.ts"
 import * as Evidence from "../../core/evidence/Evidence.ts"
-import type { ChainHead } from "../../core/evidence/EvidenceStore.ts"
+import type { AppendError, ChainHead } from "../../core/evidence/EvidenceStore.ts"
 import {
   AppendReceipt,
   Cursor,
@@ -21,6 +21,7 @@ import {
   EvidenceUnavailableError
 } from "../../core/evidence/EvidenceStore.ts"
 import { admitAll, admitAllNow } from "../../core/evidence/EvidenceStore.ts"
+import type { BudgetSpentError, PendingAdmission } from "../../core/policy/BudgetLedger.ts"
 import * as CommitQueue from "./internal/commitQueue.ts"
 import * as EvidenceCommit from "./internal/evidenceCommit.ts"
 import { unavailable } from "./internal/evidenceCommit.ts"
@@ -197,22 +198,41 @@ export const make = (
           )
         ))
 
-    const appendAllEffect = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+    // Budget places go to the ledger on this SqlClient's database (SqlBudgetLedger's `database`), in the same commit.
+    const admittingEffect = (
+      records: ReadonlyArray<Evidence.EvidenceRecord>,
+      admissions?: ReadonlyArray<PendingAdmission>
+    ) =>
       Effect.flatMap(admitAll(digest, records), (admitted) =>
         admitted.length === 0
           ? Effect.succeed<ReadonlyArray<AppendReceipt>>([])
-          : submit(admitted))
+          : submit(admitted, admissions))
     const sha256 = digest.sha256TextSync
     const commitNow = submit.now
-    const appendAll: EvidenceStore.AppendAll = sha256 === undefined || commitNow === undefined
-      ? appendAllEffect
-      : Object.assign(appendAllEffect, {
-        now: Object.assign((records: ReadonlyArray<Evidence.EvidenceRecord>) => {
-          const admitted = admitAllNow(sha256, records)
-          if (Either.isLeft(admitted) || admitted.right.length === 0) return admitted
-          const placed = commitNow(admitted.right)
-          return placed === undefined ? undefined : EvidenceCommit.eitherOf(placed)
-        }, { blocking: true })
+    type Answer = Either.Either<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError> | undefined
+    const admittingNow = sha256 === undefined || commitNow === undefined
+      ? undefined
+      : (records: ReadonlyArray<Evidence.EvidenceRecord>, admissions?: ReadonlyArray<PendingAdmission>): Answer => {
+        const admitted = admitAllNow(sha256, records)
+        if (Either.isLeft(admitted)) return Either.left(admitted.left)
+        if (admitted.right.length === 0) return Either.right([])
+        const placed = commitNow(admitted.right, admissions)
+        return placed === undefined ? undefined : EvidenceCommit.eitherOf(placed)
+      }
+    const admitting: EvidenceStore.AppendAdmitting = admittingNow === undefined
+      ? Object.assign(admittingEffect, { ledger: sql })
+      : Object.assign(admittingEffect, { ledger: sql, now: admittingNow })
+    const plainEffect = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+      EvidenceCommit.withoutPlaces(admittingEffect(records))
+    const carried = submit.carriesPlaces === true ? { admitting } : {}
+    const appendAll: EvidenceStore.AppendAll = admittingNow === undefined
+      ? Object.assign(plainEffect, carried)
+      : Object.assign(plainEffect, {
+        ...carried,
+        now: Object.assign(
+          (records: ReadonlyArray<Evidence.EvidenceRecord>) => EvidenceCommit.withoutPlacesNow(admittingNow(records)),
+          { blocking: true }
+        )
       })
 
     const service: EvidenceStore.Service & EvidenceProjectionSource.Service = {

@@ -10,6 +10,7 @@ import type { Digest } from "../base/Digest.ts"
 import { Sha256Hex } from "../base/Digest.ts"
 import { Uuid } from "../base/IdGenerator.ts"
 import { trustedMake } from "../base/internal/trusted.ts"
+import type { BudgetSpentError, PendingAdmission } from "../policy/BudgetLedger.ts"
 import * as Evidence from "./Evidence.ts"
 import type { EvidenceRecord, StoredRecord, VerificationResult } from "./Evidence.ts"
 import { isAdmissible } from "./internal/capability.ts"
@@ -94,12 +95,32 @@ export class EvidenceStore extends Context.Tag("writ/EvidenceStore")<EvidenceSto
 /** The EvidenceStore service. */
 export declare namespace EvidenceStore {
   /**
-   * `appendAll`, with `now` where the store can commit synchronously: the same commit in the calling step. `now`
-   * belongs to the function it speeds up, so a decorator that replaces `appendAll` drops it.
+   * `appendAll`, with `now` where the store can commit synchronously: the same commit in the calling step, and with
+   * `admitting` where it can commit budget admissions with the records. Both belong to the function they extend, so a
+   * decorator that replaces `appendAll` drops them (a governed executor over it then admits through its BudgetLedger).
    */
   export interface AppendAll {
     (records: ReadonlyArray<EvidenceRecord>): Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
     readonly now?: AppendNow
+    readonly admitting?: AppendAdmitting
+  }
+
+  /**
+   * `appendAll` with budget admissions written to its database's ledger in the same commit: every admission and every
+   * record, or nothing (BudgetSpentError when an admission's window is full).
+   */
+  export interface AppendAdmitting {
+    (
+      records: ReadonlyArray<EvidenceRecord>,
+      admissions: ReadonlyArray<PendingAdmission>
+    ): Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError>
+    /** The same commit in the calling step, as `AppendNow`. */
+    readonly now?: (
+      records: ReadonlyArray<EvidenceRecord>,
+      admissions: ReadonlyArray<PendingAdmission>
+    ) => Either.Either<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError> | undefined
+    /** The database whose BudgetLedger (`BudgetLedger.Service.database`) the admissions are written to. */
+    readonly ledger: unknown
   }
 
   /**

@@ -9,6 +9,7 @@ import type { ActionDescriptor } from "../action/ActionDescriptor.ts"
 import { IdGenerator } from "../base/IdGenerator.ts"
 import * as Time from "../base/Time.ts"
 import type { Timestamp } from "../base/Time.ts"
+import type { Pending } from "../policy/BudgetLedger.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import type { ExecutionContext } from "./ExecutionContext.ts"
 import type { ExecutionRequest } from "./ExecutionRequest.ts"
@@ -37,6 +38,8 @@ export interface Lease {
   /** When it lapses: the call is stopped then, as at its deadline, and its share freed once it has stopped. */
   readonly expires_at?: Timestamp
   readonly release: Effect.Effect<void>
+  /** Governed: budget places the call takes in the commit of its operation's start, or is deferred as `spent` says. */
+  readonly admissions?: Pending<Deferral>
 }
 
 /** A capacity: a lease for a call, or its deferral. */

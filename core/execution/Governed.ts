@@ -8,6 +8,7 @@ import * as EvidenceProjector from "../evidence/EvidenceProjector.ts"
 import { EvidenceProjectionSource, EvidenceStore } from "../evidence/EvidenceStore.ts"
 import { ExecutorRegistry } from "../evidence/ExecutorRegistry.ts"
 import { EvidenceWriter } from "../evidence/Governance.ts"
+import { BudgetLedger } from "../policy/BudgetLedger.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
 import type { InterceptorBinding } from "../policy/PolicyRule.ts"
 import { PolicySnapshotStore } from "../policy/PolicySnapshotStore.ts"
@@ -56,9 +57,14 @@ export const make = (
       })
     }
     const pin = options.pin ?? (yield* PolicyGate.makePin)
-    const gate = yield* PolicyGate.make(options, pin)
-    const identities = yield* identify(gate.interceptors, config.interceptors ?? [])
     const writer = yield* EvidenceWriter
+    // A ledger kept in the database the evidence store commits to: a call's budget places ride on its evidence (a
+    // writer over another store refuses them, fail-closed).
+    const ledger = yield* Effect.serviceOption(BudgetLedger)
+    const database = Option.isSome(ledger) ? ledger.value.database : undefined
+    const joint = database !== undefined && database === store.appendAll.admitting?.ledger
+    const gate = yield* PolicyGate.make(options, pin, joint)
+    const identities = yield* identify(gate.interceptors, config.interceptors ?? [])
     const runs = yield* Effect.serviceOption(RunStore)
     const attempts = yield* Effect.serviceOption(AttemptStore)
     const projection = yield* Effect.serviceOption(ProjectionStore)

@@ -10,6 +10,7 @@ import { ApprovalRequest } from "../approval/Approval.ts"
 import { canonicalWith, Digest, type Sha256Hex } from "../base/Digest.ts"
 import { Identifier } from "../base/Refs.ts"
 import { Timestamp } from "../base/Time.ts"
+import type { Pending } from "../policy/BudgetLedger.ts"
 import type { InvocationContext } from "../policy/InvocationContext.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import { DecisionReason } from "./AdmissionDecision.ts"
@@ -61,6 +62,8 @@ export interface Allowed extends Reason {
   readonly gates?: ReadonlyArray<GateOutcome>
   readonly exception?: GrantedException
   readonly metered?: boolean
+  /** Governed: budget places the call takes in the commit of its gate records, or is denied as `spent` says. */
+  readonly admissions?: Pending<Refused>
 }
 
 /** A terminal refusal. */
@@ -110,9 +113,14 @@ const isGates = (value: unknown) => Array.isArray(value) && value.every(isGate)
 const isException = (value: unknown) =>
   isRecord(value) && isString(value.approval_id) && isString(value.approver_class) && isString(value.reason_code)
 
+const isPending = (value: unknown) =>
+  isRecord(value) && Array.isArray(value.admissions) && typeof value.spent === "function"
+
 // What each disposition may carry beyond its reason.
 const variants: Readonly<Record<string, (verdict: Fields) => boolean>> = {
-  allow: (v) => absentOr(v.gates, isGates) && absentOr(v.exception, isException) && absentOr(v.metered, isBoolean),
+  allow: (v) =>
+    absentOr(v.gates, isGates) && absentOr(v.exception, isException) && absentOr(v.metered, isBoolean) &&
+    absentOr(v.admissions, isPending),
   deny: (v) => absentOr(v.gates, isGates),
   defer: (v) => absentOr(v.retry_at, isTimestamp),
   escalate: (v) => absentOr(v.gates, isGates) && absentOr(v.approval, isApprovalRequest)

@@ -151,19 +151,23 @@ const quotaOf = (pins: Pin, budgets: ReturnType<typeof makeBudgets>): Capacity =
           ? pins.read(admission.context)
           : pins.compiled(admission.snapshot))
         if (Either.isLeft(pinned)) return Either.right(unleased)
-        const deferral = yield* budgets.quota({
+        const quota = yield* budgets.quota({
           snapshot: pinned.right.snapshot,
           names: [admission.descriptor.name, ...admission.descriptor.aliases],
           principal: admission.context.authenticated_principal.id,
           now: yield* Time.nowMicros
         }, admission.attempt_id)
-        return deferral === undefined ? Either.right(unleased) : Either.left(deferral)
+        return Either.map(quota, (admissions) => admissions === undefined ? unleased : { ...unleased, admissions })
       })
   }
 }
 
-/** The policy gate, reading snapshots from the PolicySnapshotStore and charging budgets to the BudgetLedger in context (a fresh in-memory one when none is). */
-export const make = (options: Options = {}, pin?: Pin) =>
+/**
+ * The policy gate, reading snapshots from the PolicySnapshotStore and charging budgets to the BudgetLedger in context
+ * (a fresh in-memory one when none is). `joint`: the executor's evidence commits take the ledger's admissions, so a
+ * calls budget's place is read here and taken by the commit of the call's next records (Governed decides it).
+ */
+export const make = (options: Options = {}, pin?: Pin, joint = false) =>
   Effect.gen(function*() {
     const digest = yield* Digest
     const ids = yield* IdGenerator
@@ -174,7 +178,7 @@ export const make = (options: Options = {}, pin?: Pin) =>
     const queue = yield* Effect.serviceOption(Approval.ApprovalQueue)
     const paths = yield* Effect.serviceOption(PathResolver)
     const ledger = Option.getOrUndefined(yield* Effect.serviceOption(BudgetLedger)) ?? (yield* makeMemory)
-    const budgets = makeBudgets(ledger)
+    const budgets = makeBudgets(ledger, joint)
     const escalate = makeEscalation(queue, digest, ids)
 
     const inputOf = inputWith(options, paths)

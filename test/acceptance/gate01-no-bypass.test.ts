@@ -21,7 +21,7 @@ import { mint } from "../../core/action/internal/token.ts"
 import { InvocationTokenError } from "../../core/action/InvocationTokenError.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { grantRecords } from "../../core/evidence/internal/capability.ts"
-import { appendOperation, closeOperation } from "../../core/evidence/internal/writer.ts"
+import { appendAdmitting, appendOperation, closeOperation } from "../../core/evidence/internal/writer.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import * as Writ from "../../core/index.ts"
 import * as Demo from "../../runtime/Demo.ts"
@@ -344,6 +344,11 @@ describe("gate 1: evidence", () => {
       "core/execution/internal/executor/governed.ts",
       "core/harness/GovernedRun.ts"
     ])
+    // appendOperation is appendAdmitting with no budget place: the writer's own call.
+    assert.deepStrictEqual(callers("appendAdmitting"), [
+      "core/evidence/internal/writer.ts",
+      "core/execution/internal/executor/governed.ts"
+    ])
     assert.deepStrictEqual(callers("closeOperation"), ["core/evidence/EvidenceProjector.ts"])
     assert.deepStrictEqual(importers("core/evidence/internal/writer.ts"), [
       "core/evidence/EvidenceProjector.ts",
@@ -365,7 +370,7 @@ describe("gate 1: evidence", () => {
   })
 
   it("no entry point exports the capability", () => {
-    const capability: ReadonlyArray<unknown> = [appendOperation, closeOperation, grantRecords]
+    const capability: ReadonlyArray<unknown> = [appendOperation, appendAdmitting, closeOperation, grantRecords]
     const exported = [Writ, Adapters, WritPromise, WritTesting].flatMap((entry) =>
       Object.values(entry).flatMap((value) =>
         typeof value === "object" && value !== null ? Object.values(value) : [value]

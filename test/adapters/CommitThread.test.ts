@@ -15,6 +15,7 @@ import type { Digest, Sha256Hex } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import type { EvidenceRecord } from "../../core/evidence/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../core/evidence/EvidenceStore.ts"
+import type { BudgetSpentError } from "../../core/policy/BudgetLedger.ts"
 import { root } from "../fixtures/child.ts"
 import { sealAt } from "../fixtures/evidence.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
@@ -37,7 +38,7 @@ const setup = Effect.gen(function*() {
   const onMain: Array<number> = []
   const counted: EvidenceCommit.Commit = (batch) =>
     Effect.suspend(() => {
-      onMain.push(batch.reduce((sum, records) => sum + records.length, 0))
+      onMain.push(batch.reduce((sum, append) => sum + append.records.length, 0))
       return inline(batch)
     })
   return { filename, storeFile, context, counted, onMain }
@@ -177,9 +178,10 @@ describe("SqlEvidenceStore commit thread", () => {
           const chain = yield* IdGenerator.uuid
           for (let i = 0; i < PER_FIBER; i++) {
             const record: EvidenceRecord = yield* sealAt(chain, i, head)
-            const result: Either.Either<ReadonlyArray<AppendReceipt>, AppendError> = yield* Effect.either(
-              submit([record])
-            )
+            const result: Either.Either<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError> = yield* Effect
+              .either(
+                submit([record])
+              )
             if (Either.isLeft(result)) {
               assert.strictEqual(result.left._tag, "EvidenceUnavailableError")
               break

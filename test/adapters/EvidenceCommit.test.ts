@@ -66,15 +66,43 @@ for (const driver of ["sqlclient", "sync"] as const) {
         const chain = yield* IdGenerator.uuid
         const zero = yield* sealAt(chain, 0, null)
         const one = yield* sealAt(chain, 1, zero.chain_hash)
-        assert.isTrue((yield* commit([[zero, one]])).every(Exit.isSuccess))
+        assert.isTrue((yield* commit([{ records: [zero, one] }])).every(Exit.isSuccess))
         writeForeign(foreign, yield* sealAt(chain, 3, one.chain_hash, 33))
         const gaps = [yield* sealAt(chain, 2, one.chain_hash, 22), yield* sealAt(chain, 2, one.chain_hash, 23)]
         const other = yield* sealAt(yield* IdGenerator.uuid, 0, null)
-        const [lone] = yield* commit([[gaps[0]!]])
-        const [inBatch, beside] = yield* commit([[gaps[1]!], [other]])
+        const [lone] = yield* commit([{ records: [gaps[0]!] }])
+        const [inBatch, beside] = yield* commit([{ records: [gaps[1]!] }, { records: [other] }])
         for (const refused of [lone!, inBatch!]) assert.strictEqual(failureOf(refused)?._tag, "EvidenceConflictError")
         assert.isTrue(Exit.isSuccess(beside!), "the append beside it stands")
         assert.deepStrictEqual([stored(gaps[0]!), stored(gaps[1]!), stored(other)], [false, false, true])
+      })))
+
+    it.scoped("an append whose budget place is taken is refused whole; the rest of its batch commits", () =>
+      provided(Effect.gen(function*() {
+        const { commit, foreign, stored } = yield* setup(driver)
+        const place = (attempt_id: string, limit: number, rule_id = "calls") => ({
+          window: { snapshot_digest: "d".repeat(64), rule_id, principal: "alice", window: 0 },
+          attempt_id,
+          limit
+        })
+        const [a, b, c] = [
+          yield* sealAt(yield* IdGenerator.uuid, 0, null),
+          yield* sealAt(yield* IdGenerator.uuid, 0, null)
+        ]
+          .concat([yield* sealAt(yield* IdGenerator.uuid, 0, null)])
+        // The window holds one place: `a` takes it, `b` finds it taken (its other place, free, is undone with it).
+        const placed = yield* commit([
+          { records: [a!], admissions: [place("a", 1)] },
+          { records: [b!], admissions: [place("b", 5, "other"), place("b", 1)] },
+          { records: [c!] }
+        ])
+        assert.isTrue(Exit.isSuccess(placed[0]!) && Exit.isSuccess(placed[2]!))
+        const refused = failureOf(placed[1]!)
+        assert.strictEqual(refused?._tag, "BudgetSpentError")
+        assert.deepStrictEqual([(refused as { index: number }).index, (refused as { count: number }).count], [1, 1])
+        assert.deepStrictEqual([stored(a!), stored(b!), stored(c!)], [true, false, true])
+        const holders = foreign.prepare("SELECT rule_id, attempt_id FROM budget_admissions ORDER BY attempt_id").all()
+        assert.deepStrictEqual(holders, [{ rule_id: "calls", attempt_id: "a" }])
       })))
 
     it.scoped("a sequence 0 on a chain that holds records is refused, even where sequence 0 is missing", () =>
@@ -83,7 +111,7 @@ for (const driver of ["sqlclient", "sync"] as const) {
         const chain = yield* IdGenerator.uuid
         const first = yield* sealAt(chain, 0, null)
         writeForeign(foreign, yield* sealAt(chain, 1, first.chain_hash))
-        const [placed] = yield* commit([[first]])
+        const [placed] = yield* commit([{ records: [first] }])
         assert.strictEqual(failureOf(placed!)?._tag, "EvidenceConflictError")
         assert.isFalse(stored(first))
       })))
@@ -96,7 +124,7 @@ for (const driver of ["sqlclient", "sync"] as const) {
         writeForeign(foreign, head, "x")
         const fine = yield* sealAt(yield* IdGenerator.uuid, 0, null)
         const onBroken = yield* sealAt(broken, 1, head.chain_hash)
-        const placed = yield* commit([[fine], [onBroken]])
+        const placed = yield* commit([{ records: [fine] }, { records: [onBroken] }])
         assert.deepStrictEqual(placed.map((result) => failureOf(result)?._tag), [
           "EvidenceUnavailableError",
           "EvidenceUnavailableError"
@@ -115,7 +143,7 @@ describe("evidence commit (sync driver) on a connection left inside a transactio
       connection.exec("BEGIN")
       writeForeign(connection, left)
       const record = yield* sealAt(yield* IdGenerator.uuid, 0, null)
-      const [placed] = yield* commit([[record]])
+      const [placed] = yield* commit([{ records: [record] }])
       assert.isTrue(Exit.isSuccess(placed!))
       assert.deepStrictEqual([stored(record), stored(left)], [true, false])
       assert.isFalse(connection.inTransaction)

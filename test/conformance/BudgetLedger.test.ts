@@ -40,6 +40,16 @@ for (const [name, layer] of layers) {
         ])
       })))
 
+    it.effect("a peek says whether admit would give the attempt a place, and takes none", () =>
+      provided(Effect.gen(function*() {
+        const ledger = yield* BudgetLedger
+        assert.deepStrictEqual(yield* ledger.peek(window(), "a", 1), { admitted: true, count: 0 })
+        assert.deepStrictEqual(yield* ledger.peek(window(), "b", 1), { admitted: true, count: 0 })
+        assert.deepStrictEqual(yield* ledger.admit(window(), "b", 1), { admitted: true, count: 1 })
+        assert.deepStrictEqual(yield* ledger.peek(window(), "a", 1), { admitted: false, count: 1 })
+        assert.deepStrictEqual(yield* ledger.peek(window(), "b", 1), { admitted: true, count: 1 })
+      })))
+
     it.effect("windows are apart by snapshot, rule, principal and time", () =>
       provided(Effect.gen(function*() {
         const ledger = yield* BudgetLedger

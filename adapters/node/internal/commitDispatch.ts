@@ -7,9 +7,10 @@ import type { Context, Scope } from "effect"
 import { Effect, Exit, Runtime } from "effect"
 import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
+import type { BudgetSpentError, PendingAdmission } from "../../../core/policy/BudgetLedger.ts"
 import { closedError, commitInline, type Submit } from "../../sql/internal/commitQueue.ts"
 import * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
-import type { Pending } from "../../sql/internal/evidenceCommit.ts"
+import type { Append, Pending } from "../../sql/internal/evidenceCommit.ts"
 import type * as Sqlite from "../Sqlite.ts"
 import * as CommitThread from "./commitThreadHandle.ts"
 import * as SyncCommit from "./syncCommit.ts"
@@ -126,39 +127,36 @@ export const threaded = (
     // An append with nothing committing or waiting leads: after one turn of the scheduler, for appends made alongside
     // it to join, it commits on its own fiber if none did (no fiber forked), in the store's context (never inside a
     // transaction of its caller's); a batch that formed goes the way of every batch, the leader waiting with the others.
-    const lead = (
-      records: ReadonlyArray<Evidence.EvidenceRecord>,
-      join: Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
-    ) =>
+    const lead = (append: Append, join: Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError>) =>
       Effect.zipRight(
         Effect.yieldNow(),
         Effect.suspend(() => {
           if (waiting.length > 0) return join
           lone++
           route(false)
-          const alone = Effect.mapInputContext(commit([records]), (_: Context.Context<never>) => runtime.context)
+          const alone = Effect.mapInputContext(commit([append]), (_: Context.Context<never>) => runtime.context)
           return Effect.flatMap(Effect.exit(alone), (exit) => {
-            const [placed] = EvidenceCommit.answered([records], exit)
+            const [placed] = EvidenceCommit.answered([append], exit)
             settled()
             return placed!
           })
         })
       )
 
-    const submit = (records: ReadonlyArray<Evidence.EvidenceRecord>) =>
+    const submit = (records: ReadonlyArray<Evidence.EvidenceRecord>, admissions?: ReadonlyArray<PendingAdmission>) =>
       Effect.uninterruptibleMask((restore) => {
         thread?.drain()
-        const join = restore(Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
-          waiting.unshift({ records, resume })
+        const join = restore(Effect.async<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError>((resume) => {
+          waiting.unshift({ records, admissions, resume })
           flush()
         }))
         if (!closed && !busy && !overlapping && waiting.length === 0) {
           busy = true
-          return lead(records, join)
+          return lead({ records, admissions }, join)
         }
-        return restore(Effect.async<ReadonlyArray<AppendReceipt>, AppendError>((resume) => {
+        return restore(Effect.async<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError>((resume) => {
           if (closed) return resume(Exit.fail(closedError))
-          waiting.push({ records, resume })
+          waiting.push({ records, admissions, resume })
           if (busy) return
           busy = true
           if (overlapping && thread?.state() === "ready") flush()
@@ -167,9 +165,11 @@ export const threaded = (
       })
     // With nothing committing, waiting or overlapping, an append commits in the calling step on the direct
     // connection, unless another connection holds the write lock (then it takes the way above).
-    const now = (records: ReadonlyArray<Evidence.EvidenceRecord>) => {
+    const now = (records: ReadonlyArray<Evidence.EvidenceRecord>, admissions?: ReadonlyArray<PendingAdmission>) => {
       if (closed || busy || overlapping || waiting.length > 0 || (thread?.inFlight() ?? 0) > 0) return undefined
-      return (direct as SyncCommit.SyncCommit).commit([records])?.[0]
+      return (direct as SyncCommit.SyncCommit).commit([{ records, admissions }])?.[0]
     }
-    return direct === undefined || direct instanceof Error ? submit : Object.assign(submit, { now })
+    return direct === undefined || direct instanceof Error
+      ? Object.assign(submit, { carriesPlaces: true as const })
+      : Object.assign(submit, { now, carriesPlaces: true as const })
   })

@@ -93,7 +93,10 @@ export const start = (options: Sqlite.Options, events: Events): Handle => {
     post: (pendings, done) => {
       const id = next++
       try {
-        channel.port1.postMessage({ id, batch: pendings.map((pending) => pending.records) } satisfies Wire.Request)
+        const batch = pendings.map(({ admissions, records }) =>
+          admissions === undefined ? { records } : { records, admissions }
+        )
+        channel.port1.postMessage({ id, batch } satisfies Wire.Request)
       } catch {
         return false
       }

@@ -1,19 +1,19 @@
 /**
- * What the evidence commit thread and the store exchange over their message port: a batch of admitted records out,
- * each append's receipts or error back, as structured-clone plain values.
+ * What the evidence commit thread and the store exchange over their message port: a batch of appends out (admitted
+ * records, and the budget places each takes), each append's receipts or error back, as structured-clone plain values.
  */
 import { Cause, Exit, Option, Schema } from "effect"
-import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import { AppendReceipt, EvidenceConflictError, EvidenceUnavailableError } from "../../../core/evidence/EvidenceStore.ts"
+import { BudgetSpentError } from "../../../core/policy/BudgetLedger.ts"
 import type * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
 
 /** A batch to commit, numbered by the store. */
 export interface Request {
   readonly id: number
-  readonly batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
+  readonly batch: ReadonlyArray<EvidenceCommit.Append>
 }
 
-const PlacedError = Schema.Union(EvidenceConflictError, EvidenceUnavailableError)
+const PlacedError = Schema.Union(EvidenceConflictError, EvidenceUnavailableError, BudgetSpentError)
 
 /** One append's result: its receipts' fields, or its error's. */
 export type Placed =

@@ -5,7 +5,6 @@
 import { Statement } from "@effect/sql"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
-import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import * as EvidenceCommit from "../../sql/internal/evidenceCommit.ts"
 import * as Sqlite from "../Sqlite.ts"
 
@@ -14,9 +13,7 @@ export interface SyncCommit {
   /** The main database file as SQLite resolved it. */
   readonly file: string
   /** Each append's result, or `undefined` when another connection held the write lock (nothing written). */
-  readonly commit: (
-    batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
-  ) => ReadonlyArray<EvidenceCommit.Placed> | undefined
+  readonly commit: (batch: ReadonlyArray<EvidenceCommit.Append>) => ReadonlyArray<EvidenceCommit.Placed> | undefined
   /** A chain's rows after a sequence, in order, as values in `StoredRecord` field order; throws on a failed read. */
   readonly readPage: (chain_id: string, after: number, limit: number) => ReadonlyArray<ReadonlyArray<unknown>>
   readonly close: () => void

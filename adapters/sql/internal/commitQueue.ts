@@ -7,6 +7,7 @@ import { Effect, Exit, Fiber, Queue } from "effect"
 import type * as Evidence from "../../../core/evidence/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
 import { EvidenceUnavailableError } from "../../../core/evidence/EvidenceStore.ts"
+import type { BudgetSpentError, PendingAdmission } from "../../../core/policy/BudgetLedger.ts"
 import * as EvidenceCommit from "./evidenceCommit.ts"
 import type { Pending } from "./evidenceCommit.ts"
 
@@ -15,8 +16,16 @@ import type { Pending } from "./evidenceCommit.ts"
  * calling step, which answers `undefined` (nothing written) when it cannot at this moment.
  */
 export interface Submit {
-  (records: ReadonlyArray<Evidence.EvidenceRecord>): Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError>
-  readonly now?: (records: ReadonlyArray<Evidence.EvidenceRecord>) => EvidenceCommit.Placed | undefined
+  (
+    records: ReadonlyArray<Evidence.EvidenceRecord>,
+    admissions?: ReadonlyArray<PendingAdmission>
+  ): Effect.Effect<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError>
+  readonly now?: (
+    records: ReadonlyArray<Evidence.EvidenceRecord>,
+    admissions?: ReadonlyArray<PendingAdmission>
+  ) => EvidenceCommit.Placed | undefined
+  /** It commits the budget places handed with records (else the store takes none: a wrapper that drops them says so). */
+  readonly carriesPlaces?: true
 }
 
 const stop = { _tag: "Stop" } as const
@@ -27,7 +36,7 @@ export const closedError = new EvidenceUnavailableError({ detail: "the evidence 
 /** Commit `pendings` on the store's connection and answer them; a defect answers them as unavailable. */
 export const commitInline = (commit: EvidenceCommit.Commit, pendings: ReadonlyArray<Pending>) =>
   Effect.map(
-    Effect.exit(commit(pendings.map((pending) => pending.records))),
+    Effect.exit(commit(pendings)),
     (exit) => EvidenceCommit.settle(pendings, EvidenceCommit.answered(pendings, exit))
   )
 
@@ -57,8 +66,12 @@ export const queued = (commit: EvidenceCommit.Commit, maxBatch: number): Effect.
         yield* Queue.shutdown(queue)
       })
     )
-    return (records) =>
-      Effect.async((resume) => {
-        if (closed || !queue.unsafeOffer({ records, resume })) resume(Exit.fail(closedError))
-      })
+    const submit: Submit = Object.assign(
+      (records: ReadonlyArray<Evidence.EvidenceRecord>, admissions?: ReadonlyArray<PendingAdmission>) =>
+        Effect.async<ReadonlyArray<AppendReceipt>, AppendError | BudgetSpentError>((resume) => {
+          if (closed || !queue.unsafeOffer({ records, admissions, resume })) resume(Exit.fail(closedError))
+        }),
+      { carriesPlaces: true as const }
+    )
+    return submit
   })

@@ -20,21 +20,32 @@ import {
   EvidenceUnavailableError,
   receiptOf
 } from "../../../core/evidence/EvidenceStore.ts"
+import type { PendingAdmission } from "../../../core/policy/BudgetLedger.ts"
+import { BudgetSpentError } from "../../../core/policy/BudgetLedger.ts"
+import * as AdmissionSql from "./admission.ts"
 import { writeTransaction } from "./transaction.ts"
 
 /** One append's result in a commit: its receipts, or why it was not appended. */
-export type Placed = Exit.Exit<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError>
+export type Placed = Exit.Exit<
+  ReadonlyArray<AppendReceipt>,
+  EvidenceConflictError | EvidenceUnavailableError | BudgetSpentError
+>
+
+/** One append of a commit: its admitted records, and the budget places it takes with them (all of it, or nothing). */
+export interface Append {
+  readonly records: ReadonlyArray<Evidence.EvidenceRecord>
+  readonly admissions?: ReadonlyArray<PendingAdmission> | undefined
+}
 
 /** One append waiting for its commit. */
-export interface Pending {
-  readonly records: ReadonlyArray<Evidence.EvidenceRecord>
+export interface Pending extends Append {
   readonly resume: (result: Placed) => void
 }
 
 /** One append's result as an Either (a defect, which no commit answers with, as the store unavailable). */
 export const eitherOf = (
   placed: Placed
-): Either.Either<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError> =>
+): Either.Either<ReadonlyArray<AppendReceipt>, EvidenceConflictError | EvidenceUnavailableError | BudgetSpentError> =>
   Exit.isSuccess(placed) ? Either.right(placed.value) : Either.left(
     Option.getOrElse(
       Cause.failureOption(placed.cause),
@@ -42,14 +53,20 @@ export const eitherOf = (
     )
   )
 
+/** An append that carries no budget place, which cannot be refused for one. */
+export const withoutPlaces = <A, E>(append: Effect.Effect<A, E>) =>
+  append as Effect.Effect<A, Exclude<E, BudgetSpentError>>
+
+/** `withoutPlaces` for an append in the calling step. */
+export const withoutPlacesNow = <A, E>(placed: Either.Either<A, E> | undefined) =>
+  placed as Either.Either<A, Exclude<E, BudgetSpentError>> | undefined
+
 /** Answer each pending append with its result, in order. */
 export const settle = (pendings: ReadonlyArray<Pending>, placed: ReadonlyArray<Placed>) =>
   pendings.forEach((pending, i) => pending.resume(placed[i]!))
 
 /** Commits a batch of admitted appends in one transaction: each append's result, in order; it never fails as a whole. */
-export type Commit = (
-  batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
-) => Effect.Effect<ReadonlyArray<Placed>>
+export type Commit = (batch: ReadonlyArray<Append>) => Effect.Effect<ReadonlyArray<Placed>>
 
 /** Each append's result once a commit of `batch` has ended: a defect or an interruption is the store unavailable. */
 export const answered = (
@@ -128,7 +145,39 @@ export interface Statements {
   readonly duplicates: string
   /** A chain's head. */
   readonly head: string
+  /** A budget place's statements (internal/admission.ts), each with the admission fields its parameters name. */
+  readonly forget: Parameterised
+  readonly admit: Parameterised
+  readonly held: Parameterised
 }
+
+/** A statement compiled once, and which admission field each parameter takes. */
+export interface Parameterised {
+  readonly sql: string
+  readonly fields: ReadonlyArray<AdmissionField>
+}
+
+type AdmissionField = "snapshot_digest" | "rule_id" | "principal" | "window" | "attempt_id" | "limit"
+
+// Each admission field's own name, to compile the admission statements with their parameters named.
+const admissionMarker = {
+  window: { snapshot_digest: "snapshot_digest", rule_id: "rule_id", principal: "principal", window: "window" },
+  attempt_id: "attempt_id",
+  limit: "limit"
+} as unknown as PendingAdmission
+
+const parameterised = ([sql, params]: readonly [string, ReadonlyArray<unknown>]): Parameterised => ({
+  sql,
+  fields: params as ReadonlyArray<AdmissionField>
+})
+
+const valueOf = (admission: PendingAdmission, field: AdmissionField): unknown =>
+  field === "attempt_id" ? admission.attempt_id : field === "limit" ? admission.limit : admission.window[field]
+
+const statementOf = ({ fields, sql }: Parameterised, admission: PendingAdmission): Statement => ({
+  sql,
+  params: fields.map((field) => valueOf(admission, field))
+})
 
 /**
  * The commit's statements, compiled by `sql`'s own compiler (a SqlClient, or a bare SQLite compiler on the commit
@@ -151,7 +200,10 @@ export const compile = (sql: SqlStatement.Constructor): Effect.Effect<Statements
       .compile()[0],
     duplicates: sql`SELECT record_id FROM evidence_records WHERE record_id = ${""} OR chain_hash = ${""}`.compile()[0],
     head: sql`SELECT sequence, chain_hash FROM evidence_records WHERE chain_id = ${""}
-      ORDER BY sequence DESC LIMIT 1`.compile()[0]
+      ORDER BY sequence DESC LIMIT 1`.compile()[0],
+    forget: parameterised(AdmissionSql.forget(sql, "budget_admissions", admissionMarker.window).compile()),
+    admit: parameterised(AdmissionSql.insert(sql, admissionMarker).compile()),
+    held: parameterised(AdmissionSql.held(sql, admissionMarker.window, admissionMarker.attempt_id).compile())
   })
 }
 
@@ -190,46 +242,102 @@ function* refuse(statements: Statements, record: Evidence.EvidenceRecord, head: 
   )
 }
 
+// An append's budget places are taken under a savepoint of their own, so one that finds its window full undoes them
+// and the append's records alone, and the other appends of the batch commit.
+const savepoint = { sql: "SAVEPOINT writ_append", params: [] }
+const undo = { sql: "ROLLBACK TO writ_append", params: [] }
+const release = { sql: "RELEASE writ_append", params: [] }
+
+// Take each place in turn (the count checked in the insert): undefined once all are held, else the first refused.
+function* takePlaces(
+  statements: Statements,
+  admissions: ReadonlyArray<PendingAdmission>
+): Program<BudgetSpentError | undefined> {
+  for (const [index, admission] of admissions.entries()) {
+    yield statementOf(statements.forget, admission)
+    yield statementOf(statements.admit, admission)
+    const [row] = yield statementOf(statements.held, admission)
+    const { admitted, count } = AdmissionSql.admissionOf(row)
+    if (!admitted) return new BudgetSpentError({ reason: "spent", index, count })
+  }
+  return undefined
+}
+
+// An append's places taken under its savepoint: undefined once they are, else its refusal with the savepoint undone.
+function* openedWith(
+  append: Append,
+  take: (admissions: ReadonlyArray<PendingAdmission>) => Program<BudgetSpentError | undefined>
+): Program<Placed | undefined> {
+  const admissions = append.admissions
+  if (admissions === undefined || admissions.length === 0) return undefined
+  yield savepoint
+  const spent = yield* take(admissions)
+  if (spent === undefined) return undefined
+  yield undo
+  yield release
+  return Exit.fail(spent)
+}
+
+const carries = (append: Append) => append.admissions !== undefined && append.admissions.length > 0
+
 /**
  * The batch in one transaction, each record by its compare-and-append: its receipts, or `undefined` once one is not
- * inserted (the transaction must then be undone, and the batch placed record by record).
+ * inserted (the transaction must then be undone, and the batch placed record by record). An append whose budget place
+ * is taken is refused whole, and the rest go on.
  */
 export function* placeBatch(
   statements: Statements,
-  batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
+  batch: ReadonlyArray<Append>
 ): Program<ReadonlyArray<Placed> | undefined> {
   const placed: Array<Placed> = []
-  for (const records of batch) {
-    for (const record of records) {
+  for (const append of batch) {
+    const refused = yield* openedWith(append, (admissions) => takePlaces(statements, admissions))
+    if (refused !== undefined) {
+      placed.push(refused)
+      continue
+    }
+    for (const record of append.records) {
       if ((yield { sql: statements.linked, params: linkedParams(record) }).length !== 1) return undefined
     }
-    placed.push(Exit.succeed(records.map(receiptOf)))
+    if (carries(append)) yield release
+    placed.push(Exit.succeed(append.records.map(receiptOf)))
   }
   return placed
 }
 
 /**
  * The batch record by record, in one transaction: each record compared with its chain's head, then inserted unless
- * its id or hash is already stored. A head that does not decode fails the whole transaction, undone.
+ * its id or hash is already stored; an append that carries budget places is placed whole or not at all. A head that
+ * does not decode fails the whole transaction, undone.
  */
 export function* placeEach(
   statements: Statements,
-  batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>
+  batch: ReadonlyArray<Append>
 ): Program<ReadonlyArray<Placed> | EvidenceUnavailableError> {
   const placed: Array<Placed> = []
-  appends: for (const records of batch) {
+  appends: for (const append of batch) {
+    const refused = yield* openedWith(append, (admissions) => takePlaces(statements, admissions))
+    if (refused !== undefined) {
+      placed.push(refused)
+      continue
+    }
     const receipts: Array<AppendReceipt> = []
-    for (const record of records) {
+    for (const record of append.records) {
       const head = yield* readHead(statements, record.chain_id)
       if (head instanceof EvidenceUnavailableError) return head
       const inserted = conflictOf(record, head, undefined) === undefined &&
         (yield { sql: statements.insertOne, params: rowParams(record) }).length === 1
       if (!inserted) {
         placed.push(yield* refuse(statements, record, head))
+        if (carries(append)) {
+          yield undo
+          yield release
+        }
         continue appends
       }
       receipts.push(receiptOf(record))
     }
+    if (carries(append)) yield release
     placed.push(Exit.succeed(receipts))
   }
   return placed
@@ -246,7 +354,8 @@ const runOn = <A>(connection: SqlConnection.Connection, program: Program<A>): Ef
 }
 
 // A batch of one record: its one statement is its own transaction, with nothing to undo if it inserts nothing.
-const isLone = (batch: ReadonlyArray<ReadonlyArray<unknown>>) => batch.length === 1 && batch[0]!.length === 1
+const isLone = (batch: ReadonlyArray<Append>) =>
+  batch.length === 1 && batch[0]!.records.length === 1 && !carries(batch[0]!)
 
 const unlinked = { _tag: "Unlinked" } as const
 
@@ -262,18 +371,16 @@ export const make: Effect.Effect<Commit, never, SqlClient.SqlClient> = Effect.ge
         ? body(outer.value[0])
         : Effect.scoped(Effect.flatMap(sql.reserve, body)))
   // Each path's program on a connection, failing (so its transaction is undone) unless it placed every append.
-  const linkedOn =
-    (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) => (connection: SqlConnection.Connection) =>
-      Effect.flatMap(
-        runOn(connection, placeBatch(statements, batch)),
-        (placed) => placed === undefined ? Effect.fail(unlinked) : Effect.succeed(placed)
-      )
-  const eachOn =
-    (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>) => (connection: SqlConnection.Connection) =>
-      Effect.flatMap(
-        runOn(connection, placeEach(statements, batch)),
-        (placed) => placed instanceof EvidenceUnavailableError ? Effect.fail(placed) : Effect.succeed(placed)
-      )
+  const linkedOn = (batch: ReadonlyArray<Append>) => (connection: SqlConnection.Connection) =>
+    Effect.flatMap(
+      runOn(connection, placeBatch(statements, batch)),
+      (placed) => placed === undefined ? Effect.fail(unlinked) : Effect.succeed(placed)
+    )
+  const eachOn = (batch: ReadonlyArray<Append>) => (connection: SqlConnection.Connection) =>
+    Effect.flatMap(
+      runOn(connection, placeEach(statements, batch)),
+      (placed) => placed instanceof EvidenceUnavailableError ? Effect.fail(placed) : Effect.succeed(placed)
+    )
   return (batch) => {
     const linked = linkedOn(batch)
     return (isLone(batch) ? onConnection(linked) : transaction(linked)).pipe(
@@ -343,7 +450,7 @@ export const makeSync = (database: SyncDatabase, statements: Statements) => {
       throw error
     }
   }
-  return (batch: ReadonlyArray<ReadonlyArray<Evidence.EvidenceRecord>>): ReadonlyArray<Placed> | undefined => {
+  return (batch: ReadonlyArray<Append>): ReadonlyArray<Placed> | undefined => {
     try {
       // A transaction somehow still open is undone first: nothing this commit places may join it.
       if (database.inTransaction) database.exec("ROLLBACK")

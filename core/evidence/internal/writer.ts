@@ -8,18 +8,28 @@ import type { Sha256Hex } from "../../base/Digest.ts"
 import { Digest } from "../../base/Digest.ts"
 import { type IdGenerator, type Uuid, uuidsWith } from "../../base/IdGenerator.ts"
 import * as Time from "../../base/Time.ts"
+import type { BudgetSpentError, PendingAdmission } from "../../policy/BudgetLedger.ts"
 import * as Evidence from "../Evidence.ts"
 import type { AppendError, AppendReceipt, EvidenceForbiddenError, EvidenceStore } from "../EvidenceStore.ts"
-import { forbiddenError } from "../EvidenceStore.ts"
+import { EvidenceUnavailableError, forbiddenError } from "../EvidenceStore.ts"
 import type { OperationOwnershipError } from "../TaskBoundary.ts"
 import { BoundaryError, type TaskBoundary } from "../TaskBoundary.ts"
 import { grantRecords, operationTypes } from "./capability.ts"
+import { catchUp } from "./catchUp.ts"
 import * as ChainLock from "./chainLock.ts"
 import * as ChainState from "./chainState.ts"
 import { admit, type Admitted, closedDraft, committed, failed, mismatchOf, positionsOf } from "./chainState.ts"
 
 /** Why an append in the calling step failed. */
-type AppendNowError = AppendError | Canonical.CanonicalJsonError | BoundaryError | OperationOwnershipError
+type AppendNowError =
+  | AppendError
+  | BudgetSpentError
+  | Canonical.CanonicalJsonError
+  | BoundaryError
+  | OperationOwnershipError
+
+// An append that carried no budget admission cannot be refused for one.
+const plain = <A, E>(append: Effect.Effect<A, E>) => append as Effect.Effect<A, Exclude<E, BudgetSpentError>>
 
 /** What every function of one writer shares: its store, digest, ids, and the state of each chain it holds. */
 interface Writer {
@@ -40,48 +50,16 @@ const stateOf = (w: Writer, chain_id: string) => {
   return state
 }
 
-const loadHead = Effect.fnUntraced(function*(w: Writer, chain_id: string) {
-  const head = yield* w.store.head(chain_id)
-  if (Option.isNone(head)) return undefined
-  const last = yield* Stream.runHead(w.store.read(chain_id, head.value.sequence - 1))
-  return { ...head.value, closed: Option.isSome(last) && last.value.record_type === "task_closed" }
-})
-
-// The chain's head after a failed append, with what the records since tell about this writer's operations: one
-// another writer concluded, a start whose answer was lost but which committed (its terminal is owed), and an owed
-// terminal that committed after all.
-const catchUp = Effect.fnUntraced(function*(w: Writer, chain_id: string, state: ChainState.ChainState) {
-  const known = state.head
-  if (state.operations.size === 0 && state.unconfirmed.size === 0 && state.owed.length === 0) {
-    return yield* loadHead(w, chain_id)
-  }
-  const since = Chunk.toReadonlyArray(yield* Stream.runCollect(w.store.read(chain_id, known?.sequence ?? -1)))
-  for (const record of since) {
-    const operation_id = record.operation_id
-    if (operation_id === null) continue
-    if (record.record_type === "operation_started") {
-      const terminal = state.unconfirmed.get(operation_id)
-      if (terminal !== undefined) state.owed = [...state.owed, terminal]
-    } else if (Evidence.terminalTypes.has(record.record_type)) {
-      if (state.owed.some((draft) => draft.operation_id === operation_id)) {
-        state.owed = state.owed.filter((draft) => draft.operation_id !== operation_id)
-      } else if (state.operations.has(operation_id)) {
-        state.operations.set(operation_id, true)
-      }
-    }
-  }
-  state.unconfirmed.clear()
-  const last = since[since.length - 1]
-  return last === undefined ? known : {
-    sequence: last.sequence,
-    hash: last.chain_hash as Sha256Hex,
-    closed: last.record_type === "task_closed"
-  }
-})
-
 // The admitted drafts sealed at the head (without an Effect where ids and hashes are synchronous) and appended; an
 // operation call's records, and the owed terminals of earlier ones, are sealed under the executor's capability.
-const commit = (w: Writer, chain_id: Uuid, admitted: Admitted, created_at: Time.Timestamp, granted: boolean) => {
+const commit = (
+  w: Writer,
+  chain_id: Uuid,
+  admitted: Admitted,
+  created_at: Time.Timestamp,
+  granted: boolean,
+  admissions: ReadonlyArray<PendingAdmission>
+) => {
   const { drafts } = admitted
   const at = (record_ids: ReadonlyArray<Uuid>) => positionsOf(chain_id, admitted, record_ids, created_at)
   const sha256 = w.digest.sha256TextSync
@@ -94,9 +72,16 @@ const commit = (w: Writer, chain_id: Uuid, admitted: Admitted, created_at: Time.
     )
   return Effect.flatMap(sealed, (records) => {
     grantRecords(records, granted ? records.length : admitted.owed)
-    return w.store.appendAll(records)
+    if (admissions.length === 0) return w.store.appendAll(records)
+    const admitting = w.store.appendAll.admitting
+    return admitting === undefined ? Effect.fail(cannotAdmit) : admitting(records, admissions)
   })
 }
+
+// Budget admissions offered to a store whose appends cannot carry them: refused, never dropped.
+const cannotAdmit = new EvidenceUnavailableError({ detail: "the evidence store cannot commit budget admissions" })
+
+const noAdmissions: ReadonlyArray<PendingAdmission> = []
 
 // A call without the capability offering an operation record: refused before anything else.
 const forbidden = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>): EvidenceForbiddenError | undefined => {
@@ -110,7 +95,8 @@ const appendFrom = (
   asked: ReadonlyArray<Evidence.Draft>,
   expected: ChainState.ChainState["head"] | undefined,
   granted: boolean,
-  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>,
+  admissions = noAdmissions
 ) => {
   if (asked.length === 0) return Effect.succeed<ReadonlyArray<AppendReceipt>>([])
   const refused = granted ? undefined : forbidden(chain_id, asked)
@@ -125,14 +111,14 @@ const appendFrom = (
     if (!("drafts" in admitted)) return Effect.fail(admitted)
     const created_at = Time.ofClock(clock)
     return Effect.map(
-      commit(w, chain_id, admitted, created_at, granted),
+      commit(w, chain_id, admitted, created_at, granted, admissions),
       (receipts) => committed(state, asked, admitted, receipts, ifCommitted !== undefined)
     )
   })
   const body = Effect.suspend(() => {
     const tracking = state.operations.size > 0 || state.unconfirmed.size > 0 || state.owed.length > 0
     if (state.fresh || (foreign && !tracking)) return append
-    return Effect.flatMap(catchUp(w, chain_id, state), (head) => {
+    return Effect.flatMap(catchUp(w.store, chain_id, state), (head) => {
       state.head = head
       state.fresh = true
       return append
@@ -152,15 +138,22 @@ const appendNow = (
   chain_id: Uuid,
   asked: ReadonlyArray<Evidence.Draft>,
   micros: number,
-  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>,
+  admissions = noAdmissions
 ): ReadonlyArray<AppendReceipt> | AppendNowError | undefined => {
-  const appendAllNow = w.store.appendAll.now
+  const plain = w.store.appendAll.now
+  const admittingNow = w.store.appendAll.admitting?.now
+  const appendAllNow = admissions.length === 0
+    ? plain
+    : admittingNow === undefined
+    ? undefined
+    : (records: ReadonlyArray<Evidence.EvidenceRecord>) => admittingNow(records, admissions)
   const sha256 = w.digest.sha256TextSync
   const uuid = w.ids.uuidSync
   const state = w.chains.get(chain_id)
   if (
     appendAllNow === undefined || sha256 === undefined || uuid === undefined || state === undefined ||
-    state.lock.held || !state.fresh || (appendAllNow.blocking === true && w.running > 1)
+    state.lock.held || !state.fresh || (plain?.blocking === true && w.running > 1)
   ) return undefined
   const admitted = admit(chain_id, state, asked, undefined)
   if (!("drafts" in admitted)) return admitted
@@ -185,17 +178,18 @@ const appendAll = (
   chain_id: Uuid,
   drafts: ReadonlyArray<Evidence.Draft>,
   granted: boolean,
-  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
-) => appendFrom(w, chain_id, drafts, undefined, granted, ifCommitted)
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>,
+  admissions = noAdmissions
+) => appendFrom(w, chain_id, drafts, undefined, granted, ifCommitted, admissions)
 const append = (w: Writer, chain_id: Uuid, draft: Evidence.Draft) =>
-  Effect.map(appendAll(w, chain_id, [draft], false), (receipts) => receipts[0]!)
+  plain(Effect.map(appendAll(w, chain_id, [draft], false), (receipts) => receipts[0]!))
 const headOf = (record: Evidence.StoredRecord) => ({
   sequence: record.sequence,
   hash: record.chain_hash as Sha256Hex,
   closed: record.record_type === "task_closed"
 })
 const appendAfter = (w: Writer, chain_id: Uuid, after: Evidence.StoredRecord, draft: Evidence.Draft) =>
-  Effect.map(appendFrom(w, chain_id, [draft], headOf(after), false), (receipts) => receipts[0]!)
+  plain(Effect.map(appendFrom(w, chain_id, [draft], headOf(after), false), (receipts) => receipts[0]!))
 
 // Counted and released in one uninterruptible region, so no exit of the operation can skip the release. A chain this
 // writer holds nothing for has no boundary open here: the operation is refused before it starts, and leaves no state.
@@ -278,25 +272,40 @@ export const appendOperation = (
   chain_id: Uuid,
   drafts: ReadonlyArray<Evidence.Draft>,
   ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+) => plain(appendAdmitting(service, chain_id, drafts, ifCommitted, noAdmissions))
+
+/**
+ * `appendOperation` with budget places its commit takes (`admissions`): every record and every place, or nothing
+ * (BudgetSpentError when a place's window is full; EvidenceUnavailableError over a store that cannot take them).
+ */
+export const appendAdmitting = (
+  service: object,
+  chain_id: Uuid,
+  drafts: ReadonlyArray<Evidence.Draft>,
+  ifCommitted: (() => ReadonlyArray<Evidence.Draft>) | undefined,
+  admissions: ReadonlyArray<PendingAdmission>
 ) =>
   drafts.length === 0 ? Effect.succeed<ReadonlyArray<AppendReceipt>>([]) : Either.match(
     writerOf(service, chain_id, drafts[0]!),
-    { onLeft: Effect.fail, onRight: (w) => appendAll(w, chain_id, drafts, true, ifCommitted) }
+    { onLeft: Effect.fail, onRight: (w) => appendAll(w, chain_id, drafts, true, ifCommitted, admissions) }
   )
 
 /**
- * `appendOperation` in the calling step at `micros` (the call's clock), where it needs no Effect (see `appendNow`):
- * the receipts or the refusal; undefined when only `appendOperation` can append.
+ * `appendOperation` (with `admissions`: `appendAdmitting`) in the calling step at `micros` (the call's clock), where
+ * it needs no Effect (see `appendNow`): the receipts or the refusal; undefined when only an Effect can append.
  */
 export const appendOperationNow = (
   service: object,
   chain_id: Uuid,
   drafts: ReadonlyArray<Evidence.Draft>,
   micros: number,
-  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>,
+  admissions = noAdmissions
 ): ReadonlyArray<AppendReceipt> | AppendNowError | undefined => {
   const w = writers.get(service)
-  return w === undefined || drafts.length === 0 ? undefined : appendNow(w, chain_id, drafts, micros, ifCommitted)
+  return w === undefined || drafts.length === 0
+    ? undefined
+    : appendNow(w, chain_id, drafts, micros, ifCommitted, admissions)
 }
 
 // Whether the chain read from its start record up to `after` shows that operation started and not concluded.
@@ -361,7 +370,7 @@ export const closeOperation = (
           ) return refused
           return Effect.flatMap(genuine(w.digest, records), (isGenuine) =>
             isGenuine
-              ? Effect.map(appendFrom(w, chain_id, [draft], headOf(after), true), (receipts) => receipts[0]!)
+              ? plain(Effect.map(appendFrom(w, chain_id, [draft], headOf(after), true), (receipts) => receipts[0]!))
               : refused)
         }
       )
@@ -374,7 +383,7 @@ export const make = (store: EvidenceStore.Service, digest: Digest.Service, ids: 
     append: (chain_id: Uuid, draft: Evidence.Draft) => append(w, chain_id, draft),
     appendAfter: (chain_id: Uuid, after: Evidence.StoredRecord, draft: Evidence.Draft) =>
       appendAfter(w, chain_id, after, draft),
-    appendAll: (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => appendAll(w, chain_id, drafts, false),
+    appendAll: (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>) => plain(appendAll(w, chain_id, drafts, false)),
     release: (chain_id: Uuid, operation_id: string) => release(w, chain_id, operation_id),
     track: <A, E>(chain_id: Uuid, operation: Effect.Effect<A, E>) => track(w, chain_id, operation),
     open: (boundary: TaskBoundary) => open(w, boundary),

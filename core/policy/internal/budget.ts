@@ -1,10 +1,10 @@
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import type { Usage } from "../../action/ActionUsage.ts"
 import * as Time from "../../base/Time.ts"
 import type { Deferral } from "../../execution/Capacity.ts"
 import type { Allowed, Evaluation, Refused, Verdict } from "../../execution/Interceptor.ts"
 import * as Interceptor from "../../execution/Interceptor.ts"
-import type { BudgetLedger, BudgetWindow } from "../BudgetLedger.ts"
+import type { BudgetLedger, BudgetWindow, Pending, PendingAdmission } from "../BudgetLedger.ts"
 import type { BudgetRule } from "../PolicyRule.ts"
 import type { PolicySnapshot } from "../PolicySnapshot.ts"
 import { glob } from "./glob.ts"
@@ -55,50 +55,95 @@ export interface Charge {
   readonly now: number
 }
 
-/** Stage 3 (windowed budgets), stage 7 (budgets without a window) and after the call: budgets kept in the ledger. */
-export const makeBudgets = (ledger: BudgetLedger.Service) => {
+type Spent = { readonly rule: Budget; readonly consumed: number }
+
+/** What a check of budgets found: the first spent one, or the calls budgets' places the attempt is to take. */
+type Checked =
+  | { readonly spent: Spent; readonly pending?: undefined }
+  | { readonly spent?: undefined; readonly pending: ReadonlyArray<{ rule: Budget; admission: PendingAdmission }> }
+
+const none: Checked = { pending: [] }
+
+const spentBy = (rule: Budget, consumed: number): Checked => ({ spent: { rule, consumed } })
+
+/**
+ * Stage 3 (windowed budgets), stage 7 (budgets without a window) and after the call: budgets kept in the ledger. Where
+ * the ledger shares its database with the executor's evidence (`joint`), a calls budget's place is only read here, and
+ * taken by the commit of the call's next records (`Pending`); elsewhere the ledger admits it in its own commit.
+ */
+export const makeBudgets = (ledger: BudgetLedger.Service, joint = false) => {
   // The first spent budget among `rules`: a wall-time, token or cost one whose consumed amount reached its limit, or
-  // a calls one that has no place left for the attempt (which otherwise takes one in each).
-  const spentOf = (charge: Charge, rules: ReadonlyArray<Budget>, attempt_id: string) =>
+  // a calls one that has no place left for the attempt (which otherwise takes one in each, or is to take it).
+  const check = (charge: Charge, rules: ReadonlyArray<Budget>, attempt_id: string, carried: boolean) =>
     Effect.gen(function*() {
       for (const rule of rules) {
         if (rule.budget_kind === "calls") continue
         const consumed = yield* ledger.consumed(windowOf(charge.snapshot, rule, charge.principal, charge.now))
-        if (consumed >= rule.limit) return { rule, consumed }
+        if (consumed >= rule.limit) return spentBy(rule, consumed)
       }
+      const pending: Array<{ rule: Budget; admission: PendingAdmission }> = []
       for (const rule of rules) {
         if (rule.budget_kind !== "calls") continue
         const window = windowOf(charge.snapshot, rule, charge.principal, charge.now)
-        const admission = yield* ledger.admit(window, attempt_id, rule.limit)
-        if (!admission.admitted) return { rule, consumed: admission.count }
+        const admission = yield* (carried ? ledger.peek : ledger.admit)(window, attempt_id, rule.limit)
+        if (!admission.admitted) return spentBy(rule, admission.count)
+        if (carried) pending.push({ rule, admission: { window, attempt_id, limit: rule.limit } })
       }
-      return undefined
+      return pending.length === 0 ? none : { pending } satisfies Checked as Checked
     })
 
-  /** Stage 3: the deferral until the first spent windowed budget's window ends, or undefined when none is spent. */
-  const quota = (charge: Charge, attempt_id: string): Effect.Effect<Deferral | undefined> => {
+  // The places to take with the call's next records, and the refusal for the one that finds its window full.
+  const pendingOf = <R>(
+    checked: Checked,
+    refusal: (rule: Budget, consumed: number) => R
+  ): Pending<R> | undefined => {
+    const pending = checked.pending
+    return pending === undefined || pending.length === 0 ? undefined : {
+      admissions: pending.map((place) => place.admission),
+      spent: (index, count) => refusal(pending[index]!.rule, count)
+    }
+  }
+
+  /**
+   * Stage 3: the deferral until the first spent windowed budget's window ends; else the places the call is to take
+   * with its operation's start (joint), or none.
+   */
+  const quota = (
+    charge: Charge,
+    attempt_id: string
+  ): Effect.Effect<Either.Either<Pending<Deferral> | undefined, Deferral>> => {
     const rules = budgetsOf(charge.snapshot, charge.names).filter((rule) => rule.window_microseconds !== undefined)
-    if (rules.length === 0) return Effect.succeed(undefined)
+    if (rules.length === 0) return Effect.succeed(Either.right(undefined))
+    const deferredBy = (rule: Budget, consumed: number) =>
+      deferred(rule, rule.window_microseconds ?? 0, consumed, charge.now)
     return Effect.map(
-      spentOf(charge, rules, attempt_id),
-      (spent) =>
-        spent === undefined || spent.rule.window_microseconds === undefined
-          ? undefined
-          : deferred(spent.rule, spent.rule.window_microseconds, spent.consumed, charge.now)
+      check(charge, rules, attempt_id, joint),
+      (checked) =>
+        checked.spent === undefined
+          ? Either.right(pendingOf(checked, deferredBy))
+          : Either.left(deferredBy(checked.spent.rule, checked.spent.consumed))
     )
   }
 
-  /** Stage 7: an allowed verdict, unless a budget without a window is spent; metered when a wall-time, token or cost budget binds the action. */
+  /**
+   * Stage 7: an allowed verdict, unless a budget without a window is spent; metered when a wall-time, token or cost
+   * budget binds the action; carrying the places it is to take with its gate records (joint).
+   */
   const admit = (charge: Charge, attempt_id: string, allowed: Allowed): Effect.Effect<Verdict> => {
     const rules = budgetsOf(charge.snapshot, charge.names)
     if (rules.length === 0) return Effect.succeed(allowed)
     const lifetime = rules.filter((rule) => rule.window_microseconds === undefined)
-    return Effect.map(spentOf(charge, lifetime, attempt_id), (spent): Verdict => {
-      if (spent !== undefined) {
-        const denied = exhausted(spent.rule, spent.consumed)
-        return { ...denied, gates: [...(allowed.gates ?? []), refusal("writ.budget", denied.code)] }
-      }
-      return rules.some((rule) => rule.budget_kind !== "calls") ? { ...allowed, metered: true } : allowed
+    const denied = (rule: Budget, consumed: number): Refused => {
+      const refused = exhausted(rule, consumed)
+      return { ...refused, gates: [...(allowed.gates ?? []), refusal("writ.budget", refused.code)] }
+    }
+    // Only a verdict with gate results has records at stage 11 to carry its places; any other admits them here.
+    const carried = joint && (allowed.gates === undefined || allowed.gates.length > 0)
+    return Effect.map(check(charge, lifetime, attempt_id, carried), (checked): Verdict => {
+      if (checked.spent !== undefined) return denied(checked.spent.rule, checked.spent.consumed)
+      const metered = rules.some((rule) => rule.budget_kind !== "calls") ? { ...allowed, metered: true } : allowed
+      const admissions = pendingOf(checked, denied)
+      return admissions === undefined ? metered : { ...metered, admissions }
     })
   }
 

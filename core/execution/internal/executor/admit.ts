@@ -346,6 +346,7 @@ export const capacityWith = (
           }
           leases.push(admitted.right)
           lapses(state.call, admitted.right)
+          if (admitted.right.admissions !== undefined) (state.call.admissions ??= []).push(admitted.right.admissions)
           held.push(trustedMake(AdmissionLease, {
             capacity: capacity.id,
             lease_id: admitted.right.lease_id ?? null,

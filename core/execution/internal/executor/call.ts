@@ -14,9 +14,11 @@ import type { ActionRef } from "../../../base/Refs.ts"
 import type { Timestamp } from "../../../base/Time.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
 import type { TaskBoundary } from "../../../evidence/Governance.ts"
+import type { Pending } from "../../../policy/BudgetLedger.ts"
 import type { Run } from "../../../state/StateStore.ts"
 import type { ActionAdmissionDecision, Disposition } from "../../AdmissionDecision.ts"
 import { DecisionReason } from "../../AdmissionDecision.ts"
+import type { Deferral } from "../../Capacity.ts"
 import type { ExecutionContext } from "../../ExecutionContext.ts"
 import {
   type ContainmentWaiver,
@@ -65,6 +67,8 @@ export class Call {
   invoked = false
   /** Set by stage 12 when it stopped waiting for an interrupted callable: completes once the callable has stopped. */
   stopping: Effect.Effect<void> | undefined = undefined
+  /** Governed: the budget places its operation's start is to take, set by stage 3 and taken by stage 4. */
+  admissions: Array<Pending<Deferral>> | undefined = undefined
   /** Governed: its operation's start is committed (or being committed), set by stage 4. */
   operated = false
   /** Durable: the outbox its invocation stages intents to, set by stage 12 and closed by stage 14. */

@@ -3,11 +3,10 @@
  * terminal record at stage 13, the gate evidence committed at stage 11, and stage 14's projection into a Run.
  */
 import { Cause, Effect, Either, Exit } from "effect"
-import type { ActionBackendCapabilityReport } from "../../../action/ActionExecutionBackend.ts"
 import { trustedMake } from "../../../base/internal/trusted.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
-import type { EvidenceWriter, OperationContext, TaskBoundary } from "../../../evidence/Governance.ts"
+import type { EvidenceWriter, OperationContext } from "../../../evidence/Governance.ts"
 import {
   deriveContextWith,
   failureDetail,
@@ -15,9 +14,9 @@ import {
   OutcomeEvidenceError
 } from "../../../evidence/Governance.ts"
 import * as ledger from "../../../evidence/internal/ledger.ts"
-import { appendOperation, appendOperationNow } from "../../../evidence/internal/writer.ts"
+import { appendAdmitting, appendOperation, appendOperationNow } from "../../../evidence/internal/writer.ts"
 import { deriveContextNow, type DeriveRefusal } from "../../../evidence/OperationContext.ts"
-import type { PolicySnapshot } from "../../../policy/PolicySnapshot.ts"
+import type { BudgetSpentError } from "../../../policy/BudgetLedger.ts"
 import {
   Ambiguous,
   callExecuted,
@@ -25,31 +24,37 @@ import {
   type ExecutionOutcome,
   withProjectionPending
 } from "../../ExecutionOutcome.ts"
-import { containmentRefusal, type Resolved } from "./admit.ts"
-import type { Bindings } from "./bindings.ts"
+import { carriedBy, deferredBy, deniedBy, flat, noAdmissions, startAdmissions } from "./admissions.ts"
 import { type Call, common, denied, reason, resultDigest, resultDigestNow } from "./call.ts"
-import type { Env, ExecutionError, Governor } from "./env.ts"
+import type { Env, ExecutionError } from "./env.ts"
 import { producedDrafts, producedDraftsNow } from "./gateRecords.ts"
 import { type Preflighted, verifyPreflight } from "./preflight.ts"
 import { untilStopped } from "./secure.ts"
-import { type AfterStep, type AroundStep, type DecideStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
+import { type AfterStep, type AroundStep, type DecideStep, isOutcome } from "./table.ts"
 
 /** After stage 4: the operation whose start is committed. */
 export interface Operated extends Preflighted {
   readonly operation: OperationContext
 }
 
-/** Append records in one commit; a failure is a GovernanceEvidenceError naming whether the callable had run. */
+/**
+ * Append records in one commit, with the budget places they carry: the receipts, or BudgetSpentError when a place was
+ * taken (nothing written); any other failure is a GovernanceEvidenceError naming whether the callable had run.
+ */
 const appendEvidence = (
   writer: EvidenceWriter.Service,
   operation: OperationContext,
   drafts: ReadonlyArray<Evidence.Draft>,
   call_executed: boolean,
-  ifCommitted?: () => ReadonlyArray<Evidence.Draft>
-) =>
-  Effect.mapError(
-    appendOperation(writer, operation.chain_id, drafts, ifCommitted),
-    (error) => evidenceError(operation, drafts, call_executed, error)
+  ifCommitted?: () => ReadonlyArray<Evidence.Draft>,
+  admissions = noAdmissions
+): Effect.Effect<ReadonlyArray<AppendReceipt> | BudgetSpentError, GovernanceEvidenceError> =>
+  Effect.catchAll(
+    appendAdmitting(writer, operation.chain_id, drafts, ifCommitted, admissions),
+    (error) =>
+      error._tag === "BudgetSpentError"
+        ? Effect.succeed(error)
+        : Effect.fail(evidenceError(operation, drafts, call_executed, error))
   )
 
 /** Why an operation's records did not append. */
@@ -73,86 +78,6 @@ type Started = OperationContext | ExecutionOutcome
 
 const lift = <A, E>(answer: A | Effect.Effect<A, E>): Effect.Effect<A, E> =>
   Effect.isEffect(answer) ? answer as Effect.Effect<A, E> : Effect.succeed(answer)
-
-/** Stage 3, governed: a governed call runs inside an open task boundary of this executor's writer. */
-export const boundaryWith = (writer: EvidenceWriter.Service): SyncStep<Resolved, { boundary: TaskBoundary }> => ({
-  _tag: "Sync",
-  stage: "bind_context",
-  detail: "the call's task boundary must be open in this executor's evidence writer",
-  run: ({ call }) => {
-    if (call.boundary === undefined) {
-      return denied(call, "governance.no_boundary", "a governed execution runs inside an open task boundary")
-    }
-    if (!writer.isOpen(call.boundary)) {
-      return denied(
-        call,
-        "governance.boundary_not_open",
-        `task boundary ${call.boundary.task_boundary_id} is not open in this executor's evidence writer (not opened here, or closed)`
-      )
-    }
-    return { boundary: call.boundary }
-  }
-})
-
-/**
- * Stage 3, governed: from the boundary check on, the call is one of its boundary's operations, so a close begun after
- * that check waits for it.
- */
-export const trackWith = (
-  writer: EvidenceWriter.Service
-): AroundStep<Resolved & { boundary: TaskBoundary }, unknown> => ({
-  _tag: "Around",
-  stage: "bind_context",
-  detail: "a close of the boundary waits for the call from here on",
-  run: (state, inner) => writer.track(state.boundary.chain_id, inner(state))
-})
-
-/** Stage 3, governed, once admitted: a close begun while the call was being admitted leaves it no operation to start. */
-export const stillOpenWith = (
-  writer: EvidenceWriter.Service
-): SyncStep<Resolved & { boundary: TaskBoundary }, void> => ({
-  _tag: "Sync",
-  stage: "bind_context",
-  detail: "the boundary is still open once the call is admitted",
-  run: ({ boundary, call }) =>
-    writer.isOpen(boundary)
-      ? undefined
-      : denied(
-        call,
-        "governance.boundary_not_open",
-        `task boundary ${boundary.task_boundary_id} began closing while the call was admitted`
-      )
-})
-
-/**
- * Stage 3, governed: retrieve the exact snapshot and recompute its digest; it must bind every configured interceptor
- * by identity (`policy.unbound_interceptor`); probe the backend once.
- */
-export const pinWith = (
-  env: Env,
-  governor: Governor,
-  bindings: Bindings
-): EffectStep<Resolved, { snapshot: PolicySnapshot; capability: ActionBackendCapabilityReport }> => ({
-  _tag: "Effect",
-  stage: "bind_context",
-  detail: "retrieve the exact policy snapshot and recompute its digest; it must bind every configured interceptor " +
-    "by id, version and configuration digest; probe the backend for required containment",
-  run: ({ action, call }) =>
-    Effect.flatMap(governor.pin(call.context), (pinned) => {
-      if (Either.isLeft(pinned)) return Effect.succeed(denied(call, pinned.left.code, pinned.left.detail))
-      const unbound = bindings(pinned.right)
-      return unbound !== undefined
-        ? Effect.succeed(denied(
-          call,
-          "policy.unbound_interceptor",
-          `interceptor ${unbound.id} (version ${unbound.version}, configuration ${unbound.config_digest}) is not ` +
-            `bound by policy ${pinned.right.policy_id}@${pinned.right.version}`
-        ))
-        : Effect.map(env.backend.probe, (capability) =>
-          containmentRefusal(env, call, action, capability, pinned.right.containment) ??
-            { snapshot: pinned.right, capability })
-    })
-})
 
 /** One governed operation of one call, from its start to its one terminal record. */
 class Operation {
@@ -197,7 +122,7 @@ class Operation {
       : Effect.flatMap(deriveContextWith(env.ids, inputs, call.attempt_id, state.digest), (d) => lift(opened(d)))
   }
 
-  private commitStart(operation: OperationContext): OperationContext | Effect.Effect<OperationContext, ExecutionError> {
+  private commitStart(operation: OperationContext): Started | Effect.Effect<Started, ExecutionError> {
     const { call, state } = this
     // A start whose answer is lost may still have committed: the writer then closes it as this denial.
     const unconfirmed = () => [
@@ -211,20 +136,39 @@ class Operation {
       this.started = undefined
       call.operated = false
     }
-    const now = appendOperationNow(this.writer, operation.chain_id, drafts, call.moment.micros(), unconfirmed)
+    // A window's last place taken by another executor first: no operation, deferred as at stage 3.
+    const pendings = startAdmissions(call)
+    const admissions = flat(pendings)
+    const now = appendOperationNow(
+      this.writer,
+      operation.chain_id,
+      drafts,
+      call.moment.micros(),
+      unconfirmed,
+      admissions
+    )
     if (now !== undefined) {
-      if (!Array.isArray(now)) return Effect.fail(evidenceError(operation, drafts, false, now as AppendFailure))
-      this.started = operation
-      call.operated = true
-      return operation
+      if (Array.isArray(now)) {
+        this.started = operation
+        call.operated = true
+        return operation
+      }
+      const failure = now as AppendFailure | BudgetSpentError
+      return failure._tag === "BudgetSpentError"
+        ? deferredBy(call, pendings, failure)
+        : Effect.fail(evidenceError(operation, drafts, false, failure))
     }
     // Started from inside the uninterruptible region: an interruption before it leaves no operation to close.
     return Effect.uninterruptible(Effect.suspend(() => {
       this.started = operation
       call.operated = true
-      return appendEvidence(this.writer, operation, drafts, false, unconfirmed).pipe(
+      return appendEvidence(this.writer, operation, drafts, false, unconfirmed, admissions).pipe(
         Effect.tapError(() => Effect.sync(unstarted)),
-        Effect.as(operation)
+        Effect.map((appended): Started => {
+          if (Array.isArray(appended)) return operation
+          unstarted()
+          return deferredBy(call, pendings, appended as BudgetSpentError)
+        })
       )
     }))
   }
@@ -361,22 +305,40 @@ export const operateWith = (
 })
 
 /** Stage 11: every gate result and granted exception produced so far committed before the token is released. */
+// Budget places with no gate record to carry them: no verdict of the policy gate asks for that.
+const unborne = "budget admissions with no gate record to carry them"
+
 export const checkpointWith = (env: Env, writer: EvidenceWriter.Service): DecideStep<Operated, void> => ({
   _tag: "Decide",
   stage: "evidence_checkpoint",
   detail: "every gate_evaluated and exception_granted committed before the token is released",
   run: ({ call, operation }) => {
-    const drafts = producedDraftsNow(env, call, operation)
-    if (drafts !== undefined) {
-      if (drafts.length === 0) return undefined
-      const now = appendOperationNow(writer, operation.chain_id, drafts, call.moment.micros())
-      if (now === undefined) return Effect.asVoid(appendEvidence(writer, operation, drafts, false))
-      return Array.isArray(now) ? undefined : Effect.fail(evidenceError(operation, drafts, false, now as AppendFailure))
+    // The budget places its allowing verdicts take ride on their gate records: a place lost denies the call.
+    const produced = call.produced
+    const carried = carriedBy(produced)
+    const admissions = flat(carried)
+    const settled = (appended: ReadonlyArray<AppendReceipt> | BudgetSpentError) =>
+      Array.isArray(appended) ? undefined : deniedBy(call, produced!, carried, appended as BudgetSpentError)
+    const append = (drafts: ReadonlyArray<Evidence.Draft>) => {
+      if (drafts.length === 0) {
+        return admissions.length === 0 ? undefined : denied(call, "control.evaluator_error", unborne)
+      }
+      const now = appendOperationNow(writer, operation.chain_id, drafts, call.moment.micros(), undefined, admissions)
+      if (now === undefined) {
+        return Effect.map(appendEvidence(writer, operation, drafts, false, undefined, admissions), settled)
+      }
+      if (Array.isArray(now)) return undefined
+      const failure = now as AppendFailure | BudgetSpentError
+      return failure._tag === "BudgetSpentError"
+        ? settled(failure)
+        : Effect.fail(evidenceError(operation, drafts, false, failure))
     }
-    return Effect.flatMap(
-      producedDrafts(env, call, operation),
-      (drafts) => drafts.length === 0 ? Effect.void : Effect.asVoid(appendEvidence(writer, operation, drafts, false))
-    )
+    const drafts = producedDraftsNow(env, call, operation)
+    if (drafts !== undefined) return append(drafts)
+    return Effect.flatMap(producedDrafts(env, call, operation), (drafts) => {
+      const answer = append(drafts)
+      return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
+    })
   }
 })
 

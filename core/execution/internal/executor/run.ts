@@ -35,20 +35,13 @@ import {
   probed,
   type Resolved
 } from "./admit.ts"
+import { boundaryWith, pinWith, stillOpenWith, trackWith } from "./bind.ts"
 import { type Bindings, bindingsWith } from "./bindings.ts"
 import { Call, common, denied } from "./call.ts"
 import { declaredFields, originsOf, strictDecoder } from "./definition.ts"
 import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
 import type { Config, Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
-import {
-  boundaryWith,
-  checkpointWith,
-  operateWith,
-  pinWith,
-  projectWith,
-  stillOpenWith,
-  trackWith
-} from "./governed.ts"
+import { checkpointWith, operateWith, projectWith } from "./governed.ts"
 import { idempotentWith, invokeWith, settle } from "./invoke.ts"
 import { preflightWith } from "./preflight.ts"
 import { bounded, noRecheck, recheckWith, revalidateWith, securityWith, transformWith } from "./secure.ts"
