@@ -195,31 +195,6 @@ describe("writ exec, evidence, certificate, recover", () => {
     assert.isFalse(existsSync(harness.dir))
   })
 
-  it("demo twice on the same db: a new task boundary each time, and every chain verifies", async () => {
-    const db = join(freshDir(), "twice.db")
-    const first = await writJson("demo", "--db", db)
-    const second = await writJson("demo", "--db", db)
-    assert.deepStrictEqual([first.status, second.status], [0, 0], second.stderr)
-    assert.notStrictEqual(first.out.chain_id, second.out.chain_id)
-    assert.notStrictEqual(first.out.certificate.task_boundary_id, second.out.certificate.task_boundary_id)
-    const verified = await writJson("evidence", "verify", "--db", db)
-    assert.strictEqual(verified.status, 0)
-    const chains = verified.out.chains.map((chain: any) => [chain.chain_id, chain.valid, chain.checked_records])
-    assert.includeDeepMembers(chains, [[first.out.chain_id, true, first.out.records], [
-      second.out.chain_id,
-      true,
-      second.out.records
-    ]])
-    // Each demo also runs its containment step in a boundary per backend: every chain on the file verifies.
-    const containment = [...first.out.containment, ...second.out.containment].map((c: any) => c.chain_id)
-    assert.sameMembers(chains.map(([chain_id]: any) => chain_id), [
-      first.out.chain_id,
-      second.out.chain_id,
-      ...containment
-    ])
-    assert.isTrue(chains.every(([, valid]: any) => valid === true))
-  }, 420_000)
-
   it(
     "exec under each profile: minimal keeps nothing, durable a Run and its attempt, governed a chain that verifies, certifiable a certificate",
     async () => {
@@ -1005,4 +980,30 @@ describe("writ exec, evidence, certificate, recover", () => {
     },
     120_000
   )
+
+  // Last, since it adds a second demo to the demo's db that the tests above read.
+  it("demo twice on the same db: a new task boundary each time, and every chain verifies", async () => {
+    const db = demoDb
+    const first = { out: demo }
+    const second = await writJson("demo", "--db", db)
+    assert.strictEqual(second.status, 0, second.stderr)
+    assert.notStrictEqual(first.out.chain_id, second.out.chain_id)
+    assert.notStrictEqual(first.out.certificate.task_boundary_id, second.out.certificate.task_boundary_id)
+    const verified = await writJson("evidence", "verify", "--db", db)
+    assert.strictEqual(verified.status, 0)
+    const chains = verified.out.chains.map((chain: any) => [chain.chain_id, chain.valid, chain.checked_records])
+    assert.includeDeepMembers(chains, [[first.out.chain_id, true, first.out.records], [
+      second.out.chain_id,
+      true,
+      second.out.records
+    ]])
+    // Each demo also runs its containment step in a boundary per backend: every chain on the file verifies.
+    const containment = [...first.out.containment, ...second.out.containment].map((c: any) => c.chain_id)
+    assert.sameMembers(chains.map(([chain_id]: any) => chain_id), [
+      first.out.chain_id,
+      second.out.chain_id,
+      ...containment
+    ])
+    assert.isTrue(chains.every(([, valid]: any) => valid === true))
+  }, 420_000)
 })
