@@ -11,6 +11,7 @@ import { ExecutableIdentity } from "./CapabilityReport.ts"
 import * as Report from "./CapabilityReport.ts"
 import { Provider } from "./HarnessControl.ts"
 import type { HarnessPlan } from "./HarnessPlan.ts"
+import type { CallbackDecision, ToolCall } from "./HarnessPolicy.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
 import * as PolicyNarrowing from "./PolicyNarrowing.ts"
 import type { ProviderObservation } from "./ProviderObservation.ts"
@@ -29,15 +30,8 @@ export class HarnessError extends Schema.TaggedError<HarnessError>()("HarnessErr
   detail: Schema.String
 }) {}
 
-/** A tool call the provider's pre-tool hook delegated to writ. */
-export interface ToolCall {
-  readonly tool: string
-  readonly input: unknown
-  readonly call_id: string
-}
-
-/** writ's answer to a delegated tool call: `allow` leaves the provider's own permissions to decide too. */
-export type CallbackDecision = { readonly decision: "allow" } | { readonly decision: "deny"; readonly reason: string }
+/** A delegated tool call and writ's answer to it (declared with the decision, in HarnessPolicy). */
+export type { CallbackDecision, ToolCall } from "./HarnessPolicy.ts"
 
 /** What compile needs besides the spec. */
 export interface CompileInput {

@@ -8,7 +8,16 @@ import * as Time from "../base/Time.ts"
 import type { PolicyInput } from "../policy/PolicyEvaluator.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
-import type { CallbackDecision, ToolCall } from "./HarnessAdapter.ts"
+
+/** A tool call the provider's pre-tool hook delegated to writ. */
+export interface ToolCall {
+  readonly tool: string
+  readonly input: unknown
+  readonly call_id: string
+}
+
+/** writ's answer to a delegated tool call: `allow` leaves the provider's own permissions to decide too. */
+export type CallbackDecision = { readonly decision: "allow" } | { readonly decision: "deny"; readonly reason: string }
 
 /** The writ action a provider tool amounts to, its declared effects, and which input field is its path. */
 const actions: Record<string, { readonly action: string; readonly effects: ReadonlyArray<string> }> = {

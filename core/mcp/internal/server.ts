@@ -11,7 +11,7 @@ import { reasonCode } from "../../execution/ExecutionOutcome.ts"
 import * as Ingress from "../../execution/Ingress.ts"
 import type { CallbackRecord } from "../../harness/HarnessAdapter.ts"
 import * as InvocationContext from "../../policy/InvocationContext.ts"
-import type { Config, McpServer } from "../McpServer.ts"
+import type { Config, McpServer } from "../McpSession.ts"
 
 export const protocolVersions: ReadonlyArray<string> = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 
