@@ -289,7 +289,7 @@ export const mcpScenarios: ReadonlyArray<Scenario> = [
     check: ({ ws }) => ({ absent: !existsSync(join(ws, "denied.txt")), exercised: existsSync(join(ws, "allowed.txt")) })
   },
   {
-    id: ClaudeCode.scenarios["callback.pre_tool@1"]![1]!,
+    id: ClaudeCode.scenarios["callback.pre_tool@1"]![2]!,
     control: "callback.pre_tool@1",
     spec: (_, loosen) => ({ tools: { allow: ["Bash"], permission_prompt: !loosen } }),
     calls: ({ ws }) => [bash(`bash -c "touch ${join(ws, "denied.txt")}"`), bash(`touch ${join(ws, "allowed.txt")}`)],
