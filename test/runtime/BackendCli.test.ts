@@ -101,6 +101,9 @@ describe("writ backend probe --verify", () => {
     }
   }
 
+  // The network grants need a policy granting destinations: the live matrix lists them, unattacked.
+  const unattacked = ["writ.network.destinations@1", "writ.network.loopback@1"]
+
   afterAll(() => fs.rmSync(planted, { recursive: true, force: true }))
 
   it("bubblewrap: every claimed row is attacked and blocked, exit 0", async () => {
@@ -109,7 +112,9 @@ describe("writ backend probe --verify", () => {
     const { enforced, escaped, rows } = matrix(verified.stdout)
     assert.strictEqual(escaped, 0)
     assert.deepStrictEqual(enforced, [...BubblewrapBackend.claimed])
-    for (const claim of enforced) assert.strictEqual(rows.get(claim)?.verdict, "blocked", claim)
+    for (const claim of enforced) {
+      assert.strictEqual(rows.get(claim)?.verdict, unattacked.includes(claim) ? "not attacked" : "blocked", claim)
+    }
     assert.strictEqual(rows.get("writ.subprocess.spawn@1")?.verdict, "not claimed")
     assert.strictEqual(rows.get("writ.unix_sockets@1")?.detail, "refused: EAFNOSUPPORT")
     assert.match(rows.get("writ.memory@1")?.detail ?? "", /memory_exceeded/)
@@ -122,7 +127,9 @@ describe("writ backend probe --verify", () => {
     const { enforced, escaped, rows } = matrix(verified.stdout)
     assert.strictEqual(escaped, 0)
     assert.deepStrictEqual(enforced, [...DenoBackend.claimed])
-    for (const claim of enforced) assert.strictEqual(rows.get(claim)?.verdict, "blocked", claim)
+    for (const claim of enforced) {
+      assert.strictEqual(rows.get(claim)?.verdict, unattacked.includes(claim) ? "not attacked" : "blocked", claim)
+    }
     for (const claim of ["writ.unix_sockets@1", "writ.memory@1", "writ.process_count@1"]) {
       assert.strictEqual(rows.get(claim)?.verdict, "not claimed", claim)
     }

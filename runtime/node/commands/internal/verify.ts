@@ -24,8 +24,11 @@ import { reasonCode } from "../../../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../../../core/execution/Ingress.ts"
 import * as Hostile from "../../HostileActions.ts"
 
-/** What an attack did: stopped, not stopped, or not run because the report does not claim what it attacks. */
-export const Verdict = Schema.Literal("blocked", "escaped", "not claimed")
+/**
+ * What an attack did: stopped, not stopped, or not run because the report does not claim what it attacks; `not
+ * attacked` marks a claim the live matrix has no attack for (the containment suite attacks it).
+ */
+export const Verdict = Schema.Literal("blocked", "escaped", "not claimed", "not attacked")
 
 /** One row of the matrix. */
 export class AttackRow extends Schema.Class<AttackRow>("AttackRow")({
@@ -356,6 +359,16 @@ export const run = <E>(
           }
           const { detail, verdict } = yield* attack.run(call, ground, limits)
           rows.push(AttackRow.make({ claim: attack.claim, attack: attack.attack, verdict, detail }))
+        }
+        // A claim with no attack here is shown as such, never counted as verified.
+        const attacked = new Set(attacks.map((attack) => attack.claim))
+        for (const claim of [...enforced].filter((name) => !attacked.has(name)).sort()) {
+          rows.push(AttackRow.make({
+            claim,
+            attack: "(no live attack: it needs a policy granting destinations)",
+            verdict: "not attacked",
+            detail: "the containment suite attacks it"
+          }))
         }
         return { report, rows }
       }),
