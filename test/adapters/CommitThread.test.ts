@@ -15,7 +15,7 @@ import type { Digest, Sha256Hex } from "../../core/base/Digest.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import type { EvidenceRecord } from "../../core/evidence/Evidence.ts"
 import type { AppendError, AppendReceipt } from "../../core/evidence/EvidenceStore.ts"
-import type { BudgetSpentError } from "../../core/policy/BudgetLedger.ts"
+import { BudgetSpentError } from "../../core/policy/BudgetLedger.ts"
 import { root } from "../fixtures/child.ts"
 import { sealAt } from "../fixtures/evidence.ts"
 import { tempDir } from "../fixtures/sqlite.ts"
@@ -84,6 +84,37 @@ describe("SqlEvidenceStore commit thread", () => {
         const verified = yield* store.verify(chain, head.hash)
         assert.deepStrictEqual([verified.valid, verified.checked_records], [true, PER_FIBER])
       }
+    })))
+
+  it.effect("a budget place lost on the thread comes back as the BudgetSpentError it is, and takes nothing", () =>
+    provided(Effect.gen(function*() {
+      const { context, counted, filename, onMain, storeFile } = yield* setup
+      const submit = yield* CommitDispatch.threaded(counted, 1024, { filename, start: "now" }, storeFile)
+      const window = { snapshot_digest: "d".repeat(64), rule_id: "calls", principal: "alice", window: 0 }
+      const LIMIT = 5
+      const placed = yield* Effect.forEach(Array.from({ length: FIBERS }), (_, index) =>
+        Effect.gen(function*() {
+          const record = yield* sealAt(yield* IdGenerator.uuid, 0, null)
+          return yield* Effect.either(submit([record], [{ window, attempt_id: `attempt-${index}`, limit: LIMIT }]))
+        }), { concurrency: "unbounded" })
+      const refused = placed.filter(Either.isLeft).map((either) => either.left)
+      assert.isBelow(sum(onMain), refused.length, "some refusals came back from the thread")
+      assert.strictEqual(placed.filter(Either.isRight).length, LIMIT)
+      assert.strictEqual(refused.length, FIBERS - LIMIT)
+      for (const error of refused) {
+        assert.instanceOf(error, BudgetSpentError)
+        assert.deepStrictEqual([error._tag, (error as BudgetSpentError).index, (error as BudgetSpentError).count], [
+          "BudgetSpentError",
+          0,
+          LIMIT
+        ])
+      }
+      assert.strictEqual(yield* Effect.provide(rowCount, context), LIMIT, "a refused append stored nothing")
+      const places = yield* Effect.provide(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT COUNT(*) AS n FROM budget_admissions`),
+        context
+      )
+      assert.strictEqual(places[0]!.n, LIMIT)
     })))
 
   it.effect("appends made one at a time are each committed on the main connection", () =>
