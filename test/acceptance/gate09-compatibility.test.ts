@@ -6,13 +6,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { execFileSync, spawnSync } from "node:child_process"
-import { join } from "node:path"
+import { beforeAll } from "vitest"
 import * as Action from "../../core/action/Action.ts"
 import * as Time from "../../core/base/Time.ts"
 import { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import { stages } from "../../core/execution/Stage.ts"
 import { createExecutor, ExecutorDisposedError } from "../../runtime/Promise.ts"
-import { root } from "../fixtures/sources.ts"
+import { bin, build } from "../fixtures/cli.ts"
 
 const echo = (counter: { calls: number }) =>
   Action.make({
@@ -87,11 +87,12 @@ describe("gate 9: the Promise facade", () => {
 })
 
 describe("gate 9: the writ binary", () => {
-  const bin = join(root, "dist/runtime/node/bin.js")
-  const built = spawnSync("node_modules/.bin/tsc", ["-p", "tsconfig.build.json"], { cwd: root }).status === 0
+  beforeAll(async () => {
+    const built = await build()
+    assert.strictEqual(built.status, 0, built.stdout)
+  }, 240_000)
 
   it("`writ exec` prints the executor's outcome and exits 0, 1 or 2", () => {
-    assert.isTrue(built, "the build must succeed")
     const ok = JSON.parse(execFileSync("node", [bin, "exec", "add", "--args", "{\"a\":2,\"b\":3}", "--json"], {
       encoding: "utf-8"
     }))

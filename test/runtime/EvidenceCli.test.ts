@@ -16,8 +16,8 @@ import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import { ExecutorRegistry } from "../../core/evidence/ExecutorRegistry.ts"
 import { EvidenceWriter } from "../../core/evidence/Governance.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { bin, build } from "../fixtures/cli.ts"
 import { appendGranted } from "../fixtures/evidence.ts"
-import { root } from "../fixtures/sources.ts"
 import { stateStores } from "../fixtures/state.ts"
 
 // better-sqlite3 directly, to write a database that is not writ's.
@@ -26,7 +26,6 @@ const Database = createRequire(import.meta.url)("better-sqlite3") as new(filenam
   readonly close: () => unknown
 }
 
-const bin = join(root, "dist/runtime/node/bin.js")
 /** Run the built binary without blocking the test worker: its exit status and both streams. */
 const writ = (...args: Array<string>) =>
   new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
@@ -108,14 +107,7 @@ describe("writ exec, evidence, certificate, recover", () => {
   let demo: any
 
   beforeAll(async () => {
-    const built = await new Promise<{ status: number; stdout: string }>((resolve) =>
-      execFile(
-        "node_modules/.bin/tsc",
-        ["-p", "tsconfig.build.json"],
-        { cwd: root, encoding: "utf-8" },
-        (error, stdout) => resolve({ status: error === null ? 0 : 1, stdout })
-      )
-    )
+    const built = await build()
     assert.strictEqual(built.status, 0, built.stdout)
     dir = freshDir()
     demoDb = join(dir, "demo.db")

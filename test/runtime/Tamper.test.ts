@@ -22,10 +22,8 @@ import { Uuid } from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as Evidence from "../../core/evidence/Evidence.ts"
 import { EvidenceStore } from "../../core/evidence/EvidenceStore.ts"
+import { bin, build } from "../fixtures/cli.ts"
 import { evidenceColumns } from "../fixtures/evidence.ts"
-import { root } from "../fixtures/sources.ts"
-
-const bin = join(root, "dist/runtime/node/bin.js")
 
 /** Run the built binary without blocking the test worker. */
 const writ = (...args: Array<string>) =>
@@ -271,14 +269,7 @@ describe("tampering with a governed chain on disk", () => {
   let chain: ReadonlyArray<Row> = []
 
   beforeAll(async () => {
-    const built = await new Promise<{ status: number; stdout: string }>((resolve) =>
-      execFile(
-        "node_modules/.bin/tsc",
-        ["-p", "tsconfig.build.json"],
-        { cwd: root, encoding: "utf-8" },
-        (error, stdout) => resolve({ status: error === null ? 0 : 1, stdout })
-      )
-    )
+    const built = await build()
     assert.strictEqual(built.status, 0, built.stdout)
     dir = mkdtempSync(join(tmpdir(), "writ-tamper-"))
     base = join(dir, "demo.db")
