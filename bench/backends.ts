@@ -174,6 +174,7 @@ const capacityLoad = () =>
       max_attempts: number
       stopped_at_lease: number
       seconds: number
+      heap_waiting_bytes: number
       max_rss_bytes: number
     }
   >((resolve, reject) => {
