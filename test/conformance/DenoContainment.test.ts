@@ -35,6 +35,7 @@ const dirs = {
   write: "write",
   outside: "outside",
   links: "links",
+  alias: "alias",
   wlinks: "wlinks",
   secrets: "secrets"
 }
@@ -47,6 +48,10 @@ fs.writeFileSync(canaryModule, JSON.stringify({ canary }), { mode: 0o600 })
 const readRoot = path.join(root, dirs.read)
 const writeRoot = path.join(root, dirs.write)
 fs.writeFileSync(path.join(readRoot, "visible.txt"), "visible")
+// A directory holding a denied directory with the canary in it, and a symlink to itself.
+fs.mkdirSync(path.join(root, dirs.alias, "hidden"))
+fs.writeFileSync(path.join(root, dirs.alias, "hidden", "secret"), canary, { mode: 0o600 })
+fs.symlinkSync(path.join(root, dirs.alias), path.join(root, dirs.alias, "self"))
 // Inside the read root, a directory a policy denies reading, holding the canary too.
 fs.mkdirSync(path.join(readRoot, "hidden"))
 fs.writeFileSync(path.join(readRoot, "hidden", "secret"), canary, { mode: 0o600 })
@@ -551,7 +556,7 @@ describe("deno containment", () => {
       Effect.gen(function*() {
         // The backend's own roots are wide (the suite's directories but deno's cache); the policy's are narrow.
         const wide = yield* DenoBackend.make({
-          read: [dirs.canary, dirs.read, dirs.links].map((dir) => path.join(root, dir)),
+          read: [dirs.canary, dirs.read, dirs.links, dirs.alias].map((dir) => path.join(root, dir)),
           write: [dirs.write, dirs.outside].map((dir) => path.join(root, dir)),
           denoDir
         })
@@ -632,6 +637,20 @@ describe("deno containment", () => {
           }]
         })
         const linkedControl = yield* linkRead(secretPolicy)
+        // A symlink in the policy's read root to a directory holding a path it denies: the denial by another name.
+        const aliasRead = (policy: unknown) =>
+          governed(policy, wide, (call) =>
+            call("hostile.read_file", { path: path.join(root, dirs.alias, "self", "hidden", "secret") }))
+        const aliased = yield* aliasRead({
+          policy_id: "alias",
+          version: "1",
+          rules: [
+            allowAll,
+            { kind: "filesystem", effect: "allow", roots: [path.join(root, dirs.alias)], modes: ["read"] },
+            { kind: "filesystem", effect: "deny", roots: [path.join(root, dirs.alias, "hidden")], modes: ["read"] }
+          ]
+        })
+        const aliasedControl = yield* aliasRead(secretPolicy)
         // The policy is no wider than the backend either: it allows the whole suite directory, the backend one root.
         const widened = yield* governed(
           {
@@ -640,7 +659,8 @@ describe("deno containment", () => {
             rules: [allowAll, { kind: "filesystem", effect: "allow", roots: [`${root}/**`], modes: ["read"] }]
           },
           narrow,
-          (call) => call("hostile.read_file", { path: canaryPath })
+          (call) =>
+            call("hostile.read_file", { path: canaryPath })
         )
         const names: Record<keyof typeof contained.escaped, string> = {
           canary: "read a canary inside the backend's roots and outside the policy's",
@@ -648,7 +668,8 @@ describe("deno containment", () => {
           locked: "write where the policy denies writing, inside its write root",
           hidden: "read where the policy denies reading, inside its read root (a glob)"
         }
-        const verdict = (escaped: boolean) => escaped ? "escaped" : "blocked"
+        const verdict = (escaped: boolean) =>
+          escaped ? "escaped" : "blocked"
         for (const attack of Object.keys(names) as Array<keyof typeof names>) {
           matrix.push({
             capability: "policy roots",
@@ -662,6 +683,12 @@ describe("deno containment", () => {
           attack: "read through a symlink in the policy's read root to a canary outside it, inside the backend's",
           deno: verdict(readCanary(linked)),
           uncontained: verdict(readCanary(linkedControl))
+        })
+        matrix.push({
+          capability: "policy roots",
+          attack: "read a path the policy denies through a symlink in its read root to the directory holding it",
+          deno: verdict(readCanary(aliased)),
+          uncontained: verdict(readCanary(aliasedControl))
         })
         matrix.push({
           capability: "policy roots",
@@ -684,6 +711,8 @@ describe("deno containment", () => {
         assert.isTrue(readCanary(linkedControl), "the link leads to the canary")
         // The symlink out of the policy's narrower root refuses the call before the action runs.
         expectOutcome(linked, "failed", "backend.request_refused")
+        assert.isTrue(readCanary(aliasedControl), "the alias leads to the denied canary")
+        expectOutcome(aliased, "failed", "backend.request_refused")
         assert.isFalse(readCanary(widened))
         assert.deepStrictEqual(succeeded(widened), { ok: false, value: succeeded(widened).value })
       }),
