@@ -3,7 +3,8 @@
  * the same sandbox (the bwrap argv, seccomp filter and cgroup, or the deno flags, that writ builds) running the same
  * action module through a minimal hand-written runner; alternating rounds, medians, absolute milliseconds. Then the
  * price of containment (in-process against bubblewrap), and the peak RSS of the capacity load test (10,000 concurrent
- * requests against 8 permits) in a process of its own.
+ * requests against 8 permits) in a process of its own. `WRIT_BENCH_BACKENDS` picks parts (a comma-separated list of
+ * `bubblewrap`, `deno`, `in-process`, `capacity`; all by default).
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { spawn } from "node:child_process"
@@ -144,16 +145,45 @@ const throughWrit = async (backend: ActionExecutionBackend.Service) => {
 
 const ms = (micros: number) => (micros / 1000).toFixed(1)
 
+// The CPU milliseconds this process's ended children used (user and system, from /proc/self/stat; 100 ticks a second).
+const childCpu = () => {
+  const fields = fs.readFileSync("/proc/self/stat", "utf-8").split(") ")[1]!.split(" ")
+  return (Number(fields[13]) + Number(fields[14])) * 10
+}
+
+/** `side`, counting the CPU time its children and this process spent in `spent`, per call. */
+const counted =
+  (side: (n: number) => Promise<void>, spent: { children: number; parent: number; calls: number }) =>
+  async (n: number) => {
+    const children = childCpu()
+    const parent = process.cpuUsage()
+    await side(n)
+    const used = process.cpuUsage(parent)
+    spent.children += childCpu() - children
+    spent.parent += (used.user + used.system) / 1000
+    spent.calls += n
+  }
+
 const measureBackend = async (
   name: string,
   backend: ActionExecutionBackend.Service,
   floor: (n: number) => Promise<void>
 ) => {
   const writ = await throughWrit(backend)
+  const floorCpu = { children: 0, parent: 0, calls: 0 }
+  const writCpu = { children: 0, parent: 0, calls: 0 }
   try {
-    const result = await compare(floor, writ.run, { iterations: ITERATIONS, rounds: ROUNDS, warmup: WARMUP })
-    console.log(`  ${name}: hand-written runner in the same sandbox ${ms(result.baseline)} ms/call`)
-    console.log(`  ${name}: writ execute                            ${ms(result.subject)} ms/call`)
+    const result = await compare(counted(floor, floorCpu), counted(writ.run, writCpu), {
+      iterations: ITERATIONS,
+      rounds: ROUNDS,
+      warmup: WARMUP
+    })
+    const cpu = (spent: typeof floorCpu) =>
+      `CPU ${(spent.children / spent.calls).toFixed(0)} ms in the child, ${
+        (spent.parent / spent.calls).toFixed(0)
+      } ms in the parent`
+    console.log(`  ${name}: hand-written runner in the same sandbox ${ms(result.baseline)} ms/call; ${cpu(floorCpu)}`)
+    console.log(`  ${name}: writ execute                            ${ms(result.subject)} ms/call; ${cpu(writCpu)}`)
     console.log(
       `  ${name}: per round (floor / writ ms): ${
         result.perRound.map((r) => `${ms(r.baseline)}/${ms(r.subject)}`).join(" ")
@@ -174,6 +204,7 @@ const capacityLoad = () =>
       max_attempts: number
       stopped_at_lease: number
       seconds: number
+      heap_waiting_bytes: number
       max_rss_bytes: number
     }
   >((resolve, reject) => {
@@ -191,58 +222,69 @@ const capacityLoad = () =>
     )
   })
 
+const parts = new Set((process.env.WRIT_BENCH_BACKENDS ?? "bubblewrap,deno,in-process,capacity").split(","))
+
 const run = async (): Promise<void> => {
   console.log(
     `backends: ${ROUNDS} alternating rounds of ${ITERATIONS} sequential calls per side, median per call (${os.cpus().length} cpus, load ${
       os.loadavg()[0]!.toFixed(2)
     })`
   )
-  const bubblewrap = await Effect.runPromise(BubblewrapBackend.make())
-  const report = await Effect.runPromise(bubblewrap.probe)
-  const cgroups = report.capabilities?.some((claim) => claim.name === "writ.memory@1" && claim.level === "enforced") ??
-    false
-  const bwrapResult = await measureBackend("bubblewrap", bubblewrap, bubblewrapFloor(cgroups))
-
-  const denoDir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-bench-deno-"))
-  let denoResult
-  try {
-    denoResult = await measureBackend("deno", await Effect.runPromise(DenoBackend.make()), denoFloor(denoDir))
-  } finally {
-    fs.rmSync(denoDir, { recursive: true, force: true })
-  }
-
-  const inProcess = await throughWrit(InProcessBackend.make)
-  const inProcessMicros: Array<number> = []
-  try {
-    await inProcess.run(1000)
-    for (let round = 0; round < ROUNDS; round++) {
-      const started = performance.now()
-      await inProcess.run(1000)
-      inProcessMicros.push((performance.now() - started) * 1000 / 1000)
-    }
-  } finally {
-    await inProcess.runtime.dispose()
-  }
-  const inProcessPerCall = median(inProcessMicros)
-  console.log(
-    `  in-process: writ execute ${inProcessPerCall.toFixed(1)} µs/call; bubblewrap ${ms(bwrapResult.subject)} ms/call`
-  )
-
-  const load = await capacityLoad()
-  console.log(
-    `  capacity load: ${load.requests} requests, 8 permits, at most ${load.peak_in_flight} in flight, at most ${load.max_attempts} attempts each, ${load.stopped_at_lease} stopped at their lease, ${
-      load.seconds.toFixed(1)
-    } s; peak RSS ${(load.max_rss_bytes / 1024 / 1024).toFixed(0)} MB`
-  )
   const overhead = (result: { ratio: number }) => `${((result.ratio - 1) * 100).toFixed(1)}%`
-  console.log(`backends-bubblewrap-overhead: ${overhead(bwrapResult)} (target < 10%)`)
-  console.log(`backends-deno-overhead: ${overhead(denoResult)} (target < 10%)`)
-  console.log(
-    `backends-containment-price: ${
-      (bwrapResult.subject / inProcessPerCall).toFixed(0)
-    }x (bubblewrap / in-process, for information)`
-  )
-  console.log(`backends-capacity-peak-rss: ${(load.max_rss_bytes / 1024 / 1024).toFixed(0)} MB (target < 200 MB)`)
+  let bwrapResult
+  if (parts.has("bubblewrap")) {
+    const bubblewrap = await Effect.runPromise(BubblewrapBackend.make())
+    const report = await Effect.runPromise(bubblewrap.probe)
+    const cgroups = report.capabilities?.some((claim) =>
+      claim.name === "writ.memory@1" && claim.level === "enforced"
+    ) ?? false
+    bwrapResult = await measureBackend("bubblewrap", bubblewrap, bubblewrapFloor(cgroups))
+    console.log(`backends-bubblewrap-overhead: ${overhead(bwrapResult)} (target < 10%)`)
+  }
+
+  if (parts.has("deno")) {
+    const denoDir = fs.mkdtempSync(path.join(os.tmpdir(), "writ-bench-deno-"))
+    try {
+      const denoResult = await measureBackend("deno", await Effect.runPromise(DenoBackend.make()), denoFloor(denoDir))
+      console.log(`backends-deno-overhead: ${overhead(denoResult)} (target < 10%)`)
+    } finally {
+      fs.rmSync(denoDir, { recursive: true, force: true })
+    }
+  }
+
+  if (parts.has("in-process")) {
+    const inProcess = await throughWrit(InProcessBackend.make)
+    const inProcessMicros: Array<number> = []
+    try {
+      await inProcess.run(1000)
+      for (let round = 0; round < ROUNDS; round++) {
+        const started = performance.now()
+        await inProcess.run(1000)
+        inProcessMicros.push((performance.now() - started) * 1000 / 1000)
+      }
+    } finally {
+      await inProcess.runtime.dispose()
+    }
+    const inProcessPerCall = median(inProcessMicros)
+    console.log(`  in-process: writ execute ${inProcessPerCall.toFixed(1)} µs/call`)
+    if (bwrapResult !== undefined) {
+      console.log(
+        `backends-containment-price: ${
+          (bwrapResult.subject / inProcessPerCall).toFixed(0)
+        }x (bubblewrap / in-process, for information)`
+      )
+    }
+  }
+
+  if (parts.has("capacity")) {
+    const load = await capacityLoad()
+    console.log(
+      `  capacity load: ${load.requests} requests, 8 permits, at most ${load.peak_in_flight} in flight, at most ${load.max_attempts} attempts each, ${load.stopped_at_lease} stopped at their lease, ${
+        load.seconds.toFixed(1)
+      } s; peak RSS ${(load.max_rss_bytes / 1024 / 1024).toFixed(0)} MB`
+    )
+    console.log(`backends-capacity-peak-rss: ${(load.max_rss_bytes / 1024 / 1024).toFixed(0)} MB (target < 200 MB)`)
+  }
 }
 
 /** Writ's overhead over a hand-written runner in the same sandbox, per backend; containment's price; load RSS. */

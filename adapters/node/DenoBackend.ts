@@ -3,7 +3,9 @@
  * the call's grants imply: read the module graph's packages and the read and write roots, write the write roots
  * (but not their shell rc files or `.git`), reach the backend's hosts and the destinations the call's policy grants
  * (`--allow-net`) only, read the variables the action declares it reads; no subprocess, FFI or system information, no
- * prompt, no remote module or npm download, an environment of deno's own settings only.
+ * prompt, no remote module or npm download, an environment of deno's own settings only. Where a call's policy has
+ * filesystem rules, its roots are the policy's narrowed by the backend's, as bubblewrap's binds are (a glob root by
+ * its longest literal prefix), and the policy's denials are deno's `--deny-read` and `--deny-write`.
  * Runtime: Node on Linux, with deno 2 (the npm package `deno`, or on the PATH).
  *
  * These are a runtime's permissions, not the OS's: the action runs as writ's own uid with no memory or process limit,
@@ -19,9 +21,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import type { ActionDefinition } from "../../core/action/Action.ts"
+import type { Invocation } from "../../core/action/ActionExecutionBackend.ts"
 import { ActionExecutionBackend, BackendMechanism } from "../../core/action/ActionExecutionBackend.ts"
 import { SecretStore } from "../../core/action/SecretStore.ts"
 import { ActionBackendRef } from "../../core/base/Refs.ts"
+import type { FilesystemGrant } from "../../core/policy/FilesystemGrant.ts"
 import * as NetworkGrant from "../../core/policy/NetworkGrant.ts"
 import * as Report from "./internal/capabilityReport.ts"
 import * as Deno from "./internal/deno.ts"
@@ -182,6 +186,52 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       return Deno.escaping(roots.right.read, roots.right.write)
     }
 
+    // A call's roots: the backend's own, or, where its policy has filesystem rules, the policy's allowed roots
+    // narrowed by the backend's (never wider than either), the policy's denied paths denied. A policy root that does
+    // not exist grants nothing; a denial deno cannot be told (a comma in its path) refuses the call.
+    const rootsOf = (own: { read: ReadonlyArray<string>; write: ReadonlyArray<string> }, grant?: FilesystemGrant) => {
+      if (grant === undefined) return { ...own, denyRead: [], denyWrite: [] }
+      const resolved = (pattern: string) => {
+        try {
+          return [Deno.policyRoot(pattern)]
+        } catch {
+          return []
+        }
+      }
+      return {
+        read: Deno.narrow(grant.read.flatMap(resolved), [...own.read, ...own.write]),
+        write: Deno.narrow(grant.write.flatMap(resolved), own.write),
+        denyRead: grant.denyRead.map(Deno.deniedPath),
+        denyWrite: grant.denyWrite.map(Deno.deniedPath)
+      }
+    }
+
+    // The launch of a call on its roots: deno with exactly the flags they and its grants imply.
+    const launchWith = (
+      deno: string,
+      modules: ReadonlyArray<string>,
+      definition: ActionDefinition,
+      invocation: Invocation,
+      own: ReturnType<typeof rootsOf>
+    ) =>
+      Effect.try({
+        try: () => ({
+          command: deno,
+          args: Deno.argv({
+            read: [...new Set([...modules, ...HostPaths.moduleRoots([definition.module!]), ...own.read, ...own.write])],
+            write: own.write,
+            denyRead: own.denyRead,
+            denyWrite: own.denyWrite,
+            // The backend's own hosts, and the destinations the call's policy grants.
+            net: [...new Set([...net, ...allowNet(invocation.network ?? NetworkGrant.none)])],
+            env: (definition.environment ?? []).filter((need) => need.exposure === "read").map((need) => need.variable)
+          }, SubprocessBackend.runnerEntry().pathname),
+          env: Deno.environment(denoDir),
+          channels: "stdio" as const
+        }),
+        catch: () => SubprocessBackend.issued("module_unavailable", "the action's module graph could not be resolved")
+      })
+
     return SubprocessBackend.make({
       ref,
       probe,
@@ -192,23 +242,20 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
         }
         const refusal = uncontainable(definition)
         if (refusal !== undefined) return SubprocessBackend.failed("request_refused", refusal)
-        const { modules, read, write } = roots.right
-        return Effect.try({
-          try: () => ({
-            command: deno,
-            args: Deno.argv({
-              read: [...new Set([...modules, ...HostPaths.moduleRoots([definition.module!]), ...read, ...write])],
-              write,
-              // The backend's own hosts, and the destinations the call's policy grants.
-              net: [...new Set([...net, ...allowNet(invocation.network ?? NetworkGrant.none)])],
-              env: (definition.environment ?? []).filter((need) => need.exposure === "read").map((need) =>
-                need.variable
-              )
-            }, SubprocessBackend.runnerEntry().pathname),
-            env: Deno.environment(denoDir),
-            channels: "stdio" as const
-          }),
-          catch: () => SubprocessBackend.issued("module_unavailable", "the action's module graph could not be resolved")
+        const { modules } = roots.right
+        const own = Effect.try({
+          try: () => rootsOf(roots.right, invocation.filesystem),
+          catch: (error) =>
+            SubprocessBackend.issued("request_refused", error instanceof Error ? error.message : String(error))
+        })
+        return Effect.flatMap(own, (call) => {
+          // The policy's narrower roots are checked again: a symlink in them may lead out of them (or into a denial).
+          const narrowed = invocation.filesystem === undefined
+            ? undefined
+            : Deno.escaping(call.read, call.write, [...call.denyRead, ...call.denyWrite])
+          return narrowed !== undefined
+            ? SubprocessBackend.failed("request_refused", narrowed)
+            : launchWith(deno, modules, definition, invocation, call)
         })
       },
       node: deno ?? "deno",

@@ -35,6 +35,7 @@ const dirs = {
   write: "write",
   outside: "outside",
   links: "links",
+  alias: "alias",
   wlinks: "wlinks",
   secrets: "secrets"
 }
@@ -47,6 +48,13 @@ fs.writeFileSync(canaryModule, JSON.stringify({ canary }), { mode: 0o600 })
 const readRoot = path.join(root, dirs.read)
 const writeRoot = path.join(root, dirs.write)
 fs.writeFileSync(path.join(readRoot, "visible.txt"), "visible")
+// A directory holding a denied directory with the canary in it, and a symlink to itself.
+fs.mkdirSync(path.join(root, dirs.alias, "hidden"))
+fs.writeFileSync(path.join(root, dirs.alias, "hidden", "secret"), canary, { mode: 0o600 })
+fs.symlinkSync(path.join(root, dirs.alias), path.join(root, dirs.alias, "self"))
+// Inside the read root, a directory a policy denies reading, holding the canary too.
+fs.mkdirSync(path.join(readRoot, "hidden"))
+fs.writeFileSync(path.join(readRoot, "hidden", "secret"), canary, { mode: 0o600 })
 // The write root is a git repository with the user's own .bashrc.
 execFileSync("git", ["init", "-q", writeRoot])
 const bashrc = "# the user's own\n"
@@ -541,6 +549,175 @@ describe("deno containment", () => {
         )
       }))
   })
+
+  it.live(
+    "policy roots: a governed call gets the policy's filesystem roots narrowed by the backend's, its denials denied",
+    () =>
+      Effect.gen(function*() {
+        // The backend's own roots are wide (the suite's directories but deno's cache); the policy's are narrow.
+        const wide = yield* DenoBackend.make({
+          read: [dirs.canary, dirs.read, dirs.links, dirs.alias].map((dir) => path.join(root, dir)),
+          write: [dirs.write, dirs.outside].map((dir) => path.join(root, dir)),
+          denoDir
+        })
+        const narrow = yield* DenoBackend.make({ read: [readRoot], denoDir })
+        const locked = path.join(writeRoot, "locked")
+        const linkPath = path.join(root, dirs.links, "secret")
+        const allowAll = { kind: "action", effect: "allow", action_patterns: ["*"] }
+        const rules = [
+          allowAll,
+          { kind: "filesystem", effect: "allow", roots: [`${readRoot}/**`], modes: ["read"] },
+          { kind: "filesystem", effect: "allow", roots: [writeRoot], modes: ["read", "write"] },
+          { kind: "filesystem", effect: "deny", roots: [path.join(readRoot, "hidden", "**")], modes: ["read"] },
+          { kind: "filesystem", effect: "deny", roots: [locked], modes: ["write"] }
+        ]
+        // `calls` in a task boundary of its own, under `policy`, on `backend`.
+        const governed = <A>(
+          policy: unknown,
+          backend: ActionExecutionBackend.Service,
+          calls: (
+            call: (action: string, args: Record<string, unknown>) => Effect.Effect<ExecutionOutcome>
+          ) => Effect.Effect<A>
+        ) =>
+          Effect.gen(function*() {
+            const ref = yield* installPolicy(policy as typeof secretPolicy)
+            const boundary = yield* Governance.openBoundary(ref)
+            return yield* calls((action, args) =>
+              run(action, args, {}, { policy_snapshot: ref, effect_backend: backend.ref }, {
+                boundary
+              }) as Effect.Effect<
+                ExecutionOutcome
+              >
+            )
+          }).pipe(Effect.provide(governedInMemory(actions, {}, Layer.succeed(ActionExecutionBackend, backend))))
+        const readCanary = (outcome: ExecutionOutcome) =>
+          outcome._tag === "succeeded" && (outcome.result as any).ok === true &&
+          (outcome.result as any).value === canary
+        // Each attack under `policy` on the wide backend, and whether its effect happened on the host.
+        const attacks = (policy: unknown) =>
+          governed(policy, wide, (call) => {
+            const outside = fresh(dirs.outside)
+            const lockedFile = path.join(locked, randomBytes(6).toString("hex"))
+            const inside = fresh(dirs.write)
+            return Effect.map(
+              Effect.all({
+                canary: call("hostile.read_file", { path: canaryPath }),
+                written: call("hostile.write_paths", { paths: [outside, lockedFile, inside] }),
+                hidden: call("hostile.read_file", { path: path.join(readRoot, "hidden", "secret") }),
+                visible: call("hostile.read_file", { path: path.join(readRoot, "visible.txt") })
+              }),
+              (seen) => {
+                const escaped = {
+                  canary: readCanary(seen.canary),
+                  outside: fs.existsSync(outside),
+                  locked: fs.existsSync(lockedFile),
+                  hidden: readCanary(seen.hidden)
+                }
+                const written = fs.existsSync(inside) && fs.readFileSync(inside, "utf-8") === "escaped"
+                for (const file of [outside, lockedFile, inside]) fs.rmSync(file, { force: true })
+                return { escaped, visible: seen.visible, written }
+              }
+            )
+          })
+        const contained = yield* attacks({ policy_id: "roots", version: "1", rules })
+        // The control: the same wide backend under a policy with no filesystem rule keeps its own roots.
+        const control = yield* attacks(secretPolicy)
+        fs.rmSync(locked, { recursive: true, force: true })
+        // A symlink in the policy's read root to the canary, outside it and inside the backend's roots.
+        const linkRead = (policy: unknown) =>
+          governed(policy, wide, (call) => call("hostile.read_file", { path: linkPath }))
+        const linked = yield* linkRead({
+          policy_id: "links",
+          version: "1",
+          rules: [allowAll, {
+            kind: "filesystem",
+            effect: "allow",
+            roots: [path.join(root, dirs.links)],
+            modes: ["read"]
+          }]
+        })
+        const linkedControl = yield* linkRead(secretPolicy)
+        // A symlink in the policy's read root to a directory holding a path it denies: the denial by another name.
+        const aliasRead = (policy: unknown) =>
+          governed(policy, wide, (call) =>
+            call("hostile.read_file", { path: path.join(root, dirs.alias, "self", "hidden", "secret") }))
+        const aliased = yield* aliasRead({
+          policy_id: "alias",
+          version: "1",
+          rules: [
+            allowAll,
+            { kind: "filesystem", effect: "allow", roots: [path.join(root, dirs.alias)], modes: ["read"] },
+            { kind: "filesystem", effect: "deny", roots: [path.join(root, dirs.alias, "hidden")], modes: ["read"] }
+          ]
+        })
+        const aliasedControl = yield* aliasRead(secretPolicy)
+        // The policy is no wider than the backend either: it allows the whole suite directory, the backend one root.
+        const widened = yield* governed(
+          {
+            policy_id: "wide",
+            version: "1",
+            rules: [allowAll, { kind: "filesystem", effect: "allow", roots: [`${root}/**`], modes: ["read"] }]
+          },
+          narrow,
+          (call) =>
+            call("hostile.read_file", { path: canaryPath })
+        )
+        const names: Record<keyof typeof contained.escaped, string> = {
+          canary: "read a canary inside the backend's roots and outside the policy's",
+          outside: "write inside the backend's write root and outside the policy's",
+          locked: "write where the policy denies writing, inside its write root",
+          hidden: "read where the policy denies reading, inside its read root (a glob)"
+        }
+        const verdict = (escaped: boolean) =>
+          escaped ? "escaped" : "blocked"
+        for (const attack of Object.keys(names) as Array<keyof typeof names>) {
+          matrix.push({
+            capability: "policy roots",
+            attack: names[attack],
+            deno: verdict(contained.escaped[attack]),
+            uncontained: verdict(control.escaped[attack])
+          })
+        }
+        matrix.push({
+          capability: "policy roots",
+          attack: "read through a symlink in the policy's read root to a canary outside it, inside the backend's",
+          deno: verdict(readCanary(linked)),
+          uncontained: verdict(readCanary(linkedControl))
+        })
+        matrix.push({
+          capability: "policy roots",
+          attack: "read a path the policy denies through a symlink in its read root to the directory holding it",
+          deno: verdict(readCanary(aliased)),
+          uncontained: verdict(readCanary(aliasedControl))
+        })
+        matrix.push({
+          capability: "policy roots",
+          attack: "read a canary the policy allows and the backend's roots do not",
+          deno: verdict(readCanary(widened)),
+          uncontained: "-"
+        })
+        assert.deepStrictEqual(
+          control.escaped,
+          { canary: true, outside: true, locked: true, hidden: true },
+          "every attack works on the backend's own roots"
+        )
+        assert.deepStrictEqual(contained.escaped, { canary: false, outside: false, locked: false, hidden: false })
+        assert.deepStrictEqual(
+          succeeded(contained.visible),
+          { ok: true, value: "visible" },
+          "the read root is readable"
+        )
+        assert.isTrue(contained.written, "the policy's write root is writable")
+        assert.isTrue(readCanary(linkedControl), "the link leads to the canary")
+        // The symlink out of the policy's narrower root refuses the call before the action runs.
+        expectOutcome(linked, "failed", "backend.request_refused")
+        assert.isTrue(readCanary(aliasedControl), "the alias leads to the denied canary")
+        expectOutcome(aliased, "failed", "backend.request_refused")
+        assert.isFalse(readCanary(widened))
+        assert.deepStrictEqual(succeeded(widened), { ok: false, value: succeeded(widened).value })
+      }),
+    240_000
+  )
 
   it.live("governed: the preflight report in operation_started binds deno's capability report", () =>
     Effect.gen(function*() {

@@ -4,11 +4,14 @@
  * variables the action declares it reads), every prompt off, no remote module, no npm download, no configuration
  * file, the cache a directory of its own, and an environment holding only deno's own settings. Deno checks a path
  * as given, not where a symlink in it leads, so the roots are checked for symlinks that leave them (making a symlink
- * needs every path granted, which a run never has). A write root's shell rc files and `.git` are denied writing.
+ * needs every path granted, which a run never has). A write root's shell rc files and `.git` are denied writing, and
+ * a call's policy narrows the roots as bubblewrap's binds are narrowed: a glob root by its longest literal prefix,
+ * its denials as `--deny-read` and `--deny-write`.
  */
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
+import { literalPrefix, resolveDenied } from "./bwrap.ts"
 import * as HostPaths from "./hostPaths.ts"
 
 /** What one run may do beyond computing: paths to read and write, hosts to reach, variables to read. */
@@ -17,6 +20,10 @@ export interface Grants {
   readonly write: ReadonlyArray<string>
   readonly net: ReadonlyArray<string>
   readonly env: ReadonlyArray<string>
+  /** Paths inside those that may not be read (deno's `--deny-read` wins over its `--allow-read`). */
+  readonly denyRead?: ReadonlyArray<string>
+  /** Paths inside those that may not be written, besides the write roots' protected names. */
+  readonly denyWrite?: ReadonlyArray<string>
 }
 
 /** The flags every run starts with, before its grants. */
@@ -37,13 +44,14 @@ const list = (flag: string, values: ReadonlyArray<string>) => values.length === 
 
 /**
  * deno's argv for a run of `entry` under `grants`: the flags, then one allow-list per kind of grant given, with the
- * write roots' protected names (shell rc files, `.git`) denied writing.
+ * denied paths and the write roots' protected names (shell rc files, `.git`) denied.
  */
 export const argv = (grants: Grants, entry: string): ReadonlyArray<string> => [
   ...flags,
   ...list("--allow-read", grants.read),
+  ...list("--deny-read", grants.denyRead ?? []),
   ...list("--allow-write", grants.write),
-  ...list("--deny-write", grants.write.flatMap(HostPaths.protectedPaths)),
+  ...list("--deny-write", [...grants.write.flatMap(HostPaths.protectedPaths), ...(grants.denyWrite ?? [])]),
   ...list("--allow-net", grants.net),
   ...list("--allow-env", grants.env),
   entry
@@ -75,18 +83,46 @@ export const root = (given: string): string => {
   return real
 }
 
-const within = (target: string, roots: ReadonlyArray<string>) =>
-  roots.some((root) => target === root || target.startsWith(root.endsWith("/") ? root : `${root}/`))
+const inside = (target: string, root: string) =>
+  target === root || target.startsWith(root.endsWith("/") ? root : `${root}/`)
+
+const within = (target: string, roots: ReadonlyArray<string>) => roots.some((root) => inside(target, root))
+
+/** A policy's root as deno is granted it: the real path of its longest literal prefix; throws when that is missing. */
+export const policyRoot = (pattern: string): string => root(literalPrefix(pattern))
+
+/**
+ * A path a policy denies, as deno is told it: its literal prefix, through the real path of its nearest existing part.
+ * Throws when it holds a comma, which deno's list cannot say.
+ */
+export const deniedPath = (pattern: string): string => {
+  const at = resolveDenied(pattern)
+  if (at.includes(",")) throw new Error(`a denied path with a comma cannot be told to deno: ${at}`)
+  return at
+}
+
+/** The roots `granted` (a policy's) narrowed to `bounds` (the backend's): each granted root inside a bound, each bound inside a granted root. */
+export const narrow = (granted: ReadonlyArray<string>, bounds: ReadonlyArray<string>): ReadonlyArray<string> => [
+  ...new Set(
+    granted.flatMap((grant) =>
+      bounds.flatMap((bound) => inside(grant, bound) ? [grant] : inside(bound, grant) ? [bound] : [])
+    )
+  )
+]
 
 /** The most entries the symlink check walks in the roots of one call. */
 export const scanLimit = 10_000
 
 /**
  * Why the roots cannot be granted as they are: a symlink in a read root that leads outside every root, one in a
- * write root that leads outside the write roots (or nowhere, where a write would create its target), or more
- * entries than the check walks. Undefined: no symlink leaves them.
+ * write root that leads outside the write roots (or nowhere, where a write would create its target), one that leads
+ * into a denied path (or to a directory holding one), or more entries than the check walks. Undefined: no symlink leaves them.
  */
-export const escaping = (read: ReadonlyArray<string>, write: ReadonlyArray<string>): string | undefined => {
+export const escaping = (
+  read: ReadonlyArray<string>,
+  write: ReadonlyArray<string>,
+  denied: ReadonlyArray<string> = []
+): string | undefined => {
   let seen = 0
   const walk = (dir: string, allowed: ReadonlyArray<string>): string | undefined => {
     for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
@@ -100,6 +136,9 @@ export const escaping = (read: ReadonlyArray<string>, write: ReadonlyArray<strin
           return `${at} is a symlink that leads nowhere`
         }
         if (!within(target, allowed)) return `${at} is a symlink that leads out of its roots`
+        if (denied.some((deny) => inside(target, deny) || inside(deny, target))) {
+          return `${at} is a symlink that leads into a denied path`
+        }
       } else if (entry.isDirectory()) {
         const found = walk(at, allowed)
         if (found !== undefined) return found
