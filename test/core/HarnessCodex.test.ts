@@ -175,6 +175,53 @@ describe("Codex.compile", () => {
       )
       assert.strictEqual(yield* reason(unknown), "compile_failed: the provider version is unknown")
     }))
+
+  it.effect("writ_only: the built-in tools' features off, writ's server the only one; enforced only with the hook", () =>
+    Effect.gen(function*() {
+      const host = {
+        node: "/usr/bin/node",
+        hookScript: (file: string) => `the hook, reading ${file}`,
+        mcpBridge: (file: string) => `the bridge, reading ${file}`
+      }
+      const at = (tools: Record<string, unknown>, verifications: ReadonlyArray<Report.VerifyRun> = []) =>
+        Codex.compile({ spec: spec({ tools }), probe: probe(), prompt: "go", home: "/srv/home", verifications }, host)
+      const verified = Codex.scenarios["route.completeness@1"]!.map((scenario, i) =>
+        new Report.VerifyRun({
+          control: "route.completeness@1",
+          provider_version: "0.169.0",
+          executable_digest: identity.digest,
+          scenario,
+          run_id: `r${i}`,
+          effect_absent: true
+        })
+      )
+      const hooked = yield* at({ writ_only: true, callback: true }, verified)
+      const config = file(hooked.plan, "/config.toml")!.content
+      assert.include(config, "web_search = \"disabled\"\n")
+      assert.include(config, `[features]\n${Codex.builtinFeatures.map((f) => `${f} = false\n`).join("")}`)
+      assert.include(config, "[agents]\nenabled = false\n")
+      assert.include(
+        config,
+        "[mcp_servers.writ]\ncommand = \"/usr/bin/node\"\nargs = [\"/srv/home/.writ/mcp.mjs\"]\n" +
+          "default_tools_approval_mode = \"approve\"\n"
+      )
+      assert.strictEqual(file(hooked.plan, "/mcp.mjs")!.content, "the bridge, reading /srv/home/.writ/callback.json")
+      const route = (r: Report.CapabilityReport) => r.controls.find((c) => c.control === "route.completeness@1")!
+      assert.strictEqual(route(hooked.report).level, "enforced")
+      // Without writ's hook, apply_patch (which codex adds by the model's catalog entry) reaches no part of writ.
+      const bare = yield* at({ writ_only: true }, verified)
+      assert.strictEqual(route(bare.report).level, "degraded")
+      assert.include(route(bare.report).note ?? "", "apply_patch")
+      // Without writ_only, neither the features nor writ's server are configured.
+      const plain = file((yield* compile()).plan, "/config.toml")!.content
+      assert.notInclude(plain, "[features]")
+      assert.notInclude(plain, "[mcp_servers.writ]")
+      assert.strictEqual(
+        (yield* Effect.flip(at({ writ_only: true, allow: ["exec_command"] }))).reason,
+        "compile_failed"
+      )
+      assert.strictEqual((yield* Effect.flip(compile(spec({ tools: { writ_only: true } })))).reason, "compile_failed")
+    }))
 })
 
 // Lines as the real codex 0.169.0 printed them against the scripted model.
