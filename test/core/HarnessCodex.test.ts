@@ -259,6 +259,64 @@ describe("CodexStream", () => {
     for (const o of seen) assert.strictEqual(o.plane, "observation")
   })
 
+  it("MCP tool calls: one use named as codex's hooks name it, and its result or error; redacted", () => {
+    const lines = [
+      {
+        type: "item.started",
+        item: {
+          id: "item_1",
+          type: "mcp_tool_call",
+          server: "writ",
+          tool: "files_touch",
+          arguments: { path: "/srv/ws/sk-secret" },
+          result: null,
+          error: null,
+          status: "in_progress"
+        }
+      },
+      {
+        type: "item.completed",
+        item: {
+          id: "item_1",
+          type: "mcp_tool_call",
+          server: "writ",
+          tool: "files_touch",
+          arguments: { path: "/srv/ws/sk-secret" },
+          result: { content: [{ type: "text", text: "touched" }], structured_content: null },
+          error: null,
+          status: "completed"
+        }
+      },
+      {
+        type: "item.completed",
+        item: {
+          id: "item_2",
+          type: "mcp_tool_call",
+          server: "writ",
+          tool: "files_write",
+          arguments: {},
+          result: null,
+          error: { message: "MCP tool call requires approval" },
+          status: "failed"
+        }
+      }
+    ].map((line) => JSON.stringify(line)).join("\n")
+    const seen = CodexStream.parse(lines, ["sk-secret"])
+    assert.deepStrictEqual(seen.map((o) => o._tag), ["tool_use", "tool_result", "tool_use", "tool_result"])
+    const [use, result, , failed] = seen as [
+      Observation.ToolUse,
+      Observation.ToolResult,
+      Observation.ToolUse,
+      Observation.ToolResult
+    ]
+    assert.strictEqual(use.tool, "mcp__writ__files_touch")
+    assert.strictEqual(use.input, "{\"path\":\"/srv/ws/[redacted]\"}")
+    assert.isFalse(result.is_error)
+    assert.include(result.content, "touched")
+    assert.isTrue(failed.is_error)
+    assert.strictEqual(failed.content, "MCP tool call requires approval")
+  })
+
   it("the hook's denials, which codex prints only on stderr", () => {
     const stderr = "2026-12-05T07:50:17Z ERROR codex_core::tools::router: error=Command blocked by PreToolUse hook: " +
       "writ: shell.unsafe_syntax. Command: bash -c \"touch /srv/ws/denied.txt sk-secret\"\nReading additional input"

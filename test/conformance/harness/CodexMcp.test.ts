@@ -11,6 +11,7 @@ import * as Verify from "../../../adapters/node/CodexVerify.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as Codex from "../../../core/harness/Codex.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
+import { ToolUse } from "../../../core/harness/ProviderObservation.ts"
 import { assertAllPassed, layers, loosenedSuite, reportsAroundRecord } from "../../fixtures/harnessConformance.ts"
 
 // Not under /tmp: codex refuses to create its sandbox helpers in a CODEX_HOME there.
@@ -42,6 +43,10 @@ describe("codex, real CLI, writ's MCP server: each scenario passes by its effect
         assert.deepStrictEqual(patch!.decisions.map((d) => [d.call.tool, d.decision.decision]), [
           ["apply_patch", "deny"],
           ["mcp__writ__files_touch", "allow"]
+        ])
+        // The stream showed writ's tool call, parsed from the real CLI's item records (the shell never ran).
+        assert.deepStrictEqual(absent!.observations.filter((o) => o instanceof ToolUse).map((o) => o.tool), [
+          "mcp__writ__files_touch"
         ])
         const { after } = yield* reportsAroundRecord(service, store, results, {
           provider: "codex",
