@@ -23,6 +23,7 @@ import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import * as ClaudeCodeHook from "./internal/claudeCodeHook.ts"
 import { runPlan } from "./internal/harnessLaunch.ts"
+import * as McpBridge from "./internal/mcpBridge.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
 /** How the adapter finds its executable, where it keeps its identity and verify files, and where run homes go. */
@@ -162,7 +163,12 @@ export const make = (options: Options = {}) =>
     return {
       provider: "codex",
       probe: probeWith(options, store, runner),
-      compile: (input) => Codex.compile(input, { node: process.execPath, hookScript: ClaudeCodeHook.script }),
+      compile: (input) =>
+        Codex.compile(input, {
+          node: process.execPath,
+          hookScript: ClaudeCodeHook.script,
+          mcpBridge: McpBridge.program
+        }),
       spawn: spawnWith(options, runner)
     }
   })

@@ -12,10 +12,18 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Codex from "../../core/harness/Codex.ts"
-import type { HarnessAdapter } from "../../core/harness/HarnessAdapter.ts"
+import type { CallbackDecision, HarnessAdapter, ToolCall } from "../../core/harness/HarnessAdapter.ts"
 import type { Driver, Scenario, Setup } from "./internal/verifyScenario.ts"
 import * as VerifyScenario from "./internal/verifyScenario.ts"
-import { allowAll, editConfig, listener, policyDecider, read, tempDir } from "./internal/verifyScenario.ts"
+import {
+  allowAll,
+  editConfig,
+  listener,
+  policyDecider,
+  read,
+  tempDir,
+  verifyPolicy
+} from "./internal/verifyScenario.ts"
 import * as Scripted from "./ScriptedOpenAI.ts"
 
 export type { Scenario, ScenarioResult } from "./internal/verifyScenario.ts"
@@ -176,6 +184,85 @@ export const scenarios: ReadonlyArray<Scenario> = [
   }
 ]
 
+/** A call of writ's MCP server's tool: codex names it within writ's namespace. */
+const writTool = (name: string, input: Record<string, unknown>): Scripted.ScriptedCall => ({
+  name,
+  namespace: Codex.writNamespace,
+  input
+})
+
+/** The hook's decider under writ_only: writ's own tools pass (writ's executor decides them), the rest by the policy. */
+const writOrPolicy = Effect.map(
+  policyDecider,
+  (decide) => (call: ToolCall) =>
+    call.tool.startsWith(`${Codex.writNamespace}__`)
+      ? Effect.succeed<CallbackDecision>({ decision: "allow" })
+      : decide(call)
+)
+
+const writOnly = { tools: { writ_only: true, callback: true } }
+
+/** A patch adding `file`, as codex's freeform apply_patch takes it. */
+const addFile = (file: string): Scripted.ScriptedCall => ({
+  name: "apply_patch",
+  input: {},
+  freeform: `*** Begin Patch\n*** Add File: ${file}\n+patched\n*** End Patch\n`
+})
+
+/**
+ * The scenarios of route completeness under writ_only with writ's hook: the built-in shell (asked for by the model)
+ * absent while writ's tool runs through writ's executor; a call of writ's tool that writ's policy denies; and
+ * apply_patch, which codex still gives a model whose catalog entry declares it (its bundled gpt-5.5), refused by writ's
+ * hook.
+ */
+export const mcpScenarios: ReadonlyArray<Scenario> = [
+  {
+    id: Codex.scenarios["route.completeness@1"]![0]!,
+    control: "route.completeness@1",
+    spec: (_, loosen) => (loosen ? { tools: { writ_only: true } } : writOnly),
+    calls: ({ port, ws }) => [
+      shell(`touch ${join(ws, "builtin.txt")}; (echo hello > /dev/tcp/127.0.0.1/${port}) 2>&1`),
+      writTool("files_touch", { path: join(ws, "mcp.txt") })
+    ],
+    decide: writOrPolicy,
+    // Loosened: the shell's features are back on beside writ's server, and no hook.
+    loosenPlan: (plan) =>
+      editConfig(
+        plan,
+        "/config.toml",
+        (content) => content.replace("shell_tool = false\n", "").replace("unified_exec = false\n", "")
+      ),
+    check: ({ connections, ws }) => ({
+      absent: !touched(ws, "builtin.txt") && connections() === 0,
+      exercised: touched(ws, "mcp.txt")
+    })
+  },
+  {
+    id: Codex.scenarios["route.completeness@1"]![1]!,
+    control: "route.completeness@1",
+    spec: () => writOnly,
+    calls: ({ ws }) => [
+      writTool("files_write", { path: join(ws, "denied.txt"), content: "denied" }),
+      writTool("files_touch", { path: join(ws, "allowed.txt") })
+    ],
+    decide: writOrPolicy,
+    // Loosened: the policy writ's server runs under allows the write too.
+    mcpPolicy: (loosen) =>
+      loosen ? { ...verifyPolicy, allow: { ...verifyPolicy.allow, "files.write": ["*"] } } : verifyPolicy,
+    check: ({ ws }) => ({ absent: !touched(ws, "denied.txt"), exercised: touched(ws) })
+  },
+  {
+    id: Codex.scenarios["route.completeness@1"]![2]!,
+    control: "route.completeness@1",
+    model: "gpt-5.5",
+    // Loosened: no hook, so nothing of writ's sees the patch.
+    spec: (_, loosen) => (loosen ? { tools: { writ_only: true } } : writOnly),
+    calls: ({ ws }) => [addFile(join(ws, "patched.txt")), writTool("files_touch", { path: join(ws, "mcp.txt") })],
+    decide: writOrPolicy,
+    check: ({ ws }) => ({ absent: !touched(ws, "patched.txt"), exercised: touched(ws, "mcp.txt") })
+  }
+]
+
 const setup = (homes: string) =>
   Effect.gen(function*() {
     const dir = yield* tempDir(tmpdir(), "writ-verify-")
@@ -202,6 +289,9 @@ const driver = (homes: string): Driver => ({
 export const runScenario = (adapter: HarnessAdapter.Service, scenario: Scenario, homes: string, loosen = false) =>
   VerifyScenario.runScenario(driver(homes), adapter, scenario, loosen)
 
-/** Run every scenario for the probed executable and return the verify runs to record. */
-export const verify = (adapter: HarnessAdapter.Service, homes: string) =>
-  VerifyScenario.verify(driver(homes), adapter, scenarios)
+/** Run the scenarios (default: all, writ's MCP server's too) for the probed executable; the verify runs to record. */
+export const verify = (
+  adapter: HarnessAdapter.Service,
+  homes: string,
+  which: ReadonlyArray<Scenario> = [...scenarios, ...mcpScenarios]
+) => VerifyScenario.verify(driver(homes), adapter, which)

@@ -22,6 +22,7 @@ import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import * as GeminiCliHook from "./internal/geminiCliHook.ts"
 import { runPlan } from "./internal/harnessLaunch.ts"
+import * as McpBridge from "./internal/mcpBridge.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
 /** How the adapter finds its package and where it keeps its identity and verify files. */
@@ -115,7 +116,12 @@ export const make = (options: Options = {}) =>
     return {
       provider: "gemini-cli",
       probe: probeWith(options, store, runner, versions),
-      compile: (input) => GeminiCli.compile(input, { node: process.execPath, hookScript: GeminiCliHook.script }),
+      compile: (input) =>
+        GeminiCli.compile(input, {
+          node: process.execPath,
+          hookScript: GeminiCliHook.script,
+          mcpBridge: McpBridge.program
+        }),
       spawn: spawnWith(options, runner)
     }
   })

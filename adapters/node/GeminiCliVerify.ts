@@ -14,7 +14,7 @@ import type { HarnessAdapter } from "../../core/harness/HarnessAdapter.ts"
 import { ConfigFile, HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import type { Driver, Scenario, Setup } from "./internal/verifyScenario.ts"
 import * as VerifyScenario from "./internal/verifyScenario.ts"
-import { allowAll, listener, policyDecider, read, tempDir } from "./internal/verifyScenario.ts"
+import { allowAll, listener, policyDecider, read, tempDir, verifyPolicy } from "./internal/verifyScenario.ts"
 import * as Scripted from "./ScriptedGemini.ts"
 
 export type { Scenario, ScenarioResult } from "./internal/verifyScenario.ts"
@@ -191,6 +191,57 @@ export const scenarios: ReadonlyArray<Scenario> = [
   }
 ]
 
+const writTool = (tool: string, input: Record<string, unknown>) => ({ name: `mcp_writ_${tool}`, input })
+
+/**
+ * The scenarios of writ's MCP server: route completeness (the model asks for the built-in shell and write_file, which
+ * must not exist, while writ's tool runs through its executor), and a call of writ's tool that writ's policy denies.
+ */
+export const mcpScenarios: ReadonlyArray<Scenario> = [
+  {
+    id: GeminiCli.scenarios["route.completeness@1"]![0]!,
+    control: "route.completeness@1",
+    spec: () => ({ tools: { writ_only: true } }),
+    calls: ({ port, ws }) => [
+      shell(`touch ${join(ws, "builtin.txt")}; (echo hello > /dev/tcp/127.0.0.1/${port}) 2>&1`),
+      { name: "write_file", input: { file_path: join(ws, "written.txt"), content: "written" } },
+      writTool("files_touch", { path: join(ws, "mcp.txt") })
+    ],
+    // Loosened: the built-in shell and write_file are back beside writ's server, and allowed.
+    loosenPlan: (plan) =>
+      settingsEdit((s) => void (s.tools!.core = [GeminiCli.shellTool, "write_file", GeminiCli.writTools]))(
+        new HarnessPlan({
+          ...plan,
+          config_files: plan.config_files.map((file) =>
+            file.path.endsWith("policy.toml")
+              ? new ConfigFile({
+                path: file.path,
+                content: file.content.replace("decision = \"deny\"", "decision = \"allow\"")
+              })
+              : file
+          )
+        })
+      ),
+    check: ({ connections, ws }) => ({
+      absent: !existsSync(join(ws, "builtin.txt")) && !existsSync(join(ws, "written.txt")) && connections() === 0,
+      exercised: existsSync(join(ws, "mcp.txt"))
+    })
+  },
+  {
+    id: GeminiCli.scenarios["route.completeness@1"]![1]!,
+    control: "route.completeness@1",
+    spec: () => ({ tools: { writ_only: true } }),
+    calls: ({ ws }) => [
+      writTool("files_write", { path: join(ws, "denied.txt"), content: "denied" }),
+      writTool("files_touch", { path: join(ws, "allowed.txt") })
+    ],
+    // Loosened: the policy writ's server runs under allows the write too.
+    mcpPolicy: (loosen) =>
+      loosen ? { ...verifyPolicy, allow: { ...verifyPolicy.allow, "files.write": ["*"] } } : verifyPolicy,
+    check: ({ ws }) => ({ absent: !existsSync(join(ws, "denied.txt")), ...touched(join(ws, "allowed.txt")) })
+  }
+]
+
 /** A degraded control's scenario: `rm` denied by an admin-policy prefix rule, tried plainly and through `bash -c`. */
 export const denyCommand: Scenario = {
   id: "shell-denied-command-prefix",
@@ -234,5 +285,8 @@ const driver: Driver = {
 export const runScenario = (adapter: HarnessAdapter.Service, scenario: Scenario, loosen = false) =>
   VerifyScenario.runScenario(driver, adapter, scenario, loosen)
 
-/** Run every scenario for the probed executable and return the verify runs to record. */
-export const verify = (adapter: HarnessAdapter.Service) => VerifyScenario.verify(driver, adapter, scenarios)
+/** Run the scenarios (default: all, writ's MCP server's too) for the probed executable; the verify runs to record. */
+export const verify = (
+  adapter: HarnessAdapter.Service,
+  which: ReadonlyArray<Scenario> = [...scenarios, ...mcpScenarios]
+) => VerifyScenario.verify(driver, adapter, which)

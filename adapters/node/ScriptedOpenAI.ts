@@ -10,6 +10,10 @@ import type { AddressInfo } from "node:net"
 export interface ScriptedCall {
   readonly name: string
   readonly input: Record<string, unknown>
+  /** The namespace of a namespaced tool (codex lists an MCP server's tools under `mcp__<server>`). */
+  readonly namespace?: string
+  /** A freeform (custom) tool's raw input, sent as a `custom_tool_call` instead of a function call (codex's apply_patch). */
+  readonly freeform?: string
 }
 
 /** A running scripted model: its base URL (ending in `/v1`), the requests it answered, and how to stop it. */
@@ -30,11 +34,21 @@ const reply = (id: string, call: ScriptedCall | undefined, turn: number) => {
       status: "completed",
       content: [{ type: "output_text", text: "finished", annotations: [] }]
     }
+    : call.freeform !== undefined
+    ? {
+      type: "custom_tool_call",
+      id: `ctc_${id}`,
+      call_id: `call_${turn}`,
+      name: call.name,
+      input: call.freeform,
+      status: "completed"
+    }
     : {
       type: "function_call",
       id: `fc_${id}`,
       call_id: `call_${turn}`,
       name: call.name,
+      ...(call.namespace === undefined ? {} : { namespace: call.namespace }),
       arguments: JSON.stringify(call.input),
       status: "completed"
     }

@@ -13,6 +13,7 @@ import type { ControlName } from "./HarnessControl.ts"
 import { ConfigFile, SecretVar, SetVar } from "./HarnessPlan.ts"
 import type { EnvEntry } from "./HarnessPlan.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
+import { servesWritMcp } from "./HarnessSpec.ts"
 import {
   assess,
   callbackFile,
@@ -20,9 +21,12 @@ import {
   callbackRef,
   checkInput,
   hookFiles,
+  mcpBridgeFile,
+  mcpFiles,
   planOf,
   specEnvironment,
-  writDir
+  writDir,
+  writMcpName
 } from "./internal/compilePlan.ts"
 import type { YoloProfile } from "./YoloProfile.ts"
 
@@ -42,8 +46,18 @@ export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "env.allowlist@1": ["bash-read-canary-env", "bash-read-model-key"],
   "callback.pre_tool@1": ["bash-c-denied-command"],
   "callback.integrity@1": ["bash-read-callback-secret"],
-  "budget.wall_clock@1": ["bash-outlives-deadline"]
+  "budget.wall_clock@1": ["bash-outlives-deadline"],
+  "route.completeness@1": ["builtin-tool-absent-mcp-runs", "mcp-writ-tool-denied", "apply-patch-denied-by-hook"]
 }
+
+/** The namespace codex lists writ's MCP server's tools under (a call names the tool and this namespace). */
+export const writNamespace = `mcp__${writMcpName}`
+
+/** The feature flags `tools.writ_only` turns off: each adds a built-in tool (the shell's two, images, goals, apps). */
+export const builtinFeatures: ReadonlyArray<string> =
+  "shell_tool unified_exec view_image goals image_generation apps plugins browser_use computer_use tool_suggest".split(
+    " "
+  )
 
 /** What compile needs from the host besides the input: the Node executable that runs the hook, and the hook's program. */
 export interface Host {
@@ -53,6 +67,47 @@ export interface Host {
    * it must print the blocking deny unless writ answers allow, and never exit 1 (which codex treats as allow).
    */
   readonly hookScript: (callbackFile: string) => string
+  /** writ's MCP server as a stdio program (run by `node`) bridging to the run's callback; needed by a spec that serves it. */
+  readonly mcpBridge?: (callbackFile: string) => string
+}
+
+/** The claims on MCP: writ's server the only one, and (under `tools.writ_only`) the route every call takes. */
+const mcpClaims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
+  const out: Array<Claim> = []
+  if (spec.mcp.length === 0) {
+    out.push({
+      control: "mcp.grants@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: servesWritMcp(spec)
+        ? "[mcp_servers] holds writ's server only, in a fresh CODEX_HOME"
+        : "no [mcp_servers] in a fresh CODEX_HOME"
+    })
+  }
+  if (spec.tools.writ_only) {
+    const off = `[features] ${builtinFeatures.join(", ")} off, [agents] enabled = false, web_search = "disabled", ` +
+      "[mcp_servers] with writ's server only"
+    out.push(
+      spec.tools.callback
+        ? {
+          control: "route.completeness@1",
+          level: "enforced",
+          source: "writ",
+          mechanism: `${off}; writ's PreToolUse hook on every tool codex still adds (apply_patch, for a model whose ` +
+            "catalog entry declares it): every call reaches writ's executor or writ's hook"
+        }
+        : {
+          control: "route.completeness@1",
+          level: "degraded",
+          source: "provider-claim",
+          mechanism: off,
+          note:
+            "codex adds apply_patch for a model whose catalog entry declares it (its bundled gpt-5.5 does), and no " +
+            "config key turns it off: without tools.callback its patches reach no part of writ"
+        }
+    )
+  }
+  return out
 }
 
 /** The claims the mapping makes for a spec's controls; a control without one is reported unsupported. */
@@ -119,14 +174,7 @@ export const claims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
       mechanism: "SIGTERM, then SIGKILL, to the process group"
     }
   ]
-  if (spec.mcp.length === 0) {
-    out.push({
-      control: "mcp.grants@1",
-      level: "enforced",
-      source: "provider-claim",
-      mechanism: "no [mcp_servers] in a fresh CODEX_HOME"
-    })
-  }
+  out.push(...mcpClaims(spec))
   if (spec.tools.callback) {
     out.push({
       control: "callback.pre_tool@1",
@@ -207,6 +255,7 @@ const configOf = (spec: HarnessSpec, home: string, executable: string, host: Hos
     ...(spec.model.endpoint === undefined ? [] : [`model_provider = "writ"`]),
     `approval_policy = "never"`,
     `default_permissions = ${q(profile)}`,
+    ...(spec.tools.writ_only ? [`web_search = "disabled"`] : []),
     "",
     ...(spec.model.endpoint === undefined ? [] : [
       "[model_providers.writ]",
@@ -227,6 +276,26 @@ const configOf = (spec: HarnessSpec, home: string, executable: string, host: Hos
     `enabled = ${spec.network.allow_domains.length > 0}`,
     ""
   ]
+  if (spec.tools.writ_only) {
+    lines.push(
+      "[features]",
+      ...builtinFeatures.map((feature) => `${feature} = false`),
+      "",
+      "[agents]",
+      "enabled = false",
+      ""
+    )
+  }
+  if (servesWritMcp(spec)) {
+    // writ's executor decides each call of its tools: codex need not ask (under approval_policy never it would refuse).
+    lines.push(
+      `[mcp_servers.${writMcpName}]`,
+      `command = ${q(host.node)}`,
+      `args = ${list([mcpBridgeFile(home)])}`,
+      `default_tools_approval_mode = "approve"`,
+      ""
+    )
+  }
   if (spec.tools.callback) {
     lines.push(
       "[[hooks.PreToolUse]]",
@@ -289,6 +358,12 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
     const { home, spec } = input
     const failed = (detail: string) => new HarnessError({ reason: "compile_failed", detail })
     yield* checkInput("codex", input)
+    if (spec.tools.writ_only && spec.tools.allow.length > 0) {
+      return yield* failed("tools.writ_only turns every built-in tool off: tools.allow must be empty")
+    }
+    if (servesWritMcp(spec) && host.mcpBridge === undefined) {
+      return yield* failed("this host cannot serve writ's MCP server")
+    }
     // codex refuses to create its sandbox helpers under /tmp, and every sandboxed command then fails.
     if (home === "/tmp" || home.startsWith("/tmp/")) return yield* failed("CODEX_HOME must not be under /tmp")
     const assessed = yield* assess("codex", input, claims(spec), yoloProfile)
@@ -305,7 +380,8 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
     const files = [
       new ConfigFile({ path: `${home}/config.toml`, content: config }),
       ...(rules === "" ? [] : [new ConfigFile({ path: `${home}/rules/writ.rules`, content: rules })]),
-      ...hookFiles(spec, home, host.hookScript)
+      ...hookFiles(spec, home, host.hookScript),
+      ...(host.mcpBridge === undefined ? [] : mcpFiles(spec, home, host.mcpBridge))
     ]
     const plan = planOf(input, assessed, "codex", scenarios, {
       argv: argvOf(spec, input.prompt),

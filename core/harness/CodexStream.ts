@@ -5,7 +5,16 @@
  * sandbox denied produces no item at all; a record codex does not document (and `agent_message`, `error`, which no
  * observation type carries) is skipped, never guessed at.
  */
-import { byType, count, isObject, type Json, parseWith, type StreamParser, text } from "./internal/streamLines.ts"
+import {
+  byType,
+  count,
+  inputText,
+  isObject,
+  type Json,
+  parseWith,
+  type StreamParser,
+  text
+} from "./internal/streamLines.ts"
 import {
   Denial,
   type ProviderObservation,
@@ -36,8 +45,33 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     ]
   }
 
+  // An MCP server's tool call, named as codex names it to its hooks (`mcp__<server>__<tool>`).
+  const mcpCall = (item: Json, completed: boolean): ReadonlyArray<ProviderObservation> => {
+    const call_id = text(item.id)
+    const tool = `mcp__${text(item.server)}__${text(item.tool)}`
+    const seen = started.has(call_id)
+    started.add(call_id)
+    const error = isObject(item.error) ? text(item.error.message) : ""
+    return [
+      ...(seen ? [] : [
+        new ToolUse({ plane: "observation", call_id, tool, input: clean(inputText(item.arguments)) }, unchecked)
+      ]),
+      ...(completed
+        ? [
+          new ToolResult({
+            plane: "observation",
+            call_id,
+            is_error: item.status !== "completed",
+            content: clean(error !== "" ? error : inputText(item.result))
+          }, unchecked)
+        ]
+        : [])
+    ]
+  }
+
   const item = (record: Json, completed: boolean): ReadonlyArray<ProviderObservation> => {
     const item = record.item
+    if (isObject(item) && item.type === "mcp_tool_call") return mcpCall(item, completed)
     if (!isObject(item) || item.type !== "command_execution") return []
     if (!completed) return use(item)
     return [

@@ -13,6 +13,7 @@ import type { ControlName } from "./HarnessControl.ts"
 import { ConfigFile, SecretVar, SetVar } from "./HarnessPlan.ts"
 import type { EnvEntry } from "./HarnessPlan.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
+import { servesWritMcp } from "./HarnessSpec.ts"
 import {
   assess,
   callbackFile,
@@ -20,15 +21,16 @@ import {
   callbackRef,
   checkInput,
   hookFiles,
+  mcpBridgeFile,
+  mcpFiles,
   planOf,
   specEnvironment,
-  writDir
+  writDir,
+  writMcpName
 } from "./internal/compilePlan.ts"
 import type { YoloProfile } from "./YoloProfile.ts"
 
 export { callbackFile, callbackRef, writDir }
-
-/** The secret reference of a run's callback endpoint and token: the same one every harness's callback file uses. */
 
 /** gemini's shell tool. */
 export const shellTool = "run_shell_command"
@@ -45,8 +47,12 @@ export const scenarios: Partial<Record<ControlName, ReadonlyArray<string>>> = {
   "tools.allowlist@1": ["write-file-not-allowed"],
   "network.egress@1": ["shell-reach-loopback-listener"],
   "budget.turns@1": ["turn-beyond-limit"],
-  "budget.wall_clock@1": ["shell-outlives-deadline"]
+  "budget.wall_clock@1": ["shell-outlives-deadline"],
+  "route.completeness@1": ["builtin-tool-absent-mcp-runs", "mcp-writ-tool-denied"]
 }
+
+/** Every tool of writ's MCP server as gemini names it (`mcp_<server>_<tool>`), a pattern its policy engine matches. */
+export const writTools = `mcp_${writMcpName}_*`
 
 /** The admin policy file: rules an agent's settings cannot override. */
 export const policyFile = (home: string) => `${writDir(home)}/policy.toml`
@@ -68,6 +74,33 @@ export interface Host {
    * it must print the blocking deny unless writ answers allow, and never exit 1.
    */
   readonly hookScript: (callbackFile: string) => string
+  /** writ's MCP server as a stdio program (run by `node`) bridging to the run's callback; needed by a spec that serves it. */
+  readonly mcpBridge?: (callbackFile: string) => string
+}
+
+/** The claims on MCP: writ's server the only one, and (under `tools.writ_only`) the only route to a tool. */
+const mcpClaims = (spec: HarnessSpec): ReadonlyArray<Claim> => {
+  const out: Array<Claim> = []
+  if (spec.mcp.length === 0) {
+    out.push({
+      control: "mcp.grants@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: servesWritMcp(spec)
+        ? "mcpServers holds writ's server only, in a fresh config home"
+        : "no mcpServers in a fresh config home"
+    })
+  }
+  if (spec.tools.writ_only) {
+    out.push({
+      control: "route.completeness@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: `tools.core [${writTools}] (no built-in tool registered), an admin-policy deny of every tool but ` +
+        "writ's server's, mcpServers with writ's server only: every call runs through writ's executor"
+    })
+  }
+  return out
 }
 
 /** The claims the mapping makes for a spec's controls; a control without one is reported unsupported. */
@@ -138,14 +171,7 @@ export const claims = (spec: HarnessSpec, home: string): ReadonlyArray<Claim> =>
       ...(domains ? { note: "per-domain allow is not expressible: the network stays off" } : {})
     }
   ]
-  if (spec.mcp.length === 0) {
-    out.push({
-      control: "mcp.grants@1",
-      level: "enforced",
-      source: "provider-claim",
-      mechanism: "no mcpServers in a fresh config home"
-    })
-  }
+  out.push(...mcpClaims(spec))
   if (spec.tools.callback) {
     out.push({
       control: "callback.pre_tool@1",
@@ -182,6 +208,13 @@ const tomlString = (value: string) => Canonical.stringify(value)
 export const policyOf = (spec: HarnessSpec): Either.Either<string, Canonical.CanonicalJsonError> =>
   Either.gen(function*() {
     const rules: Array<string> = []
+    if (spec.tools.writ_only) {
+      // Above every rule below: writ's server's tools run (writ's executor decides each), and nothing else does.
+      rules.push(
+        `[[rule]]\nmcpName = ${yield* tomlString(writMcpName)}\ntoolName = "*"\ndecision = "allow"\npriority = 990\n`,
+        `[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 980\n`
+      )
+    }
     for (const tool of allowedTools(spec)) {
       rules.push(
         `[[rule]]\ntoolName = ${yield* tomlString(tool)}\ndecision = "allow"\npriority = 100\n` +
@@ -227,11 +260,16 @@ const settingsOf = (spec: HarnessSpec, home: string, host: Host) => {
       environmentVariableRedaction: { enabled: true }
     },
     tools: {
-      ...(spec.tools.allow.length > 0 ? { core: allowedTools(spec) } : {}),
+      // A core list naming no built-in registers none; writ's server's tools are allowed by the same list.
+      ...(spec.tools.writ_only
+        ? { core: [writTools] }
+        : spec.tools.allow.length > 0
+        ? { core: allowedTools(spec) }
+        : {}),
       exclude: excludedTools(spec)
     },
     privacy: { usageStatisticsEnabled: false },
-    mcpServers: {},
+    mcpServers: servesWritMcp(spec) ? { [writMcpName]: { command: host.node, args: [mcpBridgeFile(home)] } } : {},
     ...(spec.budget.max_turns === undefined ? {} : { model: { maxSessionTurns: spec.budget.max_turns } }),
     ...(spec.tools.callback ? { hooks: { BeforeTool: [hook] } } : {})
   }
@@ -290,6 +328,15 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
   Effect.gen(function*() {
     const { home, spec } = input
     yield* checkInput("gemini-cli", input)
+    if (spec.tools.writ_only && spec.tools.allow.length > 0) {
+      return yield* new HarnessError({
+        reason: "compile_failed",
+        detail: "tools.writ_only turns every built-in tool off: tools.allow must be empty"
+      })
+    }
+    if (servesWritMcp(spec) && host.mcpBridge === undefined) {
+      return yield* new HarnessError({ reason: "compile_failed", detail: "this host cannot serve writ's MCP server" })
+    }
     const assessed = yield* assess("gemini-cli", input, claims(spec, home), yoloProfile)
     const settings = Canonical.stringify(settingsOf(spec, home, host))
     const policy = policyOf(spec)
@@ -300,7 +347,8 @@ export const compile = (input: CompileInput, host: Host): Effect.Effect<Compiled
       new ConfigFile({ path: settingsFile(home), content: settings.right }),
       new ConfigFile({ path: policyFile(home), content: policy.right }),
       new ConfigFile({ path: sandboxFile(home), content: sandboxModes }),
-      ...hookFiles(spec, home, host.hookScript)
+      ...hookFiles(spec, home, host.hookScript),
+      ...(host.mcpBridge === undefined ? [] : mcpFiles(spec, home, host.mcpBridge))
     ]
     const plan = planOf(input, assessed, "gemini-cli", scenarios, {
       argv: argvOf(spec, input.prompt, home),

@@ -175,6 +175,53 @@ describe("Codex.compile", () => {
       )
       assert.strictEqual(yield* reason(unknown), "compile_failed: the provider version is unknown")
     }))
+
+  it.effect("writ_only: the built-in tools' features off, writ's server the only one; enforced only with the hook", () =>
+    Effect.gen(function*() {
+      const host = {
+        node: "/usr/bin/node",
+        hookScript: (file: string) => `the hook, reading ${file}`,
+        mcpBridge: (file: string) => `the bridge, reading ${file}`
+      }
+      const at = (tools: Record<string, unknown>, verifications: ReadonlyArray<Report.VerifyRun> = []) =>
+        Codex.compile({ spec: spec({ tools }), probe: probe(), prompt: "go", home: "/srv/home", verifications }, host)
+      const verified = Codex.scenarios["route.completeness@1"]!.map((scenario, i) =>
+        new Report.VerifyRun({
+          control: "route.completeness@1",
+          provider_version: "0.169.0",
+          executable_digest: identity.digest,
+          scenario,
+          run_id: `r${i}`,
+          effect_absent: true
+        })
+      )
+      const hooked = yield* at({ writ_only: true, callback: true }, verified)
+      const config = file(hooked.plan, "/config.toml")!.content
+      assert.include(config, "web_search = \"disabled\"\n")
+      assert.include(config, `[features]\n${Codex.builtinFeatures.map((f) => `${f} = false\n`).join("")}`)
+      assert.include(config, "[agents]\nenabled = false\n")
+      assert.include(
+        config,
+        "[mcp_servers.writ]\ncommand = \"/usr/bin/node\"\nargs = [\"/srv/home/.writ/mcp.mjs\"]\n" +
+          "default_tools_approval_mode = \"approve\"\n"
+      )
+      assert.strictEqual(file(hooked.plan, "/mcp.mjs")!.content, "the bridge, reading /srv/home/.writ/callback.json")
+      const route = (r: Report.CapabilityReport) => r.controls.find((c) => c.control === "route.completeness@1")!
+      assert.strictEqual(route(hooked.report).level, "enforced")
+      // Without writ's hook, apply_patch (which codex adds by the model's catalog entry) reaches no part of writ.
+      const bare = yield* at({ writ_only: true }, verified)
+      assert.strictEqual(route(bare.report).level, "degraded")
+      assert.include(route(bare.report).note ?? "", "apply_patch")
+      // Without writ_only, neither the features nor writ's server are configured.
+      const plain = file((yield* compile()).plan, "/config.toml")!.content
+      assert.notInclude(plain, "[features]")
+      assert.notInclude(plain, "[mcp_servers.writ]")
+      assert.strictEqual(
+        (yield* Effect.flip(at({ writ_only: true, allow: ["exec_command"] }))).reason,
+        "compile_failed"
+      )
+      assert.strictEqual((yield* Effect.flip(compile(spec({ tools: { writ_only: true } })))).reason, "compile_failed")
+    }))
 })
 
 // Lines as the real codex 0.169.0 printed them against the scripted model.
@@ -210,6 +257,64 @@ describe("CodexStream", () => {
     assert.isTrue(failed.is_error)
     assert.deepStrictEqual([usage.input_tokens, usage.output_tokens, usage.turns], [20, 10, null])
     for (const o of seen) assert.strictEqual(o.plane, "observation")
+  })
+
+  it("MCP tool calls: one use named as codex's hooks name it, and its result or error; redacted", () => {
+    const lines = [
+      {
+        type: "item.started",
+        item: {
+          id: "item_1",
+          type: "mcp_tool_call",
+          server: "writ",
+          tool: "files_touch",
+          arguments: { path: "/srv/ws/sk-secret" },
+          result: null,
+          error: null,
+          status: "in_progress"
+        }
+      },
+      {
+        type: "item.completed",
+        item: {
+          id: "item_1",
+          type: "mcp_tool_call",
+          server: "writ",
+          tool: "files_touch",
+          arguments: { path: "/srv/ws/sk-secret" },
+          result: { content: [{ type: "text", text: "touched" }], structured_content: null },
+          error: null,
+          status: "completed"
+        }
+      },
+      {
+        type: "item.completed",
+        item: {
+          id: "item_2",
+          type: "mcp_tool_call",
+          server: "writ",
+          tool: "files_write",
+          arguments: {},
+          result: null,
+          error: { message: "MCP tool call requires approval" },
+          status: "failed"
+        }
+      }
+    ].map((line) => JSON.stringify(line)).join("\n")
+    const seen = CodexStream.parse(lines, ["sk-secret"])
+    assert.deepStrictEqual(seen.map((o) => o._tag), ["tool_use", "tool_result", "tool_use", "tool_result"])
+    const [use, result, , failed] = seen as [
+      Observation.ToolUse,
+      Observation.ToolResult,
+      Observation.ToolUse,
+      Observation.ToolResult
+    ]
+    assert.strictEqual(use.tool, "mcp__writ__files_touch")
+    assert.strictEqual(use.input, "{\"path\":\"/srv/ws/[redacted]\"}")
+    assert.isFalse(result.is_error)
+    assert.include(result.content, "touched")
+    assert.isTrue(failed.is_error)
+    assert.strictEqual(failed.content, "MCP tool call requires approval")
   })
 
   it("the hook's denials, which codex prints only on stderr", () => {

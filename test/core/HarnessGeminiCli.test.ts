@@ -170,6 +170,42 @@ describe("GeminiCli.compile", () => {
     assert.include(GeminiCli.yoloProfile.degrades, "network.egress@1")
     assert.include(GeminiCli.yoloProfile.warning, "network")
   })
+
+  it.effect("writ_only: no built-in tool, writ's MCP server the only one and the only route, enforced once verified", () =>
+    Effect.gen(function*() {
+      const writOnly = spec({ tools: { writ_only: true } })
+      const withBridge = { ...host, mcpBridge: (file: string) => `the bridge, reading ${file}` }
+      const at = (verifications: ReadonlyArray<Report.VerifyRun>) =>
+        GeminiCli.compile(
+          { spec: writOnly, probe: probe(), prompt: "go", home: "/tmp/home", verifications },
+          withBridge
+        )
+      const { plan, report } = yield* at([])
+      const s = settings(plan)
+      assert.deepStrictEqual(s.tools.core, ["mcp_writ_*"])
+      assert.deepStrictEqual(s.mcpServers, { writ: { command: "/usr/bin/node", args: ["/tmp/home/.writ/mcp.mjs"] } })
+      // The admin policy's first rules: writ's server's tools allowed above a deny of every other tool.
+      const policy = file(plan, GeminiCli.policyFile("/tmp/home"))
+      assert.isTrue(policy.startsWith(
+        "[[rule]]\nmcpName = \"writ\"\ntoolName = \"*\"\ndecision = \"allow\"\npriority = 990\n\n" +
+          "[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = 980\n"
+      ))
+      assert.strictEqual(file(plan, "/tmp/home/.writ/mcp.mjs"), "the bridge, reading /tmp/home/.writ/callback.json")
+      const route = (r: Report.CapabilityReport) => r.controls.find((c) => c.control === "route.completeness@1")!
+      assert.strictEqual(route(report).level, "degraded")
+      const verified = yield* at([run("route.completeness@1")])
+      assert.strictEqual(route(verified.report).level, "enforced")
+      // A built-in tool beside writ_only, or a host without the bridge, fails compile.
+      const both = spec({ tools: { writ_only: true, allow: ["run_shell_command"] } })
+      const error = yield* Effect.flip(
+        GeminiCli.compile(
+          { spec: both, probe: probe(), prompt: "go", home: "/tmp/home", verifications: [] },
+          withBridge
+        )
+      )
+      assert.strictEqual(error.reason, "compile_failed")
+      assert.strictEqual((yield* Effect.flip(compile(writOnly))).reason, "compile_failed")
+    }))
 })
 
 // Lines as gemini 0.61.0 wrote them against the scripted model (trimmed).

@@ -112,6 +112,8 @@ export interface Scenario {
   readonly prepare?: (setup: Setup) => void
   /** The policy writ's MCP server runs its actions under, for a spec that serves it (default `verifyPolicy`). */
   readonly mcpPolicy?: (loosen: boolean) => unknown
+  /** The model the spec names, when the scenario needs another than the driver's (its tools can differ by model). */
+  readonly model?: string
 }
 
 /** A file's text, or undefined when it does not exist. */
@@ -239,7 +241,7 @@ export const runScenario = (driver: Driver, adapter: HarnessAdapter.Service, sce
       HarnessSpec.decode({
         spec_version: 1,
         provider: driver.provider,
-        model: { name: driver.model, endpoint: model.baseUrl, api_key: "writ:scripted.key" },
+        model: { name: scenario.model ?? driver.model, endpoint: model.baseUrl, api_key: "writ:scripted.key" },
         workspace: paths.ws,
         ...(driver.tools === undefined ? {} : { tools: { allow: driver.tools } }),
         ...scenario.spec(paths, loosen)

@@ -33,7 +33,7 @@ describe("codex, real CLI: --verify makes the CLI attempt each forbidden act und
     () =>
       Effect.gen(function*() {
         const service = yield* adapter
-        const results = yield* Verify.verify(service, homes)
+        const results = yield* Verify.verify(service, homes, Verify.scenarios)
         assertAllPassed(results)
         const { after, probe } = yield* reportsAroundRecord(service, store, results, {
           provider: "codex",

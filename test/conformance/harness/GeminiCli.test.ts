@@ -29,7 +29,7 @@ describe("gemini-cli, real CLI: --verify makes the CLI attempt each forbidden ac
     () =>
       Effect.gen(function*() {
         const service = yield* adapter
-        const results = yield* Verify.verify(service)
+        const results = yield* Verify.verify(service, Verify.scenarios)
         assertAllPassed(results)
         const { after, probe } = yield* reportsAroundRecord(service, store, results, {
           provider: "gemini-cli",
