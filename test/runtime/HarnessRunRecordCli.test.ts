@@ -183,10 +183,29 @@ describe("writ harness run --db: the Run, and writ's MCP calls", () => {
         assert.notInclude(text, "\"plane\"")
         assert.notInclude(text, "--strict-mcp-config")
       })
-      // The certificate counts the MCP calls' gates with the run's: the allowed sum and the denied write are in it.
-      const summary = certificate.gate_summary
-      assert.isAtLeast(summary.hard_allow, 1)
-      assert.isAtLeast(summary.hard_deny, 1)
+      read(db, (handle) => {
+        const chain = records(handle)
+        const [harnessOp, addOp, readOp] = chain.filter((r) => r.record_type === "operation_started").map((r) =>
+          r.operation_id!
+        )
+        // The certificate counts every gate of the chain: the MCP calls' (the sum allowed, the note denied) with the hook's.
+        const gates = chain.filter((r) => r.record_type === "gate_evaluated").map((r) => ({
+          operation_id: r.operation_id,
+          decision: JSON.parse(r.payload_json).decision as string
+        }))
+        assert.deepStrictEqual(
+          gates.filter((g) => g.operation_id !== harnessOp).map((g) => [g.operation_id, g.decision]),
+          [
+            [addOp, "allow"],
+            [readOp, "deny"]
+          ]
+        )
+        const summary = certificate.gate_summary
+        assert.deepStrictEqual([summary.hard_allow, summary.hard_deny], [
+          gates.filter((g) => g.decision === "allow").length,
+          gates.filter((g) => g.decision === "deny").length
+        ])
+      })
     },
     240_000
   )
