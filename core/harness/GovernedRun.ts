@@ -41,6 +41,8 @@ export interface Start {
   readonly prompt: string
   /** Who the run acts for: the principal every callback decision is evaluated as. */
   readonly principal: string
+  /** The durable Run the operation belongs to (its scope); absent, the operation is ephemeral. */
+  readonly run_id?: string
 }
 
 /** How a run ended: the CLI's exit as the harness saw it (killed: writ's deadline ended it), or a spawn failure. */
@@ -136,7 +138,9 @@ const operationOf = (input: Start) =>
       actor: input.principal,
       tenant: null,
       session_id: null,
-      scope: { kind: "ephemeral_operation", run_id: null, owner_attempt_id: null },
+      scope: input.run_id === undefined
+        ? { kind: "ephemeral_operation", run_id: null, owner_attempt_id: null }
+        : { kind: "durable_run", run_id: input.run_id, owner_attempt_id: null },
       action: { name: `harness.${plan.provider}`, version: "1", digest: plan_digest },
       policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest },
       backend: { id: plan.provider, version: plan.provider_version, capability_digest: report_digest },

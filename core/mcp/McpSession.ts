@@ -5,6 +5,8 @@
 import type { Effect } from "effect"
 import type { PolicySnapshotRef } from "../base/Refs.ts"
 import type * as StrictJson from "../base/StrictJson.ts"
+import type { TaskBoundary } from "../evidence/TaskBoundary.ts"
+import type { ExecutionScopeRef } from "../execution/ExecutionScope.ts"
 import type { CallbackDecision, CallbackRecord, ToolCall } from "../harness/HarnessAdapter.ts"
 import type { AgentSubject, ExecutionCaller } from "../policy/InvocationContext.ts"
 
@@ -24,6 +26,10 @@ export interface Config {
   readonly origin: ExecutionCaller
   /** The agent the calls are made by (default `mcp-client`). */
   readonly agent?: AgentSubject
+  /** The task boundary every call's evidence goes on (a governed executor's), instead of one of its own per call. */
+  readonly boundary?: TaskBoundary
+  /** The scope every call runs in (a durable Run's, say), instead of a fresh ephemeral one per call. */
+  readonly execution_scope?: ExecutionScopeRef
   /** A permission-prompt tool to list besides the actions. */
   readonly permission?: PermissionTool
   /** How deep and large one message may be (default: StrictJson's). */

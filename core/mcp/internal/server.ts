@@ -157,7 +157,8 @@ const call = (session: Session, id: Id, params: Record<string, unknown>) =>
       Ingress.prepare({ action: descriptor.name, version: descriptor.version, arguments: args }, {
         principal: config.principal,
         effect_backend: session.backend.ref,
-        ...(config.policy_snapshot === undefined ? {} : { policy_snapshot: config.policy_snapshot })
+        ...(config.policy_snapshot === undefined ? {} : { policy_snapshot: config.policy_snapshot }),
+        ...(config.execution_scope === undefined ? {} : { execution_scope: config.execution_scope })
       }).pipe(Effect.provideService(IdGenerator, session.ids))
     )
     if (Either.isLeft(prepared)) {
@@ -165,7 +166,13 @@ const call = (session: Session, id: Id, params: Record<string, unknown>) =>
     }
     const { context, request } = prepared.right
     const outcome = yield* Effect.either(
-      InvocationContext.withInvocation(session.executor.execute(request, { context }), session.invocation)
+      InvocationContext.withInvocation(
+        session.executor.execute(request, {
+          context,
+          ...(config.boundary === undefined ? {} : { boundary: config.boundary })
+        }),
+        session.invocation
+      )
     )
     if (Either.isLeft(outcome)) {
       return fail(id, ErrorCode.internalError, `the executor could not record the call: ${outcome.left._tag}`)

@@ -7,6 +7,7 @@
 import { Args, Command, Options } from "@effect/cli"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import type { Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import { realpathSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -22,9 +23,12 @@ import * as GeminiVerify from "../../../adapters/node/GeminiCliVerify.ts"
 import * as HarnessMcp from "../../../adapters/node/HarnessMcp.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
+import * as SqlHarnessRunStore from "../../../adapters/sql/SqlHarnessRunStore.ts"
 import * as SqlObservationLog from "../../../adapters/sql/SqlObservationLog.ts"
 import * as Digest from "../../../core/base/Digest.ts"
 import * as Time from "../../../core/base/Time.ts"
+import * as EvidenceProjector from "../../../core/evidence/EvidenceProjector.ts"
+import type { AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
 import { EvidenceWriter, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
 import * as Ingress from "../../../core/execution/Ingress.ts"
 import * as Report from "../../../core/harness/CapabilityReport.ts"
@@ -36,11 +40,14 @@ import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import { ControlName } from "../../../core/harness/HarnessControl.ts"
 import * as HarnessPlan from "../../../core/harness/HarnessPlan.ts"
 import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
+import { HarnessAttachment, HarnessRunStore } from "../../../core/harness/HarnessRunStore.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { ObservationLog } from "../../../core/harness/ObservationLog.ts"
 import { ProviderObservation } from "../../../core/harness/ProviderObservation.ts"
 import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
+import { EvidenceRef, RunTerminal } from "../../../core/state/Run.ts"
+import { RunStore } from "../../../core/state/RunStore.ts"
 import * as Demo from "../../Demo.ts"
 import * as Embedded from "../../Embedded.ts"
 import { checkDatabase, CliInputError, json, onDatabase, setExitCode } from "./internal/input.ts"
@@ -368,10 +375,25 @@ const endOf = (
     : { _tag: "spawn_failed", detail: "the run ended without an exit" }
 }
 
+/** The Run's terminal outcome for how the run ended, citing the run's terminal record. */
+const runTerminalOf = (end: GovernedRun.End, terminal: AppendReceipt) => {
+  const evidence = [new EvidenceRef({ chain_id: terminal.chain_id, record_id: terminal.record_id })]
+  const [status, quality, reason_code] = end._tag === "spawn_failed"
+    ? ["failed" as const, "indeterminate" as const, "harness.spawn_failed"]
+    : end.killed
+    ? ["timed_out" as const, "partial" as const, "harness.deadline"]
+    : end.code === 0
+    ? ["completed" as const, "full" as const, "harness.exit_0"]
+    : ["failed" as const, "indeterminate" as const, `harness.exit_${end.code ?? end.signal ?? "unknown"}`]
+  return new RunTerminal({ status, acceptance: "not_applicable", quality, reason_code, evidence, cost: null })
+}
+
 /**
  * The governed profile: the run is one governed operation on a new task boundary's chain (started with the plan's and
- * report's digests, one gate record per callback decision, one terminal), closed and verified after; its
- * observations go to their own table, keyed by the operation id, never into the chain.
+ * report's digests, one gate record per callback decision, one terminal), closed and verified after, and a durable
+ * Run that carries the plan and report (attached before spawn) and, after, its observations (their own table, keyed
+ * by the operation id, never in the chain). writ's MCP server, when the spec serves it, runs each tool call through
+ * the governed executor on the same boundary and in the same Run.
  */
 const runGoverned = (
   options: { readonly provider: Provider; readonly prompt: string; readonly json: boolean },
@@ -385,6 +407,10 @@ const runGoverned = (
     const { plan, report } = ready.admitted
     const plan_digest = yield* HarnessPlan.digest(plan)
     const report_digest = yield* Digest.canonical(encodeReport(report))
+    const runs = yield* RunStore
+    const durable = yield* runs.createRun({
+      policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
+    })
     const boundary = yield* openBoundary(snapshot)
     const writer = yield* EvidenceWriter
     const run = yield* GovernedRun.start({
@@ -395,23 +421,58 @@ const runGoverned = (
       report,
       report_digest,
       prompt: options.prompt,
-      principal: "harness"
+      principal: "harness",
+      run_id: durable.run_id
     })
-    const files = yield* Effect.context<FileSystem.FileSystem | Digest.Digest>()
-    const spawned = yield* writer.track(
+    yield* (yield* HarnessRunStore).attach(
+      new HarnessAttachment({
+        run_id: durable.run_id,
+        operation_id: run.operation.operation_id,
+        chain_id: boundary.chain_id,
+        plan,
+        plan_digest,
+        report,
+        report_digest,
+        attached_at: yield* Time.now
+      })
+    )
+    yield* runs.transition(durable.run_id, "preparing", "queued")
+    yield* runs.transition(durable.run_id, "queued", "running")
+    // The whole context (the stores' optional services too: a governed executor binds the Run through them).
+    const services = yield* Effect.context<
+      FileSystem.FileSystem | Exclude<Effect.Effect.Context<ReturnType<typeof HarnessMcp.makeGoverned>>, Scope.Scope>
+    >()
+    const mcp = HarnessSpec.servesWritMcp(spec)
+      ? HarnessMcp.makeGoverned({
+        actions: Demo.actions,
+        snapshot,
+        principal: "harness",
+        decide: run.decide,
+        permissionTool: ClaudeCode.permissionTool,
+        boundary,
+        run_id: durable.run_id
+      })
+      : Effect.succeed(undefined)
+    const [spawned, terminal] = yield* writer.track(
       boundary.chain_id,
-      Effect.either(spawnPrinted(ready, run.decide, writMcp(spec, snapshot, run.decide))).pipe(
-        Effect.tap((result) => run.end(endOf(result))),
-        Effect.provide(files)
-      )
+      Effect.gen(function*() {
+        const serving = yield* mcp
+        const result = yield* Effect.either(spawnPrinted(ready, run.decide, Effect.succeed(serving)))
+        return [result, yield* run.end(endOf(result))] as const
+      }).pipe(Effect.scoped, Effect.provide(services))
     )
     const observations = Either.isRight(spawned) ? spawned.right.observations : []
     yield* (yield* ObservationLog).append(run.operation.operation_id, observations)
+    // The Run's attempts (the run's operation, writ's MCP calls) are projected from the chain before the Run ends; a
+    // projection that fails leaves them to recovery, and the Run still ends as the run did.
+    const projected = yield* Effect.either(EvidenceProjector.drain())
+    if (Either.isLeft(projected)) yield* Console.error(`the Run's projection is pending: ${projected.left.message}`)
+    yield* runs.finish(durable.run_id, runTerminalOf(endOf(spawned), terminal))
     const { closed, verification } = yield* Ingress.closeAndCertify(boundary, false)
     yield* Console.error(
       `evidence: chain ${boundary.chain_id}, ${closed.sequence + 1} records, verification ${
         verification.valid ? "valid" : `FAILED (${verification.failure_code})`
-      }; operation ${run.operation.operation_id}; ${observations.length} observations kept apart`
+      }; operation ${run.operation.operation_id}; run ${durable.run_id}; ${observations.length} observations kept apart`
     )
     if (!verification.valid) yield* setExitCode(1)
     if (Either.isLeft(spawned)) return yield* spawned.left
@@ -439,7 +500,11 @@ const runCommand = Command.make("run", {
       const filename = options.db.value
       yield* checkDatabase(filename, "new_or_existing")
       return yield* runGoverned(options, spec, options.policy).pipe(
-        Effect.provide(SqlObservationLog.layer.pipe(Layer.provideMerge(Embedded.layerStores({ filename })))),
+        Effect.provide(
+          Layer.merge(SqlObservationLog.layer, SqlHarnessRunStore.layer).pipe(
+            Layer.provideMerge(Embedded.layerStores({ filename }))
+          )
+        ),
         onDatabase(filename)
       )
     }

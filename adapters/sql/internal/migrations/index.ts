@@ -13,6 +13,7 @@ import tenantBindings from "./0011_tenant_bindings.ts"
 import harnessObservations from "./0012_harness_observations.ts"
 import nonces from "./0013_nonces.ts"
 import edgeExecutions from "./0014_edge_executions.ts"
+import harnessRuns from "./0015_harness_runs.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -29,5 +30,6 @@ export const loader = Migrator.fromRecord({
   "0011_tenant_bindings": tenantBindings,
   "0012_harness_observations": harnessObservations,
   "0013_nonces": nonces,
-  "0014_edge_executions": edgeExecutions
+  "0014_edge_executions": edgeExecutions,
+  "0015_harness_runs": harnessRuns
 })
