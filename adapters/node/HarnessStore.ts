@@ -108,20 +108,20 @@ interface TreeEntry {
   readonly mtimeMs: number
 }
 
-/** Every file and symlink under `root`, in path order (directories walked, not listed). */
+/** Every file and symlink under `root`, in path order (directories walked, not listed; each directory's in parallel). */
 const walk = async (root: string): Promise<ReadonlyArray<TreeEntry>> => {
-  const out: Array<TreeEntry> = []
-  const visit = async (dir: string): Promise<void> => {
-    for (const name of (await readdir(dir)).sort()) {
+  const visit = async (dir: string): Promise<ReadonlyArray<TreeEntry>> => {
+    const names = (await readdir(dir)).sort()
+    const found = await Promise.all(names.map(async (name): Promise<ReadonlyArray<TreeEntry>> => {
       const path = join(dir, name)
       const info = await lstat(path)
-      if (info.isDirectory()) await visit(path)
-      else if (info.isSymbolicLink()) out.push({ path, link: await readlink(path), size: 0, mtimeMs: info.mtimeMs })
-      else if (info.isFile()) out.push({ path, link: undefined, size: info.size, mtimeMs: info.mtimeMs })
-    }
+      if (info.isDirectory()) return visit(path)
+      if (info.isSymbolicLink()) return [{ path, link: await readlink(path), size: 0, mtimeMs: info.mtimeMs }]
+      return info.isFile() ? [{ path, link: undefined, size: info.size, mtimeMs: info.mtimeMs }] : []
+    }))
+    return found.flat()
   }
-  await visit(root)
-  return out
+  return visit(root)
 }
 
 const hashTree = (root: string, entries: ReadonlyArray<TreeEntry>) =>
