@@ -99,14 +99,21 @@ const targets: ReadonlyArray<Target> = [
   }
 ]
 
-/** The process port over Node's, remembering the last CLI run's whole spec (not the probe's `--version`). */
+/**
+ * The process port over Node's, remembering the last CLI run's whole spec and when it was handed over (not the probe's
+ * `--version`, which it counts).
+ */
 const recording = () => {
-  const seen: { last?: ProcessSpec } = {}
+  const seen: { last?: ProcessSpec; spawnedAt: number; probes: number } = { spawnedAt: 0, probes: 0 }
   const layer = Layer.effect(
     HarnessProcess,
     Effect.map(HarnessProcess, (inner): HarnessProcess.Service => ({
       run: (spec) => {
-        if (!spec.args.includes("--version")) seen.last = spec
+        if (spec.args.includes("--version")) seen.probes++
+        else {
+          seen.last = spec
+          seen.spawnedAt = performance.now()
+        }
         return inner.run(spec)
       }
     }))
@@ -135,6 +142,8 @@ interface Timed {
   readonly first: number
   readonly total: number
   readonly ok: boolean
+  /** From the run's start to the CLI's spawn. */
+  readonly before: number
 }
 
 /** The floor: write the plan's files, spawn exactly writ's process spec, read lines until the CLI has exited. */
@@ -163,6 +172,7 @@ const direct = (
   const parser = target.makeParser([KEY])
   const lines: Array<string> = []
   let first = 0
+  const before = performance.now() - started
   return new Promise((resolve, reject) => {
     const child = spawn(spec.command, [...spec.args], {
       env: spec.env,
@@ -182,6 +192,7 @@ const direct = (
       resolve({
         first: first - started,
         total: performance.now() - started,
+        before,
         ok: code === 0 && lines.some((line) => line.includes("300")),
         lines
       })
@@ -232,13 +243,21 @@ const benchProvider = async (target: Target) => {
         const ok = exit?._tag === "exit" && exit.code === 0 &&
           result.decisions.some((d) => d.decision.decision === "allow") &&
           result.observations.some((o) => o instanceof ToolResult && o.content.includes("300"))
-        return { first: first - started, total: performance.now() - started, ok, prepared, plan: admitted.plan }
+        return {
+          first: first - started,
+          total: performance.now() - started,
+          before: seen.spawnedAt - started,
+          ok,
+          prepared,
+          plan: admitted.plan
+        }
       })
     const homeW = join(target.homes(data), "writ-side")
     const homeD = join(target.homes(data), "direct-side")
     // Warm-up, and the floor's inputs: writ's plan and whole process spec for the direct side's home.
     const captured = await Effect.runPromise(viaWrit(homeD))
     const processSpec = seen.last!
+    const probesAtWarmup = seen.probes
     if (!captured.ok) throw new Error(`harness bench: ${target.provider}'s warm-up run did not make its call`)
     const warm = await direct(target, captured.plan, processSpec, callback.url)
     if (!warm.ok) throw new Error(`harness bench: ${target.provider}'s direct run did not make its call`)
@@ -268,7 +287,9 @@ const benchProvider = async (target: Target) => {
       firstDirect: med((r) => r.direct.first),
       totalWrit: med((r) => r.writ.total),
       totalDirect: med((r) => r.direct.total),
-      prepared: med((r) => r.writ.prepared)
+      prepared: med((r) => r.writ.prepared),
+      beforeWrit: med((r) => r.writ.before),
+      beforeDirect: med((r) => r.direct.before)
     }
     const pct = (a: number, b: number) => `${(((a - b) / b) * 100).toFixed(1)}%`
     console.log(`harness ${target.provider}: ${ROUNDS} alternating rounds, one allowed tool call, medians`)
@@ -282,7 +303,13 @@ const benchProvider = async (target: Target) => {
         result.totalDirect.toFixed(0)
       } ms (overhead ${pct(result.totalWrit, result.totalDirect)})`
     )
-    console.log(`  of which writ's store, probe, compile and admit: ${result.prepared.toFixed(0)} ms`)
+    console.log(
+      `  before spawn:         writ ${result.beforeWrit.toFixed(0)} ms (store, probe, compile and admit ${
+        result.prepared.toFixed(0)
+      } ms; home, files and callback the rest), direct ${result.beforeDirect.toFixed(1)} ms; --version spawned ${
+        seen.probes - probesAtWarmup
+      } times in the timed rounds`
+    )
     console.log(
       `  per round (writ/direct total ms): ${
         rows.map((r) => `${r.writ.total.toFixed(0)}/${r.direct.total.toFixed(0)}`).join(" ")
@@ -327,13 +354,15 @@ const throughput = (target: Target, stream: ReadonlyArray<string>) => {
     for (const line of lines) sink += parser.line(line).length
   }
   const timed = (pass: () => void) => {
-    globalThis.gc?.()
+    // No forced collection per pass: a full GC drops the maps JSON.parse's records had, so each pass would begin with
+    // the parser's code deoptimised (about 0.4x instead of 0.8x), measuring re-warming rather than parsing.
     // CPU time, not wall: the same work either side, whatever else the machine runs meanwhile.
     const started = process.cpuUsage()
     pass()
     const used = process.cpuUsage(started)
     return bytes / (1024 * 1024) / ((used.user + used.system) / 1_000_000)
   }
+  globalThis.gc?.()
   jsonPass()
   parserPass()
   const json: Array<number> = []

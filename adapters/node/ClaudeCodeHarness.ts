@@ -1,6 +1,6 @@
 /**
- * The claude-code HarnessAdapter on Node: probe resolves the `claude` executable, asks its `--version` and digests
- * the binary (cached by path, inode, size and mtime); compile is `core/harness/ClaudeCode.ts` with this Node running
+ * The claude-code HarnessAdapter on Node: probe resolves the `claude` executable, digests the binary and asks its
+ * `--version` (both once per path, inode, size and mtime, kept in the harness store); compile is `core/harness/ClaudeCode.ts` with this Node running
  * the hook; spawn writes the plan's files into a fresh config home, serves the blocking callback on 127.0.0.1 with a
  * per-run token, runs the CLI through the HarnessProcess port with exactly the plan's environment, and parses its
  * stream into redacted observations. Runtimes: Node.
@@ -76,25 +76,29 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
       try: () => realpath(found),
       catch: (e) => new HarnessError({ reason: "probe_failed", detail: String(e) })
     })
-    const lines: Array<string> = []
-    const ran = yield* runner.run({
-      command: path,
-      args: ["--version"],
-      env: { PATH: "/usr/bin:/bin", HOME: store.dir, DISABLE_AUTOUPDATER: "1" },
-      cwd: "/",
-      deadlineMillis: 30_000,
-      graceMillis: 2_000,
-      outputBytes: 64 * 1024,
-      onLine: (line) => Effect.sync(() => lines.push(line))
-    }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
-    const version = ran.code === 0 ? /^(\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
-    const digest = yield* store.identity(path)
+    let said = ""
+    const ask = Effect.gen(function*() {
+      const lines: Array<string> = []
+      const ran = yield* runner.run({
+        command: path,
+        args: ["--version"],
+        env: { PATH: "/usr/bin:/bin", HOME: store.dir, DISABLE_AUTOUPDATER: "1" },
+        cwd: "/",
+        deadlineMillis: 30_000,
+        graceMillis: 2_000,
+        outputBytes: 64 * 1024,
+        onLine: (line) => Effect.sync(() => lines.push(line))
+      }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
+      said = lines[0] ?? ran.stderr.slice(0, 200)
+      return ran.code === 0 ? /^(\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
+    })
+    const { digest, version } = yield* store.probed(path, "file", ask)
     return new ProbeResult({
       provider: "claude-code",
       executable: new ExecutableIdentity({ path, digest }),
       version,
       notes: [
-        ...(version === null ? [`--version said: ${lines[0] ?? ran.stderr.slice(0, 200)}`] : []),
+        ...(version === null ? [`--version said: ${said}`] : []),
         ...engineNote(path)
       ]
     })

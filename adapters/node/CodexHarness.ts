@@ -1,6 +1,7 @@
 /**
  * The codex HarnessAdapter on Node: probe resolves the `codex` JavaScript launcher and the native binary it execs,
- * asks the binary's `--version`, and digests both (each cached by path, inode, size and mtime); compile is
+ * digests both and asks the binary's `--version` (each once per path, inode, size and mtime, kept in the harness
+ * store); compile is
  * `core/harness/Codex.ts` with this Node running the hook; spawn refuses any hook source besides writ's when hook trust
  * is bypassed, writes the plan's files into a fresh CODEX_HOME, serves the blocking callback on 127.0.0.1 with a
  * per-run token, runs the native binary through the HarnessProcess port with exactly the plan's environment, and
@@ -80,28 +81,34 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
     const found_native = nativeOf(launcher)
     if (found_native === undefined) return unprobed(`no native codex binary for ${launcher} on this platform`)
     const native = yield* Effect.tryPromise({ try: () => realpath(found_native), catch: failed })
-    const lines: Array<string> = []
-    const ran = yield* runner.run({
-      command: native,
-      args: ["--version"],
-      // Its own home: codex creates $HOME/.codex, which must not land in (or above) any workspace.
-      env: { PATH: "/usr/bin:/bin", HOME: probeHome(store), CODEX_HOME: probeHome(store) },
-      cwd: "/",
-      deadlineMillis: 30_000,
-      graceMillis: 2_000,
-      outputBytes: 64 * 1024,
-      onLine: (line) => Effect.sync(() => lines.push(line))
-    }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
-    const version = ran.code === 0 ? /^codex-cli (\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
+    let said = ""
+    const ask = Effect.gen(function*() {
+      const lines: Array<string> = []
+      const ran = yield* runner.run({
+        command: native,
+        args: ["--version"],
+        // Its own home: codex creates $HOME/.codex, which must not land in (or above) any workspace.
+        env: { PATH: "/usr/bin:/bin", HOME: probeHome(store), CODEX_HOME: probeHome(store) },
+        cwd: "/",
+        deadlineMillis: 30_000,
+        graceMillis: 2_000,
+        outputBytes: 64 * 1024,
+        onLine: (line) => Effect.sync(() => lines.push(line))
+      }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
+      said = lines[0] ?? ran.stderr.slice(0, 200)
+      return ran.code === 0 ? /^codex-cli (\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
+    })
+    const binary = yield* store.probed(native, "file", ask)
+    const version = binary.version
     // The identity covers both: the launcher decides which binary runs, the binary is what runs.
-    const parts = [yield* store.identity(launcher), yield* store.identity(native)]
+    const parts = [yield* store.identity(launcher), binary.digest]
     const digest = Sha256Hex.make(createHash("sha256").update(`codex-identity-v1\n${parts.join("\n")}`).digest("hex"))
     return new ProbeResult({
       provider: "codex",
       executable: new ExecutableIdentity({ path: native, digest }),
       version,
       notes: [
-        ...(version === null ? [`--version said: ${lines[0] ?? ran.stderr.slice(0, 200)}`] : []),
+        ...(version === null ? [`--version said: ${said}`] : []),
         `the launcher ${launcher} execs this native binary; the identity digest covers both`
       ]
     })

@@ -1,6 +1,6 @@
 /**
- * The gemini-cli HarnessAdapter on Node: probe resolves the `@google/gemini-cli` bundle directory, asks its
- * `--version` (once per identity) and digests the whole package tree (cached by path, inode, size and mtime); compile
+ * The gemini-cli HarnessAdapter on Node: probe resolves the `@google/gemini-cli` bundle directory, digests the whole
+ * package tree and asks its `--version` (both once per path, inode, size and newest mtime, kept in the harness store); compile
  * is `core/harness/GeminiCli.ts` with this Node running the CLI and its hook; spawn writes the plan's files into a
  * fresh config home, serves the blocking callback on 127.0.0.1 with a per-run token, runs `node <bundle entry> ...`
  * through the HarnessProcess port with exactly the plan's environment (gemini relaunches itself as a child, so the
@@ -12,7 +12,6 @@ import { realpath } from "node:fs/promises"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import type { Sha256Hex } from "../../core/base/Digest.ts"
 import { ExecutableIdentity } from "../../core/harness/CapabilityReport.ts"
 import * as GeminiCli from "../../core/harness/GeminiCli.ts"
 import { makeParser } from "../../core/harness/GeminiCliStream.ts"
@@ -45,12 +44,7 @@ const installed = () => {
 /** The bundle's entry script inside the package directory. */
 const entryOf = (packageDir: string) => join(packageDir, "bundle", "gemini.js")
 
-const probeWith = (
-  options: Options,
-  store: HarnessStore.HarnessStore,
-  runner: HarnessProcess.Service,
-  versions: Map<Sha256Hex, string | null>
-) =>
+const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: HarnessProcess.Service) =>
   Effect.gen(function*() {
     const found = options.packageDir ?? installed()
     if (found === undefined || !existsSync(entryOf(found))) {
@@ -60,15 +54,14 @@ const probeWith = (
       try: () => realpath(found),
       catch: (e) => new HarnessError({ reason: "probe_failed", detail: String(e) })
     })
-    const digest = yield* store.treeIdentity(dir)
-    const lines: Array<string> = []
     let said = ""
-    if (!versions.has(digest)) {
+    const ask = Effect.gen(function*() {
       // gemini writes its project registry into HOME even for --version: a throwaway one.
       const home = yield* Effect.acquireRelease(
         Effect.sync(() => mkdtempSync(join(tmpdir(), "writ-gemini-probe-"))),
         (home) => Effect.sync(() => rmSync(home, { recursive: true, force: true }))
       )
+      const lines: Array<string> = []
       const ran = yield* runner.run({
         command: process.execPath,
         args: [entryOf(dir), "--version"],
@@ -79,11 +72,10 @@ const probeWith = (
         outputBytes: 64 * 1024,
         onLine: (line) => Effect.sync(() => lines.push(line))
       }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
-      const version = ran.code === 0 ? /^(\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
       said = lines[0] ?? ran.stderr.slice(0, 200)
-      versions.set(digest, version)
-    }
-    const version = versions.get(digest) ?? null
+      return ran.code === 0 ? /^(\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
+    }).pipe(Effect.scoped)
+    const { digest, version } = yield* store.probed(dir, "tree", ask)
     return new ProbeResult({
       provider: "gemini-cli",
       executable: new ExecutableIdentity({ path: entryOf(dir), digest }),
@@ -93,7 +85,7 @@ const probeWith = (
         ...(version === null ? [`--version said: ${said}`] : [])
       ]
     })
-  }).pipe(Effect.scoped)
+  })
 
 // --- spawn: the fresh home, the secrets, the callback, the process, teardown (home removed last) ---
 
@@ -112,10 +104,9 @@ const spawnWith = (options: Options, runner: HarnessProcess.Service) => (admitte
 export const make = (options: Options = {}) =>
   Effect.map(HarnessProcess, (runner): HarnessAdapter.Service => {
     const store = options.store ?? HarnessStore.make()
-    const versions = new Map<Sha256Hex, string | null>()
     return {
       provider: "gemini-cli",
-      probe: probeWith(options, store, runner, versions),
+      probe: probeWith(options, store, runner),
       compile: (input) =>
         GeminiCli.compile(input, {
           node: process.execPath,

@@ -1,7 +1,7 @@
 /**
  * What the harness keeps between runs without a database, as JSON files in writ's data directory: the identity digest
- * of each resolved executable, computed once per (path, inode, size, mtime) and cached by that, and every verify run's
- * result, which is what lets a report say `enforced`. Writes are atomic (a temporary file renamed over).
+ * of each resolved executable and the version its `--version` answered, each found once per (path, inode, size, mtime)
+ * and cached by that, and every verify run's result, which is what lets a report say `enforced`. Writes are atomic (a temporary file renamed over).
  * Runtimes: Node.
  */
 import { Effect, Schema } from "effect"
@@ -23,7 +23,8 @@ const IdentityEntry = Schema.Struct({
   ino: Schema.Number,
   size: Schema.Number,
   mtime_ms: Schema.Number,
-  digest: Sha256Hex
+  digest: Sha256Hex,
+  version: Schema.optional(Schema.String)
 })
 
 const IdentityFile = Schema.parseJson(Schema.Array(IdentityEntry))
@@ -39,10 +40,26 @@ export interface HarnessStore {
    * by (path, inode, total size, newest mtime) over the tree: recomputed only when one changes.
    */
   readonly treeIdentity: (dir: string) => Effect.Effect<Sha256Hex, HarnessError>
+  /**
+   * The identity of the executable at `path` (a file, or a package tree) and its version: `ask` (the `--version`
+   * probe) runs only when this (path, inode, size, mtime) has no version recorded; a known answer is kept with the
+   * identity, an unknown one (null) is asked again next time.
+   */
+  readonly probed: (
+    path: string,
+    kind: "file" | "tree",
+    ask: Effect.Effect<string | null, HarnessError>
+  ) => Effect.Effect<Probed, HarnessError>
   /** Every recorded verify run. */
   readonly verifications: Effect.Effect<ReadonlyArray<VerifyRun>, HarnessError>
   /** Record verify runs: each replaces the earlier runs of its control for the same version and executable. */
   readonly record: (runs: ReadonlyArray<VerifyRun>) => Effect.Effect<void, HarnessError>
+}
+
+/** An executable's identity digest and the version it answered, or null when unknown. */
+export interface Probed {
+  readonly digest: Sha256Hex
+  readonly version: string | null
 }
 
 const failure = (detail: string) => (cause: unknown) =>
@@ -91,20 +108,20 @@ interface TreeEntry {
   readonly mtimeMs: number
 }
 
-/** Every file and symlink under `root`, in path order (directories walked, not listed). */
+/** Every file and symlink under `root`, in path order (directories walked, not listed; each directory's in parallel). */
 const walk = async (root: string): Promise<ReadonlyArray<TreeEntry>> => {
-  const out: Array<TreeEntry> = []
-  const visit = async (dir: string): Promise<void> => {
-    for (const name of (await readdir(dir)).sort()) {
+  const visit = async (dir: string): Promise<ReadonlyArray<TreeEntry>> => {
+    const names = (await readdir(dir)).sort()
+    const found = await Promise.all(names.map(async (name): Promise<ReadonlyArray<TreeEntry>> => {
       const path = join(dir, name)
       const info = await lstat(path)
-      if (info.isDirectory()) await visit(path)
-      else if (info.isSymbolicLink()) out.push({ path, link: await readlink(path), size: 0, mtimeMs: info.mtimeMs })
-      else if (info.isFile()) out.push({ path, link: undefined, size: info.size, mtimeMs: info.mtimeMs })
-    }
+      if (info.isDirectory()) return visit(path)
+      if (info.isSymbolicLink()) return [{ path, link: await readlink(path), size: 0, mtimeMs: info.mtimeMs }]
+      return info.isFile() ? [{ path, link: undefined, size: info.size, mtimeMs: info.mtimeMs }] : []
+    }))
+    return found.flat()
   }
-  await visit(root)
-  return out
+  return visit(root)
 }
 
 const hashTree = (root: string, entries: ReadonlyArray<TreeEntry>) =>
@@ -117,60 +134,63 @@ const hashTree = (root: string, entries: ReadonlyArray<TreeEntry>) =>
     return Sha256Hex.make(tree.digest("hex"))
   })
 
+interface Known {
+  readonly digest: Sha256Hex
+  readonly version?: string
+}
+
 /** The store in `dir` (default: `dataDir()`). */
 export const make = (dir: string = dataDir()): HarnessStore => {
   const identities = join(dir, "harness", "identity.json")
   const verified = join(dir, "harness", "verify.json")
-  const memory = new Map<string, Sha256Hex>()
-  const identity = (path: string) =>
+  const memory = new Map<string, Known>()
+  /** A file's key is its own stat; a tree's its root inode, total size and newest mtime over every entry. */
+  const keyOf = (path: string, kind: "file" | "tree") =>
+    kind === "file"
+      ? Effect.map(
+        Effect.tryPromise({ try: () => stat(path), catch: failure(`cannot stat ${path}`) }),
+        (info) => ({ key: { path, ino: info.ino, size: info.size, mtime_ms: info.mtimeMs }, hash: hashFile(path) })
+      )
+      : Effect.map(
+        Effect.tryPromise({
+          try: () => Promise.all([stat(path), walk(path)]),
+          catch: failure(`cannot walk ${path}`)
+        }),
+        ([info, entries]) => ({
+          key: {
+            path,
+            ino: info.ino,
+            size: entries.reduce((sum, e) => sum + e.size, 0),
+            mtime_ms: entries.reduce((newest, e) => Math.max(newest, e.mtimeMs), info.mtimeMs)
+          },
+          hash: hashTree(path, entries)
+        })
+      )
+  const known = (path: string, kind: "file" | "tree", ask?: Effect.Effect<string | null, HarnessError>) =>
     Effect.gen(function*() {
-      const info = yield* Effect.tryPromise({ try: () => stat(path), catch: failure(`cannot stat ${path}`) })
-      const key = { path, ino: info.ino, size: info.size, mtime_ms: info.mtimeMs }
+      const { hash, key } = yield* keyOf(path, kind)
       const name = JSON.stringify(key)
-      const known = memory.get(name)
-      if (known !== undefined) return known
+      const remembered = memory.get(name)
+      if (remembered !== undefined && (ask === undefined || remembered.version !== undefined)) return remembered
       const entries = yield* readJson(identities, IdentityFile, [])
       const cached = entries.find((e) =>
         e.path === key.path && e.ino === key.ino && e.size === key.size && e.mtime_ms === key.mtime_ms
       )
-      const digest = cached?.digest ?? (yield* hashFile(path))
-      memory.set(name, digest)
-      if (cached === undefined) {
-        const others = entries.filter((e) => e.path !== path)
-        yield* writeJson(identities, IdentityFile, [...others, { ...key, digest }])
+      const digest = remembered?.digest ?? cached?.digest ?? (yield* hash)
+      const version = cached?.version ?? (ask === undefined ? undefined : (yield* ask) ?? undefined)
+      const entry = { ...key, digest, ...(version === undefined ? {} : { version }) }
+      memory.set(name, entry)
+      if (cached === undefined || cached.version !== version) {
+        yield* writeJson(identities, IdentityFile, [...entries.filter((e) => e.path !== path), entry])
       }
-      return digest
-    })
-  const treeIdentity = (root: string) =>
-    Effect.gen(function*() {
-      const [info, entries] = yield* Effect.tryPromise({
-        try: () => Promise.all([stat(root), walk(root)]),
-        catch: failure(`cannot walk ${root}`)
-      })
-      const key = {
-        path: root,
-        ino: info.ino,
-        size: entries.reduce((sum, e) => sum + e.size, 0),
-        mtime_ms: entries.reduce((newest, e) => Math.max(newest, e.mtimeMs), info.mtimeMs)
-      }
-      const name = JSON.stringify(key)
-      const known = memory.get(name)
-      if (known !== undefined) return known
-      const cached = (yield* readJson(identities, IdentityFile, [])).find((e) =>
-        e.path === key.path && e.ino === key.ino && e.size === key.size && e.mtime_ms === key.mtime_ms
-      )
-      const digest = cached?.digest ?? (yield* hashTree(root, entries))
-      memory.set(name, digest)
-      if (cached === undefined) {
-        const others = (yield* readJson(identities, IdentityFile, [])).filter((e) => e.path !== root)
-        yield* writeJson(identities, IdentityFile, [...others, { ...key, digest }])
-      }
-      return digest
+      return entry
     })
   return {
     dir,
-    identity,
-    treeIdentity,
+    identity: (path) => Effect.map(known(path, "file"), (entry) => entry.digest),
+    treeIdentity: (root) => Effect.map(known(root, "tree"), (entry) => entry.digest),
+    probed: (path, kind, ask) =>
+      Effect.map(known(path, kind, ask), (entry) => ({ digest: entry.digest, version: entry.version ?? null })),
     verifications: readJson(verified, VerifyFile, []),
     record: (runs) =>
       Effect.flatMap(readJson(verified, VerifyFile, []), (earlier) => {

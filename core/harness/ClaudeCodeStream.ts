@@ -16,11 +16,11 @@ import {
 } from "./internal/streamLines.ts"
 import {
   Denial,
+  observed,
   type ProviderObservation,
   redact,
   ToolResult,
   ToolUse,
-  unchecked,
   Usage
 } from "./ProviderObservation.ts"
 
@@ -48,7 +48,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
   const denial = (call_id: string, tool: string, detail: string): ReadonlyArray<ProviderObservation> => {
     if (denied.has(call_id)) return []
     denied.add(call_id)
-    return [new Denial({ plane: "observation", call_id, tool, detail: clean(detail) }, unchecked)]
+    return [observed(Denial, { plane: "observation", call_id, tool, detail: clean(detail) })]
   }
 
   const assistant = (record: Json) =>
@@ -57,12 +57,12 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
       const call_id = text(block.id)
       tools.set(call_id, text(block.name))
       return [
-        new ToolUse({
+        observed(ToolUse, {
           plane: "observation",
           call_id,
           tool: clean(text(block.name)),
           input: clean(inputText(block.input))
-        }, unchecked)
+        })
       ]
     })
 
@@ -76,12 +76,12 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
       if (block.type !== "tool_result") return []
       const call_id = text(block.tool_use_id)
       const content = resultText(block.content)
-      const result = new ToolResult({
+      const result = observed(ToolResult, {
         plane: "observation",
         call_id,
         is_error: block.is_error === true,
         content: clean(content)
-      }, unchecked)
+      })
       return rejected.has(call_id) ? [result, ...denial(call_id, tools.get(call_id) ?? "", content)] : [result]
     })
   }
@@ -92,12 +92,12 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     const usage = isObject(record.usage) ? record.usage : {}
     return [
       ...denials,
-      new Usage({
+      observed(Usage, {
         plane: "observation",
         input_tokens: count(usage.input_tokens),
         output_tokens: count(usage.output_tokens),
         turns: count(record.num_turns)
-      }, unchecked)
+      })
     ]
   }
 

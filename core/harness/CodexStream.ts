@@ -17,11 +17,11 @@ import {
 } from "./internal/streamLines.ts"
 import {
   Denial,
+  observed,
   type ProviderObservation,
   redact,
   ToolResult,
   ToolUse,
-  unchecked,
   Usage
 } from "./ProviderObservation.ts"
 
@@ -41,7 +41,7 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     if (started.has(call_id)) return []
     started.add(call_id)
     return [
-      new ToolUse({ plane: "observation", call_id, tool: shellTool, input: clean(text(item.command)) }, unchecked)
+      observed(ToolUse, { plane: "observation", call_id, tool: shellTool, input: clean(text(item.command)) })
     ]
   }
 
@@ -76,12 +76,12 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     if (!completed) return use(item)
     return [
       ...use(item),
-      new ToolResult({
+      observed(ToolResult, {
         plane: "observation",
         call_id: text(item.id),
         is_error: item.status !== "completed" || item.exit_code !== 0,
         content: clean(text(item.aggregated_output))
-      }, unchecked)
+      })
     ]
   }
 
@@ -89,12 +89,12 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     const usage = isObject(record.usage) ? record.usage : {}
     // codex's one turn per exec is not a model round trip: the turn count is unknown, not 1.
     return [
-      new Usage({
+      observed(Usage, {
         plane: "observation",
         input_tokens: count(usage.input_tokens),
         output_tokens: count(usage.output_tokens),
         turns: null
-      }, unchecked)
+      })
     ]
   }
 
@@ -113,12 +113,12 @@ export const denials = (stderr: string, secrets: ReadonlyArray<string>): Readonl
     const match = blocked.exec(line)
     if (match === null) return []
     return [
-      new Denial({
+      observed(Denial, {
         plane: "observation",
         call_id: null,
         tool: shellTool,
         detail: redact(`${match[1]}: ${match[2]}`, secrets)
-      }, unchecked)
+      })
     ]
   })
 

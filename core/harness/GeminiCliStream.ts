@@ -16,11 +16,11 @@ import {
 } from "./internal/streamLines.ts"
 import {
   Denial,
+  observed,
   type ProviderObservation,
   redact,
   ToolResult,
   ToolUse,
-  unchecked,
   Usage
 } from "./ProviderObservation.ts"
 
@@ -36,45 +36,45 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     const call_id = text(record.tool_id)
     tools.set(call_id, text(record.tool_name))
     return [
-      new ToolUse({
+      observed(ToolUse, {
         plane: "observation",
         call_id,
         tool: clean(text(record.tool_name)),
         input: clean(inputText(record.parameters))
-      }, unchecked)
+      })
     ]
   }
 
   const toolResult = (record: Json): ReadonlyArray<ProviderObservation> => {
     const call_id = text(record.tool_id)
     const error = isObject(record.error) ? record.error : undefined
-    const result = new ToolResult({
+    const result = observed(ToolResult, {
       plane: "observation",
       call_id,
       is_error: record.status !== "success",
       content: clean(text(record.output) || text(error?.message))
-    }, unchecked)
+    })
     if (error?.type !== "policy_violation") return [result]
     return [
       result,
-      new Denial({
+      observed(Denial, {
         plane: "observation",
         call_id,
         tool: clean(tools.get(call_id) ?? ""),
         detail: clean(text(error.message))
-      }, unchecked)
+      })
     ]
   }
 
   const result = (record: Json): ReadonlyArray<ProviderObservation> => {
     const stats = isObject(record.stats) ? record.stats : {}
     return [
-      new Usage({
+      observed(Usage, {
         plane: "observation",
         input_tokens: count(stats.input_tokens),
         output_tokens: count(stats.output_tokens),
         turns: null
-      }, unchecked)
+      })
     ]
   }
 

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Equal, Schema } from "effect"
 import * as HarnessSpecFormat from "../../adapters/memory/HarnessSpecFormat.ts"
 import * as WebCryptoDigest from "../../adapters/web/WebCryptoDigest.ts"
 import { ActionAdmissionDecision } from "../../core/execution/AdmissionDecision.ts"
@@ -242,5 +242,36 @@ describe("ProviderObservation", () => {
   it("is redacted: every secret value replaced, cut to its bound", () => {
     assert.strictEqual(Observation.redact("key=s3cret; again s3cret", ["s3cret"]), "key=[redacted]; again [redacted]")
     assert.strictEqual(Observation.redact("x".repeat(5000), []).length, Observation.maxText + 1)
+  })
+
+  it("built by `observed`, is exactly the instance its Schema constructor makes", () => {
+    const o = { plane: "observation" } as const
+    const pairs = [
+      [
+        new Observation.ToolUse({ ...o, call_id: "c1", tool: "Bash", input: "{}" }),
+        Observation.observed(Observation.ToolUse, { ...o, call_id: "c1", tool: "Bash", input: "{}" })
+      ],
+      [result, Observation.observed(Observation.ToolResult, { ...o, call_id: "c1", is_error: false, content: "ok" })],
+      [
+        new Observation.Denial({ ...o, call_id: null, tool: "Bash", detail: "no" }),
+        Observation.observed(Observation.Denial, { ...o, call_id: null, tool: "Bash", detail: "no" })
+      ],
+      [
+        new Observation.Usage({ ...o, input_tokens: 3, output_tokens: null, turns: 1 }),
+        Observation.observed(Observation.Usage, { ...o, input_tokens: 3, output_tokens: null, turns: 1 })
+      ],
+      [
+        new Observation.Exit({ ...o, code: 0, signal: null, killed_by_harness: false }),
+        Observation.observed(Observation.Exit, { ...o, code: 0, signal: null, killed_by_harness: false })
+      ]
+    ] as const
+    for (const [made, built] of pairs) {
+      assert.strictEqual(Object.getPrototypeOf(built), Object.getPrototypeOf(made))
+      assert.deepStrictEqual(Object.entries(built), Object.entries(made))
+      assert.isTrue(Equal.equals(built, made))
+      assert.isTrue(Schema.is(Observation.ProviderObservation)(built))
+      const encode = Schema.encodeSync(Observation.ProviderObservation)
+      assert.deepStrictEqual(Object.entries(encode(built)), Object.entries(encode(made)))
+    }
   })
 })
