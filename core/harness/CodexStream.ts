@@ -54,16 +54,16 @@ export const makeParser = (secrets: ReadonlyArray<string>): StreamParser => {
     const error = isObject(item.error) ? text(item.error.message) : ""
     return [
       ...(seen ? [] : [
-        new ToolUse({ plane: "observation", call_id, tool, input: clean(inputText(item.arguments)) }, unchecked)
+        observed(ToolUse, { plane: "observation", call_id, tool, input: clean(inputText(item.arguments)) })
       ]),
       ...(completed
         ? [
-          new ToolResult({
+          observed(ToolResult, {
             plane: "observation",
             call_id,
             is_error: item.status !== "completed",
             content: clean(error !== "" ? error : inputText(item.result))
-          }, unchecked)
+          })
         ]
         : [])
     ]

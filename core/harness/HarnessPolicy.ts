@@ -8,6 +8,7 @@ import * as Time from "../base/Time.ts"
 import type { PolicyInput } from "../policy/PolicyEvaluator.ts"
 import * as PolicyGate from "../policy/PolicyGate.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
+import { isWritMcpTool } from "./HarnessSpec.ts"
 
 /** A tool call the provider's pre-tool hook delegated to writ. */
 export interface ToolCall {
@@ -66,11 +67,15 @@ export const inputOf = (call: ToolCall, principal: string, now: number): PolicyI
   }
 }
 
-/** A decider over one snapshot: each tool call allowed only where the policy allows it. */
+/**
+ * A decider over one snapshot: each tool call allowed only where the policy allows it. A call to writ's own MCP server
+ * passes the hook: the server runs it through writ's executor, which decides it under the same snapshot and records it.
+ */
 export const decider = (snapshot: PolicySnapshot, principal: string) => {
   const pinned = PolicyGate.pinned(snapshot)
   return (call: ToolCall): Effect.Effect<CallbackDecision> =>
     Effect.map(Time.nowMicros, (now): CallbackDecision => {
+      if (isWritMcpTool(call.tool)) return { decision: "allow" }
       const verdict = PolicyGate.explain(pinned, inputOf(call, principal, now))
       return verdict.disposition === "allow"
         ? { decision: "allow" }

@@ -163,6 +163,13 @@ export const requestedControls = (spec: HarnessSpec): ReadonlyArray<ControlName>
   return ControlName.literals.filter((name) => wanted.has(name))
 }
 
+/** The MCP server name writ's own server has in every provider's configuration. */
+export const writMcpName = "writ"
+
+/** Whether a tool is one of writ's own MCP server's, as claude and codex (`mcp__writ__`) or gemini (`mcp_writ_`) name it. */
+export const isWritMcpTool = (tool: string): boolean =>
+  tool.startsWith(`mcp__${writMcpName}__`) || tool.startsWith(`mcp_${writMcpName}_`)
+
 /** Whether a run serves writ's MCP server to the CLI: for its permission prompts, or as the only route to a tool. */
 export const servesWritMcp = (spec: HarnessSpec): boolean => spec.tools.permission_prompt || spec.tools.writ_only
 

@@ -151,9 +151,16 @@ const actionOf = (tool: string) => inputOf({ tool, input: {}, call_id: "" }, pri
 
 const shellTools = ["Bash", "run_shell_command"]
 
-/** Whether the spec lets the agent's shell run any command writ never sees: a shell tool without the callback. */
+/**
+ * Whether every tool call is writ's to decide: the callback decides each one, or `writ_only` turns the built-in tools
+ * off so that each reaches writ's executor through its MCP server (a provider that cannot turn one off reports
+ * `route.completeness@1` degraded, so a spec requiring it fails before spawn).
+ */
+const writDecides = (spec: HarnessSpec) => spec.tools.callback || spec.tools.writ_only
+
+/** Whether the spec lets the agent's shell run any command writ never sees: a shell tool writ does not decide. */
 const openShell = (spec: HarnessSpec) =>
-  !spec.tools.callback && (spec.tools.allow.length === 0 || spec.tools.allow.some((t) => shellTools.includes(t)))
+  !writDecides(spec) && (spec.tools.allow.length === 0 || spec.tools.allow.some((t) => shellTools.includes(t)))
 
 /** A shell open without the callback runs any executable: the policy's subprocess rules must all be ones the spec keeps. */
 const subprocessRefusal = (spec: HarnessSpec, snapshot: PolicySnapshot): Refusal | undefined => {
@@ -233,8 +240,8 @@ const toolsRefusal = (spec: HarnessSpec, snapshot: PolicySnapshot): Refusal | un
   const actions = rulesOf(snapshot, "action")
   const approvals = rulesOf(snapshot, "approval")
   const callback = spec.tools.callback
-  // With the callback and no allow list, every call is the snapshot's to decide: nothing here is granted past it.
-  if (callback && spec.tools.allow.length === 0) return undefined
+  // With no allow list and writ deciding every call, each is the snapshot's: nothing here is granted past it.
+  if (writDecides(spec) && spec.tools.allow.length === 0) return undefined
   const tools = spec.tools.allow.length === 0
     ? [{ tool: "(every tool)", action: "*", path: "$.tools.allow" }]
     : spec.tools.allow.map((tool, i) => ({ tool, action: actionOf(tool), path: `$.tools.allow.${i}` }))

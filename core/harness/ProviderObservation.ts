@@ -47,17 +47,12 @@ export class Exit extends Schema.TaggedClass<Exit>()("exit", {
   killed_by_harness: Schema.Boolean
 }) {}
 
-/**
- * The parsers' construction option: their fields come from typed readers (a string, a boolean, a count that is a
- * non-negative integer or null), so the per-line Schema check is skipped; it cost a fifth of each parse.
- */
-export const unchecked = { disableValidation: true } as const
-
 type Observed = typeof ToolUse | typeof ToolResult | typeof Denial | typeof Usage | typeof Exit
 
 /**
- * The instance `new Class(fields, unchecked)` makes (same prototype, fields, key order), built directly: the Schema
- * class constructor walks its field schemas on every call, about 2 µs an instance, most of what a parser spends a line.
+ * The instance `new Class(fields, { disableValidation: true })` makes (same prototype, fields, key order), built
+ * directly for the parsers, whose fields come from typed readers: the Schema class constructor walks its field schemas
+ * on every call, about 2 µs an instance, most of what a parser spends a line.
  */
 export const observed = <C extends Observed>(Class: C, fields: ConstructorParameters<C>[0]): InstanceType<C> =>
   Object.assign(Object.create(Class.prototype), fields, { _tag: Class._tag })

@@ -223,6 +223,18 @@ describe("HarnessPolicy: the callback decides through writ's policy evaluation",
         "agent.weird-tool"
       )
     }).pipe(Effect.provide(WebCryptoDigest.layer)))
+
+  it.effect("a call to writ's own MCP server passes the hook, to be decided by writ's executor; another server's does not", () =>
+    Effect.gen(function*() {
+      const denyAll = Either.getOrThrow(PermissionPolicy.decode({ policy_id: "p", version: "1", mode: "rules" }))
+      const decide = HarnessPolicy.decider(yield* PolicySnapshot.compile(denyAll), "agent")
+      const call = (tool: string) => decide({ tool, input: { path: "/etc/passwd" }, call_id: "c" })
+      assert.deepStrictEqual(yield* call("mcp__writ__files_touch"), { decision: "allow" })
+      assert.deepStrictEqual(yield* call("mcp_writ_files_touch"), { decision: "allow" })
+      for (const other of ["mcp__writer__files_touch", "mcp__evil__writ", "writ", "mcp__writ", "Bash"]) {
+        assert.strictEqual((yield* call(other)).decision, "deny", other)
+      }
+    }).pipe(Effect.provide(WebCryptoDigest.layer)))
 })
 
 describe("ClaudeCode.compile with writ's MCP server", () => {

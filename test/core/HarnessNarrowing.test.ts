@@ -200,6 +200,12 @@ describe("PolicyNarrowing", () => {
     assert.isTrue(Either.isRight(PolicyNarrowing.check(s, actionsOnly)))
     // With the callback, no allow list is every tool, each call decided by the snapshot: nothing granted past it.
     assert.isTrue(Either.isRight(PolicyNarrowing.check(spec({ tools: { callback: true } }), actionsOnly)))
+    // writ_only: the built-in tools are off and every call reaches writ's executor, so no allow list grants nothing.
+    assert.isTrue(Either.isRight(PolicyNarrowing.check(spec({ tools: { writ_only: true } }), actionsOnly)))
+    assert.isTrue(
+      Either.isLeft(PolicyNarrowing.check(spec({ tools: {} }), actionsOnly)),
+      "no allow list, writ not deciding"
+    )
   })
 
   it.effect("prepare refuses a wider spec before the adapter compiles anything", () =>

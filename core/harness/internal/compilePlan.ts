@@ -12,8 +12,10 @@ import type { ControlName, Provider } from "../HarnessControl.ts"
 import type { EnvEntry } from "../HarnessPlan.ts"
 import { ConfigFile, ExpectedEvidence, HarnessPlan, InheritVar, SecretFile, SecretVar } from "../HarnessPlan.ts"
 import type { HarnessSpec } from "../HarnessSpec.ts"
-import { requestedControls, servesCallback, servesWritMcp } from "../HarnessSpec.ts"
+import { requestedControls, servesCallback, servesWritMcp, writMcpName } from "../HarnessSpec.ts"
 import * as YoloProfile from "../YoloProfile.ts"
+
+export { writMcpName }
 
 /** The secret ref of the blocking callback's URL and per-run token. */
 export const callbackRef = "writ:harness.callback"
@@ -33,9 +35,6 @@ export const hookFiles = (spec: HarnessSpec, home: string, hookScript: (callback
 /** The callback's secret file, when the spec asks for the callback or writ's MCP server (which is served through it). */
 export const callbackFiles = (spec: HarnessSpec, home: string) =>
   servesCallback(spec) ? [new SecretFile({ path: callbackFile(home), ref: callbackRef })] : []
-
-/** The MCP server name writ's own server has in every provider's configuration. */
-export const writMcpName = "writ"
 
 /** The program of writ's MCP server as the CLI starts it: a stdio bridge to the run's callback, in writ's directory. */
 export const mcpBridgeFile = (home: string) => `${writDir(home)}/mcp.mjs`
