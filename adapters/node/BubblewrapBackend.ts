@@ -344,6 +344,13 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
               )
           )
           const files = [filter, ...descriptors]
+          // The call's cgroup pair, made first: the bridge, where there is one, joins it as the sandbox does.
+          const made = cgroups
+            ? yield* Effect.mapError(
+              group(`call-${randomBytes(8).toString("hex")}`),
+              () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
+            )
+            : undefined
           const network = networked
             ? {
               environment: SandboxNetwork.environment,
@@ -353,15 +360,12 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
                   DestinationProxy.listen(grant),
                   () => SubprocessBackend.issued("spawn_failed", "the call's destination proxy could not listen")
                 )).path,
-                yield* SandboxNetwork.bridges
+                yield* SandboxNetwork.bridges,
+                made
               )
             }
             : {}
-          if (!cgroups) return { command: bwrap, args, env: {}, files, ...network }
-          const made = yield* Effect.mapError(
-            group(`call-${randomBytes(8).toString("hex")}`),
-            () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
-          )
+          if (made === undefined) return { command: bwrap, args, env: {}, files, ...network }
           return {
             ...Cgroup.wrap(made, bwrap, args),
             env: {},
