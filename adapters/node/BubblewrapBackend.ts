@@ -240,27 +240,34 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     // The trial runs as a call would: under the filter and, where one can be made, in a cgroup of its own, after a sweep
     // of the groups a writ that died mid-call left behind. The bridge's trial then runs a second sandbox with the same
     // flags, holding it until the bridge to a trial proxy listens.
-    const bridgeTried = Effect.scoped(Effect.gen(function*() {
-      if (bridgeTools === undefined) return false
-      const listeners = yield* trialListeners
-      const [granted, ungranted] = listeners.ports as [number, number]
-      const grant = { gates: [{ gate_id: "probe", allow: [`127.0.0.1:${granted}`], deny: [] }] }
-      const proxy = yield* Effect.either(DestinationProxy.listen(grant))
-      if (proxy._tag === "Left") return false
-      const started = yield* SandboxNetwork.bridges
-      const ready = yield* Effect.either(
-        prepared([], [node, ...execArgv, "-e", bridgeTrial(granted, ungranted)], undefined, true)
-      )
-      if (ready._tag === "Left") return false
-      const tried = yield* Report.run(
-        bwrap!,
-        ready.right.argv,
-        {},
-        [filter, ...ready.right.descriptors],
-        SandboxNetwork.setup(bridgeTools, proxy.right.path, started)
-      )
-      return tried.ok && tried.stdout === "writ-probe:ok" && listeners.seen() === 0
-    }))
+    const bridgeTried = (charged: boolean) =>
+      Effect.scoped(Effect.gen(function*() {
+        if (bridgeTools === undefined) return false
+        const listeners = yield* trialListeners
+        const [granted, ungranted] = listeners.ports as [number, number]
+        const grant = { gates: [{ gate_id: "probe", allow: [`127.0.0.1:${granted}`], deny: [] }] }
+        const proxy = yield* Effect.either(DestinationProxy.listen(grant))
+        if (proxy._tag === "Left") return false
+        const started = yield* SandboxNetwork.bridges
+        const ready = yield* Effect.either(
+          prepared([], [node, ...execArgv, "-e", bridgeTrial(granted, ungranted)], undefined, true)
+        )
+        if (ready._tag === "Left") return false
+        // Where the first trial ran in a cgroup, this one does too, its bridge joining the same pair, as a call's would.
+        const made = charged ? yield* Effect.either(group(`probe-${randomBytes(8).toString("hex")}`)) : undefined
+        if (made?._tag === "Left") return false
+        const launched = made === undefined
+          ? { command: bwrap!, args: ready.right.argv }
+          : Cgroup.wrap(made.right, bwrap!, ready.right.argv)
+        const tried = yield* Report.run(
+          launched.command,
+          launched.args,
+          {},
+          [filter, ...ready.right.descriptors],
+          SandboxNetwork.setup(bridgeTools, proxy.right.path, started, made?.right)
+        )
+        return tried.ok && tried.stdout === "writ-probe:ok" && listeners.seen() === 0
+      }))
     const state = yield* Effect.cached(Effect.gen(function*() {
       const failed = (why: string) => ({
         report: Report.unsupported(claimsOf(unixSockets, false, false), why),
@@ -300,7 +307,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
           bridged: false
         }
       }
-      const bridged = yield* bridgeTried
+      const bridged = yield* bridgeTried(charged)
       const report = Report.verified(
         claimsOf(unixSockets, charged, bridged),
         ["filesystem", "network", "environment", "secrets"],
@@ -344,6 +351,13 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
               )
           )
           const files = [filter, ...descriptors]
+          // The call's cgroup pair, made first: the bridge, where there is one, joins it as the sandbox does.
+          const made = cgroups
+            ? yield* Effect.mapError(
+              group(`call-${randomBytes(8).toString("hex")}`),
+              () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
+            )
+            : undefined
           const network = networked
             ? {
               environment: SandboxNetwork.environment,
@@ -353,15 +367,12 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
                   DestinationProxy.listen(grant),
                   () => SubprocessBackend.issued("spawn_failed", "the call's destination proxy could not listen")
                 )).path,
-                yield* SandboxNetwork.bridges
+                yield* SandboxNetwork.bridges,
+                made
               )
             }
             : {}
-          if (!cgroups) return { command: bwrap, args, env: {}, files, ...network }
-          const made = yield* Effect.mapError(
-            group(`call-${randomBytes(8).toString("hex")}`),
-            () => SubprocessBackend.issued("spawn_failed", "the call's cgroup could not be created")
-          )
+          if (made === undefined) return { command: bwrap, args, env: {}, files, ...network }
           return {
             ...Cgroup.wrap(made, bwrap, args),
             env: {},

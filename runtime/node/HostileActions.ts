@@ -4,6 +4,7 @@
  * must stop and answers with what it saw; the verifier judges the attempt by its effect on the host, not by the answer.
  */
 import { Redacted, Schema } from "effect"
+import { Buffer } from "node:buffer"
 import { spawn } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
@@ -33,6 +34,65 @@ const connectTo = (options: net.NetConnectOpts) =>
     socket.on("connect", () => (socket.end(), resolve({ ok: true, value: "connected" })))
     socket.on("error", (error: NodeJS.ErrnoException) => resolve({ ok: false, value: error.code ?? "error" }))
   })
+
+/** One attempt to reach a host listener: directly, or through the sandbox's proxy with a raw request. */
+export const Reach = Schema.Struct({
+  host: Schema.String,
+  port: Schema.Number,
+  /** The raw request (latin1) sent to the proxy; absent: a direct connection. */
+  request: Schema.optional(Schema.String),
+  /** Hex bytes sent once the proxy answered 200 (a TLS ClientHello), before the ping. */
+  after: Schema.optional(Schema.String)
+})
+
+const proxyOf = () => {
+  try {
+    const address = process.env.HTTP_PROXY
+    return address === undefined ? undefined : new URL(address)
+  } catch {
+    return undefined // No proxy, or (under deno) no permission to read the variable.
+  }
+}
+
+// Reached when a listener answered `writ-reached`; through the proxy, else straight to `host:port` (no proxy given).
+const reachOne = ({ after, host, port, request }: typeof Reach.Type) =>
+  new Promise<typeof Seen.Type>((resolve) => {
+    const proxy = request === undefined ? undefined : proxyOf()
+    const socket = proxy === undefined
+      ? net.connect({ host, port })
+      : net.connect({ host: proxy.hostname, port: Number(proxy.port) })
+    const ping = Buffer.concat([Buffer.from(after ?? "", "hex"), Buffer.from("ping\n")])
+    let seen = ""
+    let tunnelled = proxy === undefined
+    const done = (value: typeof Seen.Type) => (socket.destroy(), resolve(value))
+    socket.setTimeout(5000, () => done({ ok: false, value: `timeout ${seen.split("\r\n")[0]}` }))
+    socket.on("connect", () => socket.write(tunnelled ? ping : Buffer.from(request!, "latin1")))
+    socket.on("data", (chunk: Buffer) => {
+      seen += chunk.toString("latin1")
+      if (seen.includes("writ-reached")) return done({ ok: true, value: "reached" })
+      if (!tunnelled && seen.startsWith("HTTP/1.1 200 ") && seen.includes("\r\n\r\n")) {
+        tunnelled = true
+        seen = ""
+        socket.write(ping)
+      }
+    })
+    socket.on("error", (error: NodeJS.ErrnoException) => done({ ok: false, value: error.code ?? "error" }))
+    socket.on("close", () => done({ ok: false, value: seen.split("\r\n")[0] || "closed" }))
+  })
+
+/** Tries to reach each listener in turn (directly, or through its proxy where it has one), and answers what each saw. */
+export const reach = Action.make({
+  module: at,
+  export: "reach",
+  name: "verify.reach",
+  input: Schema.Struct({ attempts: Schema.Array(Reach) }),
+  output: Schema.Array(Seen),
+  handler: async ({ attempts }) => {
+    const seen: Array<typeof Seen.Type> = []
+    for (const attempt of attempts) seen.push(await reachOne(attempt))
+    return seen
+  }
+})
 
 /** Reads a file. */
 export const readFile = Action.make({
@@ -203,5 +263,6 @@ export const all = [
   allocate,
   forkBomb,
   spawnProcess,
-  spin
+  spin,
+  reach
 ] as const

@@ -5,7 +5,7 @@ import * as tls from "node:tls"
 import * as DestinationProxy from "../../adapters/node/internal/destinationProxy.ts"
 
 /** A loopback listener recording what each connection sent first; it answers `writ-reached` (or speaks first). */
-const listener = (speaksFirst = false) =>
+const listener = (speaksFirst = false, host = "127.0.0.1", port = 0) =>
   Effect.acquireRelease(
     Effect.async<{ readonly server: net.Server; readonly port: number; readonly received: Array<Buffer> }>(
       (resume) => {
@@ -15,7 +15,7 @@ const listener = (speaksFirst = false) =>
           if (speaksFirst) socket.write("writ-reached\n")
           socket.once("data", (chunk) => (received.push(chunk), socket.end("writ-reached\n")))
         })
-        server.listen(0, "127.0.0.1", () =>
+        server.listen(port, host, () =>
           resume(Effect.succeed({ server, port: (server.address() as net.AddressInfo).port, received })))
       }
     ),
@@ -155,4 +155,76 @@ describe("destination proxy", () => {
       })),
     30_000
   )
+
+  it("classes loopback, private, link-local, shared, unspecified and multicast addresses as internal", () => {
+    for (
+      const address of [
+        "127.0.0.2",
+        "10.1.2.3",
+        "172.31.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0"
+      ]
+    ) assert.isTrue(DestinationProxy.isInternal(address), address)
+    for (const address of ["::1", "::", "fe80::1", "fd00::1", "ff02::1", "::ffff:127.0.0.1", "::ffff:a9fe:a9fe"]) {
+      assert.isTrue(DestinationProxy.isInternal(address), address)
+    }
+    for (const address of ["8.8.8.8", "93.184.216.34", "2606:4700::1111", "::ffff:8.8.8.8"]) {
+      assert.isFalse(DestinationProxy.isInternal(address), address)
+    }
+  })
+
+  it.live("a granted name is resolved once by its resolver and dialed at that address; one resolving to an internal address the grant does not name is refused", () =>
+    Effect.scoped(Effect.gen(function*() {
+      const granted = yield* listener(false, "127.0.0.2")
+      const other = yield* listener(false, "127.0.0.3", granted.port)
+      const port = granted.port
+      // A resolver the test controls: `flip` answers 127.0.0.2 first, then 127.0.0.3 (a rebinding DNS server).
+      const asked: Array<string> = []
+      let flips = 0
+      const answers: Record<string, () => ReadonlyArray<string>> = {
+        "good.writ.test": () => ["127.0.0.2"],
+        "rebind.writ.test": () => ["127.0.0.3"],
+        "mixed.writ.test": () => ["127.0.0.2", "127.0.0.3"],
+        "flip.writ.test": () => [flips++ === 0 ? "127.0.0.2" : "127.0.0.3"]
+      }
+      const resolve = (name: string) => (asked.push(name), Promise.resolve(answers[name]?.() ?? []))
+      const proxy = yield* DestinationProxy.listen(grantOf(`*.writ.test:${port}`, `127.0.0.2:${port}`), { resolve })
+      const connect = (name: string) => exchange(proxy.path, `CONNECT ${name}:${port} HTTP/1.1\r\n\r\n`)
+      // No system resolver knows these names: reaching the listener means the proxy dialed the address it resolved.
+      assert.include(yield* connect("good.writ.test"), "writ-reached")
+      assert.include(yield* connect("flip.writ.test"), "writ-reached")
+      assert.strictEqual(flips, 1, "resolved once for the connection it dialed")
+      assert.lengthOf(granted.received, 2)
+      const plain = yield* exchange(
+        proxy.path,
+        `GET http://good.writ.test:${port}/ HTTP/1.1\r\nHost: good.writ.test:${port}\r\n\r\n`
+      )
+      assert.include(plain, "writ-reached")
+      for (const name of ["rebind.writ.test", "mixed.writ.test", "flip.writ.test", "unknown.writ.test"]) {
+        assert.match(yield* connect(name), /^HTTP\/1\.1 403 Forbidden\r\n/, name)
+      }
+      assert.lengthOf(other.received, 0, "127.0.0.3 saw no connection")
+      assert.lengthOf(granted.received, 3)
+      assert.deepStrictEqual(proxy.refusals.map((refusal) => refusal.reason), [
+        "rebind.writ.test resolved to 127.0.0.3, an internal address the grant does not name",
+        "mixed.writ.test resolved to 127.0.0.3, an internal address the grant does not name",
+        "flip.writ.test resolved to 127.0.0.3, an internal address the grant does not name",
+        "unknown.writ.test did not resolve"
+      ])
+      assert.deepStrictEqual(asked, [
+        "good.writ.test",
+        "flip.writ.test",
+        "good.writ.test",
+        "rebind.writ.test",
+        "mixed.writ.test",
+        "flip.writ.test",
+        "unknown.writ.test"
+      ])
+      // An ungranted name is refused before it is resolved at all.
+      assert.match(yield* exchange(proxy.path, `CONNECT evil.test:${port} HTTP/1.1\r\n\r\n`), /^HTTP\/1\.1 403 /)
+      assert.lengthOf(asked, 7)
+    })))
 })

@@ -781,10 +781,56 @@ except BlockingIOError: pass`,
         const before = proxies()
         const granted = yield* tcpListener("127.0.0.1")
         const args = { granted: granted.port, ungranted: granted.port }
+        // The bridge as the host sees it while the call runs, once it is socat: its cgroups, uid and capabilities (the
+        // probe's trial bridge, which runs in no call's group, done before).
+        yield* bubblewrap.probe
+        const socat = HostPaths.which("socat", process.env.PATH)!
+        const bridged = new Map<string, string>()
+        const sample = () => {
+          for (const pid of bridges()) {
+            try {
+              if (!fs.readFileSync(`/proc/${pid}/cmdline`, "utf-8").startsWith(`${socat}\0`)) continue
+              const status = fs.readFileSync(`/proc/${pid}/status`, "utf-8")
+              const fields = ["Uid", "Gid", "Groups", "CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs"]
+                .map((name) => new RegExp(`^${name}:[ \t]*(.*)$`, "m").exec(status)?.[1]?.trim().replace(/\s+/g, " "))
+              const groups = fs.readFileSync(`/proc/${pid}/cgroup`, "utf-8").split("\n")
+                .filter((line) => /:(memory|pids):/.test(line)).map((line) => line.split(":").slice(1).join(":"))
+              bridged.set(pid, JSON.stringify({ fields, groups: groups.sort() }))
+            } catch {
+              // Gone between the listing and the read.
+            }
+          }
+        }
+        const timer = setInterval(sample, 10)
         const reached = succeeded(
-          yield* runGranted(bubblewrap, [`127.0.0.1:${granted.port}`], "hostile.loopback", args)
+          yield* Effect.ensuring(
+            runGranted(bubblewrap, [`127.0.0.1:${granted.port}`], "hostile.loopback", args),
+            Effect.sync(() => clearInterval(timer))
+          )
         )
         assert.deepStrictEqual(reached.proxied_granted, { ok: true, value: "reached" })
+        assert.isAbove(bridged.size, 0, "the bridge was seen while the call ran")
+        const call = [...bridged.values()].map((text) => JSON.parse(text))
+        for (const { fields, groups } of call) {
+          assert.deepStrictEqual(fields, [
+            "65534 65534 65534 65534",
+            "65534 65534 65534 65534",
+            "",
+            ...Array(5).fill("0000000000000000"),
+            "1"
+          ])
+          assert.strictEqual(groups.length, 2)
+          assert.match(groups[0], /^memory:\/writ\/call-[0-9a-f]{16}$/)
+          assert.strictEqual(
+            groups[1],
+            `pids:${groups[0].slice("memory:".length)}`,
+            "the call's pair, both controllers"
+          )
+        }
+        yield* Effect.sleep("100 millis")
+        for (const pid of bridged.keys()) assert.isFalse(fs.existsSync(`/proc/${pid}`), `the bridge ${pid} is gone`)
+        const group = call[0].groups[1].slice("pids:".length)
+        assert.isFalse(fs.existsSync(path.join("/sys/fs/cgroup/pids", group)), "its cgroup is removed")
         assert.deepStrictEqual(bridges(), [], "no bridge outlives its call")
         assert.deepStrictEqual(
           proxies().filter((name) => !before.includes(name)),

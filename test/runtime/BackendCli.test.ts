@@ -1,8 +1,9 @@
 /**
  * `writ backend probe NAME`: the report a backend gives here, from bubblewrap's and deno's trial runs, with the
  * digest a governed call admitted on it records; an unknown backend is bad input. With `--verify`, the attack matrix
- * run live: every claim of bubblewrap and deno holds, a bubblewrap whose read roots include the canary's directory
- * still claims read roots and escapes, and the in-process backend claims nothing.
+ * run live: every claim of bubblewrap and deno holds (the network grants attacked by governed calls), a bubblewrap
+ * whose read roots include the canary's directory still claims read roots and escapes, one whose attack policy grants
+ * 127.0.0.3 too lets the destinations attack reach it, and the in-process backend claims nothing.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -101,37 +102,47 @@ describe("writ backend probe --verify", () => {
     }
   }
 
-  // The network grants need a policy granting destinations: the live matrix lists them, unattacked.
-  const unattacked = ["writ.network.destinations@1", "writ.network.loopback@1"]
+  // The network grants, attacked by governed calls under a policy granting 127.0.0.2 on one port: it was reached.
+  const networked = (rows: ReturnType<typeof matrix>["rows"]) => {
+    for (const claim of ["writ.network.loopback@1", "writ.network.destinations@1"]) {
+      assert.deepStrictEqual(rows.get(claim), {
+        ...rows.get(claim)!,
+        verdict: "blocked",
+        detail: "only the granted listener was reached (1 connection(s))"
+      }, claim)
+    }
+  }
 
   afterAll(() => fs.rmSync(planted, { recursive: true, force: true }))
 
-  it("bubblewrap: every claimed row is blocked (the network grants listed not attacked), exit 0", async () => {
-    const verified = await writ("backend", "probe", "bubblewrap", "--verify", "--json", ...limits)
-    assert.strictEqual(verified.status, 0, verified.stdout + verified.stderr)
-    const { enforced, escaped, rows } = matrix(verified.stdout)
-    assert.strictEqual(escaped, 0)
-    assert.deepStrictEqual(enforced, [...BubblewrapBackend.claimed])
-    for (const claim of enforced) {
-      assert.strictEqual(rows.get(claim)?.verdict, unattacked.includes(claim) ? "not attacked" : "blocked", claim)
-    }
-    assert.strictEqual(rows.get("writ.subprocess.spawn@1")?.verdict, "not claimed")
-    assert.strictEqual(rows.get("writ.unix_sockets@1")?.detail, "refused: EAFNOSUPPORT")
-    assert.match(rows.get("writ.memory@1")?.detail ?? "", /memory_exceeded/)
-    assert.match(rows.get("writ.wall_clock@1")?.detail ?? "", /^timed_out/)
-  }, 240_000)
+  it(
+    "bubblewrap: every claimed row is blocked (the network grants reached only the granted listener), exit 0",
+    async () => {
+      const verified = await writ("backend", "probe", "bubblewrap", "--verify", "--json", ...limits)
+      assert.strictEqual(verified.status, 0, verified.stdout + verified.stderr)
+      const { enforced, escaped, rows } = matrix(verified.stdout)
+      assert.strictEqual(escaped, 0)
+      assert.deepStrictEqual(enforced, [...BubblewrapBackend.claimed])
+      for (const claim of enforced) assert.strictEqual(rows.get(claim)?.verdict, "blocked", claim)
+      networked(rows)
+      assert.strictEqual(rows.get("writ.subprocess.spawn@1")?.verdict, "not claimed")
+      assert.strictEqual(rows.get("writ.unix_sockets@1")?.detail, "refused: EAFNOSUPPORT")
+      assert.match(rows.get("writ.memory@1")?.detail ?? "", /memory_exceeded/)
+      assert.match(rows.get("writ.wall_clock@1")?.detail ?? "", /^timed_out/)
+    },
+    240_000
+  )
 
   it(
-    "deno: every claimed row is blocked (the network grants listed not attacked), the rest not claimed, exit 0",
+    "deno: every claimed row is blocked (the network grants reached only the granted listener), the rest not claimed, exit 0",
     async () => {
       const verified = await writ("backend", "probe", "deno", "--verify", "--json", "--wall-clock", "8")
       assert.strictEqual(verified.status, 0, verified.stdout + verified.stderr)
       const { enforced, escaped, rows } = matrix(verified.stdout)
       assert.strictEqual(escaped, 0)
       assert.deepStrictEqual(enforced, [...DenoBackend.claimed])
-      for (const claim of enforced) {
-        assert.strictEqual(rows.get(claim)?.verdict, unattacked.includes(claim) ? "not attacked" : "blocked", claim)
-      }
+      for (const claim of enforced) assert.strictEqual(rows.get(claim)?.verdict, "blocked", claim)
+      networked(rows)
       for (const claim of ["writ.unix_sockets@1", "writ.memory@1", "writ.process_count@1"]) {
         assert.strictEqual(rows.get(claim)?.verdict, "not claimed", claim)
       }
@@ -141,7 +152,7 @@ describe("writ backend probe --verify", () => {
   )
 
   it(
-    "a bubblewrap whose read roots include the canary's directory still claims read roots, escapes, exit 1",
+    "a bubblewrap whose read roots include the canary's directory, and whose attack policy also grants 127.0.0.3, escapes both, exit 1",
     async () => {
       const verified = await writ(
         "backend",
@@ -153,6 +164,8 @@ describe("writ backend probe --verify", () => {
         planted,
         "--verify-dir",
         planted,
+        "--verify-grant",
+        "127.0.0.3:*",
         ...limits
       )
       assert.strictEqual(verified.status, 1, verified.stdout + verified.stderr)
@@ -166,7 +179,13 @@ describe("writ backend probe --verify", () => {
       } as any)
       // The store's file lies in the same directory, so the ungranted secret is read from it too; nothing else escapes.
       assert.strictEqual(rows.get("writ.secrets.by_reference@1")?.verdict, "escaped")
-      assert.strictEqual(escaped, 2)
+      // The wider grant lets the destinations attack through the proxy to 127.0.0.3; the other port stays unreached.
+      assert.deepStrictEqual(
+        [rows.get("writ.network.destinations@1")?.verdict, rows.get("writ.network.destinations@1")?.detail],
+        ["escaped", "127.0.0.3 saw a connection"]
+      )
+      assert.strictEqual(rows.get("writ.network.loopback@1")?.verdict, "blocked")
+      assert.strictEqual(escaped, 3)
       assert.strictEqual(rows.get("writ.filesystem.write_roots@1")?.detail, "refused: EROFS")
       assert.deepStrictEqual(fs.readdirSync(planted), [], "the planted directory was removed")
       const text = await writ(
@@ -195,7 +214,7 @@ describe("writ backend probe --verify", () => {
     assert.strictEqual(verified.status, 0, verified.stderr)
     const { escaped, rows } = matrix(verified.stdout)
     assert.strictEqual(escaped, 0)
-    assert.strictEqual(rows.size, 10)
+    assert.strictEqual(rows.size, 12)
     for (const [claim, row] of rows) assert.deepStrictEqual([claim, row.verdict], [claim, "not claimed"])
   }, 60_000)
 
@@ -205,6 +224,7 @@ describe("writ backend probe --verify", () => {
         ["in-process", "--verify", "--read", planted],
         ["deno", "--memory-mb", "64"],
         ["bubblewrap", "--verify-dir", planted],
+        ["bubblewrap", "--verify-grant", "127.0.0.3:*"],
         ["edge", "--verify"]
       ]
     ) {

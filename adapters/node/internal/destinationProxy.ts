@@ -7,9 +7,15 @@
  * waits for the client's first bytes: a TLS ClientHello whose SNI, or a plain request whose Host header, names
  * another host than the CONNECT target is refused before anything reaches the destination. Later requests on a
  * proxied keep-alive connection go to the same (permitted) destination and are not parsed again.
+ *
+ * A destination named by a DNS name is resolved once, by the proxy, and dialed at the address it resolved to (never
+ * by its name again, so a second answer cannot redirect it); a name that resolves to a loopback, private, link-local,
+ * shared, unspecified or multicast address is refused unless the grant also names that address (DNS rebinding).
+ * `localhost` is not resolved: it is 127.0.0.1, as the policy wrote it.
  */
 import { Effect } from "effect"
 import type { Scope } from "effect"
+import * as dns from "node:dns"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
@@ -34,6 +40,76 @@ export interface Refusal {
 export interface Proxy {
   readonly path: string
   readonly refusals: ReadonlyArray<Refusal>
+}
+
+/** A resolver: every address a DNS name has (the system's `getaddrinfo` unless a test injects its own). */
+export type Resolve = (name: string) => Promise<ReadonlyArray<string>>
+
+/** How a proxy resolves the names it is asked for. */
+export interface Options {
+  readonly resolve?: Resolve
+}
+
+const systemResolve: Resolve = (name) =>
+  dns.promises.lookup(name, { all: true, verbatim: true }).then((all) => all.map((entry) => entry.address))
+
+const resolveWait = 5000
+
+// The ranges a name may not lead to unless the grant names the address itself (IPv4-mapped IPv6 is checked as IPv4).
+const internal = new net.BlockList()
+for (
+  const [prefix, bits] of [
+    ["0.0.0.0", 8],
+    ["10.0.0.0", 8],
+    ["100.64.0.0", 10],
+    ["127.0.0.0", 8],
+    ["169.254.0.0", 16],
+    ["172.16.0.0", 12],
+    ["192.0.0.0", 24],
+    ["192.168.0.0", 16],
+    ["198.18.0.0", 15],
+    ["224.0.0.0", 4],
+    ["240.0.0.0", 4]
+  ] as const
+) internal.addSubnet(prefix, bits, "ipv4")
+for (
+  const [prefix, bits] of [["::", 128], ["::1", 128], ["fc00::", 7], ["fe80::", 10], ["fec0::", 10], [
+    "ff00::",
+    8
+  ]] as const
+) internal.addSubnet(prefix, bits, "ipv6")
+
+/** Whether `address` is loopback, private, link-local, shared, unspecified, reserved or multicast (IPv4 or IPv6). */
+export const isInternal = (address: string): boolean => {
+  const family = net.isIP(address)
+  return family === 0 || internal.check(address, family === 4 ? "ipv4" : "ipv6")
+}
+
+/**
+ * The one address to dial for a permitted `target`: its IP literal; for `localhost`, 127.0.0.1; for a DNS name, the
+ * first address it resolves to, provided none of them is internal unless the grant names that address and port. Or
+ * why it is refused.
+ */
+export const dialAddress = async (
+  grant: NetworkGrant.NetworkGrant,
+  target: Target,
+  resolve: Resolve = systemResolve
+): Promise<{ readonly address: string } | { readonly refused: string }> => {
+  if (net.isIP(target.dial) !== 0) return { address: target.dial }
+  if (target.host === "localhost") return { address: "127.0.0.1" }
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const addresses = await Promise.race([
+    resolve(target.host).catch(() => []),
+    new Promise<ReadonlyArray<string>>((done) => (timer = setTimeout(() => done([]), resolveWait)))
+  ]).finally(() => clearTimeout(timer))
+  if (addresses.length === 0) return { refused: `${target.host} did not resolve` }
+  for (const address of addresses) {
+    const named = `${net.isIPv6(address) ? `[${address.toLowerCase()}]` : address}:${target.port}`
+    if (net.isIP(address) === 0 || (isInternal(address) && !NetworkGrant.permits(grant, named))) {
+      return { refused: `${target.host} resolved to ${address}, an internal address the grant does not name` }
+    }
+  }
+  return { address: addresses[0]! }
 }
 
 /** How long a tunnel waits for the client's first bytes before it connects without them (a server-first protocol). */
@@ -148,7 +224,12 @@ const reply = (socket: net.Socket, status: string, body: string) => {
 }
 
 /** Serve one client connection against `grant`; a refusal is recorded and answered, and the destination never dialed. */
-const serve = (grant: NetworkGrant.NetworkGrant, refusals: Array<Refusal>, client: net.Socket) => {
+const serve = (
+  grant: NetworkGrant.NetworkGrant,
+  resolve: Resolve,
+  refusals: Array<Refusal>,
+  client: net.Socket
+) => {
   client.on("error", () => client.destroy())
   let buffered = Buffer.alloc(0)
   const refuse = (reason: string, target: string, tunnelled = false) => {
@@ -156,6 +237,7 @@ const serve = (grant: NetworkGrant.NetworkGrant, refusals: Array<Refusal>, clien
     if (tunnelled) client.destroy()
     else reply(client, "403 Forbidden", `writ proxy: refused: ${reason}\n`)
   }
+  // Dial the address the target resolved to (once, before anything was answered), never its name.
   const relay = (target: Target, first: Buffer) => {
     const upstream = net.connect({ host: target.dial, port: target.port })
     upstream.on("error", () => client.destroy())
@@ -210,7 +292,17 @@ const serve = (grant: NetworkGrant.NetworkGrant, refusals: Array<Refusal>, clien
     }, firstBytesWait)
     client.on("data", more)
     client.on("close", () => clearTimeout(timer))
+    client.resume()
     decide()
+  }
+
+  // Resolve a permitted target's name, then go on with the address it resolved to, or refuse it.
+  const resolved = (target: Target, raw: string, next: (dialed: Target) => void) => {
+    client.pause()
+    void dialAddress(grant, target, resolve).then((dial) => {
+      if ("refused" in dial) return refuse(dial.refused, raw)
+      next({ ...target, dial: dial.address })
+    })
   }
 
   const onHead = (text: string, rest: Buffer) => {
@@ -227,7 +319,7 @@ const serve = (grant: NetworkGrant.NetworkGrant, refusals: Array<Refusal>, clien
       if (hosts.length === 1 && !sameHost(hosts[0]!, target)) {
         return refuse(`the Host header ${hosts[0]} is not the CONNECT target`, head.target)
       }
-      return tunnel(target, head.target, rest)
+      return resolved(target, head.target, (dialed) => tunnel(dialed, head.target, rest))
     }
     const absolute = /^http:\/\/([^/?#]*)([/?][^#]*)?$/.exec(head.target)
     if (absolute === null) return refuse("not an absolute http:// target", head.target)
@@ -243,7 +335,8 @@ const serve = (grant: NetworkGrant.NetworkGrant, refusals: Array<Refusal>, clien
     const path = absolute[2] === undefined ? "/" : absolute[2].startsWith("?") ? `/${absolute[2]}` : absolute[2]
     const headers = head.headers.filter(([name]) => !name.startsWith("proxy-"))
       .map(([name, value]) => `${name}: ${value}\r\n`).join("")
-    relay(target, Buffer.concat([Buffer.from(`${head.method} ${path} ${head.version}\r\n${headers}\r\n`), rest]))
+    const forwarded = Buffer.concat([Buffer.from(`${head.method} ${path} ${head.version}\r\n${headers}\r\n`), rest])
+    resolved(target, head.target, (dialed) => (client.resume(), relay(dialed, forwarded)))
   }
 
   const onData = (chunk: Buffer) => {
@@ -266,7 +359,10 @@ const serve = (grant: NetworkGrant.NetworkGrant, refusals: Array<Refusal>, clien
  * A proxy for `grant` listening on a fresh unix socket in a directory of its own (mode 0700, outside any sandbox);
  * closed, its connections ended and its directory removed when the scope closes.
  */
-export const listen = (grant: NetworkGrant.NetworkGrant): Effect.Effect<Proxy, Error, Scope.Scope> =>
+export const listen = (
+  grant: NetworkGrant.NetworkGrant,
+  options: Options = {}
+): Effect.Effect<Proxy, Error, Scope.Scope> =>
   Effect.map(
     Effect.acquireRelease(
       Effect.async<
@@ -279,7 +375,7 @@ export const listen = (grant: NetworkGrant.NetworkGrant): Effect.Effect<Proxy, E
         const server = net.createServer((socket) => {
           sockets.add(socket)
           socket.on("close", () => sockets.delete(socket))
-          serve(grant, refusals, socket)
+          serve(grant, options.resolve ?? systemResolve, refusals, socket)
         })
         const at = path.join(dir, "proxy.sock")
         server.once("error", (error) => resume(Effect.fail(error)))

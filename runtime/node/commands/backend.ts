@@ -3,8 +3,8 @@
  * where it has one (bubblewrap, deno), or the platform's claims a signed edge handler reports (edge, with `--url`,
  * `--key-id` and its secret in WRIT_EDGE_KEY), with its digest: what a governed call admitted on it records. With
  * `--verify`, the attack matrix run live on the backend as configured (`--read`, `--write`, ... as `writ exec` takes
- * them): each enforced claim attacked and judged by its effect. Exit codes: 0 ok, 1 an enforced claim escaped, 2 bad
- * input.
+ * them): each enforced claim attacked and judged by its effect. Exit codes: 0 ok, 1 an enforced claim escaped (or
+ * failed to give what it grants), 2 bad input.
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option, Schema } from "effect"
@@ -37,6 +37,13 @@ const verifyDir = Options.directory("verify-dir", { exists: "yes" }).pipe(
   )
 )
 
+const verifyGrant = Options.text("verify-grant").pipe(
+  Options.repeated,
+  Options.withDescription(
+    "--verify: one more destination pattern the network attacks' policy grants (a wider grant they must catch; repeatable)"
+  )
+)
+
 const renderMatrix = (rows: ReadonlyArray<Verify.AttackRow>) =>
   table(["claim", "attack", "verdict", "detail"], rows.map((row) => [row.claim, row.attack, row.verdict, row.detail]))
 
@@ -60,13 +67,15 @@ const render = (report: ActionBackendCapabilityReport, digest: string) =>
 
 const probe = Command.make(
   "probe",
-  { name, json, url, keyId, verify, verifyDir, ...Backends.sandboxOptions },
-  ({ json, keyId, name, url, verify, verifyDir, ...sandbox }) =>
+  { name, json, url, keyId, verify, verifyDir, verifyGrant, ...Backends.sandboxOptions },
+  ({ json, keyId, name, url, verify, verifyDir, verifyGrant, ...sandbox }) =>
     Effect.gen(function*() {
       const address = { url, keyId }
       const flags = { url: "--url", keyId: "--key-id" }
       if (!verify) {
-        if (Option.isSome(verifyDir)) return yield* new CliInputError({ message: "--verify-dir is for --verify" })
+        if (Option.isSome(verifyDir) || verifyGrant.length > 0) {
+          return yield* new CliInputError({ message: "--verify-dir and --verify-grant are for --verify" })
+        }
         const backend = yield* Backends.make(name, address, flags, sandbox)
         const report = yield* backend.probe
         const encoded = yield* Schema.encode(ActionBackendCapabilityReport)(report)
@@ -87,14 +96,16 @@ const probe = Command.make(
           memoryBytes: Option.getOrElse(sandbox.memoryMb, () => 512) * 1024 * 1024,
           processes: Option.getOrElse(sandbox.processes, () => 64)
         },
-        Option.getOrElse(Option.map(verifyDir, (dir) => path.resolve(dir)), Verify.defaultBase)
+        Option.getOrElse(Option.map(verifyDir, (dir) => path.resolve(dir)), Verify.defaultBase),
+        verifyGrant
       )
       const encoded = yield* Schema.encode(ActionBackendCapabilityReport)(report)
       const digest = yield* canonical(encoded)
       const escaped = rows.filter((row) => row.verdict === "escaped").length
+      const failed = rows.filter((row) => row.verdict === "failed").length
       if (json) {
         const matrix = yield* Schema.encode(Schema.Array(Verify.AttackRow))(rows)
-        yield* Console.log(JSON.stringify({ report: encoded, capability_digest: digest, matrix, escaped }))
+        yield* Console.log(JSON.stringify({ report: encoded, capability_digest: digest, matrix, escaped, failed }))
       } else {
         yield* Console.log(
           [
@@ -103,11 +114,16 @@ const probe = Command.make(
             renderMatrix(rows),
             "",
             `capability digest: ${digest}`,
-            escaped === 0 ? "every enforced claim held" : `${escaped} enforced claim(s) escaped`
+            escaped + failed === 0
+              ? "every enforced claim held"
+              : [
+                ...(escaped > 0 ? [`${escaped} enforced claim(s) escaped`] : []),
+                ...(failed > 0 ? [`${failed} enforced claim(s) did not give what they grant`] : [])
+              ].join("; ")
           ].join("\n")
         )
       }
-      if (escaped > 0) yield* setExitCode(1)
+      if (escaped + failed > 0) yield* setExitCode(1)
     }).pipe(exitOneOnFailure)
 ).pipe(
   Command.withDescription(

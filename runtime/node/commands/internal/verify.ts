@@ -3,9 +3,13 @@
  * report calls `enforced`, a hostile action (runtime/node/HostileActions.ts) runs through a minimal executor and
  * attempts what the claim must stop; the attempt is judged by its effect on the host (the canary's text came back,
  * the file exists, the listener saw a connection, the process is still there), never by the action's own account.
- * A capability the report does not call `enforced` is `not claimed`, and its attack does not run.
+ * A capability the report does not call `enforced` is `not claimed`, and its attack does not run. The network grants
+ * are attacked by governed calls (on a SQLite file in the planted directory) under a policy granting one destination,
+ * a listener on 127.0.0.2, and `*.writ.test` on its port: they must reach it, and never 127.0.0.3 on the same port
+ * nor a second port on 127.0.0.2; a claim whose granted destination was not reached is `failed`.
  */
 import { Effect, Fiber, Layer, Schedule, Schema } from "effect"
+import type { Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -18,17 +22,21 @@ import { ActionExecutionBackend } from "../../../../core/action/ActionExecutionB
 import * as ActionRegistry from "../../../../core/action/ActionRegistry.ts"
 import type { SecretStore } from "../../../../core/action/SecretStore.ts"
 import * as IdGenerator from "../../../../core/base/IdGenerator.ts"
+import { openBoundary } from "../../../../core/evidence/EvidenceWriter.ts"
 import * as ActionExecutor from "../../../../core/execution/ActionExecutor.ts"
 import type { ExecutionOutcome } from "../../../../core/execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../../../core/execution/Ingress.ts"
+import * as Demo from "../../../Demo.ts"
+import * as Embedded from "../../../Embedded.ts"
 import * as Hostile from "../../HostileActions.ts"
 
 /**
- * What an attack did: stopped, not stopped, or not run because the report does not claim what it attacks; `not
- * attacked` marks a claim the live matrix has no attack for (the containment suite attacks it).
+ * What an attack did: stopped, not stopped, or not run because the report does not claim what it attacks; `failed`
+ * marks a claim that stopped its attack but did not give what it grants (the granted destination was not reached);
+ * `not attacked` marks a claim the live matrix has no attack for (the containment suite attacks it).
  */
-export const Verdict = Schema.Literal("blocked", "escaped", "not claimed", "not attacked")
+export const Verdict = Schema.Literal("blocked", "escaped", "failed", "not claimed", "not attacked")
 
 /** One row of the matrix. */
 export class AttackRow extends Schema.Class<AttackRow>("AttackRow")({
@@ -56,13 +64,18 @@ interface Ground {
   readonly envCanary: string
 }
 
-type Run = (action: string, args: Record<string, unknown>) => Effect.Effect<ExecutionOutcome>
-type Judged = { readonly verdict: "blocked" | "escaped"; readonly detail: string }
+/** Run an action; with `grant`, governed, under a policy allowing it and granting those destinations to connect to. */
+type Run = (
+  action: string,
+  args: Record<string, unknown>,
+  grant?: ReadonlyArray<string>
+) => Effect.Effect<ExecutionOutcome>
+type Judged = { readonly verdict: "blocked" | "escaped" | "failed"; readonly detail: string }
 
 interface Attack {
   readonly claim: string
   readonly attack: string
-  readonly run: (call: Run, ground: Ground, limits: Limits) => Effect.Effect<Judged>
+  readonly run: (call: Run, ground: Ground, limits: Limits) => Effect.Effect<Judged, never, Scope.Scope>
 }
 
 const judged = (escaped: boolean, detail: string): Judged => ({
@@ -100,6 +113,87 @@ const listener = (at: { readonly path: string } | { readonly host: string }) =>
     }),
     ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
   )
+
+/** A TCP listener counting its connections, answering `writ-reached` to one's first bytes, and keeping them (latin1). */
+const answering = (host: string, port = 0) =>
+  Effect.acquireRelease(
+    Effect.async<{
+      readonly port: number
+      readonly received: Array<string>
+      readonly connections: () => number
+      readonly server: net.Server
+    }>(
+      (resume) => {
+        const received: Array<string> = []
+        let connections = 0
+        const server = net.createServer((socket) => {
+          connections++
+          socket.on("error", () => socket.destroy())
+          socket.once("data", (chunk) => (received.push(chunk.toString("latin1")), socket.end("writ-reached\n")))
+        })
+        server.listen(
+          port,
+          host,
+          () =>
+            resume(Effect.succeed({
+              port: (server.address() as net.AddressInfo).port,
+              received,
+              connections: () => connections,
+              server
+            }))
+        )
+      }
+    ),
+    ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+  )
+
+const u8 = (value: number) => Buffer.from([value])
+const u16 = (value: number) => Buffer.from([value >> 8, value & 0xff])
+
+/** A TLS 1.2-framed ClientHello naming `name` in its SNI (one cipher suite, no other extension), in hex. */
+const clientHello = (name: string) => {
+  const host = Buffer.from(name)
+  const list = Buffer.concat([u8(0), u16(host.length), host])
+  const sni = Buffer.concat([u16(0), u16(list.length + 2), u16(list.length), list])
+  const body = Buffer.concat([
+    u16(0x0303),
+    randomBytes(32),
+    u8(0),
+    u16(2),
+    u16(0x1301),
+    u8(1),
+    u8(0),
+    u16(sni.length),
+    sni
+  ])
+  const handshake = Buffer.concat([u8(1), u8(0), u16(body.length), body])
+  return Buffer.concat([u8(0x16), u16(0x0301), u16(handshake.length), handshake]).toString("hex")
+}
+
+/**
+ * The network listeners: 127.0.0.2 (granted, with `*.writ.test` on its port), 127.0.0.3 on the same port, and a second
+ * port on 127.0.0.2; a connection the granted one saw whose first bytes name 127.0.0.3 was smuggled through it.
+ */
+const networkGround = Effect.gen(function*() {
+  const granted = yield* answering("127.0.0.2")
+  const other = yield* answering("127.0.0.3", granted.port)
+  const second = yield* answering("127.0.0.2")
+  return { granted, other, second, grant: [`127.0.0.2:${granted.port}`, `*.writ.test:${granted.port}`] }
+})
+
+/** Judge a network attack: escaped when an ungranted listener saw a connection, failed when the granted one saw no ping. */
+const judgeReach = (
+  seen: ReadonlyArray<readonly [string, number]>,
+  granted: ReadonlyArray<string>,
+  outcome: ExecutionOutcome
+): Judged => {
+  const reached = seen.filter(([, connections]) => connections > 0).map(([name]) => name)
+  if (reached.length > 0) return judged(true, `${reached.join(", ")} saw a connection`)
+  if (!granted.includes("ping\n")) {
+    return { verdict: "failed", detail: judged(false, `the granted one was not reached: ${ended(outcome)}`).detail }
+  }
+  return judged(false, `only the granted listener was reached (${granted.length} connection(s))`)
+}
 
 const commandLine = (pid: string | number) => {
   try {
@@ -170,6 +264,55 @@ const attacks: ReadonlyArray<Attack> = [
           seen() > 0 ? `the listener saw ${seen()} connection(s)` : seenDetail(answer, outcome)
         )
       }))
+  },
+  {
+    claim: "writ.network.loopback@1",
+    attack: "with 127.0.0.2:P granted, reach 127.0.0.2 on another port (directly and through the proxy)",
+    run: (call) =>
+      Effect.gen(function*() {
+        const { grant, granted, second } = yield* networkGround
+        const outcome = yield* call(Hostile.reach.name, {
+          attempts: [
+            { host: "127.0.0.2", port: granted.port, request: `CONNECT 127.0.0.2:${granted.port} HTTP/1.1\r\n\r\n` },
+            { host: "127.0.0.2", port: second.port },
+            { host: "127.0.0.2", port: second.port, request: `CONNECT 127.0.0.2:${second.port} HTTP/1.1\r\n\r\n` }
+          ]
+        }, grant)
+        yield* Effect.sleep("50 millis")
+        return judgeReach([["127.0.0.2's other port", second.connections()]], granted.received, outcome)
+      })
+  },
+  {
+    claim: "writ.network.destinations@1",
+    attack: "reach 127.0.0.3 past a 127.0.0.2 grant: directly, by CONNECT, a NUL byte, a Host header, a TLS SNI",
+    run: (call) =>
+      Effect.gen(function*() {
+        const { grant, granted, other } = yield* networkGround
+        const port = granted.port
+        const to = { host: "127.0.0.3", port }
+        const outcome = yield* call(Hostile.reach.name, {
+          attempts: [
+            { host: "127.0.0.2", port, request: `CONNECT 127.0.0.2:${port} HTTP/1.1\r\n\r\n` },
+            to,
+            { ...to, request: `CONNECT 127.0.0.3:${port} HTTP/1.1\r\n\r\n` },
+            { ...to, request: `CONNECT 127.0.0.3\0.writ.test:${port} HTTP/1.1\r\n\r\n` },
+            { ...to, request: `GET http://127.0.0.2:${port}/ HTTP/1.1\r\nHost: 127.0.0.3:${port}\r\n\r\n` },
+            {
+              ...to,
+              request: `CONNECT 127.0.0.2:${port} HTTP/1.1\r\nHost: 127.0.0.2:${port}\r\n\r\n`,
+              after: clientHello("127.0.0.3")
+            }
+          ]
+        }, grant)
+        yield* Effect.sleep("50 millis")
+        // The granted listener got the smuggled request (a Host header or SNI naming 127.0.0.3): it went through.
+        const smuggled = granted.received.filter((first) => first.includes("127.0.0.3"))
+        return judgeReach(
+          [["127.0.0.3", other.connections()], ["127.0.0.2 (smuggled)", smuggled.length]],
+          granted.received,
+          outcome
+        )
+      })
   },
   {
     claim: "writ.environment.allowlist@1",
@@ -317,12 +460,14 @@ export const defaultBase = () => fs.existsSync("/var/tmp") ? "/var/tmp" : os.tmp
 
 /**
  * Run the matrix on the backend `make` builds, given the secret store the attacks plant; `base` is the directory the
- * attacks plant in (a fresh directory inside it, removed afterwards).
+ * attacks plant in (a fresh directory inside it, removed afterwards); `wider` are more destinations the network
+ * attacks' policy grants (a grant wider than they expect, which they must then catch).
  */
 export const run = <E>(
   make: (secrets: SecretStore.Service) => Effect.Effect<ActionExecutionBackend.Service, E>,
   limits: Limits,
-  base: string
+  base: string,
+  wider: ReadonlyArray<string> = []
 ): Effect.Effect<{ readonly report: ActionBackendCapabilityReport; readonly rows: ReadonlyArray<AttackRow> }, E> =>
   Effect.acquireUseRelease(
     Effect.sync(() => plant(base)),
@@ -338,7 +483,13 @@ export const run = <E>(
             )
           )
         )
-        const call: Run = (action, args) =>
+        // Governed calls, for the network grants: a SQLite file in the planted directory, a policy per call.
+        const governed = Embedded.layerExecutor(
+          { filename: path.join(ground.dir, "verify.db"), profile: "governed" },
+          Layer.merge(ActionRegistry.layerWith(Hostile.all), Layer.succeed(ActionExecutionBackend, backend))
+        )
+        let policies = 0
+        const minimal = (action: string, args: Record<string, unknown>) =>
           Effect.gen(function*() {
             const { context, request } = yield* Ingress.prepare(
               { action, arguments: args },
@@ -346,6 +497,28 @@ export const run = <E>(
             )
             return yield* (yield* ActionExecutor.ActionExecutor).execute(request, { context })
           }).pipe(Effect.provide(layer), Effect.orDie)
+        const call: Run = (action, args, grant) =>
+          grant === undefined ? minimal(action, args) : Effect.gen(function*() {
+            const policy = yield* Demo.install({
+              policy_id: "writ-verify-network",
+              version: String(++policies),
+              rules: [
+                { kind: "action", effect: "allow", action_patterns: [action] },
+                {
+                  kind: "network",
+                  effect: "allow",
+                  destinations: [grant[0]!, ...grant.slice(1), ...wider],
+                  modes: ["connect"]
+                }
+              ]
+            })
+            const { context, request } = yield* Ingress.prepare(
+              { action, arguments: args },
+              { principal: "writ-verify", effect_backend: backend.ref, policy_snapshot: policy }
+            )
+            const boundary = yield* openBoundary(policy)
+            return yield* (yield* ActionExecutor.ActionExecutor).execute(request, { context, boundary })
+          }).pipe(Effect.provide(governed), Effect.orDie)
         const enforced = new Set(
           (report.capabilities ?? []).filter((claim) => claim.level === "enforced").map((claim) => claim.name)
         )
@@ -357,7 +530,7 @@ export const run = <E>(
             )
             continue
           }
-          const { detail, verdict } = yield* attack.run(call, ground, limits)
+          const { detail, verdict } = yield* Effect.scoped(attack.run(call, ground, limits))
           rows.push(AttackRow.make({ claim: attack.claim, attack: attack.attack, verdict, detail }))
         }
         // A claim with no attack here is shown as such, never counted as verified.
@@ -365,7 +538,7 @@ export const run = <E>(
         for (const claim of [...enforced].filter((name) => !attacked.has(name)).sort()) {
           rows.push(AttackRow.make({
             claim,
-            attack: "(no live attack: it needs a policy granting destinations)",
+            attack: "(no live attack here)",
             verdict: "not attacked",
             detail: "the containment suite attacks it"
           }))
