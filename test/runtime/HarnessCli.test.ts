@@ -8,7 +8,7 @@ import { existsSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
-import { writ } from "../fixtures/cli.ts"
+import { writ, writOnTerminal } from "../fixtures/cli.ts"
 import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
 const { policyFile, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-cli-", "sk-scripted")
@@ -69,25 +69,47 @@ describe("writ harness", () => {
     240_000
   )
 
-  it("run: writ's policy denies the bash -c call through the hook, the allowed call runs", async () => {
-    const model = await Scripted.start([
-      { name: "Bash", input: { command: `bash -c "touch ${ws}/denied.txt"` } },
-      { name: "Bash", input: { command: `touch ${ws}/allowed.txt` } }
-    ])
-    try {
-      spec(model.baseUrl, true)
-      const ran = await writ("harness", "run", "claude-code", "--spec", specFile, "--policy", policyFile, "--", "go")
-      assert.strictEqual(ran.status, 0, ran.stderr)
-      assert.isFalse(existsSync(join(ws, "denied.txt")))
-      assert.isTrue(existsSync(join(ws, "allowed.txt")))
-      assert.include(ran.stderr, "writ deny Bash: shell.unsafe_syntax")
-      assert.include(ran.stderr, "writ allow Bash")
-      const tags = ran.stdout.trim().split("\n").map((line) => JSON.parse(line)._tag)
-      assert.deepStrictEqual(tags, ["tool_use", "tool_result", "denial", "tool_use", "tool_result", "usage", "exit"])
-    } finally {
-      await model.close()
-    }
-  }, 180_000)
+  it(
+    "run: writ's policy denies the bash -c call through the hook, the allowed call runs; a terminal sees the status line",
+    async () => {
+      const model = await Scripted.start([
+        { name: "Bash", input: { command: `bash -c "touch ${ws}/denied.txt"` } },
+        { name: "Bash", input: { command: `touch ${ws}/allowed.txt` } }
+      ])
+      try {
+        spec(model.baseUrl, true)
+        const ran = await writOnTerminal(
+          "harness",
+          "run",
+          "claude-code",
+          "--spec",
+          specFile,
+          "--policy",
+          policyFile,
+          "--",
+          "go"
+        )
+        assert.strictEqual(ran.status, 0, ran.stderr)
+        assert.isFalse(existsSync(join(ws, "denied.txt")))
+        assert.isTrue(existsSync(join(ws, "allowed.txt")))
+        assert.include(ran.stderr, "writ deny Bash: shell.unsafe_syntax")
+        assert.include(ran.stderr, "writ allow Bash")
+        const tags = ran.stdout.trim().split("\n").map((line) => JSON.parse(line)._tag)
+        assert.deepStrictEqual(tags, ["tool_use", "tool_result", "denial", "tool_use", "tool_result", "usage", "exit"])
+        // The status line is redrawn in place (carriage return, erase line) and left as the run's summary.
+        assert.include(ran.stderr, "\r\u001b[K")
+        const summary = ran.stderr.split(/\r\u001b\[K/).at(-1)!.split(/\r?\n/)[0]!
+        assert.match(
+          summary,
+          /^writ: claude-code \d+s \| 2 tool call\(s\), 2 result\(s\), 1 denial\(s\) in the stream \| writ allowed 1, denied 1$/,
+          JSON.stringify(summary)
+        )
+      } finally {
+        await model.close()
+      }
+    },
+    180_000
+  )
 
   it("run: a spec with the callback but no --policy is bad input, and nothing runs", async () => {
     spec("http://127.0.0.1:9", true)

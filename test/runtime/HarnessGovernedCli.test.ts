@@ -67,6 +67,7 @@ describe("writ harness run --db", () => {
         assert.isTrue(existsSync(join(ws, "keep.txt")))
         assert.isTrue(existsSync(join(ws, "allowed.txt")))
         assert.match(ran.stderr, /evidence: chain [0-9a-f-]{36}, 6 records, verification valid/)
+        assert.notInclude(ran.stderr, "| writ allowed", "no status line when stderr is not a terminal")
       } finally {
         await model.close()
       }

@@ -53,6 +53,7 @@ import * as Embedded from "../../Embedded.ts"
 import { checkDatabase, CliInputError, json, onDatabase, setExitCode } from "./internal/input.ts"
 import { load } from "./internal/policyFile.ts"
 import { table } from "./internal/render.ts"
+import * as StatusLine from "./internal/statusLine.ts"
 
 const provider = Args.choice([
   ["claude-code", "claude-code" as const],
@@ -290,10 +291,8 @@ type Ready = NonNullable<Effect.Effect.Success<ReturnType<typeof prepared>>>
 
 const encodeObservation = Schema.encodeSync(ProviderObservation)
 
-// Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
-const print = (observation: ProviderObservation) => Console.log(JSON.stringify(encodeObservation(observation)))
+const line = (observation: ProviderObservation) => JSON.stringify(encodeObservation(observation))
 
-/** Spawn under the admitted plan with `decide` as the blocking callback; print the exit and writ's decisions. */
 /** writ's MCP server for a run whose spec asks for it: the demo's actions under the run's snapshot, and claude's permission prompts decided as its hook's. */
 const writMcp = (
   spec: HarnessSpec.HarnessSpec,
@@ -310,6 +309,7 @@ const writMcp = (
     })
     : Effect.succeed(undefined)
 
+/** Spawn under the admitted plan with `decide` as the blocking callback; print the exit and writ's decisions. */
 const spawnPrinted = (
   ready: Ready,
   decide: HarnessAdapter.Launch["decide"],
@@ -318,13 +318,20 @@ const spawnPrinted = (
   Effect.gen(function*() {
     const secrets = yield* resolveSecrets(ready.admitted.plan)
     const mcp = yield* serving
-    const result = yield* ready.adapter.spawn(ready.admitted, {
-      secrets,
-      decide,
-      observe: print,
-      ...(mcp === undefined ? {} : { mcp })
-    })
-    yield* print(result.observations.at(-1)!)
+    const status = yield* StatusLine.make(ready.admitted.plan.provider)
+    // Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
+    const print = (observation: ProviderObservation) => status.print(observation, line(observation))
+    const result = yield* Effect.scoped(Effect.gen(function*() {
+      yield* status.live
+      const result = yield* ready.adapter.spawn(ready.admitted, {
+        secrets,
+        decide: status.decide(decide),
+        observe: print,
+        ...(mcp === undefined ? {} : { mcp })
+      })
+      yield* print(result.observations.at(-1)!)
+      return result
+    }))
     for (const { call, decision } of result.decisions) {
       yield* Console.error(
         `writ ${decision.decision} ${call.tool}${decision.decision === "deny" ? `: ${decision.reason}` : ""}`
