@@ -18,7 +18,7 @@ import { HarnessAdapter, HarnessError, ProbeResult } from "../../core/harness/Ha
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import * as ClaudeCodeHook from "./internal/claudeCodeHook.ts"
-import { runPlan } from "./internal/harnessLaunch.ts"
+import { askVersion, runPlan } from "./internal/harnessLaunch.ts"
 import * as McpBridge from "./internal/mcpBridge.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
@@ -77,21 +77,20 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
       catch: (e) => new HarnessError({ reason: "probe_failed", detail: String(e) })
     })
     let said = ""
-    const ask = Effect.gen(function*() {
-      const lines: Array<string> = []
-      const ran = yield* runner.run({
+    const ask = Effect.map(
+      askVersion(runner, {
         command: path,
         args: ["--version"],
         env: { PATH: "/usr/bin:/bin", HOME: store.dir, DISABLE_AUTOUPDATER: "1" },
         cwd: "/",
         deadlineMillis: 30_000,
-        graceMillis: 2_000,
-        outputBytes: 64 * 1024,
-        onLine: (line) => Effect.sync(() => lines.push(line))
-      }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
-      said = lines[0] ?? ran.stderr.slice(0, 200)
-      return ran.code === 0 ? /^(\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
-    })
+        pattern: /^(\d+\.\d+\.\d+)\b/
+      }),
+      (asked) => {
+        said = asked.said
+        return asked.version
+      }
+    )
     const { digest, version } = yield* store.probed(path, "file", ask)
     return new ProbeResult({
       provider: "claude-code",

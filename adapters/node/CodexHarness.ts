@@ -23,7 +23,7 @@ import type { HarnessPlan } from "../../core/harness/HarnessPlan.ts"
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import * as ClaudeCodeHook from "./internal/claudeCodeHook.ts"
-import { runPlan } from "./internal/harnessLaunch.ts"
+import { askVersion, runPlan } from "./internal/harnessLaunch.ts"
 import * as McpBridge from "./internal/mcpBridge.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
@@ -82,22 +82,21 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
     if (found_native === undefined) return unprobed(`no native codex binary for ${launcher} on this platform`)
     const native = yield* Effect.tryPromise({ try: () => realpath(found_native), catch: failed })
     let said = ""
-    const ask = Effect.gen(function*() {
-      const lines: Array<string> = []
-      const ran = yield* runner.run({
+    const ask = Effect.map(
+      askVersion(runner, {
         command: native,
         args: ["--version"],
         // Its own home: codex creates $HOME/.codex, which must not land in (or above) any workspace.
         env: { PATH: "/usr/bin:/bin", HOME: probeHome(store), CODEX_HOME: probeHome(store) },
         cwd: "/",
         deadlineMillis: 30_000,
-        graceMillis: 2_000,
-        outputBytes: 64 * 1024,
-        onLine: (line) => Effect.sync(() => lines.push(line))
-      }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
-      said = lines[0] ?? ran.stderr.slice(0, 200)
-      return ran.code === 0 ? /^codex-cli (\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
-    })
+        pattern: /^codex-cli (\d+\.\d+\.\d+)\b/
+      }),
+      (asked) => {
+        said = asked.said
+        return asked.version
+      }
+    )
     const binary = yield* store.probed(native, "file", ask)
     const version = binary.version
     // The identity covers both: the launcher decides which binary runs, the binary is what runs.

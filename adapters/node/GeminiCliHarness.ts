@@ -20,7 +20,7 @@ import { HarnessAdapter, HarnessError, ProbeResult } from "../../core/harness/Ha
 import { HarnessProcess } from "../../core/harness/HarnessProcess.ts"
 import * as HarnessStore from "./HarnessStore.ts"
 import * as GeminiCliHook from "./internal/geminiCliHook.ts"
-import { runPlan } from "./internal/harnessLaunch.ts"
+import { askVersion, runPlan } from "./internal/harnessLaunch.ts"
 import * as McpBridge from "./internal/mcpBridge.ts"
 import * as NodeHarnessProcess from "./NodeHarnessProcess.ts"
 
@@ -61,19 +61,16 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
         Effect.sync(() => mkdtempSync(join(tmpdir(), "writ-gemini-probe-"))),
         (home) => Effect.sync(() => rmSync(home, { recursive: true, force: true }))
       )
-      const lines: Array<string> = []
-      const ran = yield* runner.run({
+      const asked = yield* askVersion(runner, {
         command: process.execPath,
         args: [entryOf(dir), "--version"],
         env: { PATH: "/usr/bin:/bin", HOME: home },
         cwd: home,
         deadlineMillis: 60_000,
-        graceMillis: 2_000,
-        outputBytes: 64 * 1024,
-        onLine: (line) => Effect.sync(() => lines.push(line))
-      }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
-      said = lines[0] ?? ran.stderr.slice(0, 200)
-      return ran.code === 0 ? /^(\d+\.\d+\.\d+)\b/.exec(lines[0] ?? "")?.[1] ?? null : null
+        pattern: /^(\d+\.\d+\.\d+)\b/
+      })
+      said = asked.said
+      return asked.version
     }).pipe(Effect.scoped)
     const { digest, version } = yield* store.probed(dir, "tree", ask)
     return new ProbeResult({

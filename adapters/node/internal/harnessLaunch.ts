@@ -142,3 +142,35 @@ export const runPlan = (runner: HarnessProcess.Service, spec: RunSpec) =>
       stderr: redact(ended.stderr, hidden)
     } satisfies RunResult
   }))
+
+/** How to ask a provider's executable its version: the command, its environment and the line's pattern. */
+export interface VersionQuestion {
+  readonly command: string
+  readonly args: ReadonlyArray<string>
+  readonly env: Record<string, string>
+  readonly cwd: string
+  readonly deadlineMillis: number
+  /** Matches the version's first line, the version in its first group. */
+  readonly pattern: RegExp
+}
+
+/**
+ * Ask an executable `--version`, bounded: what it said first (its first line, else its stderr's start) and the
+ * version read there, or null when it did not exit 0 or said none.
+ */
+export const askVersion = (runner: HarnessProcess.Service, question: VersionQuestion) =>
+  Effect.gen(function*() {
+    const lines: Array<string> = []
+    const ran = yield* runner.run({
+      command: question.command,
+      args: question.args,
+      env: question.env,
+      cwd: question.cwd,
+      deadlineMillis: question.deadlineMillis,
+      graceMillis: 2_000,
+      outputBytes: 64 * 1024,
+      onLine: (line) => Effect.sync(() => lines.push(line))
+    }).pipe(Effect.mapError((e) => new HarnessError({ reason: "probe_failed", detail: e.detail })))
+    const said = lines[0] ?? ran.stderr.slice(0, 200)
+    return { said, version: ran.code === 0 ? question.pattern.exec(lines[0] ?? "")?.[1] ?? null : null }
+  })
