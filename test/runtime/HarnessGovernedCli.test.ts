@@ -190,8 +190,50 @@ describe("writ harness run --db", () => {
     try {
       const [count] = read.prepare("SELECT count(*) AS n FROM evidence_records").all() as Array<{ readonly n: number }>
       assert.strictEqual(count?.n, 0)
+      assert.deepStrictEqual(read.prepare("SELECT run_id FROM runs").all(), [], "a refused invocation has no Run")
     } finally {
       read.close()
     }
   }, 120_000)
+
+  it(
+    "admitted but refused before spawn (a required control unmet): its Run ends failed, with no evidence",
+    async () => {
+      spec("http://127.0.0.1:9", ["required: [fs.write_roots@1]"])
+      const db = join(dir, "unmet.db")
+      const ran = await writ(
+        "harness",
+        "run",
+        "claude-code",
+        "--spec",
+        specFile,
+        "--policy",
+        policyFile,
+        "--db",
+        db,
+        "--",
+        "go"
+      )
+      assert.strictEqual(ran.status, 1, ran.stderr)
+      assert.include(ran.stdout, "refused:")
+      const read = new Database(db)
+      try {
+        const runs = read.prepare("SELECT status, reason_code, evidence_json, started_at FROM runs").all()
+        assert.deepStrictEqual(runs, [{
+          status: "failed",
+          reason_code: "harness.required_control_unmet",
+          evidence_json: "[]",
+          started_at: null
+        }])
+        const [count] = read.prepare("SELECT count(*) AS n FROM evidence_records").all() as Array<
+          { readonly n: number }
+        >
+        assert.strictEqual(count?.n, 0)
+        assert.deepStrictEqual(read.prepare("SELECT run_id FROM harness_runs").all(), [], "no plan attached")
+      } finally {
+        read.close()
+      }
+    },
+    120_000
+  )
 })

@@ -43,6 +43,7 @@ import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
 import { HarnessAttachment, HarnessRunStore } from "../../../core/harness/HarnessRunStore.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { ObservationLog } from "../../../core/harness/ObservationLog.ts"
+import * as PolicyNarrowing from "../../../core/harness/PolicyNarrowing.ts"
 import { ProviderObservation } from "../../../core/harness/ProviderObservation.ts"
 import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
@@ -181,6 +182,12 @@ const readSpec = (path: string) =>
     )
   })
 
+/** A spec wider than its policy, or not its policy's, as bad input naming the field. */
+const widerInput = (wider: PolicyNarrowing.SpecWiderThanPolicy) =>
+  new CliInputError({
+    message: `the spec is ${wider.reason === "wider" ? "wider than" : "not"} its policy: ${wider.message}`
+  })
+
 /**
  * Probe, compile and admit a spec (narrowing `policy`, when given); a refusal is printed with its report and exits 1,
  * a spec wider than its policy is bad input naming the field.
@@ -208,12 +215,7 @@ const prepared = (
     }
     return yield* HarnessAdapter.prepare(adapter, input).pipe(
       Effect.map((admitted) => ({ adapter, admitted })),
-      Effect.catchTag("SpecWiderThanPolicy", (wider) =>
-        Effect.fail(
-          new CliInputError({
-            message: `the spec is ${wider.reason === "wider" ? "wider than" : "not"} its policy: ${wider.message}`
-          })
-        )),
+      Effect.catchTag("SpecWiderThanPolicy", (wider) => Effect.fail(widerInput(wider))),
       Effect.catchTag("RequiredControlUnmet", (refused) =>
         Effect.zipRight(
           asJson
@@ -395,6 +397,23 @@ const runTerminalOf = (end: GovernedRun.End, terminal: AppendReceipt) => {
   return new RunTerminal({ status, acceptance: "not_applicable", quality, reason_code, evidence, cost: null })
 }
 
+/** The invocation's admission: the spec is for this provider and only narrows its policy (bad input otherwise). */
+const admission = (name: Provider, spec: HarnessSpec.HarnessSpec, policy: PolicySnapshot) =>
+  spec.provider !== name
+    ? Effect.fail(new CliInputError({ message: `the spec is for ${spec.provider}, not ${name}` }))
+    : Effect.mapError(PolicyNarrowing.check(spec, policy), widerInput)
+
+/** The Run's terminal outcome for a run that ended before spawn (no evidence: its operation never started). */
+const unspawned = (reason_code: string) =>
+  new RunTerminal({
+    status: "failed",
+    acceptance: "not_applicable",
+    quality: "indeterminate",
+    reason_code,
+    evidence: [],
+    cost: null
+  })
+
 /**
  * The governed profile: the run is one governed operation on a new task boundary's chain (started with the plan's and
  * report's digests, one gate record per callback decision, one terminal), closed and verified after, and a durable
@@ -409,15 +428,23 @@ const runGoverned = (
 ) =>
   Effect.gen(function*() {
     const snapshot = yield* storedPolicy(spec, file)
-    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot)
-    if (ready === undefined) return
-    const { plan, report } = ready.admitted
-    const plan_digest = yield* HarnessPlan.digest(plan)
-    const report_digest = yield* Digest.canonical(encodeReport(report))
+    // Admission first: a spec for another provider, or wider than its policy, is refused and has no Run.
+    yield* admission(options.provider, spec, snapshot)
+    // Admitted, the Run exists before the plan is compiled, so a run refused before spawn has one too.
     const runs = yield* RunStore
     const durable = yield* runs.createRun({
       policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
     })
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot).pipe(
+      Effect.tapError(() => runs.finish(durable.run_id, unspawned("harness.probe_failed")))
+    )
+    if (ready === undefined) {
+      yield* runs.finish(durable.run_id, unspawned("harness.required_control_unmet"))
+      return
+    }
+    const { plan, report } = ready.admitted
+    const plan_digest = yield* HarnessPlan.digest(plan)
+    const report_digest = yield* Digest.canonical(encodeReport(report))
     const boundary = yield* openBoundary(snapshot)
     const writer = yield* EvidenceWriter
     const run = yield* GovernedRun.start({
