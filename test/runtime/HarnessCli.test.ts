@@ -1,7 +1,7 @@
 /**
  * `writ harness probe|plan|run claude-code` on the built binary, against the real claude CLI and the scripted model:
- * a plan whose required control has no verify run exits 1 and spawns nothing; `probe --verify` records the runs that
- * make the same plan exit 0; `run` spawns under the plan with writ's policy deciding each tool call.
+ * a plan whose required control has no verify run exits 1 and spawns nothing; `probe --verify --db` records the runs
+ * in the database, where the same plan with that `--db` finds them and exits 0; `run` spawns under the plan with writ's policy deciding each tool call.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { existsSync, writeFileSync } from "node:fs"
@@ -11,9 +11,9 @@ import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
 import { writ, writOnTerminal } from "../fixtures/cli.ts"
 import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
-const { policyFile, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-cli-", "sk-scripted")
+const { dir, policyFile, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-cli-", "sk-scripted")
 
-const spec = (endpoint: string, callback: boolean) =>
+const spec = (endpoint: string, callback: boolean, required = true) =>
   writeFileSync(
     specFile,
     [
@@ -23,7 +23,7 @@ const spec = (endpoint: string, callback: boolean) =>
       "policy: {policy_id: cli-harness, version: \"1\"}",
       `workspace: ${ws}`,
       `tools: {allow: [Bash], callback: ${callback}}`,
-      "required: [fs.write_roots@1, callback.pre_tool@1]",
+      ...(required ? ["required: [fs.write_roots@1, callback.pre_tool@1]"] : []),
       ""
     ].join("\n")
   )
@@ -40,13 +40,18 @@ describe("writ harness", () => {
   }, 120_000)
 
   it(
-    "probe --verify records passing runs; then the same plan exits 0 with those controls enforced/verified",
+    "probe --verify --db records passing runs in the database; the same plan with that --db exits 0 with those controls enforced/verified",
     async () => {
-      const probed = await writ("harness", "probe", "claude-code", "--verify", "--json")
+      const db = join(dir, "verify.db")
+      const probed = await writ("harness", "probe", "claude-code", "--verify", "--json", "--db", db)
       assert.strictEqual(probed.status, 0, probed.stderr)
       assert.deepStrictEqual(JSON.parse(probed.stdout).failed, [])
       spec("http://127.0.0.1:9", true)
-      const planned = await writ("harness", "plan", "claude-code", "--spec", specFile, "--json")
+      // The runs are in the database, not in writ's data directory: a plan without --db has none to cite.
+      assert.isFalse(existsSync(join(dir, "data", "harness", "verify.json")))
+      const unverified = await writ("harness", "plan", "claude-code", "--spec", specFile, "--json")
+      assert.strictEqual(unverified.status, 1, unverified.stderr)
+      const planned = await writ("harness", "plan", "claude-code", "--spec", specFile, "--json", "--db", db)
       assert.strictEqual(planned.status, 0, planned.stderr)
       const { plan, plan_digest, report } = JSON.parse(planned.stdout)
       const level = Object.fromEntries(
@@ -77,7 +82,7 @@ describe("writ harness", () => {
         { name: "Bash", input: { command: `touch ${ws}/allowed.txt` } }
       ])
       try {
-        spec(model.baseUrl, true)
+        spec(model.baseUrl, true, false)
         const ran = await writOnTerminal(
           "harness",
           "run",

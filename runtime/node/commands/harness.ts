@@ -23,8 +23,10 @@ import * as GeminiVerify from "../../../adapters/node/GeminiCliVerify.ts"
 import * as HarnessMcp from "../../../adapters/node/HarnessMcp.ts"
 import * as HarnessStore from "../../../adapters/node/HarnessStore.ts"
 import * as NodeHarnessProcess from "../../../adapters/node/NodeHarnessProcess.ts"
+import * as Sqlite from "../../../adapters/node/Sqlite.ts"
 import * as SqlHarnessRunStore from "../../../adapters/sql/SqlHarnessRunStore.ts"
 import * as SqlObservationLog from "../../../adapters/sql/SqlObservationLog.ts"
+import * as SqlVerifyRunStore from "../../../adapters/sql/SqlVerifyRunStore.ts"
 import * as Digest from "../../../core/base/Digest.ts"
 import * as Time from "../../../core/base/Time.ts"
 import * as EvidenceProjector from "../../../core/evidence/EvidenceProjector.ts"
@@ -45,6 +47,7 @@ import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { ObservationLog } from "../../../core/harness/ObservationLog.ts"
 import * as PolicyNarrowing from "../../../core/harness/PolicyNarrowing.ts"
 import { ProviderObservation } from "../../../core/harness/ProviderObservation.ts"
+import { VerifyRunStore } from "../../../core/harness/VerifyRunStore.ts"
 import type { PolicySnapshot } from "../../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../../core/policy/PolicySnapshotStore.ts"
 import { EvidenceRef, RunTerminal } from "../../../core/state/Run.ts"
@@ -140,34 +143,65 @@ const probeReport = (
     notes: probe.notes
   })
 
+/**
+ * `use` with where verify runs are kept: `--db`'s database (checked, opened and migrated, closed after), else the cache
+ * file in writ's data directory.
+ */
+const withVerifyRuns = <A, E, R>(
+  db: Option.Option<string>,
+  use: (verifyRuns: VerifyRunStore.Service) => Effect.Effect<A, E, R>
+) =>
+  Option.isNone(db)
+    ? use(HarnessStore.make())
+    : Effect.zipRight(
+      checkDatabase(db.value, "new_or_existing"),
+      Effect.flatMap(VerifyRunStore, use).pipe(
+        Effect.provide(SqlVerifyRunStore.layer.pipe(Layer.provide(Sqlite.layer({ filename: db.value })))),
+        onDatabase(db.value)
+      )
+    )
+
+const verifyDb = Options.file("db").pipe(
+  Options.optional,
+  Options.withDescription(
+    "a writ SQLite file (created if missing) keeping the verify runs, instead of writ's data directory"
+  )
+)
+
 const probeCommand = Command.make(
   "probe",
-  { provider, json, verify: Options.boolean("verify").pipe(Options.withDescription("run the verify scenarios")) },
-  ({ json, provider, verify }) =>
-    Effect.gen(function*() {
-      const store = HarnessStore.make()
-      const adapter = yield* adapterOf(provider, store)
-      const failed: Array<string> = []
-      if (verify) {
-        const results = yield* providers[provider].verify(adapter, store)
-        yield* store.record(results.map((r) => r.run))
-        for (const { result, run } of results) {
-          if (!run.effect_absent) failed.push(run.scenario)
-          if (!json) {
-            yield* Console.error(
-              `verify ${run.scenario}: ${run.effect_absent ? "passed" : "FAILED"} (effect ${
-                result.effect_absent ? "absent" : "happened"
-              }, exercised ${result.exercised})`
-            )
+  {
+    provider,
+    json,
+    verify: Options.boolean("verify").pipe(Options.withDescription("run the verify scenarios")),
+    db: verifyDb
+  },
+  ({ db, json, provider, verify }) =>
+    withVerifyRuns(db, (verifyRuns) =>
+      Effect.gen(function*() {
+        const store = HarnessStore.make()
+        const adapter = yield* adapterOf(provider, store)
+        const failed: Array<string> = []
+        if (verify) {
+          const results = yield* providers[provider].verify(adapter, store)
+          yield* verifyRuns.record(results.map((r) => r.run))
+          for (const { result, run } of results) {
+            if (!run.effect_absent) failed.push(run.scenario)
+            if (!json) {
+              yield* Console.error(
+                `verify ${run.scenario}: ${run.effect_absent ? "passed" : "FAILED"} (effect ${
+                  result.effect_absent ? "absent" : "happened"
+                }, exercised ${result.exercised})`
+              )
+            }
           }
         }
-      }
-      const report = probeReport(provider, yield* adapter.probe, yield* store.verifications)
-      yield* Console.log(
-        json ? JSON.stringify({ report: encodeReport(report), failed }, null, 2) : renderReport(report)
-      )
-      if (failed.length > 0) yield* setExitCode(1)
-    })
+        const report = probeReport(provider, yield* adapter.probe, yield* verifyRuns.verifications)
+        yield* Console.log(
+          json ? JSON.stringify({ report: encodeReport(report), failed }, null, 2) : renderReport(report)
+        )
+        if (failed.length > 0) yield* setExitCode(1)
+      }))
 ).pipe(Command.withDescription("the installed CLI's version, identity and capability report; --verify proves it"))
 
 const readSpec = (path: string) =>
@@ -197,7 +231,8 @@ const prepared = (
   spec: HarnessSpec.HarnessSpec,
   prompt: string,
   asJson: boolean,
-  policy?: PolicySnapshot
+  policy?: PolicySnapshot,
+  verifyRuns?: VerifyRunStore.Service
 ) =>
   Effect.gen(function*() {
     if (spec.provider !== name) {
@@ -210,7 +245,7 @@ const prepared = (
       spec,
       prompt,
       home,
-      verifications: yield* store.verifications,
+      verifications: yield* (verifyRuns ?? store).verifications,
       ...(policy === undefined ? {} : { policy })
     }
     return yield* HarnessAdapter.prepare(adapter, input).pipe(
@@ -234,39 +269,41 @@ const planCommand = Command.make("plan", {
   policy: Options.file("policy", { exists: "yes" }).pipe(
     Options.optional,
     Options.withDescription("the policy declaration the spec narrows: a spec wider than it is refused")
-  )
+  ),
+  db: verifyDb
 }, (options) =>
-  Effect.gen(function*() {
-    const spec = yield* readSpec(options.spec)
-    const snapshot = Option.isSome(options.policy) ? (yield* load(options.policy.value)).snapshot : undefined
-    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot)
-    if (ready === undefined) return
-    const { plan, report } = ready.admitted
-    const digest = yield* HarnessPlan.digest(plan)
-    if (options.json) {
-      return yield* Console.log(
-        JSON.stringify({ plan: HarnessPlan.encode(plan), plan_digest: digest, report: encodeReport(report) }, null, 2)
+  withVerifyRuns(options.db, (verifyRuns) =>
+    Effect.gen(function*() {
+      const spec = yield* readSpec(options.spec)
+      const snapshot = Option.isSome(options.policy) ? (yield* load(options.policy.value)).snapshot : undefined
+      const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot, verifyRuns)
+      if (ready === undefined) return
+      const { plan, report } = ready.admitted
+      const digest = yield* HarnessPlan.digest(plan)
+      if (options.json) {
+        return yield* Console.log(
+          JSON.stringify({ plan: HarnessPlan.encode(plan), plan_digest: digest, report: encodeReport(report) }, null, 2)
+        )
+      }
+      yield* Console.log(
+        [
+          renderReport(report),
+          "",
+          `plan sha256 ${digest}`,
+          `argv: ${[plan.executable.path, ...plan.argv].map((a) => JSON.stringify(a)).join(" ")}`,
+          `environment: ${
+            plan.environment.map((e) => (e._tag === "secret"
+              ? `${e.name}=<${e.ref}>`
+              : e._tag === "set"
+              ? `${e.name}=${e.value}`
+              : `${e.name} (inherited)`)
+            ).join(", ")
+          }`,
+          ...plan.config_files.map((file) => `--- ${file.path}\n${file.content}`),
+          ...plan.secret_files.map((file) => `--- ${file.path} <${file.ref}, written at spawn>`)
+        ].join("\n")
       )
-    }
-    yield* Console.log(
-      [
-        renderReport(report),
-        "",
-        `plan sha256 ${digest}`,
-        `argv: ${[plan.executable.path, ...plan.argv].map((a) => JSON.stringify(a)).join(" ")}`,
-        `environment: ${
-          plan.environment.map((e) => (e._tag === "secret"
-            ? `${e.name}=<${e.ref}>`
-            : e._tag === "set"
-            ? `${e.name}=${e.value}`
-            : `${e.name} (inherited)`)
-          ).join(", ")
-        }`,
-        ...plan.config_files.map((file) => `--- ${file.path}\n${file.content}`),
-        ...plan.secret_files.map((file) => `--- ${file.path} <${file.ref}, written at spawn>`)
-      ].join("\n")
-    )
-  })).pipe(
+    }))).pipe(
     Command.withDescription("the plan and report a spec compiles to; exit 1 when a required control is not enforced")
   )
 
@@ -435,9 +472,10 @@ const runGoverned = (
     const durable = yield* runs.createRun({
       policy: { policy_id: snapshot.policy_id, version: snapshot.version, digest: snapshot.digest }
     })
-    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot).pipe(
-      Effect.tapError(() => runs.finish(durable.run_id, unspawned("harness.probe_failed")))
-    )
+    const ready = yield* prepared(options.provider, spec, options.prompt, options.json, snapshot, yield* VerifyRunStore)
+      .pipe(
+        Effect.tapError(() => runs.finish(durable.run_id, unspawned("harness.probe_failed")))
+      )
     if (ready === undefined) {
       yield* runs.finish(durable.run_id, unspawned("harness.required_control_unmet"))
       return
@@ -535,7 +573,7 @@ const runCommand = Command.make("run", {
       yield* checkDatabase(filename, "new_or_existing")
       return yield* runGoverned(options, spec, options.policy).pipe(
         Effect.provide(
-          Layer.merge(SqlObservationLog.layer, SqlHarnessRunStore.layer).pipe(
+          Layer.mergeAll(SqlObservationLog.layer, SqlHarnessRunStore.layer, SqlVerifyRunStore.layer).pipe(
             Layer.provideMerge(Embedded.layerStores({ filename }))
           )
         ),

@@ -14,6 +14,7 @@ import harnessObservations from "./0012_harness_observations.ts"
 import nonces from "./0013_nonces.ts"
 import edgeExecutions from "./0014_edge_executions.ts"
 import harnessRuns from "./0015_harness_runs.ts"
+import harnessVerifications from "./0016_harness_verifications.ts"
 
 /** Every migration of writ's SQL stores, statically imported, in order. */
 export const loader = Migrator.fromRecord({
@@ -31,5 +32,6 @@ export const loader = Migrator.fromRecord({
   "0012_harness_observations": harnessObservations,
   "0013_nonces": nonces,
   "0014_edge_executions": edgeExecutions,
-  "0015_harness_runs": harnessRuns
+  "0015_harness_runs": harnessRuns,
+  "0016_harness_verifications": harnessVerifications
 })
