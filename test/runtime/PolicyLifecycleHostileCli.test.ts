@@ -215,6 +215,8 @@ describe("writ policy put|activate|retire on hostile input", () => {
       DROP TABLE harness_observations;
       DROP TABLE nonces;
       DROP TABLE edge_executions;
+      DROP TABLE harness_runs;
+      DROP TABLE harness_verifications;
       DELETE FROM effect_sql_migrations WHERE migration_id >= 10;`)
       old.close()
       const before = contents(dir)
