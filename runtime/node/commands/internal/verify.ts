@@ -150,8 +150,8 @@ const answering = (host: string, port = 0) =>
 const u8 = (value: number) => Buffer.from([value])
 const u16 = (value: number) => Buffer.from([value >> 8, value & 0xff])
 
-/** A TLS 1.2-framed ClientHello naming `name` in its SNI (one cipher suite, no other extension), in hex. */
-const clientHello = (name: string) => {
+/** A TLS 1.2-framed ClientHello naming `name` in its SNI (one cipher suite, no other extension). */
+export const clientHello = (name: string) => {
   const host = Buffer.from(name)
   const list = Buffer.concat([u8(0), u16(host.length), host])
   const sni = Buffer.concat([u16(0), u16(list.length + 2), u16(list.length), list])
@@ -167,7 +167,7 @@ const clientHello = (name: string) => {
     sni
   ])
   const handshake = Buffer.concat([u8(1), u8(0), u16(body.length), body])
-  return Buffer.concat([u8(0x16), u16(0x0301), u16(handshake.length), handshake]).toString("hex")
+  return Buffer.concat([u8(0x16), u16(0x0301), u16(handshake.length), handshake])
 }
 
 /**
@@ -300,7 +300,7 @@ const attacks: ReadonlyArray<Attack> = [
             {
               ...to,
               request: `CONNECT 127.0.0.2:${port} HTTP/1.1\r\nHost: 127.0.0.2:${port}\r\n\r\n`,
-              after: clientHello("127.0.0.3")
+              after: clientHello("127.0.0.3").toString("hex")
             }
           ]
         }, grant)
