@@ -93,12 +93,13 @@ const appendFloor = (chain: FloorChain, record_type: Evidence.RecordType, operat
     supersedes_record_id: null,
     created_at: Time.fromMicros(Date.now() * 1000),
     hash_algorithm: Evidence.hashAlgorithm
-  } as Omit<Evidence.StoredRecord, "chain_hash">
-  const record = { ...unsealed, chain_hash: sha256(Evidence.chainInput(unsealed)!) } as Evidence.StoredRecord
+  }
+  // Extended with Object.assign, not a spread: Node 20 adds a key to a spread-born object through a new map.
+  const record: Evidence.StoredRecord = Object.assign(unsealed, { chain_hash: sha256(Evidence.chainInput(unsealed)!) })
+  const chain_hash = record.chain_hash
   // Admission: the store recomputes both hashes, checks the link and refuses a duplicate before it keeps the record.
-  const { chain_hash, ...fields } = record
   if (
-    sha256(record.payload_json) !== record.payload_digest || sha256(Evidence.chainInput(fields)!) !== chain_hash ||
+    sha256(record.payload_json) !== record.payload_digest || sha256(Evidence.chainInput(record)!) !== chain_hash ||
     record.previous_chain_hash !== (previous?.chain_hash ?? null) || chain.ids.has(record.record_id) ||
     chain.hashes.has(chain_hash)
   ) throw new Error("governed bench: the floor's record does not admit")
@@ -119,28 +120,32 @@ const floorExecute = (chain: FloorChain, request: ExecutionRequest, templates: R
       const attempt_id = IdGenerator.Uuid.make(randomUUID())
       const [bound, started, gate, completed] = templates
       appendFloor(chain, "policy_bound", operation_id, bound!)
-      appendFloor(chain, "operation_started", operation_id, {
-        ...started,
-        attempt_id,
-        arguments_digest,
-        request_digest
-      })
-      appendFloor(chain, "gate_evaluated", operation_id, {
-        ...gate,
-        result_id: randomUUID(),
-        decision: allowed ? "allow" : "deny",
+      appendFloor(
+        chain,
+        "operation_started",
         operation_id,
-        arguments_digest,
-        evaluated_at: Time.fromMicros(Date.now() * 1000)
-      })
+        Object.assign({}, started, { attempt_id, arguments_digest, request_digest })
+      )
+      appendFloor(
+        chain,
+        "gate_evaluated",
+        operation_id,
+        Object.assign({}, gate, {
+          result_id: randomUUID(),
+          decision: allowed ? "allow" : "deny",
+          operation_id,
+          arguments_digest,
+          evaluated_at: Time.fromMicros(Date.now() * 1000)
+        })
+      )
       const result = Either.getOrThrow(encodeResult(input.a + input.b))
       const result_digest = sha256(Either.getOrThrow(Canonical.stringify(result)))
-      appendFloor(chain, "callable_completed", operation_id, {
-        ...completed,
-        attempt_id,
-        arguments_digest,
-        result_digest
-      })
+      appendFloor(
+        chain,
+        "callable_completed",
+        operation_id,
+        Object.assign({}, completed, { attempt_id, arguments_digest, result_digest })
+      )
       return Succeeded.make({
         request_id: request.request_id,
         attempt_id,

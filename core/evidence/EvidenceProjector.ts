@@ -184,7 +184,7 @@ export const drain = Effect.fn("EvidenceProjector.drain")(function*(options: Dra
       if (previous !== record.previous_chain_hash) return yield* fail("broken_link")
       if (heads.size >= REMEMBERED_CHAINS && !heads.has(record.chain_id)) heads.clear()
       heads.set(record.chain_id, { sequence: record.sequence, hash: record.chain_hash })
-      const row = decodeRow({ ...record, projection_version: projectionVersion })
+      const row = decodeRow(Object.assign({}, record, { projection_version: projectionVersion }))
       if (Either.isLeft(row)) return yield* fail("malformed")
       rows.push(row.right)
       const operation_id = record.operation_id

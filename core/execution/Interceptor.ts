@@ -202,7 +202,7 @@ export interface Observer {
 }
 
 const withDetail = <A extends Reason>(verdict: A, detail: string | undefined): A =>
-  detail === undefined ? verdict : { ...verdict, detail }
+  detail === undefined ? verdict : Object.assign({}, verdict, { detail })
 
 /** An allow verdict. */
 export const allow = (code = "control.allowed", detail?: string): Allowed =>
@@ -255,10 +255,9 @@ export const identified = (
   identity: { readonly id: string; readonly version: string; readonly config: unknown },
   stage: SecurityStage,
   decide: (evaluation: Evaluation) => Verdict
-): Interceptor => ({
-  ...make(identity.id, stage, decide),
+): Interceptor => (Object.assign({}, make(identity.id, stage, decide), {
   identity: { version: identity.version, config: identity.config }
-})
+}))
 
 const isIdentifier = Schema.is(Identifier)
 

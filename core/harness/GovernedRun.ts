@@ -196,8 +196,7 @@ const decision = (
         { decision: "deny", reason: "harness.arguments_not_canonical" }
       ]
       : [verdict.gate, verdict.decision]
-    const draft = ledger.gateEvaluated(operation, {
-      ...gate,
+    const draft = ledger.gateEvaluated(operation, gate, {
       result_id: yield* ids.uuid,
       evaluator: "writ.harness.callback",
       stage: verdict.stage,

@@ -12,7 +12,7 @@ const loadHead = Effect.fnUntraced(function*(store: EvidenceStore.Service, chain
   const head = yield* store.head(chain_id)
   if (Option.isNone(head)) return undefined
   const last = yield* Stream.runHead(store.read(chain_id, head.value.sequence - 1))
-  return { ...head.value, closed: Option.isSome(last) && last.value.record_type === "task_closed" }
+  return Object.assign({}, head.value, { closed: Option.isSome(last) && last.value.record_type === "task_closed" })
 })
 
 /**

@@ -94,7 +94,7 @@ const rehashWith = (
 ): Effect.Effect<{ payload_digest: Sha256Hex; chain_hash: Sha256Hex }, Canonical.CanonicalJsonError> =>
   Effect.flatMap(sha256TextWith(digest, record.payload_json), (payload_digest) =>
     Effect.map(
-      chainHashWith(digest, { ...record, payload_digest }),
+      chainHashWith(digest, Object.assign({}, record, { payload_digest })),
       (chain_hash) => ({ payload_digest, chain_hash })
     ))
 
@@ -131,7 +131,7 @@ const unsealedAt = (draft: Draft, at: Positions, i: number, payload_json: string
 })
 
 const sealedRecord = (unsealed: ReturnType<typeof unsealedAt>, text: string, chain_hash: Sha256Hex) => {
-  const record = Object.freeze(trustedMake(EvidenceRecord, { ...unsealed, chain_hash }))
+  const record = Object.freeze(trustedMake(EvidenceRecord, Object.assign({}, unsealed, { chain_hash })))
   sealedInputs.set(record, text)
   return record
 }
@@ -156,7 +156,9 @@ export const sealAllSync = (
     const records: Array<EvidenceRecord> = []
     let previous_chain_hash = at.previous_chain_hash
     for (let i = 0; i < drafts.length; i++) {
-      const unsealed = { ...unsealedAt(drafts[i]!, at, i, payloads[i]!, sha256(payloads[i]!)), previous_chain_hash }
+      const unsealed = Object.assign({}, unsealedAt(drafts[i]!, at, i, payloads[i]!, sha256(payloads[i]!)), {
+        previous_chain_hash
+      })
       // Every field is canonical by construction here: its id, type, times and digests are branded, its payload text.
       const text = chainInput(unsealed)
       if (text === undefined) throw new Error("Evidence.chainInput refused a record it sealed")
@@ -188,7 +190,9 @@ export const sealAllWith = (
           Canonical.CanonicalJsonError
         > => {
           if (i === drafts.length) return Effect.succeed(records)
-          const unsealed = { ...unsealedAt(drafts[i]!, at, i, payloads[i]!, payloadDigests[i]!), previous_chain_hash }
+          const unsealed = Object.assign({}, unsealedAt(drafts[i]!, at, i, payloads[i]!, payloadDigests[i]!), {
+            previous_chain_hash
+          })
           return Effect.flatMap(chainInputOf(unsealed), (text) =>
             Effect.flatMap(sha256TextWith(digest, text), (chain_hash) => {
               records.push(sealedRecord(unsealed, text, chain_hash))
@@ -204,7 +208,7 @@ export const sealAllWith = (
 export const seal = (draft: Draft, position: Position) =>
   Effect.flatMap(Digest, (digest) =>
     Effect.map(
-      sealAllWith(digest, [draft], { ...position, record_ids: [position.record_id] }),
+      sealAllWith(digest, [draft], Object.assign({}, position, { record_ids: [position.record_id] })),
       (records) => records[0]!
     ))
 

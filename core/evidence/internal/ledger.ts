@@ -54,27 +54,38 @@ export const operationStarted = (
     action: { ...operation.action },
     policy_digest: operation.policy.digest,
     backend: { ...operation.backend },
-    preflight: {
-      ...operation.preflight,
+    preflight: Object.assign({}, operation.preflight, {
       admission_leases: operation.preflight.admission_leases.map((lease) => ({ ...lease }))
-    },
+    }),
     arguments_digest: operation.arguments_digest,
     argument_fields: Object.keys(args).filter((key) => declared.has(key)).sort(),
     argument_count: Object.keys(args).length,
-    ...(containment === undefined ? {} : {
-      containment: {
-        ...(containment.degraded === undefined ? {} : { degraded: [...containment.degraded] }),
-        ...(containment.remote_claims === undefined ? {} : { remote_claims: [...containment.remote_claims] })
-      }
-    })
+    ...(containment === undefined ? {} : { containment: waiverPayload(containment) })
   })
 
-const inputsPayload = (inputs: PolicyInputs): Payload => ({
-  ...(inputs.snapshot === undefined ? {} : { snapshot: inputs.snapshot }),
-  ...(inputs.resolved_path === undefined ? {} : { resolved_path: inputs.resolved_path }),
-  ...(inputs.approval_state === undefined ? {} : { approval_state: inputs.approval_state }),
-  ...(inputs.time_or_budget === undefined ? {} : { time_or_budget: inputs.time_or_budget })
-})
+// The fields of `fields` that are defined, in a literal-born object (a spread-born one is slow to extend on Node 20).
+const defined = (fields: { readonly [key: string]: JsonValue | undefined }): Payload => {
+  const payload: { [key: string]: JsonValue } = {}
+  for (const key in fields) {
+    const value = fields[key]
+    if (value !== undefined) payload[key] = value
+  }
+  return payload
+}
+
+const waiverPayload = (containment: ContainmentWaiver): Payload =>
+  defined({
+    degraded: containment.degraded && [...containment.degraded],
+    remote_claims: containment.remote_claims && [...containment.remote_claims]
+  })
+
+const inputsPayload = (inputs: PolicyInputs): Payload =>
+  defined({
+    snapshot: inputs.snapshot,
+    resolved_path: inputs.resolved_path,
+    approval_state: inputs.approval_state,
+    time_or_budget: inputs.time_or_budget
+  })
 
 /** Stage 10's decision as a gate record states it: whether it ran, why, the digests and every input it compared. */
 const recheckPayload = (recheck: Recheck): Payload => ({
@@ -98,7 +109,8 @@ const recheckPayload = (recheck: Recheck): Payload => ({
  */
 export const gateEvaluated = (
   operation: OperationContext,
-  result: GateOutcome & {
+  gate: GateOutcome,
+  result: {
     readonly result_id: string
     readonly evaluator: string
     readonly identity?: InterceptorBinding | undefined
@@ -109,14 +121,14 @@ export const gateEvaluated = (
   }
 ): Draft =>
   draft(operation, "gate_evaluated", {
-    ...(result.recheck === undefined ? {} : { recheck: recheckPayload(result.recheck) }),
     result_id: result.result_id,
-    gate_id: result.gate_id,
-    level: result.level,
-    decision: result.decision,
-    reason_code: result.reason_code,
-    matched_rules: [...result.matched_rules],
-    ...(result.evaluator_error === true ? { evaluator_error: true } : {}),
+    ...(result.recheck === undefined ? {} : { recheck: recheckPayload(result.recheck) }),
+    gate_id: gate.gate_id,
+    level: gate.level,
+    decision: gate.decision,
+    reason_code: gate.reason_code,
+    matched_rules: [...gate.matched_rules],
+    ...(gate.evaluator_error === true ? { evaluator_error: true } : {}),
     evaluator: result.evaluator,
     ...(result.identity === undefined ? {} : { evaluator_identity: { ...result.identity } }),
     stage: result.stage,
@@ -176,31 +188,38 @@ export const terminal = (
   const base = { stage: outcome.stage, attempt_id: outcome.attempt_id, arguments_digest }
   switch (outcome._tag) {
     case "succeeded":
-      return draft(operation, "callable_completed", {
-        ...base,
-        result_digest,
-        replay_of: outcome.replay_of ?? null
-      })
+      return draft(
+        operation,
+        "callable_completed",
+        Object.assign({}, base, { result_digest, replay_of: outcome.replay_of ?? null })
+      )
     case "failed":
-      return draft(operation, "callable_failed", { ...base, failure_code: outcome.failure.code })
+      return draft(operation, "callable_failed", Object.assign({}, base, { failure_code: outcome.failure.code }))
     case "cancelled":
     case "timed_out":
-      return draft(operation, terminalType(outcome), {
-        ...base,
-        call_executed: outcome.call_executed,
-        teardown: outcome.teardown ?? null
-      })
+      return draft(
+        operation,
+        terminalType(outcome),
+        Object.assign({}, base, { call_executed: outcome.call_executed, teardown: outcome.teardown ?? null })
+      )
     case "ambiguous":
-      return draft(operation, "external_result_ambiguous", { ...base, reason_code: outcome.reason.code })
+      return draft(
+        operation,
+        "external_result_ambiguous",
+        Object.assign({}, base, { reason_code: outcome.reason.code })
+      )
     case "denied":
     case "deferred":
     case "escalated":
-      return draft(operation, "operation_denied", {
-        ...base,
-        disposition: outcome._tag === "denied" ? "deny" : outcome._tag === "deferred" ? "defer" : "escalate",
-        reason_code: outcome.reason.code,
-        approval_id: outcome._tag === "escalated" ? outcome.approval?.approval_id ?? null : null
-      })
+      return draft(
+        operation,
+        "operation_denied",
+        Object.assign({}, base, {
+          disposition: outcome._tag === "denied" ? "deny" : outcome._tag === "deferred" ? "defer" : "escalate",
+          reason_code: outcome.reason.code,
+          approval_id: outcome._tag === "escalated" ? outcome.approval?.approval_id ?? null : null
+        })
+      )
   }
 }
 

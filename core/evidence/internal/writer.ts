@@ -86,7 +86,7 @@ const noAdmissions: ReadonlyArray<PendingAdmission> = []
 // A call without the capability offering an operation record: refused before anything else.
 const forbidden = (chain_id: Uuid, drafts: ReadonlyArray<Evidence.Draft>): EvidenceForbiddenError | undefined => {
   const draft = drafts.find((draft) => operationTypes.has(draft.record_type))
-  return draft === undefined ? undefined : forbiddenError({ ...draft, chain_id })
+  return draft === undefined ? undefined : forbiddenError(Object.assign({}, draft, { chain_id }))
 }
 
 const appendFrom = (
@@ -258,7 +258,7 @@ const writers = new WeakMap<object, Writer>()
 // A writer this module did not make (one a context substituted) has no capability to lend: it is refused.
 const writerOf = (service: object, chain_id: Uuid, draft: Evidence.Draft) => {
   const w = writers.get(service)
-  return w !== undefined ? Either.right(w) : Either.left(forbiddenError({ ...draft, chain_id }))
+  return w !== undefined ? Either.right(w) : Either.left(forbiddenError(Object.assign({}, draft, { chain_id })))
 }
 
 /**
@@ -363,7 +363,7 @@ export const closeOperation = (
         ),
         (chunk) => {
           const records = Chunk.toReadonlyArray(chunk)
-          const refused = Effect.fail(forbiddenError({ ...draft, chain_id }, "not_open"))
+          const refused = Effect.fail(forbiddenError(Object.assign({}, draft, { chain_id }), "not_open"))
           if (
             draft.operation_id === null || !Evidence.terminalTypes.has(draft.record_type) ||
             !isOpenOn(records, started, after, draft.operation_id)

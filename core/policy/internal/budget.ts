@@ -135,15 +135,17 @@ export const makeBudgets = (ledger: BudgetLedger.Service, joint = false) => {
     const lifetime = rules.filter((rule) => rule.window_microseconds === undefined)
     const denied = (rule: Budget, consumed: number): Refused => {
       const refused = exhausted(rule, consumed)
-      return { ...refused, gates: [...(allowed.gates ?? []), refusal("writ.budget", refused.code)] }
+      return Object.assign({}, refused, { gates: [...(allowed.gates ?? []), refusal("writ.budget", refused.code)] })
     }
     // Only a verdict with gate results has records at stage 11 to carry its places; any other admits them here.
     const carried = joint && (allowed.gates === undefined || allowed.gates.length > 0)
     return Effect.map(check(charge, lifetime, attempt_id, carried), (checked): Verdict => {
       if (checked.spent !== undefined) return denied(checked.spent.rule, checked.spent.consumed)
-      const metered = rules.some((rule) => rule.budget_kind !== "calls") ? { ...allowed, metered: true } : allowed
+      const metered = rules.some((rule) => rule.budget_kind !== "calls")
+        ? Object.assign({}, allowed, { metered: true })
+        : allowed
       const admissions = pendingOf(checked, denied)
-      return admissions === undefined ? metered : { ...metered, admissions }
+      return admissions === undefined ? metered : Object.assign({}, metered, { admissions })
     })
   }
 

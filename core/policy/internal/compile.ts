@@ -33,7 +33,7 @@ export const compileGate = (snapshot: PolicySnapshot, gate: GateBinding): Compil
     const candidates = [
       ...new Set([...(exact.get(action) ?? []), ...wildcard.filter((m) => m.actions.some((a) => a.test(action)))])
     ]
-      .map((m) => ({ ...m, specific: m.actions.some((a) => a.source !== "*" && a.test(action)) }))
+      .map((m) => (Object.assign({}, m, { specific: m.actions.some((a) => a.source !== "*" && a.test(action)) })))
       .sort((a, b) => Number(b.specific) - Number(a.specific) || a.rule.order - b.rule.order)
     const actionRules = candidates.filter((m): m is Candidate<RuleOf<"action">> => m.rule.kind === "action")
     const created: ActionView = {

@@ -40,7 +40,7 @@ export const makeDecisions = (
 
   const passed = (guarded: Verdict): Verdict =>
     guarded.disposition === "allow"
-      ? { ...guarded, gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny") }
+      ? Object.assign({}, guarded, { gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny") })
       : guarded
 
   // A gate's result is recorded once: at the policy stage, unless its guard part already refused. A soft guard deny
@@ -65,7 +65,7 @@ export const makeDecisions = (
     const guarded = pinned.guardsPass ? reduce(pinned, "guard", input).gates ?? [] : []
     if (!guarded.some((gate) => gate.decision === "deny")) return result
     const recorded = new Set(guarded.flatMap((gate) => gate.decision === "deny" ? [gate.gate_id] : []))
-    return { ...result, gates: (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id)) }
+    return Object.assign({}, result, { gates: (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id)) })
   }
 
   const policy = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput): Effect.Effect<Verdict> =>

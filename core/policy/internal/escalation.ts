@@ -40,15 +40,18 @@ const bindingOf = (digest: Digest.Service, pinned: Pinned, evaluation: Evaluatio
 const granted = (result: Reduced, approval_id: string, used: Approval.ApprovalRequest): Verdict => {
   const gates = (result.gates ?? []).map((gate) =>
     gate.decision === "deny" && result.approval_gates?.includes(gate.gate_id) === true
-      ? { ...gate, decision: "allow" as const, reason_code: "approval.granted" }
+      ? Object.assign({}, gate, { decision: "allow" as const, reason_code: "approval.granted" })
       : gate
   )
-  const allowed = {
-    ...Interceptor.allow("approval.granted", `approval ${approval_id} by ${used.approver_class}`),
-    gates
-  }
+  const allowed = Object.assign(
+    {},
+    Interceptor.allow("approval.granted", `approval ${approval_id} by ${used.approver_class}`),
+    { gates }
+  )
   return result.soft_deny === true
-    ? { ...allowed, exception: { approval_id, approver_class: used.approver_class, reason_code: result.code } }
+    ? Object.assign({}, allowed, {
+      exception: { approval_id, approver_class: used.approver_class, reason_code: result.code }
+    })
     : allowed
 }
 
@@ -61,10 +64,11 @@ export const makeEscalation = (
 (pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced): Effect.Effect<Verdict> =>
   Effect.gen(function*() {
     if (Option.isNone(queue)) {
-      return {
-        ...Interceptor.deny("approval.no_authority", "approval is required but no approval queue is configured"),
-        gates: result.gates ?? []
-      }
+      return Object.assign(
+        {},
+        Interceptor.deny("approval.no_authority", "approval is required but no approval queue is configured"),
+        { gates: result.gates ?? [] }
+      )
     }
     const binding = yield* bindingOf(digest, pinned, evaluation, input)
     const presented = evaluation.request.approval_id
@@ -73,7 +77,9 @@ export const makeEscalation = (
       const now = Time.fromMicros(input.now)
       const used = yield* Effect.either(queue.value.consume(presented, binding, now, request.request_id, attempt_id))
       if (Either.isLeft(used)) {
-        return { ...Interceptor.deny(`approval.${used.left.reason}`, used.left.message), gates: result.gates ?? [] }
+        return Object.assign({}, Interceptor.deny(`approval.${used.left.reason}`, used.left.message), {
+          gates: result.gates ?? []
+        })
       }
       return granted(result, presented, used.right)
     }
@@ -89,9 +95,8 @@ export const makeEscalation = (
       request_id: evaluation.request.request_id
     })
     yield* queue.value.submit(filed)
-    return {
-      ...Interceptor.escalate(result.code, withDetail(result.detail)),
+    return Object.assign({}, Interceptor.escalate(result.code, withDetail(result.detail)), {
       approval: filed,
       gates: result.gates ?? []
-    }
+    })
   })

@@ -40,7 +40,7 @@ export const makeOnError = (
     const gates = applicable.length === 0
       ? [failedGate("writ.evaluation", "hard")]
       : applicable.map(({ gate }) => failedGate(gate.gate_id, gate.level))
-    const denied: Verdict = { ...Interceptor.deny(code, "the policy gate's evaluation failed"), gates }
+    const denied: Verdict = Object.assign({}, Interceptor.deny(code, "the policy gate's evaluation failed"), { gates })
     const approver = pinned.approver
     if (
       approver === undefined || applicable.length === 0 || applicable.some(({ gate }) => gate.on_error !== "escalate")
@@ -50,14 +50,18 @@ export const makeOnError = (
     const detail = `the policy gate's evaluation failed; gates ${gates.map((gate) => gate.gate_id).join(",")} escalate`
     const escalated = Effect.flatMap(inputOf(evaluation), (input) =>
       Effect.flatMap(
-        escalate(pinned, evaluation, input, {
-          ...Interceptor.escalate(code, { detail }),
-          approver_class: approver,
-          expires_after: defaultApprovalLifetime,
-          soft_deny: true,
-          approval_gates: [],
-          gates
-        }),
+        escalate(
+          pinned,
+          evaluation,
+          input,
+          Object.assign({}, Interceptor.escalate(code, { detail }), {
+            approver_class: approver,
+            expires_after: defaultApprovalLifetime,
+            soft_deny: true,
+            approval_gates: [],
+            gates
+          })
+        ),
         (verdict) =>
           verdict.disposition !== "allow" || part === "guard" ? Effect.succeed(verdict) : budgets.admit(
             {

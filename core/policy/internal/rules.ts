@@ -54,7 +54,7 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
       action_type: input.action
     })
     if (origin._tag === "origin_denied") {
-      return { ...decision("deny", origin.code, view.origins, origin.detail), origin: true }
+      return Object.assign({}, decision("deny", origin.code, view.origins, origin.detail), { origin: true })
     }
   }
   for (const rule of gate.expiry) {
@@ -76,11 +76,10 @@ const policy = (gate: CompiledGate, input: PolicyInput): PolicyDecision => {
     if (rule.approver_class === null) {
       return decision("deny", "approval.no_authority", [rule], "approval is required but no approver is configured")
     }
-    return {
-      ...decision("escalate", "approval.required", [rule]),
+    return Object.assign({}, decision("escalate", "approval.required", [rule]), {
       approver_class: rule.approver_class,
       approval_expires_after_microseconds: rule.expires_after_microseconds
-    }
+    })
   }
   if (allowed !== undefined) return decision("allow", "policy.allowed", [allowed.rule])
   return decision("deny", "policy.no_match", [], "no rule allows this action (default deny)")

@@ -129,7 +129,7 @@ const describeInput = (input: PolicyInput) =>
   }${input.now === 0 ? "" : ` at ${Time.fromMicros(input.now)}`}`
 
 const unscoped = (snapshot: PolicySnapshot.PolicySnapshot) =>
-  PolicySnapshot.PolicySnapshot.make({ ...snapshot, principal_scope: ["*"], tenant_scope: ["*"] })
+  PolicySnapshot.PolicySnapshot.make(Object.assign({}, snapshot, { principal_scope: ["*"], tenant_scope: ["*"] }))
 
 const MAX_WIDENINGS = 16
 

@@ -9,7 +9,7 @@ import { ActionAdmissionDecision } from "../../AdmissionDecision.ts"
 import type { Deferral } from "../../Capacity.ts"
 import { Deferred, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { Refused } from "../../Interceptor.ts"
-import { type Call, common, outcomeOf, type Produced, reason } from "./call.ts"
+import { type Call, outcomeOf, outcomeWith, type Produced, reason } from "./call.ts"
 
 /** No admission to carry. */
 export const noAdmissions: ReadonlyArray<PendingAdmission> = Object.freeze([])
@@ -39,11 +39,7 @@ export const flat = (pendings: ReadonlyArray<Pending<unknown>>): ReadonlyArray<P
 export const deferredBy = (call: Call, pendings: ReadonlyArray<Pending<Deferral>>, spent: BudgetSpentError) => {
   const { at, i } = locate(pendings, spent.index)
   const { code, detail, retry_at } = pendings[i]!.spent(at, spent.count)
-  return trustedMake(Deferred, {
-    ...common(call),
-    reason: reason(code, detail),
-    ...(retry_at === undefined ? {} : { retry_at })
-  })
+  return outcomeWith(Deferred, call, { reason: reason(code, detail), ...(retry_at === undefined ? {} : { retry_at }) })
 }
 
 /** Stage 11: the places the verdicts produced since the last checkpoint take, each with the verdict's position. */
@@ -51,7 +47,7 @@ export const carriedBy = (produced: ReadonlyArray<Produced> | undefined) => {
   const carried: Array<Pending<Refused> & { readonly position: number }> = []
   for (const [position, { verdict }] of (produced ?? []).entries()) {
     if (verdict.disposition === "allow" && verdict.admissions !== undefined) {
-      carried.push({ ...verdict.admissions, position })
+      carried.push(Object.assign({}, verdict.admissions, { position }))
     }
   }
   return carried
@@ -71,7 +67,7 @@ export const deniedBy = (
   const { position } = carried[i]!
   const { result_ids: _, ...allowed } = produced[position]!
   const verdict = carried[i]!.spent(at, spent.count)
-  call.produced = produced.map((entry, n) => n === position ? { ...allowed, verdict } : entry)
+  call.produced = produced.map((entry, n) => n === position ? Object.assign({}, allowed, { verdict }) : entry)
   const decision = trustedMake(ActionAdmissionDecision, {
     disposition: "deny",
     reason: reason(verdict.code, verdict.detail),

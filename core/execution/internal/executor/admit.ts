@@ -23,7 +23,7 @@ import type { Arguments } from "../../ExecutionRequest.ts"
 import * as ExecutionScope from "../../ExecutionScope.ts"
 import type { Interceptor } from "../../Interceptor.ts"
 import { AdmissionLease } from "../../Preflight.ts"
-import { type Call, common, denied, describeParseError, reason } from "./call.ts"
+import { type Call, denied, describeParseError, outcomeWith, reason } from "./call.ts"
 import type { Env } from "./env.ts"
 import { type AroundStep, type EffectStep, isOutcome, type State, type SyncStep } from "./table.ts"
 
@@ -217,10 +217,12 @@ export const containmentRefusal = (
     return denied(call, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
   }
   if (degraded.length > 0 || remote.length > 0) {
-    call.containment = trustedMake(ContainmentWaiver, {
-      ...(degraded.length === 0 ? {} : { degraded: degraded.sort() }),
-      ...(remote.length === 0 ? {} : { remote_claims: remote.sort() })
-    })
+    call.containment = trustedMake(
+      ContainmentWaiver,
+      Object.assign({}, degraded.length === 0 ? {} : { degraded: degraded.sort() }, {
+        ...(remote.length === 0 ? {} : { remote_claims: remote.sort() })
+      })
+    )
   }
   return undefined
 }
@@ -253,7 +255,9 @@ export const deadline: EffectStep<State, void> = {
     return Effect.map(
       Time.nowMicros,
       (now) =>
-        now >= Time.toMicros(deadline) ? trustedMake(TimedOut, { ...common(call), call_executed: false }) : undefined
+        now >= Time.toMicros(deadline)
+          ? outcomeWith(TimedOut, call, { call_executed: false })
+          : undefined
     )
   }
 }
@@ -338,8 +342,7 @@ export const capacityWith = (
           }
           if (Either.isLeft(admitted)) {
             const { code, detail, retry_at } = admitted.left
-            return trustedMake(Deferral, {
-              ...common(state.call),
+            return outcomeWith(Deferral, state.call, {
               reason: reason(code, detail),
               ...(retry_at === undefined ? {} : { retry_at })
             })

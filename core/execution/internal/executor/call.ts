@@ -106,9 +106,18 @@ export class Call {
 
 const noDecisions: ReadonlyArray<ActionAdmissionDecision> = Object.freeze([])
 
-/** The fields every outcome of this call shares. */
+/** The fields every outcome of this call shares, in a fresh object. */
 export const common = (call: Call) => {
-  const fields = {
+  const fields: {
+    request_id: string
+    attempt_id: Uuid
+    action: ActionRef
+    profile: RuntimeProfile
+    stage: Stage
+    decisions: ReadonlyArray<ActionAdmissionDecision>
+    recheck?: Recheck
+    containment?: ContainmentWaiver
+  } = {
     request_id: call.request.request_id,
     attempt_id: call.attempt_id,
     action: call.action,
@@ -116,9 +125,19 @@ export const common = (call: Call) => {
     stage: call.stage,
     decisions: call.decisions ?? noDecisions
   }
-  const checked = call.recheck === undefined ? fields : { ...fields, recheck: call.recheck }
-  return call.containment === undefined ? checked : { ...checked, containment: call.containment }
+  if (call.recheck !== undefined) fields.recheck = call.recheck
+  if (call.containment !== undefined) fields.containment = call.containment
+  return fields
 }
+
+type Common = ReturnType<typeof common>
+
+/** An outcome of this call: its common fields and `fields`. */
+export const outcomeWith = <C extends new(props: any) => ExecutionOutcome>(
+  Class: C,
+  call: Call,
+  fields: Omit<ConstructorParameters<C>[0], keyof Common>
+): InstanceType<C> => trustedMake(Class, Object.assign(common(call), fields) as ConstructorParameters<C>[0])
 
 /** A decision reason. */
 export const reason = (code: string, detail?: string) =>
@@ -126,7 +145,7 @@ export const reason = (code: string, detail?: string) =>
 
 /** A denial of this call at its current stage. */
 export const denied = (call: Call, code: string, detail?: string): ExecutionOutcome =>
-  trustedMake(Denied, { ...common(call), reason: reason(code, detail) })
+  outcomeWith(Denied, call, { reason: reason(code, detail) })
 
 /** The outcome a non-allow decision concludes the call with. */
 export const outcomeOf = (
@@ -136,16 +155,15 @@ export const outcomeOf = (
 ): ExecutionOutcome => {
   switch (disposition) {
     case "deny":
-      return trustedMake(Denied, { ...common(call), reason: decision.reason })
+      return outcomeWith(Denied, call, { reason: decision.reason })
     case "defer":
-      return trustedMake(Deferred, {
-        ...common(call),
+      return outcomeWith(Deferred, call, {
         reason: decision.reason,
         ...(decision.retry_at === undefined ? {} : { retry_at: decision.retry_at })
       })
+
     case "escalate":
-      return trustedMake(Escalated, {
-        ...common(call),
+      return outcomeWith(Escalated, call, {
         reason: decision.reason,
         ...(decision.approval === undefined ? {} : { approval: decision.approval })
       })

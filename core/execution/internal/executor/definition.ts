@@ -51,10 +51,10 @@ export const originsOf = (env: Env, definition: ActionDefinition): Interceptor =
     evaluate: (evaluation) => Effect.map(Origin.authorize(optionsOf(evaluation)), verdictOf),
     decide: (evaluation, moment) =>
       verdictOf(
-        Origin.checkOrigin(Option.getOrUndefined(moment.invocation), {
-          ...optionsOf(evaluation),
-          now: Time.fromMicros(moment.micros())
-        })
+        Origin.checkOrigin(
+          Option.getOrUndefined(moment.invocation),
+          Object.assign({}, optionsOf(evaluation), { now: Time.fromMicros(moment.micros()) })
+        )
       )
   }
 }

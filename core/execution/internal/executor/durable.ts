@@ -10,7 +10,7 @@ import type { AttemptStore } from "../../../state/AttemptStore.ts"
 import type { RunStore } from "../../../state/RunStore.ts"
 import { callExecuted, Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { Noted } from "./admit.ts"
-import { type Call, common, denied, resultDigest } from "./call.ts"
+import { type Call, denied, outcomeWith, resultDigest } from "./call.ts"
 import { type Env, PersistError } from "./env.ts"
 import type { AroundStep, EffectStep } from "./table.ts"
 
@@ -151,7 +151,13 @@ export const commitWith = (env: Env, store: AttemptStore.Service): AroundStep<No
       return inner(state).pipe(
         Effect.flatMap((outcome) => persist(state, offered, outcome)),
         Effect.onInterrupt(() =>
-          Effect.exit(persist(state, offered, trustedMake(Cancelled, { ...common(call), call_executed: call.invoked })))
+          Effect.exit(
+            persist(
+              state,
+              offered,
+              outcomeWith(Cancelled, call, { call_executed: call.invoked })
+            )
+          )
         )
       )
     }

@@ -43,8 +43,7 @@ const draftsOf = (
     for (const [i, gate] of gatesOf(result).entries()) {
       const result_id = result.result_ids?.[i] ?? result_ids[next++]!
       drafts.push(
-        ledger.gateEvaluated(operation, {
-          ...gate,
+        ledger.gateEvaluated(operation, gate, {
           result_id,
           evaluator,
           identity,

@@ -3,7 +3,6 @@
  * terminal record at stage 13, the gate evidence committed at stage 11, and stage 14's projection into a Run.
  */
 import { Cause, Effect, Either, Exit } from "effect"
-import { trustedMake } from "../../../base/internal/trusted.ts"
 import type * as Evidence from "../../../evidence/Evidence.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
 import type { EvidenceWriter, OperationContext } from "../../../evidence/Governance.ts"
@@ -25,7 +24,7 @@ import {
   withProjectionPending
 } from "../../ExecutionOutcome.ts"
 import { carriedBy, deferredBy, deniedBy, flat, noAdmissions, startAdmissions } from "./admissions.ts"
-import { type Call, common, denied, reason, resultDigest, resultDigestNow } from "./call.ts"
+import { type Call, denied, outcomeWith, reason, resultDigest, resultDigestNow } from "./call.ts"
 import type { Env, ExecutionError } from "./env.ts"
 import { producedDrafts, producedDraftsNow } from "./gateRecords.ts"
 import { type Preflighted, verifyPreflight } from "./preflight.ts"
@@ -291,11 +290,11 @@ export const operateWith = (
       const closing = Exit.isSuccess(exit)
         ? Effect.void
         : Cause.isInterruptedOnly(exit.cause)
-        ? operation.closeOpen(() => trustedMake(Cancelled, { ...common(call), call_executed: call.invoked }))
+        ? operation.closeOpen(() => outcomeWith(Cancelled, call, { call_executed: call.invoked }))
         : Cause.isDie(exit.cause)
         ? operation.closeOpen(() =>
           call.invoked
-            ? trustedMake(Ambiguous, { ...common(call), reason: reason("executor.defect") })
+            ? outcomeWith(Ambiguous, call, { reason: reason("executor.defect") })
             : denied(call, "executor.defect")
         )
         : Effect.void

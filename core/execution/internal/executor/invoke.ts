@@ -25,7 +25,7 @@ import { keyOf } from "../../IdempotencyStore.ts"
 import type { Interceptor } from "../../Interceptor.ts"
 import type { Normalised } from "./admit.ts"
 import { digestWith } from "./admit.ts"
-import { type Call, common, denied, describeParseError, reason } from "./call.ts"
+import { type Call, denied, describeParseError, outcomeWith, reason } from "./call.ts"
 import type { Env, ExecutionError } from "./env.ts"
 import type { Pinned } from "./preflight.ts"
 import { type AroundStep, type EffectStep, isOutcome, type SyncStep } from "./table.ts"
@@ -113,7 +113,7 @@ export const idempotentWith = (env: Env, store: IdempotencyStore.Service): Aroun
               `the idempotency key was used with arguments ${arguments_digest}, not ${digest}`
             )
           }
-          return trustedMake(Succeeded, { ...common(call), result: outcome.result, replay_of: outcome.attempt_id })
+          return outcomeWith(Succeeded, call, { result: outcome.result, replay_of: outcome.attempt_id })
         }
         const outcome = yield* inner(state)
         if (outcome._tag === "succeeded") yield* store.put(key, { arguments_digest: digest, outcome })
@@ -217,12 +217,12 @@ export const invokeWith = (
   const guarded = Effect.fnUntraced(function*(state: Normalised, usage: ActionUsage.ActionUsage.Service) {
     const { cancel, deadline } = state.call
     if (cancel !== undefined && (yield* Deferred.isDone(cancel))) {
-      return trustedMake(Cancelled, { ...common(state.call), call_executed: false })
+      return outcomeWith(Cancelled, state.call, { call_executed: false })
     }
     // A deadline that passed during the pre-call stages stops the call before the token is released.
     const remaining = deadline === undefined ? undefined : Time.toMicros(deadline) - (yield* Time.nowMicros)
     if (remaining !== undefined && remaining <= 0) {
-      return trustedMake(TimedOut, { ...common(state.call), call_executed: false })
+      return outcomeWith(TimedOut, state.call, { call_executed: false })
     }
     const [fiber, first] = yield* supervised(env, stages, state, usage, (fiber) => {
       const racers: Array<Effect.Effect<Stopped>> = [
@@ -237,13 +237,12 @@ export const invokeWith = (
       return ended(state, (first as Extract<Stopped, { _tag: "exit" }>).exit)
     }
     const fields = {
-      ...common(state.call),
       call_executed: true,
       teardown: (yield* Effect.uninterruptible(stopWithin(state.call, fiber, env.teardown)))
         ? "completed" as const
         : "abandoned" as const
     }
-    return first.by === "deadline" ? trustedMake(TimedOut, fields) : trustedMake(Cancelled, fields)
+    return outcomeWith(first.by === "deadline" ? TimedOut : Cancelled, state.call, fields)
   })
 
   /** The invocation's wall time by the Clock, with what its callable reported, charged to each meter however it ended. */
@@ -288,11 +287,12 @@ const concludedBy = (call: Invoked["call"], error: ActionBackendError): Executio
   const code = `backend.${error.reason}`
   switch (error.outcome) {
     case "timed_out":
-      return trustedMake(TimedOut, { ...common(call), call_executed: error.started, teardown: "completed" })
+      return outcomeWith(TimedOut, call, { call_executed: error.started, teardown: "completed" as const })
+
     case "ambiguous":
-      return trustedMake(Ambiguous, { ...common(call), reason: reason(code, error.detail) })
+      return outcomeWith(Ambiguous, call, { reason: reason(code, error.detail) })
     case "failed":
-      return trustedMake(Failed, { ...common(call), failure: trustedMake(FailureSummary, { code }) })
+      return outcomeWith(Failed, call, { failure: trustedMake(FailureSummary, { code }) })
     case "denied":
       // A remote writ's own policy refused the call: nothing ran there, as with a refused token here.
       call.invoked = false
@@ -310,9 +310,8 @@ export const settle: SyncStep<Invoked, never> = {
     if (Exit.isSuccess(exit)) {
       const encoded = action.encodeOutput(exit.value)
       return Either.isRight(encoded)
-        ? trustedMake(Succeeded, { ...common(call), result: encoded.right })
-        : trustedMake(Failed, {
-          ...common(call),
+        ? outcomeWith(Succeeded, call, { result: encoded.right })
+        : outcomeWith(Failed, call, {
           failure: trustedMake(FailureSummary, {
             code: "output.invalid",
             message: describeParseError(encoded.left, "result")
@@ -326,10 +325,10 @@ export const settle: SyncStep<Invoked, never> = {
       return denied(call, "invoke.token_refused", refused.reason)
     }
     if (Cause.isInterruptedOnly(exit.cause)) {
-      return trustedMake(Cancelled, { ...common(call), call_executed: true })
+      return outcomeWith(Cancelled, call, { call_executed: true })
     }
     const backend = backendFailureOf(exit)
     if (backend !== undefined) return concludedBy(call, backend)
-    return trustedMake(Failed, { ...common(call), failure: trustedMake(FailureSummary, captureFailure(exit.cause)) })
+    return outcomeWith(Failed, call, { failure: trustedMake(FailureSummary, captureFailure(exit.cause)) })
   }
 }

@@ -101,7 +101,9 @@ const sealedReports = new WeakSet<ActionPreflightReport>()
 
 const sealed = (fields: Omit<ActionPreflightReport, "digest">, digest: Sha256Hex) => {
   const admission_leases = Object.freeze(fields.admission_leases.map((lease) => Object.freeze(lease)))
-  const preflight = Object.freeze(trustedMake(ActionPreflightReport, { ...fields, admission_leases, digest }))
+  const preflight = Object.freeze(
+    trustedMake(ActionPreflightReport, Object.assign({}, fields, { admission_leases, digest }))
+  )
   sealedReports.add(preflight)
   return { preflight }
 }

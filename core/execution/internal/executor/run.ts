@@ -7,7 +7,6 @@ import { Clock, Context, Effect, Either, Option, Schema } from "effect"
 import type { ActionDefinition } from "../../../action/Action.ts"
 import type { ActionDescriptor } from "../../../action/ActionDescriptor.ts"
 import type { Uuid } from "../../../base/IdGenerator.ts"
-import { trustedMake } from "../../../base/internal/trusted.ts"
 import type { ActionRef } from "../../../base/Refs.ts"
 import type { AppendReceipt } from "../../../evidence/EvidenceStore.ts"
 import { invocationOf } from "../../../policy/InvocationContext.ts"
@@ -37,7 +36,7 @@ import {
 } from "./admit.ts"
 import { boundaryWith, pinWith, stillOpenWith, trackWith } from "./bind.ts"
 import { type Bindings, bindingsWith } from "./bindings.ts"
-import { Call, common, denied } from "./call.ts"
+import { Call, denied, outcomeWith } from "./call.ts"
 import { declaredFields, originsOf, strictDecoder } from "./definition.ts"
 import { bindRunWith, commitWith, openRunWith } from "./durable.ts"
 import type { Config, Env, ExecuteOptions, ExecutionError, Governor } from "./env.ts"
@@ -341,7 +340,7 @@ export const makeRunner = (env: Env, profile: Profile) => {
       Effect.onInterrupt(() => {
         const told = call.committed ?? (call.operated || call.run_id !== undefined
           ? undefined
-          : trustedMake(Cancelled, { ...common(call), call_executed: call.invoked }))
+          : outcomeWith(Cancelled, call, { call_executed: call.invoked }))
         return told === undefined ? Effect.void : Effect.asVoid(Effect.forkDaemon(notify(told, call.receipt)))
       })
     )

@@ -21,7 +21,7 @@ import type { Arguments } from "../../ExecutionRequest.ts"
 import { type Evaluation, type GateOutcome, type Interceptor, isVerdict, type Verdict } from "../../Interceptor.ts"
 import type { SecurityStage, Stage } from "../../Stage.ts"
 import { decodeWith, type Digested } from "./admit.ts"
-import { type Call, common, denied, outcomeOf, reason } from "./call.ts"
+import { type Call, denied, outcomeOf, outcomeWith, reason } from "./call.ts"
 import type { Env } from "./env.ts"
 import { type DecideStep, type EffectStep, isOutcome, type SyncStep, type WithinStep } from "./table.ts"
 
@@ -231,7 +231,7 @@ export const transformWith = (env: Env): EffectStep<Digested, { before: Digested
     let args = state.args
     for (const transformer of env.transformers) {
       const exit = yield* Effect.exit(
-        Effect.suspend(() => transformer.transform({ ...evaluationOf(state), arguments: args }))
+        Effect.suspend(() => transformer.transform(Object.assign({}, evaluationOf(state), { arguments: args })))
       )
       if (Exit.isFailure(exit)) return denied(state.call, "transform.failed", `transformer ${transformer.id} failed`)
       args = exit.value
@@ -250,11 +250,14 @@ export const revalidateWith = (
   run: (state) => {
     const decoded = decodeWith(state.call, state.action, state.args)
     if (isOutcome(decoded)) return Effect.succeed(decoded)
-    const view = { ...state, input: decoded.input }
+    const view = Object.assign({}, state, { input: decoded.input })
     const digested = digestStep._tag === "Sync" ? Effect.succeed(digestStep.run(view)) : digestStep.run(view)
     return Effect.map(
       digested,
-      (answer) => isOutcome(answer) ? answer : { ...decoded, args: answer.args, digest: answer.digest } as Digested
+      (answer) =>
+        isOutcome(answer)
+          ? answer
+          : Object.assign({}, decoded, { args: answer.args, digest: answer.digest }) as Digested
     )
   }
 })
@@ -365,6 +368,6 @@ export const bounded: WithinStep = {
       ? steps
       : untilStopped<A | ExecutionOutcome, E2>(call, steps, (by) =>
         by === "cancel"
-          ? trustedMake(Cancelled, { ...common(call), call_executed: false })
-          : trustedMake(TimedOut, { ...common(call), call_executed: false }))
+          ? outcomeWith(Cancelled, call, { call_executed: false })
+          : outcomeWith(TimedOut, call, { call_executed: false }))
 }
