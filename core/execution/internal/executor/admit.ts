@@ -217,12 +217,10 @@ export const containmentRefusal = (
     return denied(call, "containment.unsupported", `${report.backend.id} cannot contain ${missing.join(", ")}`)
   }
   if (degraded.length > 0 || remote.length > 0) {
-    call.containment = trustedMake(
-      ContainmentWaiver,
-      Object.assign({}, degraded.length === 0 ? {} : { degraded: degraded.sort() }, {
-        ...(remote.length === 0 ? {} : { remote_claims: remote.sort() })
-      })
-    )
+    const waiver: { -readonly [K in keyof ContainmentWaiver]: ContainmentWaiver[K] } = {}
+    if (degraded.length > 0) waiver.degraded = degraded.sort()
+    if (remote.length > 0) waiver.remote_claims = remote.sort()
+    call.containment = trustedMake(ContainmentWaiver, waiver)
   }
   return undefined
 }
