@@ -34,6 +34,7 @@ import * as Report from "./internal/capabilityReport.ts"
 import * as Cgroup from "./internal/cgroup.ts"
 import * as DestinationProxy from "./internal/destinationProxy.ts"
 import * as HostPaths from "./internal/hostPaths.ts"
+import * as RootPaths from "./internal/rootPaths.ts"
 import * as SandboxNetwork from "./internal/sandboxNetwork.ts"
 import * as Seccomp from "./internal/seccomp.ts"
 import * as SubprocessBackend from "./internal/subprocessBackend.ts"
@@ -179,7 +180,7 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
     const roots = yield* Effect.either(Effect.try(() => ({
       read: (options.read ?? []).flatMap(Bwrap.resolveRoot),
       write: (options.write ?? []).flatMap(Bwrap.resolveRoot),
-      deny: (options.deny ?? []).map(Bwrap.resolveDenied)
+      deny: (options.deny ?? []).map(RootPaths.resolveDenied)
     })))
     const secrets = Option.getOrUndefined(yield* Effect.serviceOption(SecretStore))
     const unixSockets = options.unixSockets ?? false
@@ -211,8 +212,8 @@ export const make = (options: Options = {}): Effect.Effect<ActionExecutionBacken
       return {
         read: Bwrap.narrow(grant.read.flatMap(resolved), [...own.read, ...own.write]),
         write: Bwrap.narrow(grant.write.flatMap(resolved), own.write),
-        deny: [...own.deny, ...grant.denyRead.map(Bwrap.resolveDenied)],
-        readOnly: grant.denyWrite.map(Bwrap.resolveDenied)
+        deny: [...own.deny, ...grant.denyRead.map(RootPaths.resolveDenied)],
+        readOnly: grant.denyWrite.map(RootPaths.resolveDenied)
       }
     }
     const sandbox = (modules: ReadonlyArray<string>, grant?: FilesystemGrant): Bwrap.Sandbox => {

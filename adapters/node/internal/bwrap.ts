@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { filesFd } from "./childWire.ts"
 import * as HostPaths from "./hostPaths.ts"
+import { literalPrefix } from "./rootPaths.ts"
 
 /** The uid and gid the action runs as inside the sandbox. */
 export const sandboxUid = 65534
@@ -83,13 +84,6 @@ export const flags: ReadonlyArray<string> = [
 /** Linux's O_PATH (x86_64 and arm64), which Node does not export: a descriptor naming an inode, opening nothing. */
 const O_PATH = 0o10000000
 
-/** The longest literal prefix of a root pattern: its components before the first holding a glob character. */
-export const literalPrefix = (pattern: string): string => {
-  const parts = path.resolve(pattern).split("/")
-  const glob = parts.findIndex((part) => /[*?[\]{}]/.test(part))
-  return glob === -1 ? parts.join("/") || "/" : parts.slice(0, glob).join("/") || "/"
-}
-
 /**
  * A root as the backend resolves it: its literal prefix's real path, bound there and, where a symlink led to it, at
  * the prefix too. Throws when it is missing or is the host's `/` (binding the whole host would contain nothing).
@@ -101,15 +95,6 @@ export const resolveRoot = (pattern: string): ReadonlyArray<Bind> => {
   return prefix === real
     ? [{ source: real, target: real }]
     : [{ source: real, target: real }, { source: real, target: prefix }]
-}
-
-/** A denied path as the backend resolves it: its literal prefix, through the real path of its nearest existing part. */
-export const resolveDenied = (pattern: string): string => {
-  const prefix = literalPrefix(pattern)
-  for (let at = prefix;; at = path.dirname(at)) {
-    if (fs.existsSync(at)) return path.join(fs.realpathSync(at), path.relative(at, prefix))
-    if (path.dirname(at) === at) return prefix
-  }
 }
 
 /**

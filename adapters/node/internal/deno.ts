@@ -11,8 +11,8 @@
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
-import { literalPrefix, resolveDenied } from "./bwrap.ts"
 import * as HostPaths from "./hostPaths.ts"
+import { literalPrefix, resolveDenied } from "./rootPaths.ts"
 
 /** What one run may do beyond computing: paths to read and write, hosts to reach, variables to read. */
 export interface Grants {
