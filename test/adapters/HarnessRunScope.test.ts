@@ -3,7 +3,8 @@
  * are attached to the run's scope before the process is spawned (the process port reads them, with digests computed
  * here independently, before the CLI exists), and every part of the run reads the same attachment: the blocking
  * callback's decider, each observer call, each decision's record, the run's result and a span carrying both digests.
- * The probe, outside any run, reads none; a given scope (a durable Run's) is the one attached.
+ * writ's MCP server's handler too. The probe, outside any run, reads none; a given scope (a durable Run's) is the one
+ * attached.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Option, Redacted, Schema } from "effect"
@@ -12,7 +13,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync 
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as ClaudeCodeHarness from "../../adapters/node/ClaudeCodeHarness.ts"
+import * as HarnessMcp from "../../adapters/node/HarnessMcp.ts"
 import * as HarnessStore from "../../adapters/node/HarnessStore.ts"
+import { verifyActions, verifyPolicy } from "../../adapters/node/internal/verifyScenario.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as NodeHarnessProcess from "../../adapters/node/NodeHarnessProcess.ts"
 import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
@@ -78,40 +81,47 @@ const runSpan = (span: Option.Option<Tracer.AnySpan>): Tracer.Span | undefined =
   return at
 }
 
-const snapshot = Effect.flatMap(
-  PermissionPolicy.decode({
-    policy_id: "scope-test",
-    version: "1",
-    mode: "rules",
-    allow: { "shell.exec": ["touch *"] }
-  }),
-  PolicySnapshot.compile
-).pipe(Effect.orDie)
+const snapshotOf = (declared: unknown) =>
+  Effect.flatMap(PermissionPolicy.decode(declared), PolicySnapshot.compile).pipe(Effect.orDie)
 
-/** A spec for the scripted model at `endpoint`: the shell, with writ's callback deciding each call. */
-const spec = (endpoint: string) =>
+const snapshot = snapshotOf({
+  policy_id: "scope-test",
+  version: "1",
+  mode: "rules",
+  allow: { "shell.exec": ["touch *"] }
+})
+
+/** A spec for the scripted model at `endpoint`: the shell with writ's callback deciding each call, or writ's tools only. */
+const spec = (endpoint: string, writOnly: boolean) =>
   Either.getOrThrow(HarnessSpec.decode({
     spec_version: 1,
     provider: "claude-code",
     model: { name: "scripted", endpoint, api_key: "writ:test.key" },
     workspace: ws,
-    tools: { allow: ["Bash"], callback: true }
+    tools: writOnly ? { writ_only: true } : { allow: ["Bash"], callback: true }
   }))
 
 const encodeReport = Schema.encodeSync(CapabilityReport)
 
-/** One real run asking for `touch name` in the workspace, with `scope` given or not. */
-const runOnce = (name: string, scope?: DurableRun) =>
+/**
+ * One real run asking for `touch name` in the workspace, with `scope` given or not: through the shell, or through
+ * writ's MCP server (`files.touch`), whose handler records the run it is called in.
+ */
+const runOnce = (name: string, options: { readonly scope?: DurableRun; readonly writOnly?: boolean } = {}) =>
   Effect.gen(function*() {
     const file = join(ws, name)
+    const writOnly = options.writOnly === true
+    const call = writOnly
+      ? { name: "mcp__writ__files_touch", input: { path: file } }
+      : { name: "Bash", input: { command: `touch ${file}` } }
     const model = yield* Effect.acquireRelease(
-      Effect.promise(() => Scripted.start([{ name: "Bash", input: { command: `touch ${file}` } }])),
+      Effect.promise(() => Scripted.start([call])),
       (m) => Effect.promise(() => m.close())
     )
     const seen: Array<Seen> = []
     const adapter = yield* Effect.provide(ClaudeCodeHarness.make({ store }), recording(seen, file))
     const admitted = yield* HarnessAdapter.prepare(adapter, {
-      spec: spec(model.baseUrl),
+      spec: spec(model.baseUrl, writOnly),
       prompt: "go",
       home: join(dir, `home-${name}`),
       verifications: []
@@ -119,13 +129,29 @@ const runOnce = (name: string, scope?: DurableRun) =>
     const decide = HarnessPolicy.decider(yield* snapshot, "harness")
     const inDecide: Array<Option.Option<HarnessRun.Attached>> = []
     const inObserve: Array<Option.Option<HarnessRun.Attached>> = []
+    const inMcp: Array<Option.Option<HarnessRun.Attached>> = []
+    const server = writOnly
+      ? yield* HarnessMcp.make({
+        actions: verifyActions,
+        snapshot: yield* snapshotOf(verifyPolicy),
+        principal: "harness",
+        decide
+      })
+      : undefined
     const result = yield* adapter.spawn(admitted, {
       secrets: new Map([["writ:test.key", Redacted.make("sk-scope")]]),
-      ...(scope === undefined ? {} : { scope }),
+      ...(options.scope === undefined ? {} : { scope: options.scope }),
+      ...(server === undefined ? {} : {
+        mcp: {
+          handle: (line: string) =>
+            Effect.zipLeft(server.handle(line), Effect.map(HarnessRun.current, (r) => inMcp.push(r))),
+          decisions: server.decisions
+        }
+      }),
       decide: (call) => Effect.zipLeft(decide(call), Effect.map(HarnessRun.current, (r) => inDecide.push(r))),
       observe: () => Effect.asVoid(Effect.map(HarnessRun.current, (r) => inObserve.push(r)))
     })
-    return { admitted, result, seen, inDecide, inObserve, file }
+    return { admitted, result, seen, inDecide, inObserve, inMcp, file }
   }).pipe(Effect.scoped)
 
 describe("a harness run's execution scope (real claude, scripted model)", () => {
@@ -181,13 +207,30 @@ describe("a harness run's execution scope (real claude, scripted model)", () => 
     () =>
       Effect.gen(function*() {
         const run_id = Uuid.make("0b6f3c2e-6a1d-4e0b-9a59-3c1f3f7f2a10")
-        const { admitted, inDecide, result, seen } = yield* runOnce("durable.txt", DurableRun.make({ run_id }))
+        const { admitted, inDecide, result, seen } = yield* runOnce("durable.txt", {
+          scope: DurableRun.make({ run_id })
+        })
         const spawn = seen.find((s) => Option.isSome(s.run))!
         const attached = Option.getOrThrow(spawn.run)
         assert.deepStrictEqual(attached.scope, DurableRun.make({ run_id }))
         assert.strictEqual(attached.plan_digest, yield* HarnessPlan.digest(admitted.plan))
         assert.strictEqual(runSpan(spawn.span)!.attributes.get("writ.harness.scope_id"), run_id)
         assert.isTrue(inDecide.every((r) => Option.isSome(r) && r.value === attached))
+        assert.strictEqual(result.run, attached)
+      }).pipe(Effect.provide(NodeDigest.layer)),
+    300_000
+  )
+
+  it.live(
+    "writ's MCP server is called inside the run: its handler reads the run's attachment, and the tool ran",
+    () =>
+      Effect.gen(function*() {
+        const { file, inMcp, result, seen } = yield* runOnce("mcp.txt", { writOnly: true })
+        const attached = Option.getOrThrow(seen.find((s) => Option.isSome(s.run))!.run)
+        assert.isTrue(existsSync(file))
+        // initialize, tools/list and tools/call at least; every one inside the run.
+        assert.isAtLeast(inMcp.length, 3)
+        assert.isTrue(inMcp.every((r) => Option.isSome(r) && r.value === attached))
         assert.strictEqual(result.run, attached)
       }).pipe(Effect.provide(NodeDigest.layer)),
     300_000
