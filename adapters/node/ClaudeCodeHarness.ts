@@ -108,6 +108,7 @@ const probeWith = (options: Options, store: HarnessStore.HarnessStore, runner: H
 const spawnWith = (options: Options, runner: HarnessProcess.Service) => (admitted: Admitted, launch: Launch) =>
   runPlan(runner, {
     plan: admitted.plan,
+    report: admitted.report,
     launch,
     keepHome: options.keepHome === true,
     callbackRef: ClaudeCode.callbackRef,

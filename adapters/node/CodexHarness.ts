@@ -152,6 +152,7 @@ const spawnWith = (options: Options, runner: HarnessProcess.Service) => (admitte
     }
     return yield* runPlan(runner, {
       plan,
+      report: admitted.report,
       launch,
       keepHome: options.keepHome === true,
       callbackRef: Codex.callbackRef,

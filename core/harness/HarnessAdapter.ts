@@ -5,6 +5,7 @@
  */
 import { Context, Effect, Either, Schema } from "effect"
 import type { Redacted } from "effect"
+import type { ExecutionScopeRef } from "../execution/ExecutionScope.ts"
 import type { PolicySnapshot } from "../policy/PolicySnapshot.ts"
 import type { CapabilityReport } from "./CapabilityReport.ts"
 import { ExecutableIdentity } from "./CapabilityReport.ts"
@@ -12,6 +13,7 @@ import * as Report from "./CapabilityReport.ts"
 import { Provider } from "./HarnessControl.ts"
 import type { HarnessPlan } from "./HarnessPlan.ts"
 import type { CallbackDecision, ToolCall } from "./HarnessPolicy.ts"
+import type { Attached } from "./HarnessRun.ts"
 import type { HarnessSpec } from "./HarnessSpec.ts"
 import * as PolicyNarrowing from "./PolicyNarrowing.ts"
 import type { ProviderObservation } from "./ProviderObservation.ts"
@@ -59,6 +61,8 @@ export interface Admitted extends Compiled {
 /** What spawn needs at run time: the secrets' values by reference, and writ's decision for delegated calls. */
 export interface Launch {
   readonly secrets: ReadonlyMap<string, Redacted.Redacted<string>>
+  /** The run's execution scope (a durable Run's, say); default: a fresh ephemeral operation of its own. */
+  readonly scope?: ExecutionScopeRef
   readonly decide: (call: ToolCall) => Effect.Effect<CallbackDecision>
   /** Each observation as the stream yields it (a live view); the run's result holds them all too. */
   readonly observe?: (observation: ProviderObservation) => Effect.Effect<void>
@@ -76,10 +80,14 @@ export interface Launch {
 export interface CallbackRecord {
   readonly call: ToolCall
   readonly decision: CallbackDecision
+  /** The harness run it was decided in (its scope, plan and report), when it was decided in one. */
+  readonly run?: Attached
 }
 
 /** What one run came to: what the stream said (observations), and what writ itself decided (callback decisions). */
 export interface RunResult {
+  /** The scope the run was in, with the plan and report attached to it before spawn. */
+  readonly run: Attached
   readonly observations: ReadonlyArray<ProviderObservation>
   readonly decisions: ReadonlyArray<CallbackRecord>
   readonly stderr: string
@@ -95,6 +103,10 @@ export declare namespace HarnessAdapter {
     readonly provider: Provider
     readonly probe: Effect.Effect<ProbeResult, HarnessError>
     readonly compile: (input: CompileInput) => Effect.Effect<Compiled, HarnessError>
+    /**
+     * Attach the plan and report to the run's scope (`HarnessRun`) before anything is written or spawned, and run
+     * everything of the run inside it: the callback's `decide`, writ's MCP server, `observe`, the process port.
+     */
     readonly spawn: (admitted: Admitted, launch: Launch) => Effect.Effect<RunResult, HarnessError>
   }
 }

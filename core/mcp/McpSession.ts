@@ -28,7 +28,7 @@ export interface Config {
   readonly agent?: AgentSubject
   /** The task boundary every call's evidence goes on (a governed executor's), instead of one of its own per call. */
   readonly boundary?: TaskBoundary
-  /** The scope every call runs in (a durable Run's, say), instead of a fresh ephemeral one per call. */
+  /** The scope every call runs in (a durable Run's, say); default: the harness run's it serves, else one per call. */
   readonly execution_scope?: ExecutionScopeRef
   /** A permission-prompt tool to list besides the actions. */
   readonly permission?: PermissionTool

@@ -158,15 +158,13 @@ const probe = new HarnessAdapter.ProbeResult({
 })
 
 const adapter = (compile: HarnessAdapter.HarnessAdapter.Service["compile"]) => {
-  const spawned: Array<unknown> = []
   const service: HarnessAdapter.HarnessAdapter.Service = {
     provider: "claude-code",
     probe: Effect.succeed(probe),
     compile,
-    spawn: (admitted) =>
-      Effect.sync(() => spawned.push(admitted)).pipe(Effect.as({ observations: [], decisions: [], stderr: "" }))
+    spawn: () => Effect.dieMessage("nothing is spawned here")
   }
-  return { service, spawned }
+  return { service }
 }
 
 describe("HarnessAdapter.prepare", () => {

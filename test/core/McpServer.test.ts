@@ -5,10 +5,15 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import * as MemoryPolicySnapshotStore from "../../adapters/memory/MemoryPolicySnapshotStore.ts"
 import * as Action from "../../core/action/Action.ts"
+import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
+import * as ExecutionScope from "../../core/execution/ExecutionScope.ts"
+import * as Report from "../../core/harness/CapabilityReport.ts"
 import type { ToolCall } from "../../core/harness/HarnessAdapter.ts"
+import * as HarnessPlan from "../../core/harness/HarnessPlan.ts"
 import * as HarnessPolicy from "../../core/harness/HarnessPolicy.ts"
+import * as HarnessRun from "../../core/harness/HarnessRun.ts"
 import * as McpServer from "../../core/mcp/McpServer.ts"
 import * as InvocationContext from "../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
@@ -280,5 +285,68 @@ describe("McpServer: the permission-prompt tool answers by the harness's policy 
         const behavior = JSON.parse(answer.result.content[0].text).behavior
         assert.strictEqual(behavior, (yield* hook(call)).decision)
       }
+    }).pipe(Effect.provide(layer)))
+})
+
+/** A harness run's attachment: a small plan and its report, attached to an ephemeral scope of the run's own. */
+const attachedRun = Effect.gen(function*() {
+  const identity = new Report.ExecutableIdentity({ path: "/bin/claude", digest: "a".repeat(64) as never })
+  const plan = new HarnessPlan.HarnessPlan({
+    plan_version: 1,
+    provider: "claude-code",
+    provider_version: "2.1.328",
+    executable: identity,
+    argv: ["-p", "go"],
+    config_files: [],
+    secret_files: [],
+    environment: [],
+    workspace: "/srv/ws",
+    home: "/srv/home",
+    wall_clock_seconds: 60,
+    declared_controls: [],
+    expected_evidence: []
+  })
+  const report = Report.assess({
+    provider: "claude-code",
+    version: "2.1.328",
+    executable: identity,
+    requested: [],
+    claims: [],
+    verifications: []
+  })
+  const scope = ExecutionScope.EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+  return yield* Effect.orDie(HarnessRun.attach({ plan, report }, scope))
+})
+
+describe("McpServer inside a harness run: each call runs in the run's execution scope", () => {
+  it.effect("a call inside the run is in its scope, a call outside in a fresh one; prompts record the run", () =>
+    Effect.gen(function*() {
+      const executor = yield* ActionExecutor.ActionExecutor
+      const scopes: Array<ExecutionScope.ExecutionScopeRef> = []
+      const recorded: ActionExecutor.ActionExecutor["Type"] = {
+        ...executor,
+        execute: (request, options) =>
+          Effect.zipRight(Effect.sync(() => scopes.push(request.execution_scope)), executor.execute(request, options))
+      }
+      const { send, server } = yield* session("USER", { permission: true }).pipe(
+        Effect.provideService(ActionExecutor.ActionExecutor, recorded)
+      )
+      const attached = yield* attachedRun
+      const inRun = HarnessRun.within(attached)
+      const added = (id: number) => Effect.map(send(callTool(id, "calc_add", { a: 1, b: 2 })), (a) => a.result)
+      const [first, second] = [yield* inRun(added(1)), yield* inRun(added(2))]
+      assert.deepStrictEqual([first.isError, second.isError], [false, false])
+      yield* added(3)
+      yield* added(4)
+      assert.strictEqual(scopes.length, 4)
+      assert.isTrue(ExecutionScope.equals(scopes[0]!, attached.scope))
+      assert.isTrue(ExecutionScope.equals(scopes[1]!, attached.scope))
+      // Outside any run: an ephemeral operation per call, neither the run's nor each other's.
+      assert.strictEqual(scopes[2]!._tag, "ephemeral_operation")
+      assert.isFalse(ExecutionScope.equals(scopes[2]!, attached.scope))
+      assert.isFalse(ExecutionScope.equals(scopes[2]!, scopes[3]!))
+      yield* inRun(send(callTool(5, "permission_prompt", { tool_name: "Bash", input: { command: "touch a" } })))
+      yield* send(callTool(6, "permission_prompt", { tool_name: "Bash", input: { command: "touch b" } }))
+      assert.deepStrictEqual(server.decisions.map((d) => d.run), [attached, undefined])
     }).pipe(Effect.provide(layer)))
 })

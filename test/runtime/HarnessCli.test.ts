@@ -4,10 +4,15 @@
  * in the database, where the same plan with that `--db` finds them and exits 0; `run` spawns under the plan with writ's policy deciding each tool call.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
 import { existsSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
+import * as Digest from "../../core/base/Digest.ts"
+import { CapabilityReport } from "../../core/harness/CapabilityReport.ts"
+import * as HarnessPlan from "../../core/harness/HarnessPlan.ts"
 import { writ, writOnTerminal } from "../fixtures/cli.ts"
 import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
@@ -109,6 +114,66 @@ describe("writ harness", () => {
           /^writ: claude-code \d+s \| 2 tool call\(s\), 2 result\(s\), 1 denial\(s\) in the stream \| writ allowed 1, denied 1$/,
           JSON.stringify(summary)
         )
+      } finally {
+        await model.close()
+      }
+    },
+    180_000
+  )
+
+  it(
+    "run --json without --db: the plan and report printed first are the ones writ's callback decided each call under, in the run's scope",
+    async () => {
+      const model = await Scripted.start([
+        { name: "Bash", input: { command: `bash -c "touch ${ws}/scoped-denied.txt"` } },
+        { name: "Bash", input: { command: `touch ${ws}/scoped-allowed.txt` } }
+      ])
+      try {
+        spec(model.baseUrl, true, false)
+        const ran = await writ(
+          "harness",
+          "run",
+          "claude-code",
+          "--spec",
+          specFile,
+          "--policy",
+          policyFile,
+          "--json",
+          "--",
+          "go"
+        )
+        assert.strictEqual(ran.status, 0, ran.stderr)
+        assert.isFalse(existsSync(join(ws, "scoped-denied.txt")))
+        assert.isTrue(existsSync(join(ws, "scoped-allowed.txt")))
+        const lines = ran.stdout.trim().split("\n").map((line) => JSON.parse(line))
+        const { attached } = lines[0]
+        const { decisions } = lines.at(-1)
+        assert.strictEqual(lines.slice(1, -1).map((o) => o._tag).at(-1), "exit")
+        // The digests of the plan and report as printed, computed here from what was printed.
+        const [planDigest, reportDigest] = await Effect.runPromise(
+          Effect.all([
+            HarnessPlan.digest(Schema.decodeUnknownSync(HarnessPlan.HarnessPlan)(attached.plan)),
+            Digest.canonical(
+              Schema.encodeSync(CapabilityReport)(Schema.decodeUnknownSync(CapabilityReport)(attached.report))
+            )
+          ]).pipe(Effect.provide(NodeDigest.layer))
+        )
+        assert.strictEqual(attached.plan_digest, planDigest)
+        assert.strictEqual(attached.report_digest, reportDigest)
+        assert.strictEqual(attached.scope._tag, "ephemeral_operation")
+        assert.include(
+          ran.stderr,
+          `writ: ephemeral_operation ${attached.scope.scope_id}: plan sha256 ${planDigest}, report sha256 ${reportDigest}`
+        )
+        // Each of writ's decisions was made inside the run's scope, under exactly that plan and report.
+        assert.deepStrictEqual(decisions.map((d: { decision: string }) => d.decision), ["deny", "allow"])
+        for (const decision of decisions) {
+          assert.deepStrictEqual(decision.decided_in, {
+            scope: attached.scope,
+            plan_digest: planDigest,
+            report_digest: reportDigest
+          })
+        }
       } finally {
         await model.close()
       }

@@ -47,6 +47,7 @@ describe("writ harness run --db", () => {
         { name: "Bash", input: { command: `touch ${ws}/allowed.txt` } }
       ])
       const db = join(dir, "gov.db")
+      let stderr = ""
       try {
         spec(model.baseUrl)
         const ran = await writ(
@@ -63,6 +64,7 @@ describe("writ harness run --db", () => {
           "go"
         )
         assert.strictEqual(ran.status, 0, ran.stderr)
+        stderr = ran.stderr
         // What writ decided happened, and what it refused did not.
         assert.isTrue(existsSync(join(ws, "keep.txt")))
         assert.isTrue(existsSync(join(ws, "allowed.txt")))
@@ -119,6 +121,15 @@ describe("writ harness run --db", () => {
         assert.match(started.harness.report_digest, /^[0-9a-f]{64}$/)
         assert.notStrictEqual(started.harness.plan_digest, started.harness.report_digest)
         assert.strictEqual(started.harness.provider_version, "2.1.328")
+        // The run's execution scope is its durable Run, attached before spawn to the plan and report the chain states.
+        const runIds = read.prepare("SELECT run_id FROM runs").all() as ReadonlyArray<{ readonly run_id: string }>
+        assert.strictEqual(runIds.length, 1)
+        assert.include(
+          stderr,
+          `writ: durable_run ${
+            runIds[0]!.run_id
+          }: plan sha256 ${started.harness.plan_digest}, report sha256 ${started.harness.report_digest}`
+        )
         const gates = records.filter((r) => r.record_type === "gate_evaluated").map((r) => JSON.parse(r.payload_json))
         assert.deepStrictEqual(gates.map((g) => [g.tool_call.tool, g.decision, g.reason_code]), [
           ["Bash", "deny", "policy.no_match"],

@@ -2,14 +2,16 @@
  * The blocking callback's server, for one run: HTTP on 127.0.0.1 only, on a free port, for the life of a scope. A
  * request without the run's bearer token is refused (401), an oversized or malformed one too (400), a replay of a call
  * already decided (its tool-use id seen before) too (409), and the hook denies on anything but a 200 `allow`; each
- * decision is writ's, through `decide`, and is kept for the run's result. A refused request never reaches `decide`.
+ * decision is writ's, through `decide` in the context `serve` was called in (the run's `HarnessRun` with it), and is
+ * kept for the run's result with the run it was decided in. A refused request never reaches `decide`.
  */
-import { Effect, Runtime } from "effect"
+import { Effect, Option, Runtime } from "effect"
 import { timingSafeEqual } from "node:crypto"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { CallbackDecision, CallbackRecord, ToolCall } from "../../../core/harness/HarnessAdapter.ts"
 import { HarnessError } from "../../../core/harness/HarnessAdapter.ts"
+import * as HarnessRun from "../../../core/harness/HarnessRun.ts"
 
 /** The most bytes of one hook request read. */
 const maxBody = 1024 * 1024
@@ -111,9 +113,9 @@ export const serve = (token: string, decide: (call: ToolCall) => Effect.Effect<C
           return answer(res, 409, { decision: "deny", reason: "this call was already decided" })
         }
         if (call.call_id !== "") seen.add(call.call_id)
-        Runtime.runPromise(runtime)(decide(call)).then(
-          (decision) => {
-            decisions.push({ call, decision })
+        Runtime.runPromise(runtime)(Effect.zip(decide(call), HarnessRun.current)).then(
+          ([decision, run]) => {
+            decisions.push(Option.isSome(run) ? { call, decision, run: run.value } : { call, decision })
             answer(res, 200, decision)
           },
           () => answer(res, 500, { decision: "deny", reason: "writ could not decide" })

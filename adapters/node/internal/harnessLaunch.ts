@@ -7,11 +7,17 @@ import { Effect, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { chmod, mkdir, readdir, rm, writeFile } from "node:fs/promises"
 import { dirname } from "node:path"
+import { Digest } from "../../../core/base/Digest.ts"
+import * as IdGenerator from "../../../core/base/IdGenerator.ts"
+import { EphemeralOperation } from "../../../core/execution/ExecutionScope.ts"
+import type { CapabilityReport } from "../../../core/harness/CapabilityReport.ts"
 import type { CallbackRecord, Launch, RunResult } from "../../../core/harness/HarnessAdapter.ts"
 import { HarnessError } from "../../../core/harness/HarnessAdapter.ts"
 import type { HarnessPlan } from "../../../core/harness/HarnessPlan.ts"
 import type { HarnessProcess } from "../../../core/harness/HarnessProcess.ts"
+import * as HarnessRun from "../../../core/harness/HarnessRun.ts"
 import { Exit, type ProviderObservation, redact } from "../../../core/harness/ProviderObservation.ts"
+import * as NodeDigest from "../NodeDigest.ts"
 import { serve } from "./harnessCallback.ts"
 
 /** A spawn failure naming what failed. */
@@ -94,6 +100,7 @@ export const secretFiles = (plan: HarnessPlan, launch: Launch, callbackRef: stri
 /** How one provider's CLI is run under its plan: the callback's secret ref, the command, and its stream parsing. */
 export interface RunSpec {
   readonly plan: HarnessPlan
+  readonly report: CapabilityReport
   readonly launch: Launch
   readonly keepHome: boolean
   readonly callbackRef: string
@@ -106,8 +113,18 @@ export interface RunSpec {
   readonly stderrObservations?: (stderr: string, hidden: ReadonlyArray<string>) => ReadonlyArray<ProviderObservation>
 }
 
-/** Run the CLI in its fresh home with the plan's environment and callback; secrets and tokens redacted throughout. */
-export const runPlan = (runner: HarnessProcess.Service, spec: RunSpec) =>
+/** The plan and report attached to the launch's scope, else to a fresh ephemeral operation. */
+const attachment = (spec: RunSpec) =>
+  Effect.gen(function*() {
+    const scope = spec.launch.scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    return yield* HarnessRun.attach(spec, scope)
+  }).pipe(
+    Effect.provideService(Digest, NodeDigest.make),
+    Effect.provide(IdGenerator.layerCrypto),
+    Effect.mapError(spawnFailed("cannot digest the plan and report"))
+  )
+
+const runAttached = (runner: HarnessProcess.Service, spec: RunSpec, attached: HarnessRun.Attached) =>
   Effect.scoped(Effect.gen(function*() {
     const { launch, plan } = spec
     yield* freshHome(plan, spec.keepHome)
@@ -137,11 +154,19 @@ export const runPlan = (runner: HarnessProcess.Service, spec: RunSpec) =>
       new Exit({ plane: "observation", code: ended.code, signal: ended.signal, killed_by_harness: ended.killed })
     )
     return {
+      run: attached,
       observations,
       decisions: [...callback.decisions()],
       stderr: redact(ended.stderr, hidden)
     } satisfies RunResult
   }))
+
+/**
+ * Attach the plan and report to the run's scope, then, inside it, run the CLI in its fresh home with the plan's
+ * environment and callback; secrets and tokens redacted throughout.
+ */
+export const runPlan = (runner: HarnessProcess.Service, spec: RunSpec) =>
+  Effect.flatMap(attachment(spec), (attached) => HarnessRun.within(attached)(runAttached(runner, spec, attached)))
 
 /** How to ask a provider's executable its version: the command, its environment and the line's pattern. */
 export interface VersionQuestion {

@@ -1,4 +1,4 @@
-import { Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import type { ActionDescriptor } from "../../action/ActionDescriptor.ts"
 import { ActionExecutionBackend } from "../../action/ActionExecutionBackend.ts"
 import { ActionRegistry } from "../../action/ActionRegistry.ts"
@@ -10,6 +10,7 @@ import type { ExecutionOutcome } from "../../execution/ExecutionOutcome.ts"
 import { reasonCode } from "../../execution/ExecutionOutcome.ts"
 import * as Ingress from "../../execution/Ingress.ts"
 import type { CallbackRecord } from "../../harness/HarnessAdapter.ts"
+import * as HarnessRun from "../../harness/HarnessRun.ts"
 import * as InvocationContext from "../../policy/InvocationContext.ts"
 import type { Config, McpServer } from "../McpSession.ts"
 
@@ -131,7 +132,8 @@ const prompt = (session: Session, args: Record<string, unknown>) =>
       call_id: typeof args.tool_use_id === "string" ? args.tool_use_id : ""
     }
     const decision = yield* permission.decide(call)
-    session.decisions.push({ call, decision })
+    const run = yield* HarnessRun.current
+    session.decisions.push(Option.isSome(run) ? { call, decision, run: run.value } : { call, decision })
     const answer = decision.decision === "allow"
       ? Canonical.stringify({ behavior: "allow", updatedInput: isRecord(args.input) ? args.input : {} })
       : Canonical.stringify({ behavior: "deny", message: `writ: ${decision.reason}` })
@@ -153,12 +155,14 @@ const call = (session: Session, id: Id, params: Record<string, unknown>) =>
     }
     const descriptor = (yield* tools(session)).get(params.name)
     if (descriptor === undefined) return fail(id, ErrorCode.invalidParams, `unknown tool: ${shown(params.name)}`)
+    // The configured scope, else the harness run's the server is serving in, else a fresh one per call.
+    const scope = config.execution_scope ?? Option.getOrUndefined(Option.map(yield* HarnessRun.current, (r) => r.scope))
     const prepared = yield* Effect.either(
       Ingress.prepare({ action: descriptor.name, version: descriptor.version, arguments: args }, {
         principal: config.principal,
         effect_backend: session.backend.ref,
         ...(config.policy_snapshot === undefined ? {} : { policy_snapshot: config.policy_snapshot }),
-        ...(config.execution_scope === undefined ? {} : { execution_scope: config.execution_scope })
+        ...(scope === undefined ? {} : { execution_scope: scope })
       }).pipe(Effect.provideService(IdGenerator, session.ids))
     )
     if (Either.isLeft(prepared)) {

@@ -27,11 +27,13 @@ import * as Sqlite from "../../../adapters/node/Sqlite.ts"
 import * as SqlHarnessRunStore from "../../../adapters/sql/SqlHarnessRunStore.ts"
 import * as SqlObservationLog from "../../../adapters/sql/SqlObservationLog.ts"
 import * as SqlVerifyRunStore from "../../../adapters/sql/SqlVerifyRunStore.ts"
-import * as Digest from "../../../core/base/Digest.ts"
+import type * as Digest from "../../../core/base/Digest.ts"
+import * as IdGenerator from "../../../core/base/IdGenerator.ts"
 import * as Time from "../../../core/base/Time.ts"
 import * as EvidenceProjector from "../../../core/evidence/EvidenceProjector.ts"
 import type { AppendReceipt } from "../../../core/evidence/EvidenceStore.ts"
 import { EvidenceWriter, openBoundary } from "../../../core/evidence/EvidenceWriter.ts"
+import { DurableRun, EphemeralOperation } from "../../../core/execution/ExecutionScope.ts"
 import * as Ingress from "../../../core/execution/Ingress.ts"
 import * as Report from "../../../core/harness/CapabilityReport.ts"
 import * as ClaudeCode from "../../../core/harness/ClaudeCode.ts"
@@ -42,6 +44,7 @@ import * as HarnessAdapter from "../../../core/harness/HarnessAdapter.ts"
 import { ControlName } from "../../../core/harness/HarnessControl.ts"
 import * as HarnessPlan from "../../../core/harness/HarnessPlan.ts"
 import * as HarnessPolicy from "../../../core/harness/HarnessPolicy.ts"
+import * as HarnessRun from "../../../core/harness/HarnessRun.ts"
 import { HarnessAttachment, HarnessRunStore } from "../../../core/harness/HarnessRunStore.ts"
 import * as HarnessSpec from "../../../core/harness/HarnessSpec.ts"
 import { ObservationLog } from "../../../core/harness/ObservationLog.ts"
@@ -348,15 +351,32 @@ const writMcp = (
     })
     : Effect.succeed(undefined)
 
-/** Spawn under the admitted plan with `decide` as the blocking callback; print the exit and writ's decisions. */
+const encodeAttached = Schema.encodeSync(HarnessRun.Attached)
+
+/** What a decision was decided in, as `--json` prints it: the run's scope and the digests of its plan and report. */
+const decidedIn = (run: HarnessRun.Attached | undefined) =>
+  run === undefined
+    ? null
+    : { scope: encodeAttached(run).scope, plan_digest: run.plan_digest, report_digest: run.report_digest }
+
+/**
+ * Spawn under the admitted plan, attached to `attached`'s scope, with `decide` as the blocking callback; print the
+ * attachment first, then the observations, the exit and writ's decisions (`--json`: the attachment whole as the first
+ * line and the decisions, each with the run it was decided in, as the last).
+ */
 const spawnPrinted = (
   ready: Ready,
+  attached: HarnessRun.Attached,
+  asJson: boolean,
   decide: HarnessAdapter.Launch["decide"],
   serving: Effect.Effect<HarnessAdapter.Launch["mcp"] | undefined, never, Digest.Digest>
 ) =>
   Effect.gen(function*() {
     const secrets = yield* resolveSecrets(ready.admitted.plan)
     const mcp = yield* serving
+    const scope = `${attached.scope._tag} ${HarnessRun.scopeId(attached)}`
+    yield* Console.error(`writ: ${scope}: plan sha256 ${attached.plan_digest}, report sha256 ${attached.report_digest}`)
+    if (asJson) yield* Console.log(JSON.stringify({ attached: encodeAttached(attached) }))
     const status = yield* StatusLine.make(ready.admitted.plan.provider)
     // Each observation is printed as the stream yields it; the exit comes last, once the process has ended.
     const print = (observation: ProviderObservation) => status.print(observation, line(observation))
@@ -364,6 +384,7 @@ const spawnPrinted = (
       yield* status.live
       const result = yield* ready.adapter.spawn(ready.admitted, {
         secrets,
+        scope: attached.scope,
         decide: status.decide(decide),
         observe: print,
         ...(mcp === undefined ? {} : { mcp })
@@ -375,6 +396,15 @@ const spawnPrinted = (
       yield* Console.error(
         `writ ${decision.decision} ${call.tool}${decision.decision === "deny" ? `: ${decision.reason}` : ""}`
       )
+    }
+    if (asJson) {
+      const decisions = result.decisions.map(({ call, decision, run }) => ({
+        tool: call.tool,
+        call_id: call.call_id,
+        ...decision,
+        decided_in: decidedIn(run)
+      }))
+      yield* Console.log(JSON.stringify({ decisions }))
     }
     const exit = result.observations.at(-1)
     if (exit?._tag !== "exit" || exit.code !== 0) yield* setExitCode(1)
@@ -481,8 +511,8 @@ const runGoverned = (
       return
     }
     const { plan, report } = ready.admitted
-    const plan_digest = yield* HarnessPlan.digest(plan)
-    const report_digest = yield* Digest.canonical(encodeReport(report))
+    const attached = yield* HarnessRun.attach(ready.admitted, DurableRun.make({ run_id: durable.run_id }))
+    const { plan_digest, report_digest } = attached
     const boundary = yield* openBoundary(snapshot)
     const writer = yield* EvidenceWriter
     const run = yield* GovernedRun.start({
@@ -529,7 +559,9 @@ const runGoverned = (
       boundary.chain_id,
       Effect.gen(function*() {
         const serving = yield* mcp
-        const result = yield* Effect.either(spawnPrinted(ready, run.decide, Effect.succeed(serving)))
+        const result = yield* Effect.either(
+          spawnPrinted(ready, attached, options.json, run.decide, Effect.succeed(serving))
+        )
         return [result, yield* run.end(endOf(result))] as const
       }).pipe(Effect.scoped, Effect.provide(services))
     )
@@ -602,7 +634,12 @@ const runCommand = Command.make("run", {
     const decide = snapshot === undefined
       ? () => Effect.succeed<HarnessAdapter.CallbackDecision>({ decision: "deny", reason: "no policy" })
       : HarnessPolicy.decider(snapshot, "harness")
-    yield* spawnPrinted(ready, decide, writMcp(spec, snapshot, decide))
+    // The minimal profile: the run's scope is an ephemeral operation of its own, its plan and report attached to it.
+    const scope = EphemeralOperation.make({
+      scope_id: yield* IdGenerator.uuid.pipe(Effect.provide(IdGenerator.layerCrypto))
+    })
+    const attached = yield* HarnessRun.attach(ready.admitted, scope)
+    yield* spawnPrinted(ready, attached, options.json, decide, writMcp(spec, snapshot, decide))
   })).pipe(
     Command.withDescription(
       "spawn the CLI under the compiled plan; print its observations live (JSON lines); --db: governed, with evidence"
