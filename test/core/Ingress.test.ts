@@ -1,8 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Layer, Option, ParseResult, Schema } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, Layer, Option, ParseResult, Schema } from "effect"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as Action from "../../core/action/Action.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
+import { type Binding, ExecutionContext } from "../../core/execution/ExecutionContext.ts"
 import type { ExecutionOutcome } from "../../core/execution/ExecutionOutcome.ts"
 import * as Ingress from "../../core/execution/Ingress.ts"
 import type { Run } from "../../core/state/StateStore.ts"
@@ -110,5 +111,41 @@ describe("Ingress: the trusted ingress every surface shares", () => {
       )
       assert.isTrue(Either.isLeft(result))
       assert.isTrue(Option.isNone(run))
+    }).pipe(Effect.provide(layer)))
+
+  it.effect("a minted context is the one ExecutionContext.make builds from its binding, and a malformed binding is refused", () =>
+    Effect.gen(function*() {
+      const { context } = yield* Ingress.prepare({ action: "calc.half", arguments: { n: 2 } }, {
+        ...trust,
+        tenant: "acme"
+      })
+      const made = ExecutionContext.make({
+        context_id: context.context_id,
+        execution_scope: context.execution_scope,
+        authenticated_principal: context.authenticated_principal,
+        tenant: context.tenant!,
+        effect_backend: context.effect_backend
+      })
+      assert.deepStrictEqual(Object.entries(context), Object.entries(made))
+      assert.strictEqual(Object.getPrototypeOf(context), ExecutionContext.prototype)
+      assert.isTrue(Ingress.isMinted(context) && !Ingress.isMinted(made))
+      const bad = (binding: Binding) => Effect.exit(Ingress.bind(binding))
+      const scope = context.execution_scope
+      for (
+        const binding of [
+          { execution_scope: scope, authenticated_principal: { id: "" }, effect_backend: context.effect_backend },
+          { execution_scope: scope, authenticated_principal: { id: "a" }, effect_backend: { id: "" } as never },
+          {
+            execution_scope: scope,
+            authenticated_principal: { id: "a" },
+            effect_backend: context.effect_backend,
+            authentication_evidence: [" padded "]
+          }
+        ]
+      ) {
+        const exit = yield* bad(binding)
+        assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause), JSON.stringify(binding))
+        assert.isTrue(ParseResult.isParseError(Cause.squash((exit as Exit.Failure<unknown, unknown>).cause)))
+      }
     }).pipe(Effect.provide(layer)))
 })

@@ -1,5 +1,6 @@
 import { Cause, Deferred, Effect, Either, Option, Schema } from "effect"
 import * as IdGenerator from "../../base/IdGenerator.ts"
+import { trustedMake } from "../../base/internal/trusted.ts"
 import { PrincipalRef, TenantRef } from "../../base/Refs.ts"
 import type { ActionBackendRef } from "../../base/Refs.ts"
 import { PolicySnapshotRef } from "../../base/Refs.ts"
@@ -51,7 +52,7 @@ const decodePrincipal = Schema.decodeUnknown(PrincipalRef)
 const decodeTenant = Schema.decodeUnknown(TenantRef)
 
 export const bind = (binding: Binding): Effect.Effect<ExecutionContext, never, IdGenerator.IdGenerator> =>
-  Effect.map(IdGenerator.uuid, (context_id) => mintContext({ ...binding, context_id }))
+  Effect.map(IdGenerator.uuid, (context_id) => mintContext(binding, context_id))
 
 /** What a binding offers the store's resolution: the principal's roles and the resource the call is on. */
 export type Resolving = Binding & Partial<Omit<BindingTarget, "tenant">>
@@ -94,7 +95,8 @@ export const resolve = (
 
 export const prepare = (call: Call, trust: Trust) =>
   Effect.gen(function*() {
-    const scope = trust.execution_scope ?? EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
+    // A fresh id is a Uuid already: the scope is built without validating it again.
+    const scope = trust.execution_scope ?? trustedMake(EphemeralOperation, { scope_id: yield* IdGenerator.uuid })
     const decoded = yield* decodeRequest({
       request_id: call.request_id ?? (yield* IdGenerator.uuid),
       action: call.version === undefined ? { name: call.action } : { name: call.action, version: call.version },

@@ -1,4 +1,8 @@
+import { Schema } from "effect"
+import type { Uuid } from "../../base/IdGenerator.ts"
+import { trustedMake } from "../../base/internal/trusted.ts"
 import { ExecutionContext } from "../ExecutionContext.ts"
+import type { Binding } from "../ExecutionContext.ts"
 
 // The contexts an ingress minted. Neither `ExecutionContext.make`, nor a decode, nor a copy of a minted one is in it.
 const minted = new WeakSet<object>()
@@ -13,9 +17,26 @@ const lock = <A extends object>(value: A): A => {
 
 const frozen = <A>(value: A): A => value === undefined ? value : Object.freeze(value)
 
-/** A context an ingress built: validated, its fields fixed, and recorded as minted. */
-export const mintContext = (fields: ConstructorParameters<typeof ExecutionContext>[0]): ExecutionContext => {
-  const context = ExecutionContext.make(fields)
+// The context's validation, compiled once: Effect 3's class constructor derives its type-side AST afresh on every call
+// when a field has a default (`authentication_evidence`), so it recompiles its validator each time (11 KB a context,
+// measured against 5 KB). The same checks, with the default supplied after them.
+const { authentication_evidence, context_id: _, ...bound } = ExecutionContext.fields
+const validBinding = Schema.validateSync(Schema.Struct(bound))
+const validId = Schema.validateSync(ExecutionContext.fields.context_id)
+const validEvidence = Schema.validateSync(authentication_evidence.from)
+
+/**
+ * A context an ingress built for a binding (validated; its other keys dropped) under a fresh id: its fields fixed, and
+ * recorded as minted.
+ */
+export const mintContext = (binding: Binding, context_id: Uuid): ExecutionContext => {
+  const evidence = binding.authentication_evidence
+  const context = trustedMake(
+    ExecutionContext,
+    Object.assign({ context_id: validId(context_id) }, validBinding(binding), {
+      authentication_evidence: evidence === undefined ? [] : validEvidence(evidence)
+    })
+  )
   lock(context.execution_scope)
   frozen(context.authenticated_principal)
   frozen(context.tenant)
@@ -25,7 +46,6 @@ export const mintContext = (fields: ConstructorParameters<typeof ExecutionContex
   minted.add(lock(context))
   return context
 }
-
 /** Whether an ingress minted this context (a WeakSet lookup). */
 export const isMinted = (context: unknown): boolean =>
   typeof context === "object" && context !== null && minted.has(context)

@@ -70,7 +70,8 @@ type Run = (
   args: Record<string, unknown>,
   grant?: ReadonlyArray<string>
 ) => Effect.Effect<ExecutionOutcome>
-type Judged = { readonly verdict: "blocked" | "escaped" | "failed"; readonly detail: string }
+/** An attack's verdict on the host's evidence, and what it saw. */
+export type Judged = { readonly verdict: "blocked" | "escaped" | "failed"; readonly detail: string }
 
 interface Attack {
   readonly claim: string
@@ -174,12 +175,49 @@ export const clientHello = (name: string) => {
  * The network listeners: 127.0.0.2 (granted, with `*.writ.test` on its port), 127.0.0.3 on the same port, and a second
  * port on 127.0.0.2; a connection the granted one saw whose first bytes name 127.0.0.3 was smuggled through it.
  */
-const networkGround = Effect.gen(function*() {
+export const networkGround = Effect.gen(function*() {
   const granted = yield* answering("127.0.0.2")
   const other = yield* answering("127.0.0.3", granted.port)
   const second = yield* answering("127.0.0.2")
   return { granted, other, second, grant: [`127.0.0.2:${granted.port}`, `*.writ.test:${granted.port}`] }
 })
+
+/**
+ * The destinations attack's attempts against the ground's port P: 127.0.0.2:P through the proxy (granted), 127.0.0.3:P
+ * directly, by CONNECT, with a NUL byte, by a plain request to 127.0.0.2 whose Host header names 127.0.0.3, and by a
+ * tunnel to 127.0.0.2 whose TLS ClientHello names 127.0.0.3.
+ */
+export const destinationAttempts = (port: number): ReadonlyArray<typeof Hostile.Reach.Type> => {
+  const to = { host: "127.0.0.3", port }
+  return [
+    { host: "127.0.0.2", port, request: `CONNECT 127.0.0.2:${port} HTTP/1.1\r\n\r\n` },
+    to,
+    { ...to, request: `CONNECT 127.0.0.3:${port} HTTP/1.1\r\n\r\n` },
+    { ...to, request: `CONNECT 127.0.0.3\0.writ.test:${port} HTTP/1.1\r\n\r\n` },
+    { ...to, request: `GET http://127.0.0.2:${port}/ HTTP/1.1\r\nHost: 127.0.0.3:${port}\r\n\r\n` },
+    {
+      ...to,
+      request: `CONNECT 127.0.0.2:${port} HTTP/1.1\r\nHost: 127.0.0.2:${port}\r\n\r\n`,
+      after: clientHello("127.0.0.3").toString("hex")
+    }
+  ]
+}
+
+/**
+ * Judge the destinations attack by what the ground's listeners saw: escaped when 127.0.0.3 saw a connection, or when
+ * the granted listener got first bytes naming 127.0.0.3 (a Host header or SNI smuggled through the proxy).
+ */
+export const judgeDestinations = (
+  { granted, other }: Effect.Effect.Success<typeof networkGround>,
+  outcome: ExecutionOutcome
+): Judged => {
+  const smuggled = granted.received.filter((first) => first.includes("127.0.0.3"))
+  return judgeReach(
+    [["127.0.0.3", other.connections()], ["127.0.0.2 (smuggled)", smuggled.length]],
+    granted.received,
+    outcome
+  )
+}
 
 /** Judge a network attack: escaped when an ungranted listener saw a connection, failed when the granted one saw no ping. */
 const judgeReach = (
@@ -287,31 +325,14 @@ const attacks: ReadonlyArray<Attack> = [
     attack: "reach 127.0.0.3 past a 127.0.0.2 grant: directly, by CONNECT, a NUL byte, a Host header, a TLS SNI",
     run: (call) =>
       Effect.gen(function*() {
-        const { grant, granted, other } = yield* networkGround
-        const port = granted.port
-        const to = { host: "127.0.0.3", port }
-        const outcome = yield* call(Hostile.reach.name, {
-          attempts: [
-            { host: "127.0.0.2", port, request: `CONNECT 127.0.0.2:${port} HTTP/1.1\r\n\r\n` },
-            to,
-            { ...to, request: `CONNECT 127.0.0.3:${port} HTTP/1.1\r\n\r\n` },
-            { ...to, request: `CONNECT 127.0.0.3\0.writ.test:${port} HTTP/1.1\r\n\r\n` },
-            { ...to, request: `GET http://127.0.0.2:${port}/ HTTP/1.1\r\nHost: 127.0.0.3:${port}\r\n\r\n` },
-            {
-              ...to,
-              request: `CONNECT 127.0.0.2:${port} HTTP/1.1\r\nHost: 127.0.0.2:${port}\r\n\r\n`,
-              after: clientHello("127.0.0.3").toString("hex")
-            }
-          ]
-        }, grant)
-        yield* Effect.sleep("50 millis")
-        // The granted listener got the smuggled request (a Host header or SNI naming 127.0.0.3): it went through.
-        const smuggled = granted.received.filter((first) => first.includes("127.0.0.3"))
-        return judgeReach(
-          [["127.0.0.3", other.connections()], ["127.0.0.2 (smuggled)", smuggled.length]],
-          granted.received,
-          outcome
+        const ground = yield* networkGround
+        const outcome = yield* call(
+          Hostile.reach.name,
+          { attempts: destinationAttempts(ground.granted.port) },
+          ground.grant
         )
+        yield* Effect.sleep("50 millis")
+        return judgeDestinations(ground, outcome)
       })
   },
   {
