@@ -1,7 +1,9 @@
 /**
  * What the harness keeps between runs without a database, as JSON files in writ's data directory: the identity digest
  * of each resolved executable and the version its `--version` answered, each found once per (path, inode, size, mtime)
- * and cached by that, and every verify run's result, which is what lets a report say `enforced`. Writes are atomic (a temporary file renamed over).
+ * and cached by that, and every verify run's result, which is what lets a report say `enforced`. Writes are atomic (a
+ * temporary file renamed over), and each read-modify-write holds the file's lock, so processes writing at once lose
+ * nothing.
  * Runtimes: Node.
  */
 import { Effect, Schema } from "effect"
@@ -13,6 +15,7 @@ import { dirname, join, relative } from "node:path"
 import { Sha256Hex } from "../../core/base/Digest.ts"
 import { VerifyRun } from "../../core/harness/CapabilityReport.ts"
 import { HarnessError } from "../../core/harness/HarnessAdapter.ts"
+import { withLock } from "./internal/fileLock.ts"
 
 /** writ's data directory: `WRIT_DATA_DIR`, else `$XDG_DATA_HOME/writ`, else `~/.local/share/writ`. */
 export const dataDir = (env: Readonly<Record<string, string | undefined>> = process.env): string =>
@@ -91,6 +94,14 @@ const writeJson = <A>(path: string, schema: Schema.Schema<A, string>, value: A) 
       catch: failure(`cannot write ${path}`)
     })
   })
+
+// A file's read-modify-write under its lock (its directory made first, as the write would).
+const locked = <A>(path: string, self: Effect.Effect<A, HarnessError>) =>
+  Effect.tryPromise({
+    try: () => mkdir(dirname(path), { recursive: true, mode: 0o700 }),
+    catch: failure(`cannot create ${dirname(path)}`)
+  })
+    .pipe(Effect.zipRight(withLock(path, self, failure(`cannot lock ${path}`))))
 
 const hashFile = (path: string) =>
   Effect.async<Sha256Hex, HarnessError>((resume) => {
@@ -181,7 +192,13 @@ export const make = (dir: string = dataDir()): HarnessStore => {
       const entry = { ...key, digest, ...(version === undefined ? {} : { version }) }
       memory.set(name, entry)
       if (cached === undefined || cached.version !== version) {
-        yield* writeJson(identities, IdentityFile, [...entries.filter((e) => e.path !== path), entry])
+        yield* locked(
+          identities,
+          Effect.flatMap(
+            readJson(identities, IdentityFile, []),
+            (latest) => writeJson(identities, IdentityFile, [...latest.filter((e) => e.path !== path), entry])
+          )
+        )
       }
       return entry
     })
@@ -193,12 +210,15 @@ export const make = (dir: string = dataDir()): HarnessStore => {
       Effect.map(known(path, kind, ask), (entry) => ({ digest: entry.digest, version: entry.version ?? null })),
     verifications: readJson(verified, VerifyFile, []),
     record: (runs) =>
-      Effect.flatMap(readJson(verified, VerifyFile, []), (earlier) => {
-        const same = (a: VerifyRun, b: VerifyRun) =>
-          a.control === b.control && a.provider_version === b.provider_version &&
-          a.executable_digest === b.executable_digest
-        const kept = earlier.filter((old) => !runs.some((run) => same(old, run)))
-        return writeJson(verified, VerifyFile, [...kept, ...runs])
-      })
+      locked(
+        verified,
+        Effect.flatMap(readJson(verified, VerifyFile, []), (earlier) => {
+          const same = (a: VerifyRun, b: VerifyRun) =>
+            a.control === b.control && a.provider_version === b.provider_version &&
+            a.executable_digest === b.executable_digest
+          const kept = earlier.filter((old) => !runs.some((run) => same(old, run)))
+          return writeJson(verified, VerifyFile, [...kept, ...runs])
+        })
+      )
   }
 }
