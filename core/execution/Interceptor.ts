@@ -204,6 +204,10 @@ export interface Observer {
 const withDetail = <A extends Reason>(verdict: A, detail: string | undefined): A =>
   detail === undefined ? verdict : Object.assign({}, verdict, { detail })
 
+/** The verdict with the gate results it was reached by (a copy: verdicts are shared values). */
+export const withGates = <V extends Verdict>(verdict: V, gates: ReadonlyArray<GateOutcome>): V =>
+  Object.assign({}, verdict, { gates })
+
 /** An allow verdict. */
 export const allow = (code = "control.allowed", detail?: string): Allowed =>
   withDetail({ disposition: "allow", code }, detail)

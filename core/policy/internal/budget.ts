@@ -135,7 +135,7 @@ export const makeBudgets = (ledger: BudgetLedger.Service, joint = false) => {
     const lifetime = rules.filter((rule) => rule.window_microseconds === undefined)
     const denied = (rule: Budget, consumed: number): Refused => {
       const refused = exhausted(rule, consumed)
-      return Object.assign({}, refused, { gates: [...(allowed.gates ?? []), refusal("writ.budget", refused.code)] })
+      return Interceptor.withGates(refused, [...(allowed.gates ?? []), refusal("writ.budget", refused.code)])
     }
     // Only a verdict with gate results has records at stage 11 to carry its places; any other admits them here.
     const carried = joint && (allowed.gates === undefined || allowed.gates.length > 0)

@@ -6,7 +6,7 @@ import { Effect, Either } from "effect"
 import type { Usage } from "../../action/ActionUsage.ts"
 import * as Time from "../../base/Time.ts"
 import type { Evaluation, Verdict } from "../../execution/Interceptor.ts"
-import type * as Interceptor from "../../execution/Interceptor.ts"
+import * as Interceptor from "../../execution/Interceptor.ts"
 import type { PolicyInput } from "../PolicyEvaluator.ts"
 import type { makeBudgets } from "./budget.ts"
 import { namesOf } from "./budget.ts"
@@ -40,7 +40,7 @@ export const makeDecisions = (
 
   const passed = (guarded: Verdict): Verdict =>
     guarded.disposition === "allow"
-      ? Object.assign({}, guarded, { gates: (guarded.gates ?? []).filter((gate) => gate.decision === "deny") })
+      ? Interceptor.withGates(guarded, (guarded.gates ?? []).filter((gate) => gate.decision === "deny"))
       : guarded
 
   // A gate's result is recorded once: at the policy stage, unless its guard part already refused. A soft guard deny
@@ -65,7 +65,7 @@ export const makeDecisions = (
     const guarded = pinned.guardsPass ? reduce(pinned, "guard", input).gates ?? [] : []
     if (!guarded.some((gate) => gate.decision === "deny")) return result
     const recorded = new Set(guarded.flatMap((gate) => gate.decision === "deny" ? [gate.gate_id] : []))
-    return Object.assign({}, result, { gates: (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id)) })
+    return Interceptor.withGates(result, (result.gates ?? []).filter((gate) => !recorded.has(gate.gate_id)))
   }
 
   const policy = (pinned: Pinned, evaluation: Evaluation, input: PolicyInput): Effect.Effect<Verdict> =>

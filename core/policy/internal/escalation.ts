@@ -43,10 +43,9 @@ const granted = (result: Reduced, approval_id: string, used: Approval.ApprovalRe
       ? Object.assign({}, gate, { decision: "allow" as const, reason_code: "approval.granted" })
       : gate
   )
-  const allowed = Object.assign(
-    {},
+  const allowed = Interceptor.withGates(
     Interceptor.allow("approval.granted", `approval ${approval_id} by ${used.approver_class}`),
-    { gates }
+    gates
   )
   return result.soft_deny === true
     ? Object.assign({}, allowed, {
@@ -64,10 +63,9 @@ export const makeEscalation = (
 (pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced): Effect.Effect<Verdict> =>
   Effect.gen(function*() {
     if (Option.isNone(queue)) {
-      return Object.assign(
-        {},
+      return Interceptor.withGates(
         Interceptor.deny("approval.no_authority", "approval is required but no approval queue is configured"),
-        { gates: result.gates ?? [] }
+        result.gates ?? []
       )
     }
     const binding = yield* bindingOf(digest, pinned, evaluation, input)
@@ -77,9 +75,10 @@ export const makeEscalation = (
       const now = Time.fromMicros(input.now)
       const used = yield* Effect.either(queue.value.consume(presented, binding, now, request.request_id, attempt_id))
       if (Either.isLeft(used)) {
-        return Object.assign({}, Interceptor.deny(`approval.${used.left.reason}`, used.left.message), {
-          gates: result.gates ?? []
-        })
+        return Interceptor.withGates(
+          Interceptor.deny(`approval.${used.left.reason}`, used.left.message),
+          result.gates ?? []
+        )
       }
       return granted(result, presented, used.right)
     }

@@ -40,7 +40,7 @@ export const makeOnError = (
     const gates = applicable.length === 0
       ? [failedGate("writ.evaluation", "hard")]
       : applicable.map(({ gate }) => failedGate(gate.gate_id, gate.level))
-    const denied: Verdict = Object.assign({}, Interceptor.deny(code, "the policy gate's evaluation failed"), { gates })
+    const denied: Verdict = Interceptor.withGates(Interceptor.deny(code, "the policy gate's evaluation failed"), gates)
     const approver = pinned.approver
     if (
       approver === undefined || applicable.length === 0 || applicable.some(({ gate }) => gate.on_error !== "escalate")

@@ -67,7 +67,7 @@ const intrinsic = (pinned: Pinned, part: Part, input: PolicyInput): Reduced | un
     : PolicyEvaluator.scopeRefusal(pinned.gates[0]!, input) ?? PolicyEvaluator.invocationRefusal(input)
   if (refused === undefined) return undefined
   const gate_id = part === "guard" ? "writ.intrinsic" : "writ.scope"
-  return Object.assign({}, Interceptor.deny(refused.code, refused.detail), { gates: [refusal(gate_id, refused.code)] })
+  return Interceptor.withGates(Interceptor.deny(refused.code, refused.detail), [refusal(gate_id, refused.code)])
 }
 
 /** Reduce gate results in gate order: hard deny denies; soft deny escalates when an approver is named; advisory deny is recorded. */
@@ -81,9 +81,10 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
   let escalation: Reduced | undefined
   const applicable = pinned.gates.filter((gate) => gate.tools.some((tool) => tool.test(input.action)))
   if (applicable.length === 0) {
-    return Object.assign({}, Interceptor.deny("policy.no_gate_binding", `no gate binds ${input.action}`), {
-      gates: [refusal("writ.binding", "policy.no_gate_binding")]
-    })
+    return Interceptor.withGates(
+      Interceptor.deny("policy.no_gate_binding", `no gate binds ${input.action}`),
+      [refusal("writ.binding", "policy.no_gate_binding")]
+    )
   }
   for (const gate of applicable) {
     const decision = PolicyEvaluator.evaluate(gate, part, input)
@@ -98,7 +99,7 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
     if (decision.disposition === "escalate") approvalGates.push(gate.gate.gate_id)
     const why = describe(gate, decision)
     // An origin refusal is authorization: it denies whatever the gate's level, before any escalation is considered.
-    if (decision.origin === true) return Object.assign({}, Interceptor.deny(decision.code, why), { gates })
+    if (decision.origin === true) return Interceptor.withGates(Interceptor.deny(decision.code, why), gates)
     if (gate.gate.level === "advisory") {
       advisories.push(`${decision.code} (${why})`)
       continue
@@ -106,7 +107,7 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
     // Hard gates deny outright (as do writ's intrinsic guards, above); a hard deny in any gate outranks an escalation
     // from another.
     if (decision.disposition === "deny" && !(gate.gate.level === "soft" && pinned.approver !== undefined)) {
-      return Object.assign({}, Interceptor.deny(decision.code, why), { gates })
+      return Interceptor.withGates(Interceptor.deny(decision.code, why), gates)
     }
     if (decision.disposition === "deny") softDenied = true
     escalation ??= decision.disposition === "escalate"
@@ -122,13 +123,12 @@ export const reduce = (pinned: Pinned, part: Part, input: PolicyInput): Reduced 
   if (escalation !== undefined) {
     return Object.assign({}, escalation, { soft_deny: softDenied, approval_gates: approvalGates, gates })
   }
-  return Object.assign(
-    {},
+  return Interceptor.withGates(
     Interceptor.allow(
       part === "guard" ? "guard.passed" : "policy.allowed",
       advisories.length > 0 ? `advisory: ${advisories.join(", ")}` : undefined
     ),
-    { gates }
+    gates
   )
 }
 
