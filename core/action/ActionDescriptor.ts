@@ -36,30 +36,37 @@ const jsonSchemaOf = (schema: Schema.Schema.Any): unknown => {
   }
 }
 
+const fieldsOf = (definition: ActionDefinition) => ({
+  name: definition.name,
+  version: definition.version,
+  aliases: definition.aliases,
+  description: definition.description,
+  input_schema: jsonSchemaOf(definition.input),
+  output_schema: jsonSchemaOf(definition.output),
+  effects: definition.effects,
+  containment: definition.containment,
+  ...(definition.origins === undefined ? {} : { origins: definition.origins }),
+  source: { ...definition.source },
+  ...(definition.mcp === undefined ? {} : { mcp: definition.mcp }),
+  ...(definition.secrets === undefined ? {} : { secrets: definition.secrets }),
+  ...(definition.environment === undefined ? {} : { environment: definition.environment }),
+  // Absent for an action that names no module, so the digests of those stay what they were.
+  ...(definition.module === undefined ? {} : { module: definition.module }),
+  ...(definition.export === undefined ? {} : { export: definition.export })
+})
+
 /** Describe a definition and pin it with the `sha256-v1` digest of everything else in the descriptor. */
 export const describe = (
   definition: ActionDefinition
 ): Effect.Effect<ActionDescriptor, CanonicalJsonError, Digest.Digest> => {
-  const fields = {
-    name: definition.name,
-    version: definition.version,
-    aliases: definition.aliases,
-    description: definition.description,
-    input_schema: jsonSchemaOf(definition.input),
-    output_schema: jsonSchemaOf(definition.output),
-    effects: definition.effects,
-    containment: definition.containment,
-    ...(definition.origins === undefined ? {} : { origins: definition.origins }),
-    source: { ...definition.source },
-    ...(definition.mcp === undefined ? {} : { mcp: definition.mcp }),
-    ...(definition.secrets === undefined ? {} : { secrets: definition.secrets }),
-    ...(definition.environment === undefined ? {} : { environment: definition.environment }),
-    // Absent for an action that names no module, so the digests of those stay what they were.
-    ...(definition.module === undefined ? {} : { module: definition.module }),
-    ...(definition.export === undefined ? {} : { export: definition.export })
-  }
+  const fields = fieldsOf(definition)
   return Effect.map(
     Digest.canonical(fields),
     (digest) => Object.freeze(ActionDescriptor.make({ ...fields, source: definition.source, digest }))
   )
 }
+
+/** The digest `describe` pins a definition with, without building its descriptor. */
+export const digestOf = (
+  definition: ActionDefinition
+): Effect.Effect<Digest.Sha256Hex, CanonicalJsonError, Digest.Digest> => Digest.canonical(fieldsOf(definition))

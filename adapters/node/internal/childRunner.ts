@@ -3,62 +3,125 @@
  * spawn's one-use token and the secrets injected for it, from the pipe its parent left on fd 3 (never argv or the
  * environment; the secrets reach the handler as `context.secret`, never `process.env`), and refuses to run
  * anything when that is not an inherited pipe holding a well-formed request. Under Deno, which opens no inherited
- * descriptor beyond the standard three, the request comes on stdin and the frames leave on stdout (console output
- * goes to stderr). Then it says it started, imports the
- * declared module, checks the export is the action the parent described (its descriptor digest), decodes the
- * arguments, and runs the handler through an invocation token of its own; every frame it writes on fd 4 carries the
- * parent's token, which the action's code never sees, so a frame the action forges is not taken for a result.
+ * descriptor beyond the standard three, the request comes on stdin (a terminal there is refused) and the frames
+ * leave on stdout (console output goes to stderr), through Deno's own API, so no Node compatibility module loads.
+ * Then it says it started, imports the declared module, checks the export is the action the parent described (its
+ * descriptor digest), decodes the arguments, and runs the handler through an invocation token of its own; every
+ * frame it writes carries the parent's token, which the action's code never sees, so a frame the action forges is
+ * not taken for a result.
  */
+import type { Layer } from "effect"
 import { Cause, Effect, Exit, Option, Redacted, Schema } from "effect"
-import * as fs from "node:fs"
+import type { Stats } from "node:fs"
 import type { ActionDefinition } from "../../../core/action/Action.ts"
 import { ActionError } from "../../../core/action/Action.ts"
 import * as ActionDescriptor from "../../../core/action/ActionDescriptor.ts"
 import { refusing } from "../../../core/action/internal/outbox.ts"
 import { mint } from "../../../core/action/internal/token.ts"
 import { meter } from "../../../core/action/internal/usage.ts"
+import type { Digest } from "../../../core/base/Digest.ts"
 import * as InProcessBackend from "../../memory/InProcessBackend.ts"
-import * as NodeDigest from "../NodeDigest.ts"
+import * as WebCryptoDigest from "../../web/WebCryptoDigest.ts"
 import * as Wire from "./childWire.ts"
 
-// Deno reaches no inherited descriptor past stderr: there the request is stdin and the result channel stdout.
-const deno = "Deno" in globalThis
-const requestFd = deno ? 0 : Wire.requestFd
-const resultFd = deno ? 1 : Wire.resultFd
-
-const refuse = (detail: string): never => {
-  process.stderr.write(`writ child runner: ${detail}\n`)
-  process.exit(2)
+/** What the runner needs of its runtime: the request read whole, frames written, variables set, a refusal. */
+interface Host {
+  readonly readRequest: () => string
+  readonly write: (bytes: Uint8Array) => void
+  readonly setVariable: (name: string, value: string) => void
+  readonly refuse: (detail: string) => never
+  readonly exit: () => never
+  readonly digest: Layer.Layer<Digest>
 }
 
-// The request, read whole before any of the action's code can run; a file or a terminal there is refused.
-const readRequest = (): Wire.ChildRequest => {
-  let stat: fs.Stats
-  try {
-    stat = fs.fstatSync(requestFd)
-  } catch {
-    return refuse(`no request channel on fd ${requestFd}`)
-  }
-  if (!stat.isFIFO() && !stat.isSocket()) return refuse(`fd ${requestFd} is not a pipe from the parent`)
-  const chunks: Array<Buffer> = []
-  const buffer = Buffer.alloc(65536)
+interface DenoApi {
+  readonly stdin: { isTerminal(): boolean; readSync(buffer: Uint8Array): number | null }
+  readonly stdout: { writeSync(bytes: Uint8Array): number }
+  readonly stderr: { writeSync(bytes: Uint8Array): number }
+  readonly env: { set(name: string, value: string): void }
+  exit(code: number): never
+}
+
+const readAll = (read: (buffer: Uint8Array) => number, refuse: (detail: string) => never): string => {
+  const chunks: Array<Uint8Array> = []
+  const buffer = new Uint8Array(65536)
   let total = 0
-  for (;;) {
-    const read = fs.readSync(requestFd, buffer)
-    if (read === 0) break
-    total += read
+  for (let count = read(buffer); count > 0; count = read(buffer)) {
+    total += count
     if (total > Wire.maxRequestBytes) return refuse("the request is larger than its bound")
-    chunks.push(Buffer.from(buffer.subarray(0, read)))
+    chunks.push(buffer.slice(0, count))
   }
-  fs.closeSync(requestFd)
-  const request = Wire.parseRequest(Buffer.concat(chunks).toString("utf-8"))
-  return request._tag === "Right" ? request.right : refuse(`the request is refused: ${request.left}`)
+  const whole = new Uint8Array(total)
+  let offset = 0
+  for (const chunk of chunks) {
+    whole.set(chunk, offset)
+    offset += chunk.length
+  }
+  return new TextDecoder().decode(whole)
 }
 
-const write = (frame: Wire.Frame) => {
-  const bytes = Buffer.from(Wire.encodeFrame(frame))
-  for (let offset = 0; offset < bytes.length;) offset += fs.writeSync(resultFd, bytes, offset)
+const writeAll = (write: (bytes: Uint8Array) => number, bytes: Uint8Array) => {
+  for (let offset = 0; offset < bytes.length;) offset += write(bytes.subarray(offset))
 }
+
+const denoHost = (deno: DenoApi): Host => {
+  const refuse = (detail: string): never => {
+    writeAll((bytes) => deno.stderr.writeSync(bytes), new TextEncoder().encode(`writ child runner: ${detail}\n`))
+    return deno.exit(2)
+  }
+  return {
+    readRequest: () => {
+      if (deno.stdin.isTerminal()) return refuse("stdin is a terminal, not a pipe from the parent")
+      return readAll((buffer) => deno.stdin.readSync(buffer) ?? 0, refuse)
+    },
+    write: (bytes) => writeAll((chunk) => deno.stdout.writeSync(chunk), bytes),
+    setVariable: (name, value) => deno.env.set(name, value),
+    refuse,
+    exit: () => deno.exit(0),
+    digest: WebCryptoDigest.layer
+  }
+}
+
+const nodeHost = async (): Promise<Host> => {
+  const [fs, NodeDigest] = await Promise.all([import("node:fs"), import("../NodeDigest.ts")])
+  const refuse = (detail: string): never => {
+    process.stderr.write(`writ child runner: ${detail}\n`)
+    return process.exit(2)
+  }
+  return {
+    readRequest: () => {
+      let stat: Stats
+      try {
+        stat = fs.fstatSync(Wire.requestFd)
+      } catch {
+        return refuse(`no request channel on fd ${Wire.requestFd}`)
+      }
+      if (!stat.isFIFO() && !stat.isSocket()) return refuse(`fd ${Wire.requestFd} is not a pipe from the parent`)
+      const text = readAll((buffer) => fs.readSync(Wire.requestFd, buffer), refuse)
+      fs.closeSync(Wire.requestFd)
+      return text
+    },
+    write: (bytes) => writeAll((chunk) => fs.writeSync(Wire.resultFd, chunk), bytes),
+    setVariable: (name, value) => {
+      process.env[name] = value
+    },
+    refuse,
+    exit: () => process.exit(0),
+    digest: NodeDigest.layer
+  }
+}
+
+const denoApi = (globalThis as { Deno?: DenoApi }).Deno
+const host = denoApi === undefined ? await nodeHost() : denoHost(denoApi)
+
+// The request, read whole before any of the action's code can run.
+const readRequest = (): Wire.ChildRequest => {
+  const request = Wire.parseRequest(host.readRequest())
+  return request._tag === "Right" ? request.right : host.refuse(`the request is refused: ${request.left}`)
+}
+
+const encoder = new TextEncoder()
+const write = (frame: Wire.Frame) => host.write(encoder.encode(Wire.encodeFrame(frame)))
 
 const isDefinition = (value: unknown): value is ActionDefinition =>
   typeof value === "object" && value !== null && "name" in value && "input" in value && "output" in value
@@ -79,8 +142,8 @@ const answer = Effect.fnUntraced(function*(request: Wire.ChildRequest) {
   if (!isDefinition(definition) || definition.name !== request.action || definition.version !== request.version) {
     return refused("module_unavailable", `${request.export} of ${request.module} is not ${request.action}`)
   }
-  const descriptor = yield* Effect.either(ActionDescriptor.describe(definition))
-  if (descriptor._tag === "Left" || descriptor.right.digest !== request.descriptor_digest) {
+  const digest = yield* Effect.either(ActionDescriptor.digestOf(definition))
+  if (digest._tag === "Left" || digest.right !== request.descriptor_digest) {
     return refused("descriptor_mismatch", `${request.action} is not the action the parent described`)
   }
   const input = Schema.decodeUnknownEither(definition.input)(request.input)
@@ -116,9 +179,8 @@ const answer = Effect.fnUntraced(function*(request: Wire.ChildRequest) {
 })
 
 const request = readRequest()
-if (deno) console.log = console.info = console.debug = console.error
-for (const [name, value] of Object.entries(request.environment)) process.env[name] = value
+if (denoApi !== undefined) console.log = console.info = console.debug = console.error
+for (const [name, value] of Object.entries(request.environment)) host.setVariable(name, value)
 write({ _tag: "started", token: request.token })
-const frame = await Effect.runPromise(Effect.provide(answer(request), NodeDigest.layer))
-write(frame)
-process.exit(0)
+write(await Effect.runPromise(Effect.provide(answer(request), host.digest)))
+host.exit()
