@@ -195,8 +195,8 @@ const measureBackend = async (
   }
 }
 
-/** The capacity load test in a child process: its summary line. */
-const capacityLoad = () =>
+/** The capacity load test in a child process (`capacityLoad` on writ, `capacityFloor` its floor): its summary line. */
+const capacityLoad = (entry: "capacityLoad" | "capacityFloor") =>
   new Promise<
     {
       requests: number
@@ -210,7 +210,7 @@ const capacityLoad = () =>
   >((resolve, reject) => {
     const child = spawn(process.execPath, [
       ...process.execArgv.filter((flag) => flag !== "--expose-gc"),
-      sibling("capacityLoad")
+      sibling(entry)
     ], {
       stdio: ["ignore", "pipe", "inherit"]
     })
@@ -277,13 +277,23 @@ const run = async (): Promise<void> => {
   }
 
   if (parts.has("capacity")) {
-    const load = await capacityLoad()
+    const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(0)
+    const floor = await capacityLoad("capacityFloor")
+    const load = await capacityLoad("capacityLoad")
+    for (
+      const [name, run] of [["floor (the same capacity and handler, no executor)", floor], ["writ", load]] as const
+    ) {
+      console.log(
+        `  capacity load, ${name}: ${run.requests} requests, 8 permits, at most ${run.peak_in_flight} in flight, at most ${run.max_attempts} attempts each, ${run.stopped_at_lease} stopped at their lease, ${
+          run.seconds.toFixed(1)
+        } s; peak RSS ${mb(run.max_rss_bytes)} MB`
+      )
+    }
     console.log(
-      `  capacity load: ${load.requests} requests, 8 permits, at most ${load.peak_in_flight} in flight, at most ${load.max_attempts} attempts each, ${load.stopped_at_lease} stopped at their lease, ${
-        load.seconds.toFixed(1)
-      } s; peak RSS ${(load.max_rss_bytes / 1024 / 1024).toFixed(0)} MB`
+      `backends-capacity-peak-rss: ${mb(load.max_rss_bytes)} MB, ${
+        (load.max_rss_bytes / floor.max_rss_bytes).toFixed(2)
+      }x its floor's ${mb(floor.max_rss_bytes)} MB (target < 200 MB)`
     )
-    console.log(`backends-capacity-peak-rss: ${(load.max_rss_bytes / 1024 / 1024).toFixed(0)} MB (target < 200 MB)`)
   }
 }
 

@@ -1,0 +1,35 @@
+/**
+ * The capacity load test's floor, through the same client: the same work without writ's executor, ingress or their
+ * modules. Each attempt decodes its arguments by the action's input Schema and asks the same bounded capacity for a
+ * lease; deferred, it is told the same `retry_at`; admitted, it runs the handler under its lease's deadline and
+ * releases the lease. Imports effect and the capacity module only.
+ */
+import { Duration, Effect, Either, Layer, Schema } from "effect"
+import * as Time from "../../core/base/Time.ts"
+import type { Admission } from "../../core/execution/Capacity.ts"
+import * as Capacity from "../../core/execution/Capacity.ts"
+import * as Load from "./loadClient.ts"
+
+const input = Schema.Struct({ n: Schema.Number })
+const decode = Schema.decodeUnknown(input)
+const capacity = Capacity.bounded({ id: "eight", permits: Load.PERMITS, lease_microseconds: Load.LEASE_MICROSECONDS })
+// Keyed by nothing, the bounded capacity reads nothing of its admission.
+const admission = {} as Admission
+
+const attempt: Load.Attempt<never> = (n) =>
+  Effect.gen(function*() {
+    const { n: value } = yield* decode({ n })
+    const admitted = yield* capacity.admit(admission)
+    if (Either.isLeft(admitted)) {
+      return { retry_at_millis: Math.ceil(Time.toMicros(admitted.left.retry_at!) / 1000) }
+    }
+    const lease = admitted.right
+    const remaining = Time.toMicros(lease.expires_at!) - (yield* Time.nowMicros)
+    const ran = yield* Effect.timeout(Load.work(value), Duration.micros(BigInt(Math.max(0, remaining)))).pipe(
+      Effect.either,
+      Effect.ensuring(lease.release)
+    )
+    return Either.isRight(ran) ? "succeeded" as const : "stopped" as const
+  }).pipe(Effect.orDie)
+
+await Load.run(Number(process.argv[2] ?? 10_000), attempt, Layer.empty)
