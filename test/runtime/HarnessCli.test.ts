@@ -16,7 +16,7 @@ import * as HarnessPlan from "../../core/harness/HarnessPlan.ts"
 import { writ, writOnTerminal } from "../fixtures/cli.ts"
 import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
-const { dir, policyFile, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-cli-", "sk-scripted")
+const { dir, runArgs, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-cli-", "sk-scripted")
 
 const spec = (endpoint: string, callback: boolean, required = true) =>
   writeFileSync(
@@ -88,17 +88,7 @@ describe("writ harness", () => {
       ])
       try {
         spec(model.baseUrl, true, false)
-        const ran = await writOnTerminal(
-          "harness",
-          "run",
-          "claude-code",
-          "--spec",
-          specFile,
-          "--policy",
-          policyFile,
-          "--",
-          "go"
-        )
+        const ran = await writOnTerminal(...runArgs())
         assert.strictEqual(ran.status, 0, ran.stderr)
         assert.isFalse(existsSync(join(ws, "denied.txt")))
         assert.isTrue(existsSync(join(ws, "allowed.txt")))
@@ -130,18 +120,7 @@ describe("writ harness", () => {
       ])
       try {
         spec(model.baseUrl, true, false)
-        const ran = await writ(
-          "harness",
-          "run",
-          "claude-code",
-          "--spec",
-          specFile,
-          "--policy",
-          policyFile,
-          "--json",
-          "--",
-          "go"
-        )
+        const ran = await writ(...runArgs(["--json"]))
         assert.strictEqual(ran.status, 0, ran.stderr)
         assert.isFalse(existsSync(join(ws, "scoped-denied.txt")))
         assert.isTrue(existsSync(join(ws, "scoped-allowed.txt")))

@@ -14,7 +14,7 @@ import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
 import { writ } from "../fixtures/cli.ts"
 import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
-const { dir, policyFile, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-gov-", "sk-scripted-gov")
+const { dir, runArgs, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-gov-", "sk-scripted-gov")
 
 const spec = (endpoint: string, extra: ReadonlyArray<string> = []) =>
   writeFileSync(
@@ -50,19 +50,7 @@ describe("writ harness run --db", () => {
       let stderr = ""
       try {
         spec(model.baseUrl)
-        const ran = await writ(
-          "harness",
-          "run",
-          "claude-code",
-          "--spec",
-          specFile,
-          "--policy",
-          policyFile,
-          "--db",
-          db,
-          "--",
-          "go"
-        )
+        const ran = await writ(...runArgs(["--db", db]))
         assert.strictEqual(ran.status, 0, ran.stderr)
         stderr = ran.stderr
         // What writ decided happened, and what it refused did not.
@@ -182,19 +170,7 @@ describe("writ harness run --db", () => {
     assert.strictEqual(planned.status, 2, planned.stderr)
     assert.include(planned.stderr, "$.network.allow_domains.0")
     const db = join(dir, "wide.db")
-    const ran = await writ(
-      "harness",
-      "run",
-      "claude-code",
-      "--spec",
-      specFile,
-      "--policy",
-      narrow,
-      "--db",
-      db,
-      "--",
-      "go"
-    )
+    const ran = await writ(...runArgs(["--db", db], narrow))
     assert.strictEqual(ran.status, 2, ran.stderr)
     assert.include(ran.stderr, "$.network.allow_domains.0")
     const read = new Database(db)
@@ -212,19 +188,7 @@ describe("writ harness run --db", () => {
     async () => {
       spec("http://127.0.0.1:9", ["required: [fs.write_roots@1]"])
       const db = join(dir, "unmet.db")
-      const ran = await writ(
-        "harness",
-        "run",
-        "claude-code",
-        "--spec",
-        specFile,
-        "--policy",
-        policyFile,
-        "--db",
-        db,
-        "--",
-        "go"
-      )
+      const ran = await writ(...runArgs(["--db", db]))
       assert.strictEqual(ran.status, 1, ran.stderr)
       assert.include(ran.stdout, "refused:")
       const read = new Database(db)

@@ -14,7 +14,7 @@ import * as Scripted from "../../adapters/node/ScriptedAnthropic.ts"
 import { bin, writ } from "../fixtures/cli.ts"
 import { harnessCliFiles } from "../fixtures/harnessCli.ts"
 
-const { dir, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-record-", "sk-scripted-record")
+const { dir, runArgs, specFile, ws } = harnessCliFiles(tmpdir(), "writ-harness-record-", "sk-scripted-record")
 
 const policyFile = join(dir, "mcp-policy.yaml")
 
@@ -37,19 +37,7 @@ const spec = (endpoint: string, key: string) => {
   )
 }
 
-const args = (db: string, prompt: string) => [
-  "harness",
-  "run",
-  "claude-code",
-  "--spec",
-  specFile,
-  "--policy",
-  policyFile,
-  "--db",
-  db,
-  "--",
-  prompt
-]
+const args = (db: string, prompt: string) => runArgs(["--db", db], policyFile, prompt)
 
 interface Row {
   readonly record_type: string
