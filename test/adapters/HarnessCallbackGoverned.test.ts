@@ -24,33 +24,9 @@ import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
+import { claudePlanAndReport } from "../fixtures/harnessPlan.ts"
 
-const identity = new Report.ExecutableIdentity({ path: "/bin/claude", digest: "c".repeat(64) as never })
-
-const plan = new HarnessPlan.HarnessPlan({
-  plan_version: 1,
-  provider: "claude-code",
-  provider_version: "2.1.328",
-  executable: identity,
-  argv: ["-p", "go"],
-  config_files: [],
-  secret_files: [],
-  environment: [],
-  workspace: "/work/ws",
-  home: "/h",
-  wall_clock_seconds: 60,
-  declared_controls: [],
-  expected_evidence: []
-})
-
-const report = Report.assess({
-  provider: "claude-code",
-  version: "2.1.328",
-  executable: identity,
-  requested: ["callback.pre_tool@1"],
-  claims: [],
-  verifications: []
-})
+const { plan, report } = claudePlanAndReport({ digest: "c", report: { requested: ["callback.pre_tool@1"] } })
 
 describe("a governed run's callback", () => {
   it.live(

@@ -33,34 +33,13 @@ import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
 import { AttemptStore } from "../../core/state/AttemptStore.ts"
 import { RunStore } from "../../core/state/RunStore.ts"
 import * as Embedded from "../../runtime/Embedded.ts"
-
-const identity = new Report.ExecutableIdentity({ path: "/bin/claude", digest: "c".repeat(64) as never })
+import { claudePlanAndReport } from "../fixtures/harnessPlan.ts"
 
 // A marker only the plan holds, and one only an observation holds: neither may reach the chain.
-const plan = new HarnessPlan.HarnessPlan({
-  plan_version: 1,
-  provider: "claude-code",
-  provider_version: "2.1.328",
-  executable: identity,
-  argv: ["-p", "plan-only-marker"],
-  config_files: [],
-  secret_files: [],
-  environment: [],
-  workspace: "/work/ws",
-  home: "/h",
-  wall_clock_seconds: 60,
-  declared_controls: [],
-  expected_evidence: []
-})
-
-const report = Report.assess({
-  provider: "claude-code",
-  version: "2.1.328",
-  executable: identity,
-  requested: ["callback.pre_tool@1"],
-  claims: [],
-  verifications: [],
-  notes: ["report-only-marker"]
+const { plan, report } = claudePlanAndReport({
+  digest: "c",
+  plan: { argv: ["-p", "plan-only-marker"] },
+  report: { requested: ["callback.pre_tool@1"], notes: ["report-only-marker"] }
 })
 
 const observed = [

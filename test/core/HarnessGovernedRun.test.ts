@@ -26,42 +26,25 @@ import * as Observation from "../../core/harness/ProviderObservation.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
+import { claudePlanAndReport } from "../fixtures/harnessPlan.ts"
 
 const layer = Governance.layerWriter.pipe(
   Layer.provideMerge(Layer.mergeAll(MemoryEvidenceStore.layer, MemoryPolicySnapshotStore.layer)),
   Layer.provideMerge(Layer.mergeAll(WebCryptoDigest.layer, IdGenerator.layerSeeded(22)))
 )
 
-const identity = new Report.ExecutableIdentity({ path: "/bin/claude", digest: "b".repeat(64) as never })
-
-const plan = new HarnessPlan.HarnessPlan({
-  plan_version: 1,
-  provider: "claude-code",
-  provider_version: "2.1.328",
-  executable: identity,
-  argv: ["-p", "go"],
-  config_files: [],
-  secret_files: [],
-  environment: [],
-  workspace: "/work/ws",
-  home: "/h",
-  wall_clock_seconds: 60,
-  declared_controls: ["callback.pre_tool@1"],
-  expected_evidence: []
-})
-
-const report = Report.assess({
-  provider: "claude-code",
-  version: "2.1.328",
-  executable: identity,
-  requested: ["callback.pre_tool@1"],
-  claims: [{
-    control: "callback.pre_tool@1",
-    level: "enforced",
-    source: "provider-claim",
-    mechanism: "PreToolUse hook"
-  }],
-  verifications: []
+const { plan, report } = claudePlanAndReport({
+  digest: "b",
+  plan: { declared_controls: ["callback.pre_tool@1"] },
+  report: {
+    requested: ["callback.pre_tool@1"],
+    claims: [{
+      control: "callback.pre_tool@1",
+      level: "enforced",
+      source: "provider-claim",
+      mechanism: "PreToolUse hook"
+    }]
+  }
 })
 
 const observations: ReadonlyArray<Observation.ProviderObservation> = [

@@ -9,9 +9,7 @@ import * as IdGenerator from "../../core/base/IdGenerator.ts"
 import * as Time from "../../core/base/Time.ts"
 import * as ActionExecutor from "../../core/execution/ActionExecutor.ts"
 import * as ExecutionScope from "../../core/execution/ExecutionScope.ts"
-import * as Report from "../../core/harness/CapabilityReport.ts"
 import type { ToolCall } from "../../core/harness/HarnessAdapter.ts"
-import * as HarnessPlan from "../../core/harness/HarnessPlan.ts"
 import * as HarnessPolicy from "../../core/harness/HarnessPolicy.ts"
 import * as HarnessRun from "../../core/harness/HarnessRun.ts"
 import * as McpServer from "../../core/mcp/McpServer.ts"
@@ -19,6 +17,7 @@ import * as InvocationContext from "../../core/policy/InvocationContext.ts"
 import * as PermissionPolicy from "../../core/policy/PermissionPolicy.ts"
 import * as PolicySnapshot from "../../core/policy/PolicySnapshot.ts"
 import { PolicySnapshotStore } from "../../core/policy/PolicySnapshotStore.ts"
+import { claudePlanAndReport } from "../fixtures/harnessPlan.ts"
 import { base } from "../fixtures/layers.ts"
 
 /** What the handlers ran: a call the policy denies must never appear here. */
@@ -290,30 +289,7 @@ describe("McpServer: the permission-prompt tool answers by the harness's policy 
 
 /** A harness run's attachment: a small plan and its report, attached to an ephemeral scope of the run's own. */
 const attachedRun = Effect.gen(function*() {
-  const identity = new Report.ExecutableIdentity({ path: "/bin/claude", digest: "a".repeat(64) as never })
-  const plan = new HarnessPlan.HarnessPlan({
-    plan_version: 1,
-    provider: "claude-code",
-    provider_version: "2.1.328",
-    executable: identity,
-    argv: ["-p", "go"],
-    config_files: [],
-    secret_files: [],
-    environment: [],
-    workspace: "/srv/ws",
-    home: "/srv/home",
-    wall_clock_seconds: 60,
-    declared_controls: [],
-    expected_evidence: []
-  })
-  const report = Report.assess({
-    provider: "claude-code",
-    version: "2.1.328",
-    executable: identity,
-    requested: [],
-    claims: [],
-    verifications: []
-  })
+  const { plan, report } = claudePlanAndReport({ digest: "a", plan: { workspace: "/srv/ws", home: "/srv/home" } })
   const scope = ExecutionScope.EphemeralOperation.make({ scope_id: yield* IdGenerator.uuid })
   return yield* Effect.orDie(HarnessRun.attach({ plan, report }, scope))
 })
