@@ -8,10 +8,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import type { Scope } from "effect"
 import * as net from "node:net"
 import * as InProcessBackend from "../../adapters/memory/InProcessBackend.ts"
 import * as DestinationProxy from "../../adapters/node/internal/destinationProxy.ts"
+import { scopedVariable } from "../../adapters/node/internal/verifyScenario.ts"
 import * as NodeDigest from "../../adapters/node/NodeDigest.ts"
 import * as ActionRegistry from "../../core/action/ActionRegistry.ts"
 import * as IdGenerator from "../../core/base/IdGenerator.ts"
@@ -49,21 +49,6 @@ const bridge = (socketPath: string) =>
       )
   )
 
-/** The process's HTTP_PROXY, which `verify.reach` dials, set for the scope and restored after. */
-const proxyVariable = (value: string): Effect.Effect<void, never, Scope.Scope> =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const before = process.env.HTTP_PROXY
-      process.env.HTTP_PROXY = value
-      return before
-    }),
-    (before) =>
-      Effect.sync(() => {
-        if (before === undefined) delete process.env.HTTP_PROXY
-        else process.env.HTTP_PROXY = before
-      })
-  )
-
 /** The destinations attack's proxied attempts through a real proxy (`unchecked`: one check left out); its verdict. */
 const attack = (unchecked?: DestinationProxy.Options["unchecked"]) =>
   Effect.scoped(Effect.gen(function*() {
@@ -72,7 +57,7 @@ const attack = (unchecked?: DestinationProxy.Options["unchecked"]) =>
       { gates: [{ gate_id: "verify", allow: [...ground.grant], deny: [] }] },
       unchecked === undefined ? {} : { unchecked }
     )
-    yield* proxyVariable(`http://127.0.0.1:${(yield* bridge(proxy.path)).port}`)
+    yield* scopedVariable("HTTP_PROXY", `http://127.0.0.1:${(yield* bridge(proxy.path)).port}`)
     const attempts = destinationAttempts(ground.granted.port).filter((attempt) => attempt.request !== undefined)
     const { context, request } = yield* Ingress.prepare(
       { action: Hostile.reach.name, arguments: { attempts } },

@@ -193,17 +193,18 @@ export const listener = Effect.acquireRelease(
   ({ server }) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
 )
 
-const canaryVar = (canary: string) =>
+/** The process's variable `name` set to `value` for the scope, and restored (or removed) when it closes. */
+export const scopedVariable = (name: string, value: string): Effect.Effect<void, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const before = process.env.WRIT_VERIFY_CANARY
-      process.env.WRIT_VERIFY_CANARY = canary
+      const before = process.env[name]
+      process.env[name] = value
       return before
     }),
     (before) =>
       Effect.sync(() => {
-        if (before === undefined) delete process.env.WRIT_VERIFY_CANARY
-        else process.env.WRIT_VERIFY_CANARY = before
+        if (before === undefined) delete process.env[name]
+        else process.env[name] = before
       })
   )
 
@@ -232,7 +233,7 @@ export const runScenario = (driver: Driver, adapter: HarnessAdapter.Service, sce
     const paths = yield* driver.setup
     scenario.prepare?.(paths)
     const canary = `writ-canary-${randomBytes(8).toString("hex")}`
-    yield* canaryVar(canary)
+    yield* scopedVariable("WRIT_VERIFY_CANARY", canary)
     const model = yield* Effect.acquireRelease(
       Effect.promise(() => driver.start(scenario.calls(paths), scenario.subagents?.(paths))),
       (model) => Effect.promise(() => model.close())
