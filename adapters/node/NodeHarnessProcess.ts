@@ -2,13 +2,26 @@
  * The HarnessProcess port on `@effect/platform`'s Command, in a scope: an empty environment plus exactly the given
  * variables, stdin closed, stdout read line by line and stderr kept up to a bound (both drained to the end, so the CLI
  * never blocks on a full pipe), and writ's own escalation at the deadline: SIGTERM to the process group, then SIGKILL
- * after the grace (the platform's finalizer alone would wait forever). Runtimes: Node.
+ * after the grace (the platform's finalizer alone would wait forever). Where the v1 `pids` controller is writable,
+ * the CLI starts in a cgroup of its own, and whatever is still in it when the run ends is killed: a process the CLI
+ * started in a session of its own (as Codex's sandbox helper is) escapes the group signal but not the cgroup.
+ * Runtimes: Node.
  */
 import { Command, CommandExecutor } from "@effect/platform"
 import { NodeCommandExecutor, NodeFileSystem } from "@effect/platform-node"
 import { Duration, Effect, Fiber, Layer, Option, Ref, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import type { ProcessExit, ProcessSpec } from "../../core/harness/HarnessProcess.ts"
 import { HarnessProcess, ProcessStartError } from "../../core/harness/HarnessProcess.ts"
+import * as Cgroup from "./internal/cgroup.ts"
+
+/** Options of the process runner. */
+export interface Options {
+  /** Where the v1 cgroup controllers are mounted (default: `/sys/fs/cgroup`). */
+  readonly cgroupRoot?: string
+}
 
 const decoder = () => {
   const text = new TextDecoder()
@@ -60,10 +73,44 @@ const exitOf = (process: CommandExecutor.Process) =>
     )
   )
 
+const executable = (file: string) => {
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return fs.statSync(file).isFile()
+  } catch {
+    return false
+  }
+}
+
+/** The file `command` names, as a spawn with the CLI's own PATH would find it; launched through `sh`, it must exist first. */
+const resolveCommand = (spec: ProcessSpec): string | undefined =>
+  (spec.command.includes("/") ? [""] : (spec.env.PATH ?? "").split(":").filter((dir) => dir !== ""))
+    .map((dir) => path.resolve(spec.cwd, dir, spec.command))
+    .find(executable)
+
+/** The run's own `pids` group, removed (whatever is left in it killed) with the run; none where cgroups are not writable. */
+const runGroup = (root: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      try {
+        return Cgroup.track(root, `harness-${randomUUID()}`)
+      } catch {
+        return undefined
+      }
+    }),
+    (group) => group === undefined ? Effect.void : Cgroup.remove(group)
+  )
+
 /** Run one process to its end, or to writ's deadline. */
-export const run = (executor: CommandExecutor.CommandExecutor) => (spec: ProcessSpec) =>
+export const run = (executor: CommandExecutor.CommandExecutor, options: Options = {}) => (spec: ProcessSpec) =>
   Effect.scoped(Effect.gen(function*() {
-    const command = Command.make(spec.command, ...spec.args).pipe(
+    const file = resolveCommand(spec)
+    if (file === undefined) {
+      return yield* new ProcessStartError({ command: spec.command, detail: "no such executable file" })
+    }
+    const group = yield* runGroup(options.cgroupRoot ?? "/sys/fs/cgroup")
+    const launch = group === undefined ? { command: file, args: spec.args } : Cgroup.wrap(group, file, spec.args)
+    const command = Command.make(launch.command, ...launch.args).pipe(
       Command.env(spec.env, { extendEnv: false }),
       Command.workingDirectory(spec.cwd),
       Command.feed("")
@@ -107,12 +154,20 @@ export const run = (executor: CommandExecutor.CommandExecutor) => (spec: Process
   }))
 
 /** The service over a CommandExecutor. */
-export const make = Effect.map(CommandExecutor.CommandExecutor, (executor): HarnessProcess.Service => ({
-  run: run(executor)
-}))
+export const makeWith = (options: Options) =>
+  Effect.map(CommandExecutor.CommandExecutor, (executor): HarnessProcess.Service => ({
+    run: run(executor, options)
+  }))
+
+/** The service over a CommandExecutor, with cgroups where they are mounted by default. */
+export const make = makeWith({})
+
+/** The HarnessProcess port on Node's child processes, with `options`. */
+export const layerWith = (options: Options): Layer.Layer<HarnessProcess> =>
+  Layer.effect(HarnessProcess, makeWith(options)).pipe(
+    Layer.provide(NodeCommandExecutor.layer),
+    Layer.provide(NodeFileSystem.layer)
+  )
 
 /** The HarnessProcess port on Node's child processes. */
-export const layer: Layer.Layer<HarnessProcess> = Layer.effect(HarnessProcess, make).pipe(
-  Layer.provide(NodeCommandExecutor.layer),
-  Layer.provide(NodeFileSystem.layer)
-)
+export const layer: Layer.Layer<HarnessProcess> = layerWith({})

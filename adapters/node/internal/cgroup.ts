@@ -2,7 +2,8 @@
  * Per-call cgroups on the v1 `memory` and `pids` controllers: a pair created for one call with its limits, the
  * launch moved into both before bwrap starts (so every process of the sandbox is charged there), whether the memory
  * limit killed something, and the pair's removal once every process in it is gone; groups left behind by a writ that
- * died mid-call are swept once they are empty and stale.
+ * died mid-call are swept once they are empty and stale. A harness run's CLI gets a `pids` group of its own with no
+ * limit (`track`), only so that whatever it leaves behind, in any session, is killed with it.
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
@@ -24,19 +25,21 @@ export interface Group {
 
 const write = (dir: string, file: string, value: string) => fs.writeFileSync(path.join(dir, file), value)
 
+// The controller's mount must exist: only writ's own directory under it, and the group, are made.
+const makeUnderController = (dir: string) => {
+  try {
+    fs.mkdirSync(path.dirname(dir))
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+  }
+  fs.mkdirSync(dir)
+}
+
 /** Create the pair `<root>/{memory,pids}/writ/<name>` with `limits`; throws when a controller refuses. */
 export const create = (root: string, name: string, limits: Limits): Group => {
   const group = { memory: path.join(root, "memory", "writ", name), pids: path.join(root, "pids", "writ", name) }
   try {
-    for (const dir of Object.values(group)) {
-      // The controller's mount must exist: only writ's own directory under it is made.
-      try {
-        fs.mkdirSync(path.dirname(dir))
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
-      }
-      fs.mkdirSync(dir)
-    }
+    for (const dir of Object.values(group)) makeUnderController(dir)
     write(group.memory, "memory.limit_in_bytes", String(limits.memoryBytes))
     if (fs.existsSync(path.join(group.memory, "memory.memsw.limit_in_bytes"))) {
       write(group.memory, "memory.memsw.limit_in_bytes", String(limits.memoryBytes))
@@ -55,22 +58,33 @@ export const create = (root: string, name: string, limits: Limits): Group => {
   }
 }
 
-/** The files a launch writes its own pid into, so it and all it starts are in the pair. */
-export const procs = (group: Group): ReadonlyArray<string> =>
-  [group.memory, group.pids].map((dir) => path.join(dir, "cgroup.procs"))
+/** Groups a launch is moved into: a call's pair, or a harness run's one `pids` group. */
+export type Groups = Group | { readonly pids: string }
 
-/** A launch moved into the pair: `sh` writes its pid into each group, drops the PWD it exports, and execs `command`. */
-export const wrap = (group: Group, command: string, args: ReadonlyArray<string>) => ({
-  command: "/bin/sh",
-  args: [
-    "-c",
-    "echo $$ > \"$1\" && echo $$ > \"$2\" && shift 2 && unset PWD && exec \"$@\"",
-    "sh",
-    ...procs(group),
-    command,
-    ...args
-  ]
-})
+/** The group `<root>/pids/writ/<name>` with no limit, for a launch whose every process is to be killed with it. */
+export const track = (root: string, name: string): { readonly pids: string } => {
+  const pids = path.join(root, "pids", "writ", name)
+  makeUnderController(pids)
+  if (!fs.existsSync(path.join(pids, "cgroup.procs"))) {
+    fs.rmdirSync(pids)
+    throw new Error(`${path.join(root, "pids")} is not a cgroup controller`)
+  }
+  return { pids }
+}
+
+/** The files a launch writes its own pid into, so it and all it starts are in its groups. */
+export const procs = (groups: Groups): ReadonlyArray<string> =>
+  Object.values(groups).map((dir: string) => path.join(dir, "cgroup.procs"))
+
+/** A launch moved into its groups: `sh` writes its pid into each, drops the PWD it exports, and execs `command`. */
+export const wrap = (groups: Groups, command: string, args: ReadonlyArray<string>) => {
+  const files = procs(groups)
+  const moves = files.map((_, i) => `echo $$ > "$${i + 1}"`).join(" && ")
+  return {
+    command: "/bin/sh",
+    args: ["-c", `${moves} && shift ${files.length} && unset PWD && exec "$@"`, "sh", ...files, command, ...args]
+  }
+}
 
 const read = (file: string) => {
   try {
@@ -92,14 +106,14 @@ export const peakMemory = (group: Group): number =>
 export const refusedForks = (group: Group): number =>
   Number(/^max (\d+)$/m.exec(read(path.join(group.pids, "pids.events")))?.[1] ?? 0)
 
-const members = (group: Group) =>
-  procs(group).flatMap((file) => read(file).split("\n").filter((line) => line !== "").map(Number))
+const members = (groups: Groups) =>
+  procs(groups).flatMap((file) => read(file).split("\n").filter((line) => line !== "").map(Number))
 
-/** Kill whatever is left in the pair, wait (up to 5 seconds) for it to empty, and remove it. */
-export const remove = (group: Group): Effect.Effect<void> =>
+/** Kill whatever is left in the groups, wait (up to 5 seconds) for them to empty, and remove them. */
+export const remove = (groups: Groups): Effect.Effect<void> =>
   Effect.promise(async () => {
     for (let round = 0; round < 100; round++) {
-      const left = members(group)
+      const left = members(groups)
       if (left.length === 0) break
       for (const pid of left) {
         try {
@@ -110,7 +124,7 @@ export const remove = (group: Group): Effect.Effect<void> =>
       }
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
-    for (const dir of Object.values(group)) {
+    for (const dir of Object.values(groups)) {
       try {
         fs.rmdirSync(dir)
       } catch {

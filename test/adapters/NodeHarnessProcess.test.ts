@@ -1,0 +1,121 @@
+/**
+ * The harness process runner against a CLI that leaves a process behind in a session of its own, ignoring SIGTERM
+ * (what Codex's sandbox helper does): with the v1 `pids` controller the straggler is killed when the run ends, and
+ * its group removed; without a cgroup it outlives the run, which is what the group is for. A missing executable is
+ * still a ProcessStartError, and the deadline still stops the CLI.
+ */
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync
+} from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as NodeHarnessProcess from "../../adapters/node/NodeHarnessProcess.ts"
+import { HarnessProcess, type ProcessSpec } from "../../core/harness/HarnessProcess.ts"
+
+const dir = mkdtempSync(join(tmpdir(), "writ-harness-process-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const cgroupRoot = "/sys/fs/cgroup"
+const pidsWrit = join(cgroupRoot, "pids", "writ")
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return !readFileSync(`/proc/${pid}/stat`, "utf-8").split(") ")[1]!.startsWith("Z")
+  } catch {
+    return false
+  }
+}
+
+/** A CLI that starts a straggler in a new session (SIGTERM ignored, stdio closed), records its pid, and exits 0. */
+const cliLeaving = (name: string) => {
+  const cli = join(dir, `${name}.sh`)
+  const pidFile = join(dir, `${name}.pid`)
+  writeFileSync(
+    cli,
+    `#!/bin/sh\nsetsid sh -c 'trap "" TERM; echo $$ > "$1"; exec sleep 300' sh "${pidFile}" </dev/null >/dev/null 2>&1 &\n` +
+      `while [ ! -s "${pidFile}" ]; do sleep 0.01; done\necho started\n`
+  )
+  chmodSync(cli, 0o755)
+  return { cli, straggler: () => Number(readFileSync(pidFile, "utf-8").trim()) }
+}
+
+const spec = (command: string, lines: Array<string>, deadlineMillis = 10_000): ProcessSpec => ({
+  command,
+  args: [],
+  env: { PATH: "/usr/bin:/bin" },
+  cwd: dir,
+  deadlineMillis,
+  graceMillis: 200,
+  outputBytes: 4096,
+  onLine: (line) => Effect.sync(() => void lines.push(line))
+})
+
+const groupsNow = () => existsSync(pidsWrit) ? readdirSync(pidsWrit).filter((name) => name.startsWith("harness-")) : []
+
+describe("NodeHarnessProcess", () => {
+  it.live("kills a process the CLI left in a session of its own, and removes the run's group", () =>
+    Effect.gen(function*() {
+      assert.isTrue(
+        existsSync(join(cgroupRoot, "pids", "cgroup.procs")),
+        "the v1 pids controller is mounted (.ci/run runs as root)"
+      )
+      const before = new Set(groupsNow())
+      const { cli, straggler } = cliLeaving("kept")
+      const lines: Array<string> = []
+      const exit = yield* (yield* HarnessProcess).run(spec(cli, lines))
+      assert.deepStrictEqual([exit.code, exit.killed, lines], [0, false, ["started"]])
+      const pid = straggler()
+      assert.isFalse(alive(pid), `straggler ${pid} outlived the run`)
+      assert.deepStrictEqual(groupsNow().filter((name) => !before.has(name)), [])
+    }).pipe(Effect.provide(NodeHarnessProcess.layer)))
+
+  // A root whose `pids` is a plain directory, not a controller: no group is made there, and the run goes on without.
+  const plainRoot = join(dir, "plain")
+  mkdirSync(join(plainRoot, "pids"), { recursive: true })
+
+  it.live("without a cgroup the same straggler outlives the run (the attack is real)", () =>
+    Effect.gen(function*() {
+      const { cli, straggler } = cliLeaving("escaped")
+      const exit = yield* (yield* HarnessProcess).run(spec(cli, []))
+      const pid = straggler()
+      try {
+        assert.strictEqual(exit.code, 0)
+        assert.isTrue(alive(pid), "the straggler should escape the process group")
+        assert.deepStrictEqual(readdirSync(join(plainRoot, "pids", "writ")), [])
+      } finally {
+        process.kill(pid, "SIGKILL")
+      }
+    }).pipe(Effect.provide(NodeHarnessProcess.layerWith({ cgroupRoot: plainRoot }))))
+
+  it.live("a missing executable is a ProcessStartError, found on the CLI's own PATH or not at all", () =>
+    Effect.gen(function*() {
+      const runner = yield* HarnessProcess
+      const missing = yield* Effect.flip(runner.run(spec("/nonexistent/claude", [])))
+      assert.strictEqual(missing._tag, "ProcessStartError")
+      const unlisted = yield* Effect.flip(runner.run({ ...spec("writ-no-such-cli", []), env: { PATH: dir } }))
+      assert.strictEqual(unlisted._tag, "ProcessStartError")
+      const lines: Array<string> = []
+      const found = yield* runner.run({ ...spec("echo", lines), args: ["on", "path"] })
+      assert.deepStrictEqual([found.code, lines], [0, ["on path"]])
+    }).pipe(Effect.provide(NodeHarnessProcess.layer)))
+
+  it.live("the deadline still stops the CLI (SIGTERM to its group)", () =>
+    Effect.gen(function*() {
+      const cli = join(dir, "slow.sh")
+      writeFileSync(cli, "#!/bin/sh\necho waiting\nexec sleep 30\n")
+      chmodSync(cli, 0o755)
+      const lines: Array<string> = []
+      const exit = yield* (yield* HarnessProcess).run(spec(cli, lines, 500))
+      assert.deepStrictEqual([exit.killed, lines], [true, ["waiting"]])
+    }).pipe(Effect.provide(NodeHarnessProcess.layer)))
+})
