@@ -25,7 +25,6 @@ const dir = mkdtempSync(join(tmpdir(), "writ-harness-process-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 const cgroupRoot = "/sys/fs/cgroup"
-const pidsWrit = join(cgroupRoot, "pids", "writ")
 
 const alive = (pid: number) => {
   try {
@@ -36,17 +35,26 @@ const alive = (pid: number) => {
   }
 }
 
-/** A CLI that starts a straggler in a new session (SIGTERM ignored, stdio closed), records its pid, and exits 0. */
+/**
+ * A CLI that records the `pids` cgroup it runs in, starts a straggler in a new session (SIGTERM ignored, stdio closed),
+ * records its pid, and exits 0.
+ */
 const cliLeaving = (name: string) => {
   const cli = join(dir, `${name}.sh`)
   const pidFile = join(dir, `${name}.pid`)
+  const groupFile = join(dir, `${name}.cgroup`)
   writeFileSync(
     cli,
-    `#!/bin/sh\nsetsid sh -c 'trap "" TERM; echo $$ > "$1"; exec sleep 300' sh "${pidFile}" </dev/null >/dev/null 2>&1 &\n` +
+    `#!/bin/sh\nsed -n 's/^[0-9]*:pids://p' /proc/self/cgroup > "${groupFile}"\n` +
+      `setsid sh -c 'trap "" TERM; echo $$ > "$1"; exec sleep 300' sh "${pidFile}" </dev/null >/dev/null 2>&1 &\n` +
       `while [ ! -s "${pidFile}" ]; do sleep 0.01; done\necho started\n`
   )
   chmodSync(cli, 0o755)
-  return { cli, straggler: () => Number(readFileSync(pidFile, "utf-8").trim()) }
+  return {
+    cli,
+    straggler: () => Number(readFileSync(pidFile, "utf-8").trim()),
+    group: () => readFileSync(groupFile, "utf-8").trim()
+  }
 }
 
 const spec = (command: string, lines: Array<string>, deadlineMillis = 10_000): ProcessSpec => ({
@@ -60,8 +68,6 @@ const spec = (command: string, lines: Array<string>, deadlineMillis = 10_000): P
   onLine: (line) => Effect.sync(() => void lines.push(line))
 })
 
-const groupsNow = () => existsSync(pidsWrit) ? readdirSync(pidsWrit).filter((name) => name.startsWith("harness-")) : []
-
 describe("NodeHarnessProcess", () => {
   it.live("kills a process the CLI left in a session of its own, and removes the run's group", () =>
     Effect.gen(function*() {
@@ -69,14 +75,15 @@ describe("NodeHarnessProcess", () => {
         existsSync(join(cgroupRoot, "pids", "cgroup.procs")),
         "the v1 pids controller is mounted (.ci/run runs as root)"
       )
-      const before = new Set(groupsNow())
-      const { cli, straggler } = cliLeaving("kept")
+      const { cli, group, straggler } = cliLeaving("kept")
       const lines: Array<string> = []
       const exit = yield* (yield* HarnessProcess).run(spec(cli, lines))
       assert.deepStrictEqual([exit.code, exit.killed, lines], [0, false, ["started"]])
       const pid = straggler()
       assert.isFalse(alive(pid), `straggler ${pid} outlived the run`)
-      assert.deepStrictEqual(groupsNow().filter((name) => !before.has(name)), [])
+      // The CLI ran in a group of writ's own for this run, which is gone with it.
+      assert.match(group(), /^\/writ\/harness-[0-9a-f-]{36}$/)
+      assert.isFalse(existsSync(join(cgroupRoot, "pids", group())))
     }).pipe(Effect.provide(NodeHarnessProcess.layer)))
 
   // A root whose `pids` is a plain directory, not a controller: no group is made there, and the run goes on without.
