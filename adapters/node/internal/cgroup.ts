@@ -63,12 +63,10 @@ export type Groups = Group | { readonly pids: string }
 
 /** The group `<root>/pids/writ/<name>` with no limit, for a launch whose every process is to be killed with it. */
 export const track = (root: string, name: string): { readonly pids: string } => {
-  const pids = path.join(root, "pids", "writ", name)
+  const controller = path.join(root, "pids")
+  if (!fs.existsSync(path.join(controller, "cgroup.procs"))) throw new Error(`${controller} is not a cgroup controller`)
+  const pids = path.join(controller, "writ", name)
   makeUnderController(pids)
-  if (!fs.existsSync(path.join(pids, "cgroup.procs"))) {
-    fs.rmdirSync(pids)
-    throw new Error(`${path.join(root, "pids")} is not a cgroup controller`)
-  }
   return { pids }
 }
 
