@@ -4,8 +4,8 @@
  * never blocks on a full pipe), and writ's own escalation at the deadline: SIGTERM to the process group, then SIGKILL
  * after the grace (the platform's finalizer alone would wait forever). Where the v1 `pids` controller is writable,
  * the CLI starts in a cgroup of its own, and whatever is still in it when the run ends is killed: a process the CLI
- * started in a session of its own (as Codex's sandbox helper is) escapes the group signal but not the cgroup.
- * Runtimes: Node.
+ * started in a session of its own (as Codex's sandbox helper is) escapes the group signal but not the cgroup. A run
+ * first reclaims the groups of runs whose writ died mid-run. Runtimes: Node.
  */
 import { Command, CommandExecutor } from "@effect/platform"
 import { NodeCommandExecutor, NodeFileSystem } from "@effect/platform-node"
@@ -16,6 +16,7 @@ import * as path from "node:path"
 import type { ProcessExit, ProcessSpec } from "../../core/harness/HarnessProcess.ts"
 import { HarnessProcess, ProcessStartError } from "../../core/harness/HarnessProcess.ts"
 import * as Cgroup from "./internal/cgroup.ts"
+import * as ProcessIdentity from "./internal/processIdentity.ts"
 
 /** Options of the process runner. */
 export interface Options {
@@ -88,15 +89,24 @@ const resolveCommand = (spec: ProcessSpec): string | undefined =>
     .map((dir) => path.resolve(spec.cwd, dir, spec.command))
     .find(executable)
 
-/** The run's own `pids` group, removed (whatever is left in it killed) with the run; none where cgroups are not writable. */
+/**
+ * The run's own `pids` group, named for this process and removed (whatever is left in it killed) with the run; none
+ * where cgroups are not writable. The groups of runs whose writ has ended are reclaimed first.
+ */
 const runGroup = (root: string) =>
   Effect.acquireRelease(
-    Effect.sync(() => {
-      try {
-        return Cgroup.track(root, `harness-${randomUUID()}`)
-      } catch {
-        return undefined
-      }
+    Effect.suspend(() => {
+      const self = ProcessIdentity.current()
+      return Effect.zipRight(
+        Cgroup.reclaim(root, self),
+        Effect.sync(() => {
+          try {
+            return Cgroup.track(root, Cgroup.ownedBy(self, randomUUID()))
+          } catch {
+            return undefined
+          }
+        })
+      )
     }),
     (group) => group === undefined ? Effect.void : Cgroup.remove(group)
   )

@@ -1,14 +1,19 @@
 /**
  * The harness process runner against a CLI that leaves a process behind in a session of its own, ignoring SIGTERM
  * (what Codex's sandbox helper does): with the v1 `pids` controller the straggler is killed when the run ends, and
- * its group removed; without a cgroup it outlives the run, which is what the group is for. A missing executable is
- * still a ProcessStartError, and the deadline still stops the CLI.
+ * its group removed; without a cgroup it outlives the run, which is what the group is for. A run reclaims the group
+ * of a run whose writ has ended (killing what it holds) and leaves a live writ's alone. A missing executable is still
+ * a ProcessStartError, and the deadline still stops the CLI.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { spawn } from "node:child_process"
+import { randomUUID } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as Cgroup from "../../adapters/node/internal/cgroup.ts"
+import * as ProcessIdentity from "../../adapters/node/internal/processIdentity.ts"
 import * as NodeHarnessProcess from "../../adapters/node/NodeHarnessProcess.ts"
 import { HarnessProcess, type ProcessSpec } from "../../core/harness/HarnessProcess.ts"
 
@@ -48,6 +53,28 @@ const cliLeaving = (name: string) => {
   }
 }
 
+/** A child process once it runs, with its identity as a writ would record its own. */
+const started = (child: ReturnType<typeof spawn>) =>
+  new Promise<{ child: ReturnType<typeof spawn>; identity: ProcessIdentity.ProcessIdentity }>((resolve) =>
+    child.once("spawn", () => {
+      const stat = readFileSync(`/proc/${child.pid}/stat`, "utf-8")
+      const self = ProcessIdentity.current()
+      resolve({
+        child,
+        identity: { ...self, pid: child.pid!, started: stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]! }
+      })
+    })
+  )
+
+/** A run's group named `name` under the real controller, holding a detached `sleep` moved into it. */
+const holding = (name: string) => {
+  const group = Cgroup.track(cgroupRoot, name)
+  const straggler = spawn("sleep", ["300"], { detached: true, stdio: "ignore" })
+  writeFileSync(join(group.pids, "cgroup.procs"), String(straggler.pid))
+  straggler.unref()
+  return { group, pid: straggler.pid! }
+}
+
 const spec = (command: string, lines: Array<string>, deadlineMillis = 10_000): ProcessSpec => ({
   command,
   args: [],
@@ -73,7 +100,7 @@ describe("NodeHarnessProcess", () => {
       const pid = straggler()
       assert.isFalse(alive(pid), `straggler ${pid} outlived the run`)
       // The CLI ran in a group of writ's own for this run, which is gone with it.
-      assert.match(group(), /^\/writ\/harness-[0-9a-f-]{36}$/)
+      assert.match(group(), new RegExp(`^/writ/harness-(\\d+|x)-${process.pid}-\\d+-[0-9a-f-]{36}$`))
       assert.isFalse(existsSync(join(cgroupRoot, "pids", group())))
     }).pipe(Effect.provide(NodeHarnessProcess.layer)))
 
@@ -97,6 +124,30 @@ describe("NodeHarnessProcess", () => {
         process.kill(pid, "SIGKILL")
       }
     }).pipe(Effect.provide(NodeHarnessProcess.layerWith({ cgroupRoot: plainRoot }))))
+
+  it.live("reclaims the group of a run whose writ has ended, killing what it holds; a live writ's group is left alone", () =>
+    Effect.gen(function*() {
+      // Stand-ins for two writ processes: one recorded while it ran and then ended, one still running.
+      const ended = yield* Effect.promise(() => started(spawn("sleep", ["30"])))
+      const running = yield* Effect.promise(() => started(spawn("sleep", ["300"])))
+      ended.child.kill("SIGKILL")
+      yield* Effect.promise(() => new Promise((resolve) => ended.child.once("exit", resolve)))
+      // Each owns a group holding a process its CLI left behind.
+      const orphaned = holding(Cgroup.ownedBy(ended.identity, randomUUID()))
+      const kept = holding(Cgroup.ownedBy(running.identity, randomUUID()))
+      try {
+        assert.isTrue(alive(orphaned.pid) && alive(kept.pid))
+        const exit = yield* (yield* HarnessProcess).run({ ...spec("echo", []), args: ["next run"] })
+        assert.strictEqual(exit.code, 0)
+        assert.isFalse(alive(orphaned.pid), "the ended writ's leftover is killed")
+        assert.isFalse(existsSync(orphaned.group.pids), "and its group removed")
+        assert.isTrue(alive(kept.pid), "a running writ's group is never touched")
+        assert.isTrue(existsSync(kept.group.pids))
+      } finally {
+        yield* Cgroup.remove(kept.group)
+        running.child.kill("SIGKILL")
+      }
+    }).pipe(Effect.provide(NodeHarnessProcess.layer)))
 
   it.live("a missing executable is a ProcessStartError, found on the CLI's own PATH or not at all", () =>
     Effect.gen(function*() {

@@ -3,11 +3,14 @@
  * launch moved into both before bwrap starts (so every process of the sandbox is charged there), whether the memory
  * limit killed something, and the pair's removal once every process in it is gone; groups left behind by a writ that
  * died mid-call are swept once they are empty and stale. A harness run's CLI gets a `pids` group of its own with no
- * limit (`track`), only so that whatever it leaves behind, in any session, is killed with it.
+ * limit (`track`), only so that whatever it leaves behind, in any session, is killed with it; the group is named for
+ * the writ process that owns it, and a group whose owner has ended (a writ that died mid-run) is killed and removed
+ * by the next run (`reclaim`).
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import * as ProcessIdentity from "./processIdentity.ts"
 
 /** The limits of one call's cgroups. */
 export interface Limits {
@@ -61,14 +64,54 @@ export const create = (root: string, name: string, limits: Limits): Group => {
 /** Groups a launch is moved into: a call's pair, or a harness run's one `pids` group. */
 export type Groups = Group | { readonly pids: string }
 
-/** The group `<root>/pids/writ/<name>` with no limit, for a launch whose every process is to be killed with it. */
-export const track = (root: string, name: string): { readonly pids: string } => {
+const ownedPrefix = "harness-"
+// The owner's pid namespace inode ("x" where unknown), pid and start time, then the run's own id.
+const ownedName = /^harness-(\d+|x)-(\d+)-(\d*)-[0-9a-f-]+$/
+
+/** The name of a run's group: `harness-<pid namespace>-<pid>-<start time>-<id>`, for the process that owns it. */
+export const ownedBy = (owner: ProcessIdentity.ProcessIdentity, id: string): string =>
+  `${ownedPrefix}${/\[(\d+)\]/.exec(owner.pid_namespace)?.[1] ?? "x"}-${owner.pid}-${owner.started}-${id}`
+
+const pidsController = (root: string) => {
   const controller = path.join(root, "pids")
   if (!fs.existsSync(path.join(controller, "cgroup.procs"))) throw new Error(`${controller} is not a cgroup controller`)
-  const pids = path.join(controller, "writ", name)
+  return controller
+}
+
+/** The group `<root>/pids/writ/<name>` with no limit, for a launch whose every process is to be killed with it. */
+export const track = (root: string, name: string): { readonly pids: string } => {
+  const pids = path.join(pidsController(root), "writ", name)
   makeUnderController(pids)
   return { pids }
 }
+
+/**
+ * Kill and remove every run's group under `root` whose owner has ended, as seen from `self` (a writ that died while
+ * its CLI ran: what the group holds would otherwise run on unsupervised); a group whose owner may be running is never
+ * touched. Returns how many were reclaimed.
+ */
+export const reclaim = (root: string, self: ProcessIdentity.ProcessIdentity): Effect.Effect<number> =>
+  Effect.suspend(() => {
+    let names: ReadonlyArray<string>
+    try {
+      names = fs.readdirSync(path.join(pidsController(root), "writ"))
+    } catch {
+      return Effect.succeed(0)
+    }
+    const ended = names.filter((name) => {
+      const owner = ownedName.exec(name)
+      return owner !== null && !ProcessIdentity.mayBeRunning({
+        pid: Number(owner[2]),
+        boot_id: self.boot_id,
+        pid_namespace: owner[1] === "x" ? "" : `pid:[${owner[1]}]`,
+        started: owner[3]!
+      }, self)
+    })
+    return Effect.as(
+      Effect.forEach(ended, (name) => remove({ pids: path.join(root, "pids", "writ", name) }), { discard: true }),
+      ended.length
+    )
+  })
 
 /** The files a launch writes its own pid into, so it and all it starts are in its groups. */
 export const procs = (groups: Groups): ReadonlyArray<string> =>
