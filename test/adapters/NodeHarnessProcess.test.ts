@@ -135,16 +135,20 @@ describe("NodeHarnessProcess", () => {
       // Each owns a group holding a process its CLI left behind.
       const orphaned = holding(Cgroup.ownedBy(ended.identity, randomUUID()))
       const kept = holding(Cgroup.ownedBy(running.identity, randomUUID()))
+      // An owner recorded without its start time is never proven ended, even when its pid is gone.
+      const unproven = holding(Cgroup.ownedBy({ ...ended.identity, started: "" }, randomUUID()))
       try {
-        assert.isTrue(alive(orphaned.pid) && alive(kept.pid))
+        assert.isTrue(alive(orphaned.pid) && alive(kept.pid) && alive(unproven.pid))
         const exit = yield* (yield* HarnessProcess).run({ ...spec("echo", []), args: ["next run"] })
         assert.strictEqual(exit.code, 0)
         assert.isFalse(alive(orphaned.pid), "the ended writ's leftover is killed")
         assert.isFalse(existsSync(orphaned.group.pids), "and its group removed")
         assert.isTrue(alive(kept.pid), "a running writ's group is never touched")
         assert.isTrue(existsSync(kept.group.pids))
+        assert.isTrue(alive(unproven.pid) && existsSync(unproven.group.pids), "nor one whose end is not proven")
       } finally {
         yield* Cgroup.remove(kept.group)
+        yield* Cgroup.remove(unproven.group)
         running.child.kill("SIGKILL")
       }
     }).pipe(Effect.provide(NodeHarnessProcess.layer)))

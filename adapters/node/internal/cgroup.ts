@@ -64,13 +64,23 @@ export const create = (root: string, name: string, limits: Limits): Group => {
 /** Groups a launch is moved into: a call's pair, or a harness run's one `pids` group. */
 export type Groups = Group | { readonly pids: string }
 
-const ownedPrefix = "harness-"
-// The owner's pid namespace inode ("x" where unknown), pid and start time, then the run's own id.
+// The owner's pid namespace inode ("x" where unknown), pid and start time (empty where unknown), then the run's own id.
 const ownedName = /^harness-(\d+|x)-(\d+)-(\d*)-[0-9a-f-]+$/
 
 /** The name of a run's group: `harness-<pid namespace>-<pid>-<start time>-<id>`, for the process that owns it. */
 export const ownedBy = (owner: ProcessIdentity.ProcessIdentity, id: string): string =>
-  `${ownedPrefix}${/\[(\d+)\]/.exec(owner.pid_namespace)?.[1] ?? "x"}-${owner.pid}-${owner.started}-${id}`
+  `harness-${/\[(\d+)\]/.exec(owner.pid_namespace)?.[1] ?? "x"}-${owner.pid}-${owner.started}-${id}`
+
+// Whether a group's name proves its owner has ended: an owner recorded without a start time never does.
+const ownerEnded = (name: string, self: ProcessIdentity.ProcessIdentity) => {
+  const owner = ownedName.exec(name)
+  return owner !== null && owner[3] !== "" && !ProcessIdentity.mayBeRunning({
+    pid: Number(owner[2]),
+    boot_id: self.boot_id,
+    pid_namespace: owner[1] === "x" ? "" : `pid:[${owner[1]}]`,
+    started: owner[3]!
+  }, self)
+}
 
 const pidsController = (root: string) => {
   const controller = path.join(root, "pids")
@@ -98,15 +108,7 @@ export const reclaim = (root: string, self: ProcessIdentity.ProcessIdentity): Ef
     } catch {
       return Effect.succeed(0)
     }
-    const ended = names.filter((name) => {
-      const owner = ownedName.exec(name)
-      return owner !== null && !ProcessIdentity.mayBeRunning({
-        pid: Number(owner[2]),
-        boot_id: self.boot_id,
-        pid_namespace: owner[1] === "x" ? "" : `pid:[${owner[1]}]`,
-        started: owner[3]!
-      }, self)
-    })
+    const ended = names.filter((name) => ownerEnded(name, self))
     return Effect.as(
       Effect.forEach(ended, (name) => remove({ pids: path.join(root, "pids", "writ", name) }), { discard: true }),
       ended.length
