@@ -11,11 +11,11 @@ import { Command, CommandExecutor } from "@effect/platform"
 import { NodeCommandExecutor, NodeFileSystem } from "@effect/platform-node"
 import { Duration, Effect, Fiber, Layer, Option, Ref, Stream } from "effect"
 import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
 import * as path from "node:path"
 import type { ProcessExit, ProcessSpec } from "../../core/harness/HarnessProcess.ts"
 import { HarnessProcess, ProcessStartError } from "../../core/harness/HarnessProcess.ts"
 import * as Cgroup from "./internal/cgroup.ts"
+import * as HostPaths from "./internal/hostPaths.ts"
 import * as ProcessIdentity from "./internal/processIdentity.ts"
 
 /** Options of the process runner. */
@@ -74,20 +74,13 @@ const exitOf = (process: CommandExecutor.Process) =>
     )
   )
 
-const executable = (file: string) => {
-  try {
-    fs.accessSync(file, fs.constants.X_OK)
-    return fs.statSync(file).isFile()
-  } catch {
-    return false
-  }
-}
-
-/** The file `command` names, as a spawn with the CLI's own PATH would find it; launched through `sh`, it must exist first. */
+// The file `command` names, as a spawn in the CLI's cwd with its own PATH would find it: launched through `sh`, it must
+// be known to exist first.
 const resolveCommand = (spec: ProcessSpec): string | undefined =>
-  (spec.command.includes("/") ? [""] : (spec.env.PATH ?? "").split(":").filter((dir) => dir !== ""))
-    .map((dir) => path.resolve(spec.cwd, dir, spec.command))
-    .find(executable)
+  HostPaths.which(
+    spec.command.includes("/") ? path.resolve(spec.cwd, spec.command) : spec.command,
+    spec.env.PATH ?? ""
+  )
 
 /**
  * The run's own `pids` group, named for this process and removed (whatever is left in it killed) with the run; none

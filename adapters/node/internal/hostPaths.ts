@@ -33,20 +33,21 @@ export const moduleRoots = (modules: ReadonlyArray<string>): ReadonlyArray<strin
   return [...roots]
 }
 
-/** The absolute path of an executable on the host's PATH, or undefined. */
-export const which = (name: string, searchPath: string | undefined): string | undefined => {
-  if (name.includes("/")) return fs.existsSync(name) ? name : undefined
-  for (const dir of (searchPath ?? "/usr/bin:/bin").split(":")) {
-    const candidate = path.join(dir, name)
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK)
-      return candidate
-    } catch {
-      // not here
-    }
+const executable = (file: string) => {
+  try {
+    fs.accessSync(file, fs.constants.X_OK)
+    return fs.statSync(file).isFile()
+  } catch {
+    return false
   }
-  return undefined
 }
+
+/** The path of an executable file: `name` itself where it holds a `/`, else found on `searchPath`; or undefined. */
+export const which = (name: string, searchPath: string | undefined): string | undefined =>
+  name.includes("/")
+    ? executable(name) ? name : undefined
+    : (searchPath ?? "/usr/bin:/bin").split(":").filter((dir) => dir !== "").map((dir) => path.join(dir, name))
+      .find(executable)
 
 /**
  * The names at the top of a write root that stay read-only: the shell rc files and the git directory, which a user's
