@@ -56,14 +56,7 @@ const cliLeaving = (name: string) => {
 /** A child process once it runs, with its identity as a writ would record its own. */
 const started = (child: ReturnType<typeof spawn>) =>
   new Promise<{ child: ReturnType<typeof spawn>; identity: ProcessIdentity.ProcessIdentity }>((resolve) =>
-    child.once("spawn", () => {
-      const stat = readFileSync(`/proc/${child.pid}/stat`, "utf-8")
-      const self = ProcessIdentity.current()
-      resolve({
-        child,
-        identity: { ...self, pid: child.pid!, started: stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]! }
-      })
-    })
+    child.once("spawn", () => resolve({ child, identity: ProcessIdentity.of(child.pid!) }))
   )
 
 /** A run's group named `name` under the real controller, holding a detached `sleep` moved into it. */

@@ -22,20 +22,23 @@ const readOr = (read: () => string) => {
 }
 
 // The state and start time (in clock ticks since boot) of a live pid, from /proc; undefined when there is no such pid.
-const procStat = (pid: number | "self") => {
+const procStat = (pid: number) => {
   const stat = readOr(() => fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
   if (stat === "") return undefined
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   return { state: fields[0] ?? "", started: fields[19] ?? "" }
 }
 
-/** This process's identity. */
-export const current = (): ProcessIdentity => ({
-  pid: process.pid,
+/** The identity of a running process, as it would record its own. */
+export const of = (pid: number): ProcessIdentity => ({
+  pid,
   boot_id: readOr(() => fs.readFileSync("/proc/sys/kernel/random/boot_id", "utf8")),
-  pid_namespace: readOr(() => fs.readlinkSync("/proc/self/ns/pid")),
-  started: procStat("self")?.started ?? ""
+  pid_namespace: readOr(() => fs.readlinkSync(`/proc/${pid}/ns/pid`)),
+  started: procStat(pid)?.started ?? ""
 })
+
+/** This process's identity. */
+export const current = (): ProcessIdentity => of(process.pid)
 
 const signalable = (pid: number) => {
   try {
