@@ -16,20 +16,19 @@ const capacity = Capacity.bounded({ id: "eight", permits: Load.PERMITS, lease_mi
 // Keyed by nothing, the bounded capacity reads nothing of its admission.
 const admission = {} as Admission
 
-const attempt: Load.Attempt<never> = (n) =>
-  Effect.gen(function*() {
-    const { n: value } = yield* decode({ n })
-    const admitted = yield* capacity.admit(admission)
-    if (Either.isLeft(admitted)) {
-      return { retry_at_millis: Math.ceil(Time.toMicros(admitted.left.retry_at!) / 1000) }
-    }
-    const lease = admitted.right
-    const remaining = Time.toMicros(lease.expires_at!) - (yield* Time.nowMicros)
-    const ran = yield* Effect.timeout(Load.work(value), Duration.micros(BigInt(Math.max(0, remaining)))).pipe(
-      Effect.either,
-      Effect.ensuring(lease.release)
-    )
-    return Either.isRight(ran) ? "succeeded" as const : "stopped" as const
-  }).pipe(Effect.orDie)
+const attempt: Load.Attempt<never> = Effect.fnUntraced(function*(n) {
+  const { n: value } = yield* decode({ n })
+  const admitted = yield* capacity.admit(admission)
+  if (Either.isLeft(admitted)) {
+    return { retry_at_millis: Math.ceil(Time.toMicros(admitted.left.retry_at!) / 1000) }
+  }
+  const lease = admitted.right
+  const remaining = Time.toMicros(lease.expires_at!) - (yield* Time.nowMicros)
+  const ran = yield* Effect.timeout(Load.work(value), Duration.micros(BigInt(Math.max(0, remaining)))).pipe(
+    Effect.either,
+    Effect.ensuring(lease.release)
+  )
+  return Either.isRight(ran) ? "succeeded" as const : "stopped" as const
+}, Effect.orDie)
 
 await Load.run(Number(process.argv[2] ?? 10_000), attempt, Layer.empty)

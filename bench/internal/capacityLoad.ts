@@ -32,8 +32,8 @@ const layer = ActionExecutor.layerMinimal({
   )
 )
 
-const attempt: Load.Attempt<ActionExecutor.ActionExecutor | IdGenerator.IdGenerator> = (n, tried) =>
-  Effect.gen(function*() {
+const attempt: Load.Attempt<ActionExecutor.ActionExecutor | IdGenerator.IdGenerator> = Effect.fnUntraced(
+  function*(n, tried) {
     const { context, request } = yield* Ingress.prepare(
       { action: "work", arguments: { n }, request_id: `r${n}-${tried}` },
       { principal: "load", effect_backend: InProcessBackend.make.ref }
@@ -45,6 +45,8 @@ const attempt: Load.Attempt<ActionExecutor.ActionExecutor | IdGenerator.IdGenera
       return { failed: `${outcome._tag} without a time to retry at` }
     }
     return { retry_at_millis: Math.ceil(Time.toMicros(outcome.retry_at) / 1000) }
-  }).pipe(Effect.orDie)
+  },
+  Effect.orDie
+)
 
 await Load.run(Number(process.argv[2] ?? 10_000), attempt, layer)

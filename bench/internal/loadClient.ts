@@ -57,19 +57,18 @@ export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer
 
   // One attempt: answered once; deferred, it waits for its `retry_at`; stopped at its lease, it is due again at once
   // (a loaded machine can hold a call past its lease on the real clock).
-  const once = (n: number) =>
-    Effect.gen(function*() {
-      const tried = ++attempts[n]!
-      if (tried > MAX_ATTEMPTS) return void (failure ??= `request ${n} never ran`)
-      const answer = yield* attempt(n, tried)
-      if (answer === "succeeded") return void succeeded++
-      if (answer === "stopped") {
-        stopped++
-        return wait(n, yield* Clock.currentTimeMillis)
-      }
-      if ("failed" in answer) return void (failure ??= `request ${n}: ${answer.failed}`)
-      wait(n, answer.retry_at_millis)
-    })
+  const once = Effect.fnUntraced(function*(n: number) {
+    const tried = ++attempts[n]!
+    if (tried > MAX_ATTEMPTS) return void (failure ??= `request ${n} never ran`)
+    const answer = yield* attempt(n, tried)
+    if (answer === "succeeded") return void succeeded++
+    if (answer === "stopped") {
+      stopped++
+      return wait(n, yield* Clock.currentTimeMillis)
+    }
+    if ("failed" in answer) return void (failure ??= `request ${n}: ${answer.failed}`)
+    wait(n, answer.retry_at_millis)
+  })
 
   // The scheduler: starts every request due, then sleeps until the earliest due (at most a few ms, as an attempt
   // running may make an earlier one), until every request has succeeded.

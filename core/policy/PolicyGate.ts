@@ -15,7 +15,7 @@ import * as Approval from "../approval/Approval.ts"
 import { Digest } from "../base/Digest.ts"
 import { IdGenerator } from "../base/IdGenerator.ts"
 import * as Time from "../base/Time.ts"
-import type { Capacity, Lease } from "../execution/Capacity.ts"
+import type { Admission, Capacity, Lease } from "../execution/Capacity.ts"
 import type { Evaluation, Verdict } from "../execution/Interceptor.ts"
 import * as Interceptor from "../execution/Interceptor.ts"
 import { BudgetLedger, makeMemory } from "./BudgetLedger.ts"
@@ -145,20 +145,19 @@ const quotaOf = (pins: Pin, budgets: ReturnType<typeof makeBudgets>): Capacity =
   return {
     id: "policy.quota",
     applies: (admission) => admission.snapshot === undefined || windowed(admission.snapshot),
-    admit: (admission) =>
-      Effect.gen(function*() {
-        const pinned = yield* (admission.snapshot === undefined
-          ? pins.read(admission.context)
-          : pins.compiled(admission.snapshot))
-        if (Either.isLeft(pinned)) return Either.right(unleased)
-        const quota = yield* budgets.quota({
-          snapshot: pinned.right.snapshot,
-          names: [admission.descriptor.name, ...admission.descriptor.aliases],
-          principal: admission.context.authenticated_principal.id,
-          now: yield* Time.nowMicros
-        }, admission.attempt_id)
-        return Either.map(quota, (admissions) => admissions === undefined ? unleased : { ...unleased, admissions })
-      })
+    admit: Effect.fnUntraced(function*(admission: Admission) {
+      const pinned = yield* (admission.snapshot === undefined
+        ? pins.read(admission.context)
+        : pins.compiled(admission.snapshot))
+      if (Either.isLeft(pinned)) return Either.right(unleased)
+      const quota = yield* budgets.quota({
+        snapshot: pinned.right.snapshot,
+        names: [admission.descriptor.name, ...admission.descriptor.aliases],
+        principal: admission.context.authenticated_principal.id,
+        now: yield* Time.nowMicros
+      }, admission.attempt_id)
+      return Either.map(quota, (admissions) => admissions === undefined ? unleased : { ...unleased, admissions })
+    })
   }
 }
 

@@ -93,46 +93,45 @@ export const resolve = (
   )
 }
 
-export const prepare = (call: Call, trust: Trust) =>
-  Effect.gen(function*() {
-    // A fresh id is a Uuid already: the scope is built without validating it again.
-    const scope = trust.execution_scope ?? trustedMake(EphemeralOperation, { scope_id: yield* IdGenerator.uuid })
-    const decoded = yield* decodeRequest({
-      request_id: call.request_id ?? (yield* IdGenerator.uuid),
-      action: call.version === undefined ? { name: call.action } : { name: call.action, version: call.version },
-      arguments: call.arguments ?? {},
-      execution_scope: scope,
-      ...(call.principal_claim === undefined ? {} : { principal_claim: { id: call.principal_claim } }),
-      ...(call.deadline === undefined ? {} : { deadline: call.deadline }),
-      ...(call.idempotency_key === undefined ? {} : { idempotency_key: call.idempotency_key }),
-      ...(call.approval_id === undefined ? {} : { approval_id: call.approval_id })
-    })
-    // Decoding a record assigns an own `__proto__` key through the prototype setter, so it would vanish: such arguments
-    // reach the executor as given, which refuses them (`arguments.proto_key`) instead of running without the key.
-    const args = call.arguments
-    const request = args !== undefined && Object.hasOwn(args, "__proto__")
-      ? new ExecutionRequest({ ...decoded, arguments: args }, { disableValidation: true })
-      : decoded
-    // What the host authenticated is checked as a call's fields are: a malformed principal or tenant (an empty header,
-    // say) is a ParseError naming it, never a thrown one, and an empty tenant never reaches binding resolution.
-    const principal = yield* decodePrincipal({ id: trust.principal })
-    const tenant = trust.tenant === undefined ? undefined : yield* decodeTenant({ id: trust.tenant })
-    const binding: Resolving = {
-      execution_scope: scope,
-      authenticated_principal: principal,
-      effect_backend: trust.effect_backend,
-      ...(tenant === undefined ? {} : { tenant }),
-      ...(trust.roles === undefined ? {} : { roles: trust.roles }),
-      ...(trust.resource === undefined ? {} : { resource: trust.resource }),
-      ...(trust.policy_snapshot === undefined ? {} : { policy_snapshot: trust.policy_snapshot })
-    }
-    // Without a snapshot named, the store (when there is one) resolves the active one bound for the call.
-    const store = yield* Effect.serviceOption(PolicySnapshotStore)
-    const context = trust.policy_snapshot !== undefined || Option.isNone(store)
-      ? yield* bind(binding)
-      : yield* Effect.provideService(resolve(binding), PolicySnapshotStore, store.value)
-    return { request, context }
+export const prepare = Effect.fnUntraced(function*(call: Call, trust: Trust) {
+  // A fresh id is a Uuid already: the scope is built without validating it again.
+  const scope = trust.execution_scope ?? trustedMake(EphemeralOperation, { scope_id: yield* IdGenerator.uuid })
+  const decoded = yield* decodeRequest({
+    request_id: call.request_id ?? (yield* IdGenerator.uuid),
+    action: call.version === undefined ? { name: call.action } : { name: call.action, version: call.version },
+    arguments: call.arguments ?? {},
+    execution_scope: scope,
+    ...(call.principal_claim === undefined ? {} : { principal_claim: { id: call.principal_claim } }),
+    ...(call.deadline === undefined ? {} : { deadline: call.deadline }),
+    ...(call.idempotency_key === undefined ? {} : { idempotency_key: call.idempotency_key }),
+    ...(call.approval_id === undefined ? {} : { approval_id: call.approval_id })
   })
+  // Decoding a record assigns an own `__proto__` key through the prototype setter, so it would vanish: such arguments
+  // reach the executor as given, which refuses them (`arguments.proto_key`) instead of running without the key.
+  const args = call.arguments
+  const request = args !== undefined && Object.hasOwn(args, "__proto__")
+    ? new ExecutionRequest({ ...decoded, arguments: args }, { disableValidation: true })
+    : decoded
+  // What the host authenticated is checked as a call's fields are: a malformed principal or tenant (an empty header,
+  // say) is a ParseError naming it, never a thrown one, and an empty tenant never reaches binding resolution.
+  const principal = yield* decodePrincipal({ id: trust.principal })
+  const tenant = trust.tenant === undefined ? undefined : yield* decodeTenant({ id: trust.tenant })
+  const binding: Resolving = {
+    execution_scope: scope,
+    authenticated_principal: principal,
+    effect_backend: trust.effect_backend,
+    ...(tenant === undefined ? {} : { tenant }),
+    ...(trust.roles === undefined ? {} : { roles: trust.roles }),
+    ...(trust.resource === undefined ? {} : { resource: trust.resource }),
+    ...(trust.policy_snapshot === undefined ? {} : { policy_snapshot: trust.policy_snapshot })
+  }
+  // Without a snapshot named, the store (when there is one) resolves the active one bound for the call.
+  const store = yield* Effect.serviceOption(PolicySnapshotStore)
+  const context = trust.policy_snapshot !== undefined || Option.isNone(store)
+    ? yield* bind(binding)
+    : yield* Effect.provideService(resolve(binding), PolicySnapshotStore, store.value)
+  return { request, context }
+})
 
 const statusOf = (outcome: ExecutionOutcome): TerminalStatus =>
   outcome._tag === "succeeded"
@@ -186,16 +185,15 @@ export const endRunOnError =
         ))
       }))
 
-export const closeAndCertify = (boundary: TaskBoundary, certify: boolean) =>
-  Effect.gen(function*() {
-    const closed = yield* closeBoundary(boundary)
-    const verification = yield* (yield* EvidenceStore).verify(boundary.chain_id, closed.head_hash)
-    if (!certify) return { closed, verification, certificate: undefined }
-    const minted = yield* Effect.either(TaskCertificate.mint(boundary.chain_id, closed.head_hash))
-    if (Either.isLeft(minted)) {
-      if (minted.left.reason === "unavailable") return yield* minted.left
-      return { closed, verification, certificate: { minted: false as const, error: minted.left } }
-    }
-    const checked = yield* TaskCertificate.verify(minted.right)
-    return { closed, verification, certificate: { minted: true as const, certificate: minted.right, checked } }
-  })
+export const closeAndCertify = Effect.fnUntraced(function*(boundary: TaskBoundary, certify: boolean) {
+  const closed = yield* closeBoundary(boundary)
+  const verification = yield* (yield* EvidenceStore).verify(boundary.chain_id, closed.head_hash)
+  if (!certify) return { closed, verification, certificate: undefined }
+  const minted = yield* Effect.either(TaskCertificate.mint(boundary.chain_id, closed.head_hash))
+  if (Either.isLeft(minted)) {
+    if (minted.left.reason === "unavailable") return yield* minted.left
+    return { closed, verification, certificate: { minted: false as const, error: minted.left } }
+  }
+  const checked = yield* TaskCertificate.verify(minted.right)
+  return { closed, verification, certificate: { minted: true as const, certificate: minted.right, checked } }
+})

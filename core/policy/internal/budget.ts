@@ -74,8 +74,8 @@ const spentBy = (rule: Budget, consumed: number): Checked => ({ spent: { rule, c
 export const makeBudgets = (ledger: BudgetLedger.Service, joint = false) => {
   // The first spent budget among `rules`: a wall-time, token or cost one whose consumed amount reached its limit, or
   // a calls one that has no place left for the attempt (which otherwise takes one in each, or is to take it).
-  const check = (charge: Charge, rules: ReadonlyArray<Budget>, attempt_id: string, carried: boolean) =>
-    Effect.gen(function*() {
+  const check = Effect.fnUntraced(
+    function*(charge: Charge, rules: ReadonlyArray<Budget>, attempt_id: string, carried: boolean) {
       for (const rule of rules) {
         if (rule.budget_kind === "calls") continue
         const consumed = yield* ledger.consumed(windowOf(charge.snapshot, rule, charge.principal, charge.now))
@@ -90,7 +90,8 @@ export const makeBudgets = (ledger: BudgetLedger.Service, joint = false) => {
         if (carried) pending.push({ rule, admission: { window, attempt_id, limit: rule.limit } })
       }
       return pending.length === 0 ? none : { pending } satisfies Checked as Checked
-    })
+    }
+  )
 
   // The places to take with the call's next records, and the refusal for the one that finds its window full.
   const pendingOf = <R>(

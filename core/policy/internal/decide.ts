@@ -28,12 +28,11 @@ export const makeDecisions = (
   })
 
   /** After the call: charge what it consumed to each matching wall-time, token and cost budget. */
-  const chargeUsage = (evaluation: Evaluation, usage: Usage) =>
-    Effect.gen(function*() {
-      const pinned = yield* pinOf(evaluation)
-      if (Either.isLeft(pinned)) return
-      yield* budgets.consume(chargeOf(pinned.right, evaluation, yield* Time.nowMicros), usage)
-    })
+  const chargeUsage = Effect.fnUntraced(function*(evaluation: Evaluation, usage: Usage) {
+    const pinned = yield* pinOf(evaluation)
+    if (Either.isLeft(pinned)) return
+    yield* budgets.consume(chargeOf(pinned.right, evaluation, yield* Time.nowMicros), usage)
+  })
 
   const charged = (pinned: Pinned, input: PolicyInput, evaluation: Evaluation, allowed: Interceptor.Allowed) =>
     budgets.admit(chargeOf(pinned, evaluation, input.now), evaluation.attempt_id, allowed)

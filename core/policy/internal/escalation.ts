@@ -60,8 +60,12 @@ export const makeEscalation = (
   digest: Digest.Service,
   ids: IdGenerator.Service
 ) =>
-(pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced): Effect.Effect<Verdict> =>
-  Effect.gen(function*() {
+  Effect.fnUntraced(function*(
+    pinned: Pinned,
+    evaluation: Evaluation,
+    input: PolicyInput,
+    result: Reduced
+  ) {
     if (Option.isNone(queue)) {
       return Interceptor.withGates(
         Interceptor.deny("approval.no_authority", "approval is required but no approval queue is configured"),

@@ -28,18 +28,17 @@ const deny = (code: string, detail: string) => Either.left(Interceptor.deny(code
 export const makePinWith = (store: PolicySnapshotStore.Service, digest: Digest.Service): Pin => {
   const cache = new Map<string, Pinned>()
 
-  const verified = (snapshot: PolicySnapshot) =>
-    Effect.gen(function*() {
-      // Its own immutable copy (the same snapshot when the store's is one), so no holder of the store's can change it.
-      const own = immutable(snapshot)
-      const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(own), Digest, digest))
-      if (Either.isLeft(recomputed) || recomputed.right !== snapshot.digest) {
-        return deny("policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
-      }
-      const compiledSnapshot = pinned(own)
-      cache.set(snapshot.digest, compiledSnapshot)
-      return Either.right(compiledSnapshot)
-    })
+  const verified = Effect.fnUntraced(function*(snapshot: PolicySnapshot) {
+    // Its own immutable copy (the same snapshot when the store's is one), so no holder of the store's can change it.
+    const own = immutable(snapshot)
+    const recomputed = yield* Effect.either(Effect.provideService(recomputeDigest(own), Digest, digest))
+    if (Either.isLeft(recomputed) || recomputed.right !== snapshot.digest) {
+      return deny("policy.digest_mismatch", "the stored snapshot's content does not recompute to its digest")
+    }
+    const compiledSnapshot = pinned(own)
+    cache.set(snapshot.digest, compiledSnapshot)
+    return Either.right(compiledSnapshot)
+  })
 
   // The compiled snapshot was verified against this digest when it was cached; decisions use it, not the store's copy.
   const compiled = (snapshot: PolicySnapshot) => {

@@ -24,7 +24,7 @@ import * as ExecutionScope from "../../ExecutionScope.ts"
 import type { Interceptor } from "../../Interceptor.ts"
 import { AdmissionLease } from "../../Preflight.ts"
 import { type Call, denied, describeParseError, outcomeWith, reason } from "./call.ts"
-import type { Env } from "./env.ts"
+import type { Env, ExecutionError } from "./env.ts"
 import { type AroundStep, type EffectStep, isOutcome, type State, type SyncStep } from "./table.ts"
 
 /** An action compiled once per executor: its identity, Schema codecs and evaluators. */
@@ -303,6 +303,46 @@ const lapses = (call: Call, lease: Lease) => {
   }
 }
 
+// Stage 3's leases, taken in turn on each bounding capacity into `leases` (released by the caller however the call
+// ends), or the outcome of the first that defers or fails; then the rest of the call, interruptible again.
+const leaseAll = Effect.fnUntraced(function*<S extends Resolved>(
+  state: S,
+  bounding: ReadonlyArray<Capacity>,
+  admission: Admission,
+  leases: Array<Lease>,
+  inner: (state: S & { leases: ReadonlyArray<AdmissionLease> }) => Effect.Effect<ExecutionOutcome, ExecutionError>,
+  restore: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+) {
+  const held: Array<AdmissionLease> = []
+  for (const capacity of bounding) {
+    // A capacity is user code: whatever it throws, fails with or answers that is not an Either refuses the call.
+    const exit = yield* Effect.exit(Effect.suspend(() => capacity.admit(admission)))
+    const admitted = Exit.isSuccess(exit) && Either.isEither(exit.value) &&
+        (Either.isRight(exit.value) ? isLease(exit.value.right) : isDeferral(exit.value.left))
+      ? exit.value
+      : undefined
+    if (admitted === undefined) {
+      return denied(state.call, "control.capacity_error", `capacity ${capacity.id} failed to admit the call`)
+    }
+    if (Either.isLeft(admitted)) {
+      const { code, detail, retry_at } = admitted.left
+      return outcomeWith(Deferral, state.call, {
+        reason: reason(code, detail),
+        ...(retry_at === undefined ? {} : { retry_at })
+      })
+    }
+    leases.push(admitted.right)
+    lapses(state.call, admitted.right)
+    if (admitted.right.admissions !== undefined) (state.call.admissions ??= []).push(admitted.right.admissions)
+    held.push(trustedMake(AdmissionLease, {
+      capacity: capacity.id,
+      lease_id: admitted.right.lease_id ?? null,
+      expires_at: admitted.right.expires_at ?? null
+    }))
+  }
+  return yield* restore(inner(Object.assign(state, { leases: held })))
+})
+
 export const capacityWith = (
   env: Env
 ): AroundStep<Resolved & { readonly snapshot?: PolicySnapshot }, { leases: ReadonlyArray<AdmissionLease> }> => ({
@@ -326,36 +366,7 @@ export const capacityWith = (
     if (bounding.length === 0) return inner(Object.assign(state, { leases: noLeases }))
     return Effect.uninterruptibleMask((restore) => {
       const leases: Array<Lease> = []
-      const held: Array<AdmissionLease> = []
-      return Effect.gen(function*() {
-        for (const capacity of bounding) {
-          // A capacity is user code: whatever it throws, fails with or answers that is not an Either refuses the call.
-          const exit = yield* Effect.exit(Effect.suspend(() => capacity.admit(admission)))
-          const admitted = Exit.isSuccess(exit) && Either.isEither(exit.value) &&
-              (Either.isRight(exit.value) ? isLease(exit.value.right) : isDeferral(exit.value.left))
-            ? exit.value
-            : undefined
-          if (admitted === undefined) {
-            return denied(state.call, "control.capacity_error", `capacity ${capacity.id} failed to admit the call`)
-          }
-          if (Either.isLeft(admitted)) {
-            const { code, detail, retry_at } = admitted.left
-            return outcomeWith(Deferral, state.call, {
-              reason: reason(code, detail),
-              ...(retry_at === undefined ? {} : { retry_at })
-            })
-          }
-          leases.push(admitted.right)
-          lapses(state.call, admitted.right)
-          if (admitted.right.admissions !== undefined) (state.call.admissions ??= []).push(admitted.right.admissions)
-          held.push(trustedMake(AdmissionLease, {
-            capacity: capacity.id,
-            lease_id: admitted.right.lease_id ?? null,
-            expires_at: admitted.right.expires_at ?? null
-          }))
-        }
-        return yield* restore(inner(Object.assign(state, { leases: held })))
-      }).pipe(Effect.ensuring(Effect.suspend(() => {
+      return leaseAll(state, bounding, admission, leases, inner, restore).pipe(Effect.ensuring(Effect.suspend(() => {
         // A callable the executor stopped waiting for holds its leases until it has stopped; the outcome goes on.
         const releaseAll = Effect.forEach(leases, release, { discard: true })
         const stopping = state.call.stopping

@@ -7,6 +7,7 @@ import { trustedMake } from "../../../base/internal/trusted.ts"
 import * as Time from "../../../base/Time.ts"
 import { OperationAttempt, outcomeIntent, summarize } from "../../../state/Attempt.ts"
 import type { AttemptStore } from "../../../state/AttemptStore.ts"
+import type { Run } from "../../../state/Run.ts"
 import type { RunStore } from "../../../state/RunStore.ts"
 import { callExecuted, Cancelled, type ExecutionOutcome } from "../../ExecutionOutcome.ts"
 import type { Noted } from "./admit.ts"
@@ -67,6 +68,14 @@ export const bindRunWith = (
   }
 })
 
+// The call's Run, created and started, and told to whoever waits for it.
+const openRun = Effect.fnUntraced(function*(store: RunStore.Service, call: Call, created: Deferred.Deferred<Run>) {
+  const policy = call.context.policy_snapshot
+  const run = yield* store.createRun(policy === undefined ? { started: true } : { started: true, policy })
+  call.run_id = run.run_id
+  yield* Deferred.succeed(created, run)
+})
+
 /**
  * Stage 12, one-shot durable: the invocation is admitted, so its Run is created already running (the store mints its
  * id, in one write: a crash leaves either no Run or a running one, which recovery ends) before the call; a store
@@ -80,12 +89,7 @@ export const openRunWith = (store: RunStore.Service): EffectStep<Noted, void> =>
   run: ({ call }) => {
     const created = call.newRun
     if (created === undefined) return Effect.void
-    return Effect.uninterruptible(Effect.gen(function*() {
-      const policy = call.context.policy_snapshot
-      const run = yield* store.createRun(policy === undefined ? { started: true } : { started: true, policy })
-      call.run_id = run.run_id
-      yield* Deferred.succeed(created, run)
-    })).pipe(
+    return Effect.uninterruptible(openRun(store, call, created)).pipe(
       Effect.mapError((error) =>
         new PersistError({
           call_executed: false,

@@ -88,37 +88,40 @@ const argumentsDigestWith = (env: Env) => {
  */
 export const idempotentWith = (env: Env, store: IdempotencyStore.Service): AroundStep<Normalised, unknown> => {
   const argumentsDigest = argumentsDigestWith(env)
+  const replayOrInvoke = Effect.fnUntraced(function*<S extends Normalised>(
+    state: S,
+    inner: (state: S) => Effect.Effect<ExecutionOutcome, ExecutionError>
+  ) {
+    const call = state.call
+    const idempotency_key = call.request.idempotency_key
+    if (idempotency_key === undefined) return yield* inner(state)
+    const digest = yield* argumentsDigest(state)
+    if (typeof digest !== "string") return digest
+    const key = yield* Effect.orDie(
+      Effect.provideService(keyOf(call.context, call.action, idempotency_key), Digest, env.digest)
+    )
+    const stored = yield* store.get(key)
+    if (Option.isSome(stored)) {
+      const { arguments_digest, outcome } = stored.value
+      if (arguments_digest !== digest) {
+        return denied(
+          call,
+          "idempotency.key_reused",
+          `the idempotency key was used with arguments ${arguments_digest}, not ${digest}`
+        )
+      }
+      return outcomeWith(Succeeded, call, { result: outcome.result, replay_of: outcome.attempt_id })
+    }
+    const outcome = yield* inner(state)
+    if (outcome._tag === "succeeded") yield* store.put(key, { arguments_digest: digest, outcome })
+    return outcome
+  })
   return {
     _tag: "Around",
     stage: "invoke",
     detail: "replay the stored success of this caller's idempotency key and arguments, or invoke and store it",
     skip: ({ call }) => call.request.idempotency_key === undefined,
-    run: (state, inner) =>
-      Effect.gen(function*() {
-        const call = state.call
-        const idempotency_key = call.request.idempotency_key
-        if (idempotency_key === undefined) return yield* inner(state)
-        const digest = yield* argumentsDigest(state)
-        if (typeof digest !== "string") return digest
-        const key = yield* Effect.orDie(
-          Effect.provideService(keyOf(call.context, call.action, idempotency_key), Digest, env.digest)
-        )
-        const stored = yield* store.get(key)
-        if (Option.isSome(stored)) {
-          const { arguments_digest, outcome } = stored.value
-          if (arguments_digest !== digest) {
-            return denied(
-              call,
-              "idempotency.key_reused",
-              `the idempotency key was used with arguments ${arguments_digest}, not ${digest}`
-            )
-          }
-          return outcomeWith(Succeeded, call, { result: outcome.result, replay_of: outcome.attempt_id })
-        }
-        const outcome = yield* inner(state)
-        if (outcome._tag === "succeeded") yield* store.put(key, { arguments_digest: digest, outcome })
-        return outcome
-      })
+    run: (state, inner) => replayOrInvoke(state, inner)
   }
 }
 
