@@ -228,19 +228,20 @@ const close = (w: Writer, boundary: TaskBoundary) =>
     )
   })
 
+// A boundary opened on a chain no boundary or record holds, under the chain's lock.
+const openUnder = Effect.fnUntraced(function*(w: Writer, state: ChainState.ChainState, boundary: TaskBoundary) {
+  const { chain_id } = boundary
+  if (state.opened !== undefined || state.head !== undefined || Option.isSome(yield* w.store.head(chain_id))) {
+    return yield* new BoundaryError({ reason: "in_use", chain_id })
+  }
+  state.opened = boundary
+})
+
 const open = (w: Writer, boundary: TaskBoundary) =>
   Effect.suspend(() => {
     const { chain_id } = boundary
     const state = stateOf(w, chain_id)
-    return ChainLock.withLock(
-      state.lock,
-      Effect.gen(function*() {
-        if (state.opened !== undefined || state.head !== undefined || Option.isSome(yield* w.store.head(chain_id))) {
-          return yield* new BoundaryError({ reason: "in_use", chain_id })
-        }
-        state.opened = boundary
-      })
-    )
+    return ChainLock.withLock(state.lock, openUnder(w, state, boundary))
   })
 
 const isOpen = (w: Writer, boundary: TaskBoundary) => {

@@ -59,7 +59,7 @@ export const makeEscalation = (
   queue: Option.Option<Approval.ApprovalQueue.Service>,
   digest: Digest.Service,
   ids: IdGenerator.Service
-) =>
+): (pinned: Pinned, evaluation: Evaluation, input: PolicyInput, result: Reduced) => Effect.Effect<Verdict> =>
   Effect.fnUntraced(function*(
     pinned: Pinned,
     evaluation: Evaluation,

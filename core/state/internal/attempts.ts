@@ -17,14 +17,28 @@ export const makeAttempts = Effect.gen(function*() {
   const ids = yield* IdGenerator
 
   // Read, decide, write: one transaction, so a failure at any step leaves the intent as it was.
+  const redeliverIn = Effect.fnUntraced(function*(intent_id: string, step: (intent: OutboxIntent) => OutboxIntent) {
+    const found = yield* storage.getIntent(intent_id)
+    if (Option.isNone(found)) return yield* new StateNotFoundError({ reason: "intent", id: intent_id })
+    const next = step(found.value)
+    if (next !== found.value) yield* storage.saveDelivery(next)
+    return next
+  })
   const redeliver = (intent_id: string, step: (intent: OutboxIntent) => OutboxIntent) =>
-    storage.transaction(Effect.gen(function*() {
-      const found = yield* storage.getIntent(intent_id)
-      if (Option.isNone(found)) return yield* new StateNotFoundError({ reason: "intent", id: intent_id })
-      const next = step(found.value)
-      if (next !== found.value) yield* storage.saveDelivery(next)
-      return next
-    }))
+    storage.transaction(redeliverIn(intent_id, step))
+
+  // The attempt inserted, once its Run is found and no attempt of its id is stored.
+  const insertCommitted = Effect.fnUntraced(function*(committed: CommittedAttempt) {
+    const { attempt } = committed
+    if (Option.isNone(yield* storage.getRun(attempt.run_id))) {
+      return yield* new StateNotFoundError({ reason: "run", id: attempt.run_id })
+    }
+    if (yield* storage.hasAttempt(attempt.attempt_id)) {
+      return yield* new DuplicateAttemptError({ attempt_id: attempt.attempt_id })
+    }
+    yield* storage.insertAttempt(committed)
+    return committed
+  })
 
   return {
     commitAttempt: Effect.fn("AttemptStore.commitAttempt")(function*(offered: CommitAttempt) {
@@ -35,16 +49,7 @@ export const makeAttempts = Effect.gen(function*() {
       for (const draft of input.intents) intents.push(pendingIntent(draft, yield* ids.uuid, attempt, now))
       // Everything is built before the first write, so nothing that fails to build leaves half a commit behind.
       const committed = CommittedAttempt.make({ attempt, intents })
-      return yield* storage.transaction(Effect.gen(function*() {
-        if (Option.isNone(yield* storage.getRun(attempt.run_id))) {
-          return yield* new StateNotFoundError({ reason: "run", id: attempt.run_id })
-        }
-        if (yield* storage.hasAttempt(attempt.attempt_id)) {
-          return yield* new DuplicateAttemptError({ attempt_id: attempt.attempt_id })
-        }
-        yield* storage.insertAttempt(committed)
-        return committed
-      }))
+      return yield* storage.transaction(insertCommitted(committed))
     }),
     listAttempts: Effect.fn("AttemptStore.listAttempts")(function*(run_id: string) {
       return yield* storage.listAttempts(run_id)

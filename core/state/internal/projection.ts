@@ -20,8 +20,8 @@ export const makeProjection = Effect.gen(function*() {
 
   // A governed attempt projected from its terminal record, with its outcome intent; one already stored (or offered
   // twice) is kept, and one whose Run this store does not hold is not an attempt here.
-  const newAttempts = (input: ApplyProjection, intent_ids: ReadonlyArray<Uuid>, now: Time.Timestamp) =>
-    Effect.gen(function*() {
+  const newAttempts = Effect.fnUntraced(
+    function*(input: ApplyProjection, intent_ids: ReadonlyArray<Uuid>, now: Time.Timestamp) {
       const seen = new Set<string>()
       const fresh: Array<CommittedAttempt> = []
       for (const [i, attempt] of (input.attempts ?? []).entries()) {
@@ -32,7 +32,28 @@ export const makeProjection = Effect.gen(function*() {
         fresh.push({ attempt, intents: [pendingIntent(outcomeIntent(attempt), intent_ids[i]!, attempt, now)] })
       }
       return fresh
-    })
+    }
+  )
+
+  // The rows planned and written with the new attempts, at the cursor they reach.
+  const project = Effect.fnUntraced(
+    function*(input: ApplyProjection, intent_ids: ReadonlyArray<Uuid>, now: Time.Timestamp) {
+      const plan = yield* planProjection(input.rows, yield* storage.projectionBasis(input.rows))
+      yield* storage.writeProjection({
+        projector: input.projector,
+        cursor: input.cursor,
+        inserts: plan.inserts,
+        operations: plan.operations,
+        attempts: yield* newAttempts(input, intent_ids, now)
+      })
+      return ProjectionApplied.make({
+        projector: input.projector,
+        cursor: input.cursor,
+        inserted: plan.inserts.length,
+        unchanged: plan.unchanged
+      })
+    }
+  )
 
   return {
     projectionCursor: Effect.fn("ProjectionStore.projectionCursor")(function*(projector: string) {
@@ -42,22 +63,7 @@ export const makeProjection = Effect.gen(function*() {
       const intent_ids: Array<Uuid> = []
       for (let i = 0; i < (input.attempts ?? []).length; i++) intent_ids.push(yield* ids.uuid)
       const now = yield* Time.now
-      return yield* storage.transaction(Effect.gen(function*() {
-        const plan = yield* planProjection(input.rows, yield* storage.projectionBasis(input.rows))
-        yield* storage.writeProjection({
-          projector: input.projector,
-          cursor: input.cursor,
-          inserts: plan.inserts,
-          operations: plan.operations,
-          attempts: yield* newAttempts(input, intent_ids, now)
-        })
-        return ProjectionApplied.make({
-          projector: input.projector,
-          cursor: input.cursor,
-          inserted: plan.inserts.length,
-          unchanged: plan.unchanged
-        })
-      }))
+      return yield* storage.transaction(project(input, intent_ids, now))
     }),
     projectedOperations: Effect.fn("ProjectionStore.projectedOperations")(function*(filter: OperationFilter = {}) {
       return yield* storage.operations(filter)

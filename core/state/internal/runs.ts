@@ -3,7 +3,7 @@
  * compare-and-set, and the first terminal outcome winning while later ones become observations.
  */
 import { Effect, Option } from "effect"
-import { IdGenerator } from "../../base/IdGenerator.ts"
+import { IdGenerator, type Uuid } from "../../base/IdGenerator.ts"
 import * as Time from "../../base/Time.ts"
 import type { ActiveRunStatus, CreateRun, RunFilter, RunStatus, RunTerminal } from "../Run.ts"
 import { FinishResult, isTerminal, RunObservation } from "../Run.ts"
@@ -23,12 +23,36 @@ export const makeRuns = Effect.gen(function*() {
         onSome: Effect.succeed
       }))
 
-  const finishWith = (run_id: string, terminal: RunTerminal, now: Time.Timestamp) => {
-    // Under SQLite the transaction serialises writers; under a weaker isolation a lost compare-and-set decides again.
-    const decide: Effect.Effect<
-      FinishResult,
-      StateNotFoundError | IllegalTransitionError | StateStoreUnavailableError
-    > = Effect.gen(function*() {
+  // The parent is looked up, then the Run built and inserted.
+  const insertRun = Effect.fnUntraced(
+    function*(run_id: Uuid, created_at: Time.Timestamp, input: CreateRun, parent_run_id: string | null) {
+      if (parent_run_id !== null) yield* load(parent_run_id)
+      const run = preparedRun(run_id, created_at, input)
+      yield* storage.insertRun(run)
+      return run
+    }
+  )
+
+  const transitionRun = Effect.fnUntraced(
+    function*(run_id: string, from: ActiveRunStatus, to: ActiveRunStatus, now: Time.Timestamp) {
+      const refuse = (reason: "not_an_edge" | "stale_status", actual: RunStatus) =>
+        Effect.fail(new IllegalTransitionError({ reason, run_id, from, to, actual }))
+      const run = yield* load(run_id)
+      if (!canTransition(from, to)) return yield* refuse("not_an_edge", run.status)
+      if (run.status !== from) return yield* refuse("stale_status", run.status)
+      const next = advanced(run, to, now)
+      if (yield* storage.replaceRun(next, from)) return next
+      return yield* refuse("stale_status", (yield* load(run_id)).status)
+    }
+  )
+
+  // Under SQLite the transaction serialises writers; under a weaker isolation a lost compare-and-set decides again.
+  const decide: (
+    run_id: string,
+    terminal: RunTerminal,
+    now: Time.Timestamp
+  ) => Effect.Effect<FinishResult, StateNotFoundError | IllegalTransitionError | StateStoreUnavailableError> = Effect
+    .fnUntraced(function*(run_id: string, terminal: RunTerminal, now: Time.Timestamp) {
       const run = yield* load(run_id)
       if (isTerminal(run.status)) {
         const sequence = (yield* storage.observations(run_id)).length
@@ -48,10 +72,10 @@ export const makeRuns = Effect.gen(function*() {
       }
       const next = concluded(run, terminal, now)
       if (yield* storage.replaceRun(next, run.status)) return FinishResult.make({ won: true, run: next })
-      return yield* Effect.suspend(() => decide)
+      return yield* decide(run_id, terminal, now)
     })
-    return storage.transaction(decide)
-  }
+  const finishWith = (run_id: string, terminal: RunTerminal, now: Time.Timestamp) =>
+    storage.transaction(decide(run_id, terminal, now))
 
   return {
     durable: storage.durable,
@@ -61,12 +85,7 @@ export const makeRuns = Effect.gen(function*() {
       const parent_run_id = "parent_run_id" in input ? input.parent_run_id : null
       // The parent is looked up before the Run is built: a parent id no stored Run has (a malformed one included) is
       // StateNotFoundError, never a Run that fails to build.
-      return yield* storage.transaction(Effect.gen(function*() {
-        if (parent_run_id !== null) yield* load(parent_run_id)
-        const run = preparedRun(run_id, created_at, input)
-        yield* storage.insertRun(run)
-        return run
-      }))
+      return yield* storage.transaction(insertRun(run_id, created_at, input, parent_run_id))
     }),
     getRun: Effect.fn("RunStore.getRun")(function*(run_id: string) {
       return yield* load(run_id)
@@ -76,16 +95,7 @@ export const makeRuns = Effect.gen(function*() {
     }),
     transition: Effect.fn("RunStore.transition")(function*(run_id: string, from: ActiveRunStatus, to: ActiveRunStatus) {
       const now = yield* Time.now
-      const refuse = (reason: "not_an_edge" | "stale_status", actual: RunStatus) =>
-        Effect.fail(new IllegalTransitionError({ reason, run_id, from, to, actual }))
-      return yield* storage.transaction(Effect.gen(function*() {
-        const run = yield* load(run_id)
-        if (!canTransition(from, to)) return yield* refuse("not_an_edge", run.status)
-        if (run.status !== from) return yield* refuse("stale_status", run.status)
-        const next = advanced(run, to, now)
-        if (yield* storage.replaceRun(next, from)) return next
-        return yield* refuse("stale_status", (yield* load(run_id)).status)
-      }))
+      return yield* storage.transaction(transitionRun(run_id, from, to, now))
     }),
     finish: Effect.fn("RunStore.finish")(function*(run_id: string, offered: RunTerminal) {
       const terminal = yield* checkedTerminal(offered)
