@@ -11,6 +11,9 @@ import { IllegalTransitionError, StateNotFoundError, type StateStoreUnavailableE
 import { StateStorage } from "../StateStorage.ts"
 import { advanced, canFinish, canTransition, checkedTerminal, concluded, preparedRun } from "./lifecycle.ts"
 
+// A finish decided: the Run concluded, or the terminal kept as an observation of one concluded already.
+type Finished = Effect.Effect<FinishResult, StateNotFoundError | IllegalTransitionError | StateStoreUnavailableError>
+
 /** The Runs of the StateStorage in context. */
 export const makeRuns = Effect.gen(function*() {
   const storage = yield* StateStorage
@@ -47,12 +50,8 @@ export const makeRuns = Effect.gen(function*() {
   )
 
   // Under SQLite the transaction serialises writers; under a weaker isolation a lost compare-and-set decides again.
-  const decide: (
-    run_id: string,
-    terminal: RunTerminal,
-    now: Time.Timestamp
-  ) => Effect.Effect<FinishResult, StateNotFoundError | IllegalTransitionError | StateStoreUnavailableError> = Effect
-    .fnUntraced(function*(run_id: string, terminal: RunTerminal, now: Time.Timestamp) {
+  const decide: (run_id: string, terminal: RunTerminal, now: Time.Timestamp) => Finished = Effect.fnUntraced(
+    function*(run_id: string, terminal: RunTerminal, now: Time.Timestamp) {
       const run = yield* load(run_id)
       if (isTerminal(run.status)) {
         const sequence = (yield* storage.observations(run_id)).length
@@ -73,7 +72,8 @@ export const makeRuns = Effect.gen(function*() {
       const next = concluded(run, terminal, now)
       if (yield* storage.replaceRun(next, run.status)) return FinishResult.make({ won: true, run: next })
       return yield* decide(run_id, terminal, now)
-    })
+    }
+  )
   const finishWith = (run_id: string, terminal: RunTerminal, now: Time.Timestamp) =>
     storage.transaction(decide(run_id, terminal, now))
 
