@@ -39,10 +39,51 @@ export const work = (n: number) =>
     () => Effect.sync(() => void inFlight.now--)
   )
 
+/** Numbers, the least first: push and pop in O(log n). */
+class MinHeap {
+  private readonly items: Array<number> = []
+  get size() {
+    return this.items.length
+  }
+  peek() {
+    return this.items[0]!
+  }
+  push(value: number) {
+    const items = this.items
+    let at = items.push(value) - 1
+    while (at > 0) {
+      const parent = (at - 1) >> 1
+      if (items[parent]! <= value) break
+      items[at] = items[parent]!
+      at = parent
+    }
+    items[at] = value
+  }
+  pop() {
+    const items = this.items
+    const least = items[0]!
+    const last = items.pop()!
+    if (items.length === 0) return least
+    let at = 0
+    for (;;) {
+      const left = 2 * at + 1
+      if (left >= items.length) break
+      const child = left + 1 < items.length && items[left + 1]! < items[left]! ? left + 1 : left
+      if (items[child]! >= last) break
+      items[at] = items[child]!
+      at = child
+    }
+    items[at] = last
+    return least
+  }
+}
+
 /** Runs `requests` requests through `attempt` until each succeeded, then prints the summary line. */
 export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer.Layer<R, unknown>) => {
-  // The waiting requests: by the millisecond they are due, their numbers; the attempts each has made.
+  // The waiting requests: by the millisecond they are due, their numbers, and those milliseconds in a min-heap; the
+  // attempts each has made.
   const waiting = new Map<number, Array<number>>()
+  const dueTimes = new MinHeap()
   const attempts = new Uint16Array(requests)
   let succeeded = 0
   let stopped = 0
@@ -51,8 +92,9 @@ export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer
 
   const wait = (n: number, dueMillis: number) => {
     const due = waiting.get(dueMillis)
-    if (due === undefined) waiting.set(dueMillis, [n])
-    else due.push(n)
+    if (due !== undefined) return void due.push(n)
+    waiting.set(dueMillis, [n])
+    dueTimes.push(dueMillis)
   }
 
   // One attempt: answered once; deferred, it waits for its `retry_at`; stopped at its lease, it is due again at once
@@ -70,8 +112,9 @@ export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer
     wait(n, answer.retry_at_millis)
   })
 
-  // The scheduler: starts every request due, then sleeps until the earliest due (at most a few ms, as an attempt
-  // running may make an earlier one), until every request has succeeded.
+  // The scheduler: starts the requests due (the heap names their milliseconds, so a wake-up reads no other), then
+  // sleeps until the earliest due (at most a few ms, as an attempt running may make an earlier one), until every
+  // request has succeeded.
   const load = Effect.gen(function*() {
     const running = yield* FiberSet.make()
     const start = yield* Clock.currentTimeMillis
@@ -79,15 +122,13 @@ export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer
     let measured = false
     while (succeeded < requests && failure === undefined) {
       const now = yield* Clock.currentTimeMillis
-      let next = now + 5
-      for (const [due, ns] of waiting) {
-        if (due > now) {
-          next = Math.min(next, due)
-          continue
-        }
+      while (dueTimes.size > 0 && dueTimes.peek() <= now) {
+        const due = dueTimes.pop()
+        const ns = waiting.get(due)!
         waiting.delete(due)
         for (const n of ns) yield* FiberSet.run(running, once(n))
       }
+      const next = dueTimes.size > 0 ? Math.min(dueTimes.peek(), now + 5) : now + 5
       // Once the first wave has been answered and most requests wait: the live heap they hold.
       if (!measured && now - start >= 2_000 && globalThis.gc !== undefined) {
         measured = true
