@@ -3,8 +3,9 @@
  * the same sandbox (the bwrap argv, seccomp filter and cgroup, or the deno flags, that writ builds) running the same
  * action module through a minimal hand-written runner; alternating rounds, medians, absolute milliseconds. Then the
  * price of containment (in-process against bubblewrap), and the peak RSS of the capacity load test (10,000 concurrent
- * requests against 8 permits) in a process of its own. `WRIT_BENCH_BACKENDS` picks parts (a comma-separated list of
- * `bubblewrap`, `deno`, `in-process`, `capacity`; all by default).
+ * requests against 8 permits) in a process of its own, against its floor, under V8's default heap and with a 1 GB old
+ * space, with the floor that loads writ's modules as the control. `WRIT_BENCH_BACKENDS` picks parts (a comma-separated
+ * list of `bubblewrap`, `deno`, `in-process`, `capacity`; all by default).
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { spawn } from "node:child_process"
