@@ -145,10 +145,6 @@ export const oomKills = (group: Group): number =>
 export const peakMemory = (group: Group): number =>
   Number(read(path.join(group.memory, "memory.max_usage_in_bytes")).trim() || 0)
 
-/** How many forks the pids limit refused in the pair. */
-export const refusedForks = (group: Group): number =>
-  Number(/^max (\d+)$/m.exec(read(path.join(group.pids, "pids.events")))?.[1] ?? 0)
-
 const members = (groups: Groups) =>
   procs(groups).flatMap((file) => read(file).split("\n").filter((line) => line !== "").map(Number))
 
