@@ -65,6 +65,9 @@ const bare = (input: Sum): Effect.Effect<number> => {
   return Effect.map(pipeline, add)
 }
 
+// writ's execute span: without the caller's stack trace.
+const sameSpan = { captureStackTrace: false } as const
+
 const SumSchema = Schema.Struct({ a: Schema.Int, b: Schema.Int })
 const decodeSum = Schema.decodeUnknownEither(SumSchema, { onExcessProperty: "error" })
 const encodeSum = Schema.encodeUnknownEither(SumSchema)
@@ -91,7 +94,8 @@ const handWritten = (request: ExecutionRequest, ids: IdGenerator.IdGenerator.Ser
         result
       }, { disableValidation: true })
     }),
-    "ActionExecutor.execute"
+    "ActionExecutor.execute",
+    sameSpan
   )
 
 /** The request and trusted context, built once and reused by every call. */
@@ -137,7 +141,7 @@ const run = async (): Promise<void> => {
       measured(executeEvaluated),
       options_
     )
-    const spanned = () => Effect.withSpan(bare(input), "ActionExecutor.execute")
+    const spanned = () => Effect.withSpan(bare(input), "ActionExecutor.execute", sameSpan)
     const bareResult = await compare(measured(spanned), measured(execute), options_)
     const span = await compare(measured(() => bare(input)), measured(spanned), options_)
     console.log(`executor: ${ROUNDS} alternating rounds of ${ITERATIONS} ops per side, median per op`)

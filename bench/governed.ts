@@ -156,7 +156,8 @@ const floorExecute = (chain: FloorChain, request: ExecutionRequest, templates: R
         result
       }, { disableValidation: true })
     }),
-    "ActionExecutor.execute"
+    "ActionExecutor.execute",
+    { captureStackTrace: false }
   )
 
 const run = async (): Promise<void> => {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Option, Schema, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Option, Schema, TestClock, Tracer } from "effect"
 import * as Action from "../../core/action/Action.ts"
 import { ActionRegistry } from "../../core/action/ActionRegistry.ts"
 import * as Time from "../../core/base/Time.ts"
@@ -217,6 +217,45 @@ describe("ActionExecutor (minimal profile)", () => {
       const second = yield* run("add", { a: 1, b: 2 })
       assert.strictEqual(first.request_id, second.request_id)
       assert.notStrictEqual(first.attempt_id, second.attempt_id)
+    }).pipe(Effect.provide(executor(tools.actions))))
+
+  it.effect("each execute is one span, ActionExecutor.execute, under the caller's span, and the handler runs in it", () =>
+    Effect.gen(function*() {
+      const native = yield* Effect.tracer
+      const opened: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        span: (...args) => {
+          const span = native.span(...args)
+          opened.push(span)
+          return span
+        },
+        context: (f, fiber) => native.context(f, fiber)
+      })
+      const registry = yield* ActionRegistry
+      yield* registry.register(Action.make({
+        name: "span.read",
+        input: Schema.Struct({}),
+        output: Schema.Array(Schema.String),
+        handler: () =>
+          Effect.map(Effect.currentSpan, (span) => {
+            const names: Array<string> = []
+            let at: Option.Option<Tracer.AnySpan> = Option.some(span)
+            while (Option.isSome(at) && at.value._tag === "Span") {
+              names.push(at.value.name)
+              at = at.value.parent
+            }
+            return names
+          })
+      }))
+      const outcome = yield* run("span.read", {}).pipe(Effect.withSpan("caller"), Effect.withTracer(recording))
+      assert.strictEqual(outcome._tag, "succeeded")
+      if (outcome._tag !== "succeeded") return
+      assert.deepStrictEqual(outcome.result, ["ActionExecutor.execute", "caller"])
+      const executes = opened.filter((span) => span.name === "ActionExecutor.execute")
+      assert.strictEqual(executes.length, 1)
+      assert.strictEqual(executes[0]!.status._tag, "Ended")
+      yield* run("add", { a: 1, b: 2 }).pipe(Effect.withTracer(recording))
+      assert.strictEqual(opened.filter((span) => span.name === "ActionExecutor.execute").length, 2)
     }).pipe(Effect.provide(executor(tools.actions))))
 
   it.effect("an action registered after the executor was built still runs every stage", () =>
