@@ -15,7 +15,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { Writable } from "node:stream"
 import { fileURLToPath, pathToFileURL } from "node:url"
-import * as v8 from "node:v8"
 import * as InProcessBackend from "../adapters/memory/InProcessBackend.ts"
 import * as BubblewrapBackend from "../adapters/node/BubblewrapBackend.ts"
 import * as DenoBackend from "../adapters/node/DenoBackend.ts"
@@ -39,8 +38,8 @@ const ITERATIONS = 5
 const ROUNDS = 7
 const WARMUP = 1
 const ARGS = { a: 1, b: 2 }
-// The old space a service sized for itself would give the load test's process: far above its live heap (under 30 MB),
-// below the 2 GB from which V8 lets the heap grow fourfold between full collections.
+// An explicit old-space limit, as a deployed service would set: far above the load test's live heap (under 30 MB),
+// below the 2,048 MB from which V8 lets the old space grow fourfold between full collections.
 const SIZED_OLD_SPACE_MB = 1024
 
 const sibling = (name: string) =>
@@ -200,7 +199,7 @@ const measureBackend = async (
   }
 }
 
-/** How a load test's process runs: with an old space of its own size (else V8's, sized from the machine), and loading writ's modules without using them (the floor's control). */
+/** A load test process's options: its old-space limit (V8's own when absent), and whether the floor first loads writ's modules. */
 interface LoadProcess {
   readonly oldSpaceMegabytes?: number
   readonly withWritModules?: boolean
@@ -216,11 +215,12 @@ const capacityLoad = (entry: "capacityLoad" | "capacityFloor", options: LoadProc
       stopped_at_lease: number
       seconds: number
       heap_waiting_bytes: number
+      heap_limit_bytes: number
       max_rss_bytes: number
     }
   >((resolve, reject) => {
     const child = spawn(process.execPath, [
-      ...process.execArgv.filter((flag) => flag !== "--expose-gc"),
+      ...process.execArgv.filter((flag) => flag !== "--expose-gc" && !flag.startsWith("--max-old-space-size")),
       ...(options.oldSpaceMegabytes === undefined ? [] : [`--max-old-space-size=${options.oldSpaceMegabytes}`]),
       sibling(entry),
       ...(options.withWritModules === true ? ["--with-writ-modules"] : [])
@@ -297,7 +297,7 @@ const run = async (): Promise<void> => {
     const control = await capacityLoad("capacityFloor", { withWritModules: true })
     const sizedFloor = await capacityLoad("capacityFloor", sized)
     const sizedLoad = await capacityLoad("capacityLoad", sized)
-    const defaultHeap = `V8's default heap (${mb(v8.getHeapStatistics().heap_size_limit)} MB here)`
+    const defaultHeap = `V8's default heap (${mb(load.heap_limit_bytes)} MB here)`
     const sizedHeap = `a ${SIZED_OLD_SPACE_MB} MB old space`
     for (
       const [name, run] of [

@@ -65,8 +65,8 @@ const bare = (input: Sum): Effect.Effect<number> => {
   return Effect.map(pipeline, add)
 }
 
-// writ's execute span: without the caller's stack trace.
-const sameSpan = { captureStackTrace: false } as const
+// writ's execute span's options: no stack trace taken.
+const executeSpan = { captureStackTrace: false } as const
 
 const SumSchema = Schema.Struct({ a: Schema.Int, b: Schema.Int })
 const decodeSum = Schema.decodeUnknownEither(SumSchema, { onExcessProperty: "error" })
@@ -95,7 +95,7 @@ const handWritten = (request: ExecutionRequest, ids: IdGenerator.IdGenerator.Ser
       }, { disableValidation: true })
     }),
     "ActionExecutor.execute",
-    sameSpan
+    executeSpan
   )
 
 /** The request and trusted context, built once and reused by every call. */
@@ -141,7 +141,7 @@ const run = async (): Promise<void> => {
       measured(executeEvaluated),
       options_
     )
-    const spanned = () => Effect.withSpan(bare(input), "ActionExecutor.execute", sameSpan)
+    const spanned = () => Effect.withSpan(bare(input), "ActionExecutor.execute", executeSpan)
     const bareResult = await compare(measured(spanned), measured(execute), options_)
     const span = await compare(measured(() => bare(input)), measured(spanned), options_)
     console.log(`executor: ${ROUNDS} alternating rounds of ${ITERATIONS} ops per side, median per op`)

@@ -108,6 +108,9 @@ const appendFloor = (chain: FloorChain, record_type: Evidence.RecordType, operat
   chain.hashes.add(chain_hash)
 }
 
+// writ's execute span's options: no stack trace taken.
+const executeSpan = { captureStackTrace: false } as const
+
 /** The hand-written governed execute. */
 const floorExecute = (chain: FloorChain, request: ExecutionRequest, templates: ReadonlyArray<Payload>) =>
   Effect.withSpan(
@@ -157,7 +160,7 @@ const floorExecute = (chain: FloorChain, request: ExecutionRequest, templates: R
       }, { disableValidation: true })
     }),
     "ActionExecutor.execute",
-    { captureStackTrace: false }
+    executeSpan
   )
 
 const run = async (): Promise<void> => {

@@ -2,9 +2,9 @@
  * The capacity load test's floor, through the same client: the same work without writ's executor, ingress or their
  * modules. Each attempt decodes its arguments by the action's input Schema and asks the same bounded capacity for a
  * lease; deferred, it is told the same `retry_at`; admitted, it runs the handler under its lease's deadline and
- * releases the lease. Imports effect and the capacity module only, unless run with `--with-writ-modules`: then it first
- * loads the modules writ's side loads, and uses none of them, the control that tells the live heap they add from what
- * an attempt through writ costs.
+ * releases the lease. Of writ it imports only the capacity and time modules, unless run with `--with-writ-modules`:
+ * then it first loads the modules writ's side loads and uses none of them, the control which separates the live heap
+ * those modules add from what an attempt through writ costs.
  */
 import { Duration, Effect, Either, Layer, Schema } from "effect"
 import * as Time from "../../core/base/Time.ts"
@@ -43,4 +43,4 @@ const attempt: Load.Attempt<never> = Effect.fnUntraced(function*(n) {
   return Either.isRight(ran) ? "succeeded" as const : "stopped" as const
 }, Effect.orDie)
 
-await Load.run(Number(process.argv.find((arg) => /^\d+$/.test(arg)) ?? 10_000), attempt, Layer.empty)
+await Load.run(Load.requested(), attempt, Layer.empty)

@@ -49,4 +49,4 @@ const attempt: Load.Attempt<ActionExecutor.ActionExecutor | IdGenerator.IdGenera
   Effect.orDie
 )
 
-await Load.run(Number(process.argv[2] ?? 10_000), attempt, layer)
+await Load.run(Load.requested(), attempt, layer)

@@ -2,8 +2,8 @@
  * The capacity load test's client, shared by writ's side and its floor: 10,000 concurrent requests, each retried at
  * the `retry_at` it is told until it runs (and at once when its lease stopped it), in a process of its own so its peak
  * RSS is its own; prints one JSON line with the requests, the most in flight, the most attempts one request took, the
- * calls stopped at their lease, the seconds taken, the heap after a collection while most requests wait, and the
- * process's peak RSS.
+ * calls stopped at their lease, the seconds taken, the heap after a collection while most requests wait, the heap's
+ * limit, and the process's peak RSS.
  *
  * A deferral holds nothing in writ but the retry time it promised, so what a waiting request costs is the client's.
  * Here a waiting request is its number in the list of the millisecond it is due (a fiber and a timer of its own cost
@@ -12,6 +12,7 @@
  */
 import type { Layer } from "effect"
 import { Clock, Duration, Effect, FiberSet } from "effect"
+import * as v8 from "node:v8"
 
 /** How one attempt ended: it ran, it was stopped at its lease, or it is to retry at a time in milliseconds. */
 export type Answer = "succeeded" | "stopped" | { readonly retry_at_millis: number } | { readonly failed: string }
@@ -78,6 +79,9 @@ class MinHeap {
   }
 }
 
+/** The requests to run: the process's first all-digit argument, else 10,000. */
+export const requested = (): number => Number(process.argv.find((arg) => /^\d+$/.test(arg)) ?? 10_000)
+
 /** Runs `requests` requests through `attempt` until each succeeded, then prints the summary line. */
 export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer.Layer<R, unknown>) => {
   // The waiting requests: by the millisecond they are due, their numbers, and those milliseconds in a min-heap; the
@@ -91,6 +95,7 @@ export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer
   let heapWaiting = 0
 
   const wait = (n: number, dueMillis: number) => {
+    if (!Number.isFinite(dueMillis)) return void (failure ??= `request ${n}: told to retry at ${dueMillis}`)
     const due = waiting.get(dueMillis)
     if (due !== undefined) return void due.push(n)
     waiting.set(dueMillis, [n])
@@ -150,6 +155,7 @@ export const run = async <R>(requests: number, attempt: Attempt<R>, layer: Layer
       stopped_at_lease: stopped,
       seconds: (performance.now() - started) / 1000,
       heap_waiting_bytes: heapWaiting,
+      heap_limit_bytes: v8.getHeapStatistics().heap_size_limit,
       max_rss_bytes: process.resourceUsage().maxRSS * 1024
     }) + "\n"
   )

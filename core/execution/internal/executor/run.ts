@@ -88,7 +88,8 @@ export interface Compiled {
 const securityStages: ReadonlyArray<SecurityStage> = ["authorise", "guard", "policy"]
 
 // The span of every execute captures no stack trace, as Effect's own per-request spans (HTTP client, SQL, RPC) do:
-// the caller's stack cost about 5 µs of a minimal execute's 25-30, and the span names the call already.
+// Effect would take one on every call to keep the one frame that called withSpan, this line, the same every time
+// and named by the span already; taking it cost about 5 µs of a minimal execute's 25-30.
 const executeSpan = { captureStackTrace: false } as const
 
 /** Stages 5-11 under the request's deadline and cancellation. */
