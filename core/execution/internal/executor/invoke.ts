@@ -121,7 +121,7 @@ export const idempotentWith = (env: Env, store: IdempotencyStore.Service): Aroun
     stage: "invoke",
     detail: "replay the stored success of this caller's idempotency key and arguments, or invoke and store it",
     skip: ({ call }) => call.request.idempotency_key === undefined,
-    run: (state, inner) => replayOrInvoke(state, inner)
+    run: replayOrInvoke
   }
 }
 
